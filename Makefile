@@ -1,0 +1,45 @@
+# make demo: install, then dissect the bundled samples.
+# make test: install, then lint, type-check and run the whole suite (real peers included).
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-stamp
+
+.PHONY: install java demo test lint typecheck pytest proto clean
+
+install: $(STAMP) java
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[dev,spark]'
+	touch $(STAMP)
+
+# Spark needs a Java runtime (17+); install one with apt only when none is on PATH.
+java:
+	@command -v java >/dev/null 2>&1 || { \
+	  echo "java not found: installing a headless JRE with apt"; \
+	  apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q default-jre-headless; }
+
+demo: install
+	$(VENV)/bin/pulsar-dissect stream pcaps/streams/*.bin
+
+lint: install
+	$(VENV)/bin/ruff check dissector tests scripts benchmarks
+	$(VENV)/bin/ruff format --check dissector tests scripts benchmarks
+
+typecheck: install
+	$(VENV)/bin/mypy
+
+pytest: install
+	$(PY) -m pytest -q
+
+test: lint typecheck pytest
+
+# Regenerate the protobuf bindings from proto/pulsar_api.proto.
+proto: install
+	$(PY) scripts/gen_proto.py
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

@@ -1,0 +1,28 @@
+"""pulsar-dissector: turn captures of Apache Pulsar traffic into trustworthy tables.
+
+The public API is re-exported here; see README.md for usage.
+"""
+
+from dissector.anomalies import REGISTRY, Severity
+from dissector.encoder import command, encode_frame
+from dissector.errors import DissectorError, InputError, UsageError
+from dissector.events import Anomaly, Checksum, Direction, Event, Frame
+from dissector.framing import DEFAULT_MAX_FRAME_SIZE, FrameDecoder, StreamStats
+
+__all__ = [
+    "DEFAULT_MAX_FRAME_SIZE",
+    "REGISTRY",
+    "Anomaly",
+    "Checksum",
+    "Direction",
+    "DissectorError",
+    "Event",
+    "Frame",
+    "FrameDecoder",
+    "InputError",
+    "Severity",
+    "StreamStats",
+    "UsageError",
+    "command",
+    "encode_frame",
+]

@@ -1,0 +1,60 @@
+"""Registry of anomaly codes: every protocol or capture fault the dissector can report.
+
+Input: nothing. Output: `REGISTRY`, mapping a stable dotted code to its severity and summary.
+Rule: codes are stable public identifiers (users filter on them); add new ones, never rename.
+Every anomaly event must use a code from this table (checked at creation).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class Severity(StrEnum):
+    INFO = "info"
+    WARNING = "warning"
+    ERROR = "error"
+
+
+@dataclass(frozen=True, slots=True)
+class AnomalyKind:
+    code: str
+    severity: Severity
+    summary: str
+
+
+_E, _W, _I = Severity.ERROR, Severity.WARNING, Severity.INFO
+
+_TABLE: tuple[tuple[str, Severity, str], ...] = (
+    # Framing: sizes and layout of one frame.
+    ("pulsar.frame_too_large", _E, "totalSize exceeds the maximum frame size"),
+    ("pulsar.frame_too_small", _E, "totalSize too small to hold commandSize and a command"),
+    ("pulsar.command_size_invalid", _E, "commandSize is zero or larger than the frame"),
+    ("pulsar.command_undecodable", _E, "the BaseCommand protobuf does not decode"),
+    ("pulsar.unknown_command_type", _W, "BaseCommand.type is not a known command type"),
+    ("pulsar.command_missing_body", _E, "the sub-message named by BaseCommand.type is absent"),
+    ("pulsar.trailing_bytes", _W, "bytes after the command of a simple (payload-free) command"),
+    ("pulsar.payload_missing", _E, "a payload command (SEND, MESSAGE) has no metadata section"),
+    ("pulsar.bad_magic", _E, "neither magic 0x0e01 nor a plausible metadataSize after the command"),
+    ("pulsar.bad_checksum", _E, "CRC32C of metadataSize+metadata+payload differs from the frame"),
+    ("pulsar.metadata_size_invalid", _E, "metadataSize is larger than the rest of the frame"),
+    ("pulsar.metadata_undecodable", _E, "the MessageMetadata protobuf does not decode"),
+    (
+        "pulsar.broker_entry_metadata_invalid",
+        _E,
+        "broker entry metadata (0x0e02) size is inconsistent or it does not decode",
+    ),
+    # Stream: what happens between frames.
+    ("pulsar.skipped_bytes", _W, "bytes that are not part of any frame were skipped to resync"),
+    ("pulsar.truncated_frame", _W, "the stream ended or lost bytes in the middle of a frame"),
+)
+
+REGISTRY: dict[str, AnomalyKind] = {
+    code: AnomalyKind(code, sev, text) for code, sev, text in _TABLE
+}
+
+
+def severity_of(code: str) -> Severity:
+    """Severity registered for `code`; KeyError for an unregistered code (a bug)."""
+    return REGISTRY[code].severity

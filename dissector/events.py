@@ -1,0 +1,85 @@
+"""Event records passed between the sans-IO stages.
+
+Input: nothing. Output: frozen, slotted, keyword-only dataclasses.
+Rule: every event carries provenance (connection id, direction, stream offset, first/last
+packet number and timestamp) so that every table row traces back to captured bytes.
+Timestamps are integer microseconds since the Unix epoch; packet numbers count from 1
+(0 means "not from a capture", e.g. a raw stream file).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from dissector.anomalies import REGISTRY, Severity
+
+
+class Direction(StrEnum):
+    CLIENT_TO_BROKER = "client_to_broker"
+    BROKER_TO_CLIENT = "broker_to_client"
+
+
+class Checksum(StrEnum):
+    """CRC32C status of a payload frame (None on simple commands)."""
+
+    VALID = "valid"
+    INVALID = "invalid"
+    ABSENT = "absent"  # no magic 0x0e01: brokers' MESSAGE frames, clients before protocol v6
+    UNKNOWN = "unknown"  # bytes of the frame are missing from the capture
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Frame:
+    """One Pulsar frame, decoded as far as its bytes allow."""
+
+    conn_id: int
+    direction: Direction
+    stream_offset: int  # offset of the totalSize field in this direction's byte stream
+    total_size: int  # value of the totalSize field (frame length on the wire is 4 + this)
+    command_size: int
+    command_type: int  # BaseCommand.type as on the wire (may be unknown to our schema)
+    command_name: str  # type name from the schema's enum, or UNKNOWN_<n>
+    command: Any  # the decoded BaseCommand (protobuf)
+    body: Any  # the sub-message named by the type (a protobuf Message); None if absent
+    checksum: Checksum | None  # None for simple commands
+    checksum_expected: int | None = None  # CRC32C carried by the frame
+    checksum_computed: int | None = None  # CRC32C we computed (only when both are known)
+    broker_entry: Any = None  # BrokerEntryMetadata (protobuf) or None
+    metadata_size: int | None = None
+    metadata: Any = None  # MessageMetadata (protobuf) or None
+    payload: memoryview | None = None  # zero-copy view of the application payload section
+    complete: bool = True  # False when bytes of the frame are missing from the capture
+    first_packet: int = 0
+    last_packet: int = 0
+    first_ts: int = 0
+    last_ts: int = 0
+
+    @property
+    def wire_size(self) -> int:
+        """Bytes the frame occupies on the wire, size field included."""
+        return 4 + self.total_size
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Anomaly:
+    """A fault found in the data: reported as a row, never raised."""
+
+    code: str
+    severity: Severity
+    conn_id: int
+    direction: Direction | None
+    stream_offset: int | None
+    detail: str
+    length: int = 0  # bytes concerned (skipped, truncated, ...), 0 when not applicable
+    packet: int = 0
+    ts: int = 0
+
+    @classmethod
+    def of(cls, code: str, **kw: Any) -> Anomaly:
+        """Build an anomaly whose severity comes from the registry."""
+        return cls(code=code, severity=REGISTRY[code].severity, **kw)
+
+
+Event = Frame | Anomaly

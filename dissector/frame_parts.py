@@ -1,0 +1,183 @@
+"""Pure decoding of the parts of one Pulsar frame whose bytes are all present.
+
+Input: a buffer and the positions of a frame's sections.
+Output: the decoded command, the payload section's parts (broker entry metadata, checksum
+status, MessageMetadata, payload view) and a list of problems (code, position, detail, length).
+Rule: no state and no provenance here (the FrameDecoder adds those); in strict mode (resync)
+any problem raises Reject instead, so that a candidate offset is accepted only when every part
+of the frame checks out.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any, NamedTuple, TypeVar
+
+from crc32c import crc32c
+from google.protobuf.message import DecodeError
+from google.protobuf.message import Message as _Message
+from google.protobuf.unknown_fields import UnknownFieldSet
+
+from dissector.events import Checksum
+from dissector.wire import BODY_FIELDS, BaseCommand, BrokerEntryMetadata, MessageMetadata
+
+U32 = struct.Struct(">I")
+HEADER = struct.Struct(">II")  # totalSize, commandSize
+
+MAGIC_CHECKSUM = b"\x0e\x01"
+MAGIC_BROKER_ENTRY = b"\x0e\x02"
+
+#: Smallest possible command: the type field's tag and a one-byte varint.
+MIN_COMMAND_SIZE = 2
+
+#: (anomaly code, position in the buffer, detail, bytes concerned)
+Problem = tuple[str, int, str, int]
+
+M = TypeVar("M", bound=_Message)
+
+
+class Reject(Exception):
+    """A frame's command is unusable, or (strict mode) any part of a candidate is wrong."""
+
+
+class PayloadParts(NamedTuple):
+    checksum: Checksum | None
+    expected: int | None
+    computed: int | None
+    broker_entry: Any  # BrokerEntryMetadata | None
+    metadata_size: int | None
+    metadata: Any  # MessageMetadata | None
+    payload: memoryview | None
+
+
+def parse(cls: type[M], data: bytes | memoryview) -> M:
+    """Decode a protobuf message from any buffer without copying it first."""
+    return cls.FromString(data)  # type: ignore[arg-type]  # upb accepts any buffer
+
+
+def header_problem(total: int, csize: int, max_size: int) -> tuple[str, str] | None:
+    """(code, detail) when a frame header is impossible, else None."""
+    if total > max_size:
+        return "pulsar.frame_too_large", f"totalSize {total} > limit {max_size}"
+    if total < 4 + MIN_COMMAND_SIZE:
+        return "pulsar.frame_too_small", f"totalSize {total}"
+    if csize < MIN_COMMAND_SIZE or csize + 4 > total:
+        return "pulsar.command_size_invalid", f"commandSize {csize} in totalSize {total}"
+    return None
+
+
+def decode_command(data: memoryview) -> tuple[Any, int, Any]:
+    """(BaseCommand, type value, sub-message or None). Raise Reject if it does not decode."""
+    try:
+        cmd = parse(BaseCommand, data)
+    except DecodeError as exc:
+        raise Reject(str(exc) or "DecodeError") from None
+    if not cmd.HasField("type"):
+        # Closed proto2 enum: an unknown type value lands in the unknown fields.
+        unknown = UnknownFieldSet(cmd)
+        for i in range(len(unknown)):
+            field = unknown[i]
+            if field.field_number == 1 and isinstance(field.data, int):
+                return cmd, field.data, None
+        raise Reject("BaseCommand without a type")
+    ctype: int = cmd.type
+    field = BODY_FIELDS.get(ctype)
+    if field is not None and cmd.HasField(field):
+        return cmd, ctype, getattr(cmd, field)
+    return cmd, ctype, None
+
+
+def command_ok(data: memoryview) -> bool:
+    """Resync check: the command decodes, its type is known and its sub-message present."""
+    try:
+        return decode_command(data)[2] is not None
+    except Reject:
+        return False
+
+
+def decode_payload_section(
+    buf: bytes, mv: memoryview, p: int, end: int, strict: bool, problems: list[Problem]
+) -> PayloadParts:
+    """Decode buf[p:end], what follows a SEND/MESSAGE command.
+
+    Layout: [0x0e02 size BrokerEntryMetadata] [0x0e01 crc32c] metadataSize metadata payload.
+    The checksum covers everything after itself to the end of the frame.
+    """
+    broker_entry = None
+    if buf.startswith(MAGIC_BROKER_ENTRY, p, end):
+        ok = False
+        if end - p >= 6:
+            bsize: int = U32.unpack_from(buf, p + 2)[0]
+            if p + 6 + bsize <= end:
+                try:
+                    broker_entry = parse(BrokerEntryMetadata, mv[p + 6 : p + 6 + bsize])
+                    ok = True
+                except DecodeError:
+                    pass
+                p += 6 + bsize
+        if not ok:
+            if strict:
+                raise Reject("broker entry metadata")
+            detail = "size beyond the frame or protobuf does not decode"
+            problems.append(("pulsar.broker_entry_metadata_invalid", p, detail, 0))
+    expected = computed = None
+    status = Checksum.ABSENT
+    if buf.startswith(MAGIC_CHECKSUM, p, end) and end - p >= 6:
+        expected = U32.unpack_from(buf, p + 2)[0]
+        p += 6
+        computed = crc32c(mv[p:end])
+        if computed == expected:
+            status = Checksum.VALID
+        else:
+            status = Checksum.INVALID
+            if strict:
+                raise Reject("checksum")
+            detail = f"expected 0x{expected:08x} computed 0x{computed:08x}"
+            problems.append(("pulsar.bad_checksum", p - 6, detail, 0))
+    metadata = msize = payload = None
+    code = detail = ""
+    if end - p < 4:
+        code, detail = "pulsar.payload_missing", f"{end - p} bytes after the command"
+    else:
+        size: int = U32.unpack_from(buf, p)[0]
+        mstart = p + 4
+        if mstart + size > end:
+            if status is Checksum.ABSENT:
+                code = "pulsar.bad_magic"
+                detail = (
+                    f"found {buf[p : p + 2].hex()}: neither magic 0x0e01 nor a metadataSize"
+                    " that fits the frame"
+                )
+            else:
+                code = "pulsar.metadata_size_invalid"
+                detail = f"metadataSize {size} with {end - mstart} bytes left"
+        else:
+            msize = size
+            try:
+                metadata = parse(MessageMetadata, mv[mstart : mstart + size])
+                payload = mv[mstart + size : end]
+            except DecodeError as exc:
+                code, detail = "pulsar.metadata_undecodable", str(exc) or "DecodeError"
+    if code:
+        if strict:
+            raise Reject(code)
+        problems.append((code, p, detail, 0))
+    return PayloadParts(status, expected, computed, broker_entry, msize, metadata, payload)
+
+
+def partial_metadata(buf: bytes, p: int) -> Any:
+    """MessageMetadata of an incomplete payload frame, if its bytes are all present."""
+    n = len(buf)
+    if buf.startswith(MAGIC_BROKER_ENTRY, p) and n - p >= 6:
+        p += 6 + U32.unpack_from(buf, p + 2)[0]
+    if buf.startswith(MAGIC_CHECKSUM, p):
+        p += 6
+    if n - p < 4:
+        return None
+    msize = U32.unpack_from(buf, p)[0]
+    if p + 4 + msize > n:
+        return None
+    try:
+        return parse(MessageMetadata, memoryview(buf)[p + 4 : p + 4 + msize])
+    except DecodeError:
+        return None

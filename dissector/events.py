@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import Any, NamedTuple
 
 from dissector.anomalies import REGISTRY, Severity
 
@@ -83,3 +83,34 @@ class Anomaly:
 
 
 Event = Frame | Anomaly
+
+
+class RawPacket(NamedTuple):
+    """One record of a capture file or live source, before any header is parsed.
+
+    A NamedTuple rather than a dataclass: one is made per packet, so creation cost matters.
+    """
+
+    number: int  # 1-based packet number within its capture source
+    ts: int  # microseconds since the Unix epoch
+    linktype: int  # pcap LINKTYPE_* of the interface that captured it
+    data: bytes  # the captured bytes (may be shorter than orig_len: snaplen)
+    orig_len: int  # length of the packet on the wire
+    interface: int = 0  # pcapng interface index (0 for pcap)
+
+
+class Segment(NamedTuple):
+    """A TCP segment with its addresses, as parsed from a RawPacket (one per packet)."""
+
+    number: int  # packet number (provenance)
+    ts: int  # microseconds since the Unix epoch
+    src_ip: str  # dotted IPv4 or compressed IPv6 text
+    dst_ip: str
+    src_port: int
+    dst_port: int
+    seq: int  # sequence number of the first payload byte (or of the SYN/FIN)
+    ack: int  # acknowledgement number (valid when the ACK flag is set)
+    flags: int  # TCP flags byte (FIN=0x01 SYN=0x02 RST=0x04 PSH=0x08 ACK=0x10 URG=0x20)
+    window: int  # window field as on the wire (unscaled)
+    payload: bytes  # TCP payload bytes present in the capture
+    missing: int = 0  # payload bytes cut off by the snaplen (on the wire, not captured)

@@ -23,7 +23,8 @@ java:
 	  apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q default-jre-headless; }
 
 demo: install
-	$(VENV)/bin/pulsar-dissect stream pcaps/streams/*.bin
+	$(VENV)/bin/pulsar-dissect stream pcaps/streams/produce_consume.client_to_broker.bin
+	$(VENV)/bin/pulsar-dissect stream --direction broker_to_client pcaps/streams/produce_consume.broker_to_client.bin
 
 lint: install
 	$(VENV)/bin/ruff check dissector tests scripts benchmarks

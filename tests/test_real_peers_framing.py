@@ -116,6 +116,7 @@ def test_unbatched_payloads_match_what_the_client_sent(unbatched: Recording) -> 
     for frame in delivered:
         mid = frame.body.message_id
         expected = by_id[(mid.ledgerId, mid.entryId)]
+        assert frame.payload is not None
         assert hashlib.sha256(frame.payload).hexdigest() == expected["sha256"]
 
 
@@ -145,6 +146,7 @@ def test_one_mebibyte_message(large: Recording) -> None:
     frames = [f for c in conns for f in decode_connection(c)[Direction.CLIENT_TO_BROKER]]
     (send,) = [f for f in frames if f.command_name == "SEND"]
     assert send.checksum is Checksum.VALID
+    assert send.payload is not None
     assert len(send.payload) == expected["size"] == 1 << 20
     assert hashlib.sha256(send.payload).hexdigest() == expected["sha256"]
     assert send.last_packet > send.first_packet  # it spanned several reads

@@ -35,6 +35,7 @@ def test_every_command_type_has_its_sub_message() -> None:
     for ctype, field in BODY_FIELDS.items():
         descriptor = BaseCommand.DESCRIPTOR.fields_by_name[field]
         assert descriptor.number == ctype
+        assert descriptor.message_type is not None
         assert descriptor.message_type.name.startswith("Command")
 
 

@@ -1,0 +1,112 @@
+"""Human-readable and JSON-ready views of decoded protobuf messages, with secrets redacted.
+
+Input: a decoded protobuf message (a command's sub-message, metadata) or a Frame.
+Output: a compact one-line text (`k=v k2={a=1}`) or a JSON-ready dict.
+Rule: authentication data (CONNECT auth_data / original_auth_data, the AuthData carried by
+AUTH_CHALLENGE and AUTH_RESPONSE) is replaced by a fixed placeholder plus its length in every
+output unless show_secrets=True. Nothing else is hidden; long values are shortened.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from google.protobuf.descriptor import FieldDescriptor
+from google.protobuf.message import Message
+
+from dissector.events import Frame
+
+#: Field names whose values are credentials wherever they appear in a command.
+SECRET_FIELDS = frozenset({"auth_data", "original_auth_data"})
+REDACTED = "<redacted>"
+_MAX_ITEMS = 8  # repeated fields: items shown in text before "...+N"
+_MAX_TEXT = 80  # strings and bytes: characters shown in text before truncation
+_MAX_JSON_BYTES = 4096  # bytes fields: bytes rendered as hex in JSON before truncation
+
+
+def redacted(length: int) -> str:
+    return f"{REDACTED}({length} bytes)"
+
+
+def _scalar_text(field: FieldDescriptor, value: Any, show_secrets: bool) -> str:
+    if field.name in SECRET_FIELDS and not show_secrets:
+        return redacted(len(value))
+    if field.type == FieldDescriptor.TYPE_BYTES:
+        shown = value[: _MAX_TEXT // 2].hex()
+        return f"0x{shown}" + ("..." if len(value) > _MAX_TEXT // 2 else "")
+    if field.type == FieldDescriptor.TYPE_STRING:
+        text = value if len(value) <= _MAX_TEXT else value[:_MAX_TEXT] + "..."
+        return repr(text) if (not text or " " in text or "=" in text) else text
+    if field.type == FieldDescriptor.TYPE_ENUM:
+        return str(_enum_name(field, value))
+    if field.type == FieldDescriptor.TYPE_BOOL:
+        return "true" if value else "false"
+    return str(value)
+
+
+def _enum_name(field: FieldDescriptor, value: int) -> str | int:
+    """The enum value's name, or the number itself when the schema does not know it."""
+    enum = field.enum_type
+    known = enum.values_by_number.get(value) if enum is not None else None
+    return known.name if known is not None else value
+
+
+def message_text(msg: Message, *, show_secrets: bool = False) -> str:
+    """`name=value ...` for every field set in msg, nested messages in braces."""
+    parts = []
+    for field, value in msg.ListFields():
+        if field.is_repeated:
+            items = [_value_text(field, v, show_secrets) for v in value[:_MAX_ITEMS]]
+            more = f" ...+{len(value) - _MAX_ITEMS}" if len(value) > _MAX_ITEMS else ""
+            parts.append(f"{field.name}=[{' '.join(items)}{more}]")
+        else:
+            parts.append(f"{field.name}={_value_text(field, value, show_secrets)}")
+    return " ".join(parts)
+
+
+def _value_text(field: FieldDescriptor, value: Any, show_secrets: bool) -> str:
+    if field.type == FieldDescriptor.TYPE_MESSAGE:
+        return "{" + message_text(value, show_secrets=show_secrets) + "}"
+    return _scalar_text(field, value, show_secrets)
+
+
+def message_dict(msg: Message, *, show_secrets: bool = False) -> dict[str, Any]:
+    """JSON-ready dict of the fields set in msg (bytes as hex, enums by name)."""
+    out: dict[str, Any] = {}
+    for field, value in msg.ListFields():
+        if field.is_repeated:
+            out[field.name] = [_value_json(field, v, show_secrets) for v in value]
+        else:
+            out[field.name] = _value_json(field, value, show_secrets)
+    return out
+
+
+def _value_json(field: FieldDescriptor, value: Any, show_secrets: bool) -> Any:
+    if field.type == FieldDescriptor.TYPE_MESSAGE:
+        return message_dict(value, show_secrets=show_secrets)
+    if field.name in SECRET_FIELDS and not show_secrets:
+        return redacted(len(value))
+    if field.type == FieldDescriptor.TYPE_BYTES:
+        return value[:_MAX_JSON_BYTES].hex() + ("..." if len(value) > _MAX_JSON_BYTES else "")
+    if field.type == FieldDescriptor.TYPE_ENUM:
+        return _enum_name(field, value)
+    return value
+
+
+def frame_text(frame: Frame, *, show_secrets: bool = False) -> str:
+    """One line: command name, its fields, and for payload frames metadata and checksum."""
+    parts = [frame.command_name]
+    if frame.body is not None:
+        parts.append(message_text(frame.body, show_secrets=show_secrets))
+    if frame.metadata is not None:
+        meta = frame.metadata
+        parts.append(f"producer={meta.producer_name} seq={meta.sequence_id}")
+        if meta.num_messages_in_batch != 1:
+            parts.append(f"batch={meta.num_messages_in_batch}")
+    if frame.payload is not None:
+        parts.append(f"payload={len(frame.payload)}B")
+    if frame.checksum is not None:
+        parts.append(f"checksum={frame.checksum}")
+    if not frame.complete:
+        parts.append("[incomplete]")
+    return " ".join(p for p in parts if p)

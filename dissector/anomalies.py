@@ -48,6 +48,23 @@ _TABLE: tuple[tuple[str, Severity, str], ...] = (
     # Stream: what happens between frames.
     ("pulsar.skipped_bytes", _W, "bytes that are not part of any frame were skipped to resync"),
     ("pulsar.truncated_frame", _W, "the stream ended or lost bytes in the middle of a frame"),
+    ("pulsar.encrypted", _I, "TLS conversation: reported, not decoded"),
+    ("proxy.header_invalid", _W, "a PROXY protocol header that does not parse"),
+    # TCP reassembly.
+    ("tcp.gap", _W, "bytes of a TCP stream are missing from the capture"),
+    ("tcp.midstream_start", _I, "the capture starts in the middle of this direction's stream"),
+    ("tcp.retransmission_mismatch", _E, "retransmitted or overlapping bytes differ from the first"),
+    ("tcp.out_of_order_overflow", _W, "too many out-of-order bytes buffered: declared a gap"),
+    ("tcp.data_after_close", _W, "payload on a connection after its FIN or RST"),
+    ("tcp.flow_evicted", _W, "too many open connections: the least recently active was closed"),
+    # Network and link layers.
+    ("net.ip_fragment", _W, "an IP fragment (not reassembled): its TCP bytes are missing"),
+    ("net.truncated_header", _W, "captured bytes too short for the link/IP/TCP headers"),
+    ("net.bad_header", _W, "an impossible IP or TCP header"),
+    ("net.unsupported_linktype", _W, "packets of a link type the dissector cannot parse"),
+    # Capture files.
+    ("capture.truncated", _E, "the capture file ends in the middle of a record"),
+    ("capture.corrupt_record", _E, "a capture record with an impossible length or block"),
 )
 
 REGISTRY: dict[str, AnomalyKind] = {

@@ -1,0 +1,282 @@
+"""TCP reassembly: order, loss, retransmission, overlap, wrap-around, ends, reuse."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from dissector import tcp
+from dissector.events import Anomaly, Direction, Segment
+from dissector.tcp import (
+    ACK,
+    FIN,
+    RST,
+    SYN,
+    ConnClosed,
+    ConnOpened,
+    Reassembler,
+    StreamData,
+    StreamGap,
+    seq_diff,
+)
+
+CLIENT = ("10.0.0.1", 40000)
+BROKER = ("10.0.0.2", 6650)
+C2B, B2C = Direction.CLIENT_TO_BROKER, Direction.BROKER_TO_CLIENT
+_counter = iter(range(1, 1 << 30))
+
+
+def seg(
+    seq: int,
+    payload: bytes = b"",
+    flags: int = ACK,
+    *,
+    ack: int = 0,
+    frm: tuple[str, int] = CLIENT,
+    to: tuple[str, int] = BROKER,
+    missing: int = 0,
+) -> Segment:
+    n = next(_counter)
+    return Segment(n, n * 10, frm[0], to[0], frm[1], to[1], seq & 0xFFFFFFFF, ack, flags, 65535,
+                   payload, missing)  # fmt: skip
+
+
+def run(segments: list[Segment], ports: set[int] | None = None) -> list[object]:
+    r = Reassembler(broker_ports=ports if ports is not None else {6650})
+    events: list[object] = []
+    for s in segments:
+        events.extend(r.feed(s))
+    events.extend(r.close())
+    return events
+
+
+def stream(events: list[object], direction: Direction = C2B) -> tuple[bytes, list[tuple[int, int]]]:
+    """Delivered bytes (gaps as None-free concatenation) and the gaps (offset, length)."""
+    data = b""
+    gaps = []
+    offset = 0
+    for e in events:
+        if isinstance(e, StreamData) and e.direction is direction:
+            assert e.offset == offset
+            data += e.data
+            offset += len(e.data)
+        elif isinstance(e, StreamGap) and e.direction is direction:
+            assert e.offset == offset
+            gaps.append((e.offset, e.length))
+            offset += e.length
+    return data, gaps
+
+
+def codes(events: list[object]) -> list[str]:
+    return [e.code for e in events if isinstance(e, Anomaly)]
+
+
+def handshake(isn: int = 1000, server_isn: int = 5000) -> list[Segment]:
+    return [
+        seg(isn, flags=SYN),
+        seg(server_isn, flags=SYN | ACK, ack=isn + 1, frm=BROKER, to=CLIENT),
+        seg(isn + 1, ack=server_isn + 1),
+    ]
+
+
+def test_seq_diff_wraps() -> None:
+    assert seq_diff(5, 2**32 - 5) == 10
+    assert seq_diff(2**32 - 5, 5) == -10
+    assert seq_diff(7, 7) == 0
+
+
+def test_in_order_both_directions_and_roles() -> None:
+    events = run(
+        handshake()
+        + [
+            seg(1001, b"hello "),
+            seg(1007, b"world"),
+            seg(5001, b"reply", frm=BROKER, to=CLIENT, ack=1012),
+        ]
+    )
+    opened = [e for e in events if isinstance(e, ConnOpened)]
+    assert len(opened) == 1
+    assert opened[0].key == (*CLIENT, *BROKER) and opened[0].syn_seen and not opened[0].guessed
+    assert stream(events) == (b"hello world", [])
+    assert stream(events, B2C) == (b"reply", [])
+    assert codes(events) == []
+    assert [e.reason for e in events if isinstance(e, ConnClosed)] == ["capture_end"]
+
+
+def test_broker_port_decides_roles_even_without_syn() -> None:
+    events = run([seg(77, b"data", frm=BROKER, to=CLIENT)])
+    (opened,) = [e for e in events if isinstance(e, ConnOpened)]
+    assert opened.key.broker_port == 6650 and not opened.guessed
+    assert stream(events, B2C) == (b"data", [])
+    assert codes(events) == ["tcp.midstream_start"]
+
+
+def test_syn_receiver_is_broker_on_other_ports() -> None:
+    events = run(handshake(), ports=set())
+    (opened,) = [e for e in events if isinstance(e, ConnOpened)]
+    assert opened.key == (*CLIENT, *BROKER) and not opened.guessed
+    events = run([seg(1, b"x", frm=("1.1.1.1", 5555), to=("2.2.2.2", 7777))], ports=set())
+    (opened,) = [e for e in events if isinstance(e, ConnOpened)]
+    assert opened.guessed
+
+
+def test_reordering_is_repaired() -> None:
+    events = run(handshake() + [seg(1007, b"world"), seg(1001, b"hello ")])
+    assert stream(events) == (b"hello world", [])
+    assert codes(events) == []
+
+
+def test_retransmission_same_bytes_is_silent() -> None:
+    events = run(handshake() + [seg(1001, b"hello"), seg(1001, b"hello"), seg(1006, b"!")])
+    assert stream(events) == (b"hello!", [])
+    assert codes(events) == []
+
+
+def test_retransmission_with_different_bytes_is_reported() -> None:
+    events = run(handshake() + [seg(1001, b"hello"), seg(1001, b"jello"), seg(1006, b"!")])
+    assert stream(events) == (b"hello!", [])
+    assert codes(events) == ["tcp.retransmission_mismatch"]
+
+
+def test_overlap_delivers_each_byte_once() -> None:
+    events = run(handshake() + [seg(1001, b"0123456789"), seg(1006, b"56789abcde")])
+    assert stream(events) == (b"0123456789abcde", [])
+    assert codes(events) == []
+
+
+def test_overlapping_out_of_order_segments() -> None:
+    events = run(handshake() + [seg(1011, b"abcdef"), seg(1009, b"89ab"), seg(1001, b"01234567")])
+    assert stream(events) == (b"0123456789abcdef", [])
+
+
+def test_sequence_wrap_around() -> None:
+    isn = 2**32 - 8
+    data = bytes(range(40))
+    segs = handshake(isn) + [seg(isn + 1 + i, data[i : i + 10]) for i in range(0, 40, 10)]
+    events = run(segs)
+    assert stream(events) == (data, [])
+    assert codes(events) == []
+
+
+def test_loss_becomes_a_gap_when_acknowledged() -> None:
+    segs = handshake() + [
+        seg(1001, b"aaaa"),
+        # 1005..1012 (8 bytes) never captured
+        seg(1013, b"cccc"),
+        seg(5001, flags=ACK, ack=1017, frm=BROKER, to=CLIENT),
+        seg(1017, b"dd"),
+    ]
+    events = run(segs)
+    assert stream(events) == (b"aaaaccccdd", [(4, 8)])
+    gap_anomalies = [e for e in events if isinstance(e, Anomaly) and e.code == "tcp.gap"]
+    assert [(a.stream_offset, a.length) for a in gap_anomalies] == [(4, 8)]
+
+
+def test_loss_at_the_end_is_a_gap_up_to_the_fin() -> None:
+    segs = handshake() + [seg(1001, b"aaaa"), seg(1009, b"", flags=FIN | ACK)]
+    events = run(segs)
+    assert stream(events) == (b"aaaa", [(4, 4)])
+
+
+def test_snaplen_cut_payload_is_a_gap() -> None:
+    events = run(handshake() + [seg(1001, b"0123456789", missing=90), seg(1101, b"next")])
+    assert stream(events) == (b"0123456789next", [(10, 90)])
+
+
+def test_keepalive_probe_is_ignored() -> None:
+    events = run(handshake() + [seg(1001, b"abc"), seg(1003, b"\x00"), seg(1004, b"d")])
+    assert stream(events) == (b"abcd", [])
+    assert codes(events) == []
+
+
+def test_fin_both_ways_closes() -> None:
+    segs = handshake() + [
+        seg(1001, b"bye", flags=FIN | ACK),
+        seg(5001, b"", flags=FIN | ACK, ack=1005, frm=BROKER, to=CLIENT),
+        seg(1005, ack=5002),
+    ]
+    events = run(segs)
+    assert [e.reason for e in events if isinstance(e, ConnClosed)] == ["fin"]
+
+
+def test_rst_closes_and_data_after_close_is_reported() -> None:
+    segs = handshake() + [seg(1001, b"a"), seg(1002, flags=RST), seg(1002, b"late")]
+    events = run(segs)
+    assert [e.reason for e in events if isinstance(e, ConnClosed)] == ["rst"]
+    assert codes(events) == ["tcp.data_after_close"]
+
+
+def test_port_reuse_starts_a_new_conversation() -> None:
+    first = handshake(1000) + [seg(1001, b"one", flags=FIN | ACK)]
+    first += [seg(5001, flags=FIN | ACK, ack=1005, frm=BROKER, to=CLIENT)]
+    second = handshake(90000, 70000) + [seg(90001, b"two")]
+    events = run(first + second)
+    opened = [e.conn_id for e in events if isinstance(e, ConnOpened)]
+    closed = [(e.conn_id, e.reason) for e in events if isinstance(e, ConnClosed)]
+    assert len(opened) == 2 and opened[0] != opened[1]
+    assert closed == [(opened[0], "fin"), (opened[1], "capture_end")]
+    by_conn = {c: b"".join(e.data for e in events if isinstance(e, StreamData) and e.conn_id == c)
+               for c in opened}  # fmt: skip
+    assert by_conn == {opened[0]: b"one", opened[1]: b"two"}
+
+
+def test_syn_with_new_isn_on_open_connection_is_reuse() -> None:
+    events = run(handshake(1000) + [seg(1001, b"x")] + handshake(50000, 60000))
+    assert [e.reason for e in events if isinstance(e, ConnClosed)] == ["port_reuse", "capture_end"]
+
+
+def test_out_of_order_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(tcp, "MAX_OUT_OF_ORDER_BYTES", 10)
+    segs = handshake() + [seg(1011, b"x" * 6), seg(1021, b"y" * 6)]
+    events = run(segs)
+    assert "tcp.out_of_order_overflow" in codes(events)
+    data, gaps = stream(events)
+    assert data == b"x" * 6 + b"y" * 6
+    assert gaps == [(0, 10), (16, 4)]
+
+
+def test_ignored_connection_delivers_nothing() -> None:
+    r = Reassembler()
+    out = []
+    for s in handshake():
+        out += r.feed(s)
+    conn_id = next(e.conn_id for e in out if isinstance(e, ConnOpened))
+    r.ignore(conn_id)
+    assert not [e for e in r.feed(seg(1001, b"secret")) if isinstance(e, StreamData)]
+
+
+def test_swap_roles() -> None:
+    r = Reassembler(broker_ports=set())
+    out = r.feed(seg(1, b"a", frm=("1.1.1.1", 5555), to=("2.2.2.2", 7777)))
+    conn_id = next(e.conn_id for e in out if isinstance(e, ConnOpened))
+    key = r.swap_roles(conn_id)
+    assert key == ("2.2.2.2", 7777, "1.1.1.1", 5555)
+    (data,) = [e for e in r.feed(seg(2, b"b", frm=("1.1.1.1", 5555), to=("2.2.2.2", 7777)))
+               if isinstance(e, StreamData)]  # fmt: skip
+    assert data.direction is B2C
+
+
+@given(
+    st.binary(min_size=1, max_size=3000),
+    st.integers(0, 2**32 - 1),
+    st.integers(0, 2**31),
+    st.floats(0, 1),
+)
+def test_any_order_and_duplication_reassembles_exactly(
+    data: bytes, isn: int, seed: int, dup: float
+) -> None:
+    rnd = random.Random(seed)
+    pieces = []
+    i = 0
+    while i < len(data):
+        n = rnd.randint(1, 200)
+        pieces.append(seg(isn + 1 + i, data[i : i + n]))
+        i += n
+    pieces += [p for p in pieces if rnd.random() < dup]
+    rnd.shuffle(pieces)
+    events = run(handshake(isn) + pieces)
+    assert stream(events) == (data, [])
+    assert codes(events) == []

@@ -73,6 +73,7 @@ class FrameDecoder:
         direction: Direction = Direction.CLIENT_TO_BROKER,
         max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
         synced: bool = True,
+        offset: int = 0,
     ) -> None:
         if max_frame_size < 8:
             raise UsageError(f"max_frame_size must be at least 8, got {max_frame_size}")
@@ -82,7 +83,7 @@ class FrameDecoder:
         self.stats = StreamStats()
         self._pieces: list[bytes] = []  # pending bytes (joined lazily), from offset self._base
         self._pending_len = 0
-        self._base = 0
+        self._base = offset  # stream offset of the first pending byte
         self._need = 8  # pending length needed before parsing is worth trying again
         self._marks: list[tuple[int, int, int]] = []  # (stream offset, packet, ts) of pieces
         self._syncing = not synced

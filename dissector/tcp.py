@@ -86,6 +86,10 @@ class ConnClosed(NamedTuple):
     reason: str  # fin | rst | capture_end | port_reuse | evicted
     ts: int
     packet: int
+    packets_c2b: int = 0  # packets seen per direction (retransmissions included)
+    packets_b2c: int = 0
+    bytes_c2b: int = 0  # TCP payload bytes on the wire per direction (retransmissions included)
+    bytes_b2c: int = 0
 
 
 TcpEvent = ConnOpened | StreamData | StreamGap | ConnClosed | Anomaly
@@ -121,7 +125,7 @@ class _Half:
 
 
 class _Conn:
-    __slots__ = ("closed", "conn_id", "halves", "ignored", "isn", "key", "last_ts")
+    __slots__ = ("closed", "conn_id", "counts", "halves", "ignored", "isn", "key", "last_ts")
 
     def __init__(self, conn_id: int, key: FlowKey, ts: int) -> None:
         self.conn_id = conn_id
@@ -131,17 +135,20 @@ class _Conn:
         self.closed = False
         self.ignored = False  # the caller is not interested: track, deliver nothing
         self.last_ts = ts
+        self.counts = {C2B: [0, 0], B2C: [0, 0]}  # direction -> [packets, payload bytes]
 
 
 class Reassembler:
     """Reassemble every TCP connection of a capture; see the module docstring."""
 
-    def __init__(self, broker_ports: frozenset[int] | set[int] = frozenset({6650, 6651})) -> None:
+    def __init__(
+        self, broker_ports: frozenset[int] | set[int] = frozenset({6650, 6651}), first_id: int = 1
+    ) -> None:
         self.broker_ports = frozenset(broker_ports)
         self._flows: dict[tuple[str, int, str, int], tuple[_Conn, Direction]] = {}
         self._conns: dict[int, _Conn] = {}  # open connections
         self._closed: deque[_Conn] = deque()  # recently closed, oldest first
-        self._next_id = 1
+        self._next_id = first_id
 
     # ------------------------------------------------------------------ public API
 
@@ -157,6 +164,9 @@ class Reassembler:
             entry = self._open(seg, out)
         conn, direction = entry
         conn.last_ts = seg.ts
+        count = conn.counts[direction]
+        count[0] += 1
+        count[1] += len(seg.payload) + seg.missing
         if conn.closed:
             if seg.payload and not flags & RST:
                 half = conn.halves[direction]
@@ -238,6 +248,7 @@ class Reassembler:
         c2b, b2c = conn.halves[C2B], conn.halves[B2C]
         c2b.direction, b2c.direction = B2C, C2B
         conn.halves = {C2B: b2c, B2C: c2b}
+        conn.counts = {C2B: conn.counts[B2C], B2C: conn.counts[C2B]}
         for tup, (c, d) in list(self._flows.items()):
             if c is conn:
                 self._flows[tup] = (conn, B2C if d is C2B else C2B)
@@ -471,7 +482,8 @@ class Reassembler:
             half.recent_bytes = 0
         conn.closed = True
         ts, packet = (seg.ts, seg.number) if seg else (conn.last_ts, 0)
-        out.append(ConnClosed(conn.conn_id, reason, ts, packet))
+        (p1, b1), (p2, b2) = conn.counts[C2B], conn.counts[B2C]
+        out.append(ConnClosed(conn.conn_id, reason, ts, packet, p1, p2, b1, b2))
         self._conns.pop(conn.conn_id, None)
         self._closed.append(conn)
         if len(self._closed) > MAX_CLOSED_KEPT:

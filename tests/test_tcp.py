@@ -103,7 +103,10 @@ def test_in_order_both_directions_and_roles() -> None:
     assert stream(events) == (b"hello world", [])
     assert stream(events, B2C) == (b"reply", [])
     assert codes(events) == []
-    assert [e.reason for e in events if isinstance(e, ConnClosed)] == ["capture_end"]
+    (closed,) = [e for e in events if isinstance(e, ConnClosed)]
+    assert closed.reason == "capture_end"
+    assert (closed.packets_c2b, closed.packets_b2c) == (4, 2)
+    assert (closed.bytes_c2b, closed.bytes_b2c) == (11, 5)
 
 
 def test_broker_port_decides_roles_even_without_syn() -> None:

@@ -1,0 +1,106 @@
+"""Shared pieces of the capture readers: a buffered byte window and the issue record.
+
+Input: a binary stream (a plain file or a gzip stream), read in large chunks.
+Output: `ByteWindow`, which keeps the unread bytes of the current chunk in `buf` from `pos`,
+and `CaptureIssue`, the record of the damage that stopped a reader.
+Rule: a reader never raises on damaged input. A short read at the end of the stream, a gzip
+stream that ends early or does not decompress, or an I/O error mid-file all end the window
+(`fill` returns False) and leave their description in `error` for the reader's issue.
+"""
+
+from __future__ import annotations
+
+import zlib
+from typing import NamedTuple, Protocol
+
+#: Bytes requested from the stream per read: large enough that the per-read cost vanishes
+#: next to the per-record cost, small enough to keep the reader's memory flat.
+CHUNK_SIZE = 1 << 20
+
+#: Largest record (pcap record or pcapng block) the readers accept. No link type we dissect
+#: carries frames this large (Linux BIG TCP/GRO frames stay under 512 KiB); a bigger length
+#: is corruption, and the bound keeps a bit flip from buffering gigabytes.
+MAX_RECORD_SIZE = 16 << 20
+
+
+class Stream(Protocol):
+    """What the readers need of a file: a plain binary file or a `gzip.GzipFile`.
+
+    `read1` (one underlying read) rather than `read`: when a gzip stream ends early, `read`
+    would raise and drop the bytes it had already decompressed in the same call.
+    """
+
+    def read1(self, size: int = -1, /) -> bytes: ...
+
+    def close(self) -> None: ...
+
+
+class CaptureIssue(NamedTuple):
+    """Damage that ended the reading of a capture; every packet before it was yielded."""
+
+    code: str  # "capture.truncated" or "capture.corrupt_record"
+    detail: str  # one line saying what is wrong
+    packet: int  # number of the last good packet (0 if none)
+    offset: int  # offset of the damaged record (in the decompressed stream for gzip files)
+
+
+class ByteWindow:
+    """The unread bytes of a stream: `buf[pos:]` starts at stream offset `base + pos`."""
+
+    __slots__ = ("_stream", "base", "buf", "error", "pos")
+
+    def __init__(self, stream: Stream) -> None:
+        self._stream = stream
+        self.buf = b""
+        self.pos = 0
+        self.base = 0
+        self.error: tuple[str, str] | None = None  # (issue code, detail) of a failed read
+
+    @property
+    def available(self) -> int:
+        return len(self.buf) - self.pos
+
+    def fill(self, need: int) -> bool:
+        """Make at least `need` unread bytes available from `pos`; False if the stream ends."""
+        have = len(self.buf) - self.pos
+        if have >= need:
+            return True
+        parts = [self.buf[self.pos :]]
+        self.base += self.pos
+        while have < need and self.error is None:
+            try:
+                chunk = self._stream.read1(max(CHUNK_SIZE, need - have))
+            except EOFError as exc:  # gzip: compressed stream ended before its end marker
+                self.error = ("capture.truncated", f"compressed stream cut short ({exc})")
+                break
+            except (OSError, zlib.error) as exc:  # gzip.BadGzipFile is an OSError
+                self.error = ("capture.corrupt_record", f"read failed: {exc}")
+                break
+            if not chunk:
+                break
+            parts.append(chunk)
+            have += len(chunk)
+        self.buf = b"".join(parts)
+        self.pos = 0
+        return have >= need
+
+    def at_clean_end(self) -> bool:
+        """True when the stream ended exactly here, without a read error."""
+        return self.available == 0 and self.error is None
+
+    def cut_short(self, what: str, need: int, packet: int) -> CaptureIssue:
+        """The issue for a record that `fill(need)` could not complete."""
+        offset = self.base + self.pos
+        if self.error is not None:
+            code, detail = self.error
+            return CaptureIssue(code, f"{detail}, in {what}", packet, offset)
+        return CaptureIssue(
+            "capture.truncated",
+            f"file ends inside {what} ({self.available} of {need} bytes present)",
+            packet,
+            offset,
+        )
+
+    def corrupt(self, detail: str, packet: int, pos: int) -> CaptureIssue:
+        """The issue for an impossible record at `buf[pos]`."""
+        return CaptureIssue("capture.corrupt_record", detail, packet, self.base + pos)

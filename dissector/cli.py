@@ -20,6 +20,11 @@ from dissector.describe import frame_text, message_dict
 from dissector.errors import DissectorError
 from dissector.events import Anomaly, Direction, Event, Frame
 from dissector.framing import DEFAULT_MAX_FRAME_SIZE, FrameDecoder
+from dissector.output import FORMATS, write_table
+from dissector.pipeline import ConversationOpened
+from dissector.reader import ReaderOptions, iter_events, read_tables
+from dissector.schema import SCHEMAS
+from dissector.tcp import FlowKey
 
 _READ_SIZE = 1 << 20  # bytes read from a stream file at a time: memory stays bounded
 
@@ -81,6 +86,53 @@ def cmd_stream(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
+def _options(args: argparse.Namespace) -> ReaderOptions:
+    return ReaderOptions.make(
+        args.port, tls_ports=frozenset(args.tls_port), max_frame_size=args.max_frame_size
+    )
+
+
+def _endpoints(key: FlowKey | None, direction: Direction) -> str:
+    if key is None:
+        return "?"
+    client = f"{key.client_ip}:{key.client_port}"
+    broker = f"{key.broker_ip}:{key.broker_port}"
+    return (
+        f"{client} -> {broker}"
+        if direction is Direction.CLIENT_TO_BROKER
+        else f"{broker} -> {client}"
+    )
+
+
+def cmd_read(args: argparse.Namespace, out: TextIO) -> int:
+    """Dissect captures: one line per frame, or a whole table in a file format."""
+    if args.table is not None or args.format != "text":
+        table = args.table or "frames"
+        fmt = "jsonl" if args.format == "text" else args.format
+        if fmt == "parquet" and args.output in (None, "-") and out.isatty():
+            raise DissectorError("parquet is binary: give -o PATH or redirect standard output")
+        out.flush()
+        write_table(read_tables(args.captures, _options(args))[table], fmt, args.output)
+        return 0
+    keys: dict[int, FlowKey] = {}
+    first_ts: int | None = None
+    number = 0
+    for _, ev in iter_events(args.captures, _options(args)):
+        if isinstance(ev, ConversationOpened):
+            keys[ev.conn_id] = ev.key
+        elif isinstance(ev, Frame):
+            number += 1
+            first_ts = ev.last_ts if first_ts is None else first_ts
+            rel = (ev.last_ts - first_ts) / 1e6
+            where = _endpoints(keys.get(ev.conn_id), ev.direction)
+            text = frame_text(ev, show_secrets=args.show_secrets)
+            out.write(f"{number:>6} {rel:>11.6f} {where} {text}\n")
+        elif isinstance(ev, Anomaly):
+            where = f"conn {ev.conn_id}" if ev.conn_id else "capture"
+            out.write(f"{'!':>6} {'':>11} {where}: {ev.code} ({ev.severity}) {ev.detail}\n")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="pulsar-dissect",
@@ -111,6 +163,32 @@ def build_parser() -> argparse.ArgumentParser:
         "--show-secrets", action="store_true", help="print authentication data unredacted"
     )
     stream.set_defaults(run=cmd_stream)
+
+    read = sub.add_parser("read", help="dissect pcap / pcapng captures (gzip too)")
+    read.add_argument("captures", nargs="+", metavar="CAPTURE")
+    read.add_argument(
+        "--port",
+        type=int,
+        action="append",
+        default=[],
+        help="extra broker port (repeatable; 6650 and 6651 always are)",
+    )
+    read.add_argument(
+        "--tls-port", type=int, action="append", default=[6651], help="broker port with TLS"
+    )
+    read.add_argument("--table", choices=sorted(SCHEMAS), help="write a whole table")
+    read.add_argument("--format", choices=["text", *FORMATS], default="text")
+    read.add_argument("-o", "--output", help="output file for --table (default: stdout)")
+    read.add_argument(
+        "--max-frame-size",
+        type=int,
+        default=DEFAULT_MAX_FRAME_SIZE,
+        help=f"largest totalSize accepted (default {DEFAULT_MAX_FRAME_SIZE})",
+    )
+    read.add_argument(
+        "--show-secrets", action="store_true", help="print authentication data unredacted"
+    )
+    read.set_defaults(run=cmd_read)
     return parser
 
 

@@ -1,0 +1,116 @@
+"""Arrow schemas of every table: the single definition pandas, Parquet and Spark come from.
+
+Input: nothing. Output: `SCHEMAS`, table name -> pyarrow.Schema, each column with a
+one-line description in its field metadata.
+Rules: `ts` first (UTC, microseconds) and `conn_id` in every table; no unsigned types (Spark
+has none): protocol uint64 ids are stored as int64, as Pulsar's Java implementation holds them;
+client/broker naming for endpoints.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+TS = pa.timestamp("us", tz="UTC")
+
+
+def _col(name: str, dtype: pa.DataType, doc: str, nullable: bool = True) -> pa.Field:
+    return pa.field(name, dtype, nullable=nullable, metadata={"description": doc})
+
+
+def _endpoints() -> list[pa.Field]:
+    return [
+        _col("client_ip", pa.string(), "client address (IPv4 dotted or IPv6 text)"),
+        _col("client_port", pa.int32(), "client TCP port"),
+        _col("broker_ip", pa.string(), "broker address"),
+        _col("broker_port", pa.int32(), "broker TCP port"),
+    ]
+
+
+FRAMES = pa.schema(
+    [
+        _col("ts", TS, "time of the packet that completed the frame", nullable=False),
+        _col("conn_id", pa.int64(), "connection id, joins every table", nullable=False),
+        _col("direction", pa.string(), "client_to_broker or broker_to_client", nullable=False),
+        *_endpoints(),
+        _col("first_packet", pa.int64(), "capture packet number holding the frame's first byte"),
+        _col("last_packet", pa.int64(), "capture packet number holding the frame's last byte"),
+        _col("stream_offset", pa.int64(), "offset of the frame in its direction's byte stream"),
+        _col("frame_size", pa.int64(), "bytes on the wire, the 4-byte size field included"),
+        _col("command", pa.string(), "BaseCommand type name, e.g. SEND", nullable=False),
+        _col("request_id", pa.int64(), "request_id of the command, if it has one"),
+        _col("producer_id", pa.int64(), "producer_id of the command, if it has one"),
+        _col("consumer_id", pa.int64(), "consumer_id of the command, if it has one"),
+        _col("sequence_id", pa.int64(), "sequence_id (SEND, SEND_RECEIPT, SEND_ERROR)"),
+        _col("ledger_id", pa.int64(), "ledger of the (first) message id the command carries"),
+        _col("entry_id", pa.int64(), "entry of the (first) message id the command carries"),
+        _col("topic", pa.string(), "topic named by the frame itself"),
+        _col("checksum", pa.string(), "payload frames: valid, invalid, absent or unknown"),
+        _col("checksum_expected", pa.int64(), "CRC32C carried by the frame"),
+        _col("checksum_computed", pa.int64(), "CRC32C computed over the frame"),
+        _col("broker_entry_timestamp", TS, "broker entry metadata: when the broker got it"),
+        _col("broker_entry_index", pa.int64(), "broker entry metadata: the broker's index"),
+        _col("num_messages", pa.int32(), "messages the frame carries or acknowledges"),
+        _col("payload_size", pa.int64(), "bytes of payload after the metadata (as sent)"),
+        _col("complete", pa.bool_(), "false when bytes of the frame are missing", nullable=False),
+    ]
+)
+
+ANOMALIES = pa.schema(
+    [
+        _col("ts", TS, "time of the packet where the fault was seen", nullable=False),
+        _col("conn_id", pa.int64(), "connection id (0: not tied to a connection)", nullable=False),
+        _col("direction", pa.string(), "client_to_broker, broker_to_client or null"),
+        _col("stream_offset", pa.int64(), "offset in the direction's stream, if any"),
+        _col("code", pa.string(), "stable dotted code, e.g. pulsar.bad_checksum", nullable=False),
+        _col("severity", pa.string(), "info, warning or error", nullable=False),
+        _col("detail", pa.string(), "what exactly was found"),
+        _col("length", pa.int64(), "bytes concerned (skipped, missing, ...), 0 if none"),
+        _col("packet", pa.int64(), "capture packet number (0 if unknown)"),
+    ]
+)
+
+
+def _per_direction(stem: str, doc: str) -> list[pa.Field]:
+    return [
+        _col(f"{stem}_c2b", pa.int64(), f"{doc}, client to broker"),
+        _col(f"{stem}_b2c", pa.int64(), f"{doc}, broker to client"),
+    ]
+
+
+CONVERSATIONS = pa.schema(
+    [
+        _col("ts", TS, "start: time of the connection's first packet", nullable=False),
+        _col("conn_id", pa.int64(), "connection id, joins every table", nullable=False),
+        *_endpoints(),
+        _col("end_ts", TS, "time of the last packet (or of the FIN/RST that closed it)"),
+        _col("duration_us", pa.int64(), "end_ts - ts in microseconds"),
+        _col("ended", pa.string(), "fin, rst, capture_end, port_reuse or evicted"),
+        _col("syn_seen", pa.bool_(), "the capture holds the connection's SYN"),
+        _col("encrypted", pa.bool_(), "TLS: reported, not decoded"),
+        _col("proxied_client_ip", pa.string(), "original client from a PROXY protocol header"),
+        _col("proxied_client_port", pa.int32(), "original client port from a PROXY header"),
+        _col("first_packet", pa.int64(), "capture packet number of the first packet"),
+        _col("last_packet", pa.int64(), "capture packet number of the last packet"),
+        *_per_direction("packets", "packets seen, retransmissions included"),
+        *_per_direction("bytes", "TCP payload bytes on the wire, retransmissions included"),
+        *_per_direction("stream_bytes", "length of the reassembled stream"),
+        *_per_direction("frames", "Pulsar frames"),
+        *_per_direction("frame_bytes", "stream bytes that belong to frames"),
+        *_per_direction("skipped_bytes", "stream bytes skipped to resynchronise"),
+        *_per_direction("gap_bytes", "stream bytes missing from the capture"),
+        _col("preamble_bytes", pa.int64(), "PROXY protocol header bytes before the first frame"),
+        _col("capture", pa.string(), "capture file the connection was read from"),
+    ]
+)
+
+SCHEMAS: dict[str, pa.Schema] = {
+    "frames": FRAMES,
+    "anomalies": ANOMALIES,
+    "conversations": CONVERSATIONS,
+}
+
+
+def describe(table: str) -> dict[str, str]:
+    """Column name -> one-line description, for docs and `--help`."""
+    return {f.name: (f.metadata or {}).get(b"description", b"").decode() for f in SCHEMAS[table]}

@@ -1,0 +1,242 @@
+"""Rows of the tables, built column-wise from pipeline events into Arrow record batches.
+
+Input: pipeline events (ConversationOpened, Frame, Anomaly, Conversation).
+Output: one pyarrow.Table (or a stream of record batches) per table, with the schemas of
+dissector.schema.
+Rule: one tuple per row in the hot path, transposed into Arrow columns every BATCH_ROWS rows,
+so memory stays proportional to one batch plus the finished batches; values are converted
+to the schema's types here (uint64 -> int64 two's complement, ms -> us timestamps).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import pyarrow as pa
+
+from dissector.events import Anomaly, Frame
+from dissector.pipeline import Conversation, ConversationOpened, PipelineEvent
+from dissector.schema import ANOMALIES, CONVERSATIONS, FRAMES
+from dissector.tcp import FlowKey
+from dissector.wire import BODY_FIELDS, COMMAND_NAMES, BaseCommand
+
+#: Rows gathered before they become an Arrow record batch.
+BATCH_ROWS = 65536
+_I64 = 1 << 63
+_MAX_MS = (1 << 63) // 1000
+
+
+def _i64(value: int) -> int:
+    """uint64 as Java's long: values from 2**63 up become negative."""
+    return value - (1 << 64) if value >= _I64 else value
+
+
+def _id_fields() -> dict[int, tuple[tuple[str, ...], str | None, bool]]:
+    """type -> (id columns its body has, message-id field name, whether repeated)."""
+    wanted = ("request_id", "producer_id", "consumer_id", "sequence_id", "topic")
+    out = {}
+    for ctype, field in BODY_FIELDS.items():
+        desc = BaseCommand.DESCRIPTOR.fields_by_name[field].message_type
+        assert desc is not None
+        names = tuple(n for n in wanted if n in desc.fields_by_name)
+        mid_field = None
+        repeated = False
+        for candidate in ("message_id", "message_ids"):
+            f = desc.fields_by_name.get(candidate)
+            if (
+                f is not None
+                and f.message_type is not None
+                and f.message_type.name == "MessageIdData"
+            ):
+                mid_field, repeated = candidate, f.is_repeated
+                break
+        out[ctype] = (names, mid_field, repeated)
+    return out
+
+
+_ID_FIELDS = _id_fields()
+_SEND = next(t for t, n in COMMAND_NAMES.items() if n == "SEND")
+
+
+class _Batches:
+    def __init__(self, schema: pa.Schema) -> None:
+        self.schema = schema
+        self.rows: list[tuple[Any, ...]] = []
+        self.batches: list[pa.RecordBatch] = []
+        self.count = 0
+
+    def add(self, row: tuple[Any, ...]) -> None:
+        self.rows.append(row)
+        if len(self.rows) >= BATCH_ROWS:
+            self.flush()
+
+    def flush(self) -> None:
+        if not self.rows:
+            return
+        columns = list(zip(*self.rows, strict=True))
+        arrays = [pa.array(col, type=f.type) for col, f in zip(columns, self.schema, strict=True)]
+        self.batches.append(pa.RecordBatch.from_arrays(arrays, schema=self.schema))
+        self.count += len(self.rows)
+        self.rows = []
+
+    def take(self) -> list[pa.RecordBatch]:
+        """Finished record batches so far (for streaming writers); they are handed over."""
+        self.flush()
+        out, self.batches = self.batches, []
+        return out
+
+    def table(self) -> pa.Table:
+        self.flush()
+        return pa.Table.from_batches(self.batches, schema=self.schema)
+
+
+class TableBuilder:
+    """Accumulate the frames, anomalies and conversations tables of one or more captures."""
+
+    def __init__(self, capture: str = "") -> None:
+        self.capture = capture
+        self.frames = _Batches(FRAMES)
+        self.anomalies = _Batches(ANOMALIES)
+        self.conversations = _Batches(CONVERSATIONS)
+        self._keys: dict[int, FlowKey] = {}
+
+    def add_all(self, events: Iterable[PipelineEvent]) -> None:
+        for ev in events:
+            self.add(ev)
+
+    def add(self, ev: PipelineEvent) -> None:
+        if type(ev) is Frame:
+            self.frames.add(frame_row(ev, self._keys.get(ev.conn_id)))
+        elif type(ev) is Anomaly:
+            self.anomalies.add(anomaly_row(ev))
+        elif type(ev) is ConversationOpened:
+            self._keys[ev.conn_id] = ev.key
+        elif type(ev) is Conversation:
+            self.conversations.add(conversation_row(ev, self.capture))
+            self._keys.pop(ev.conn_id, None)
+
+    def tables(self) -> dict[str, pa.Table]:
+        return {
+            "frames": self.frames.table(),
+            "anomalies": self.anomalies.table(),
+            "conversations": self.conversations.table(),
+        }
+
+
+def frame_row(f: Frame, key: FlowKey | None) -> tuple[Any, ...]:
+    body = f.body
+    ctype = f.command_type
+    request_id = producer_id = consumer_id = sequence_id = topic = None
+    ledger_id = entry_id = num_messages = None
+    if body is not None:
+        names, mid_field, repeated = _ID_FIELDS[ctype]
+        values = {n: getattr(body, n) for n in names if body.HasField(n)}
+        request_id = values.get("request_id")
+        producer_id = values.get("producer_id")
+        consumer_id = values.get("consumer_id")
+        sequence_id = values.get("sequence_id")
+        topic = values.get("topic")
+        if mid_field is not None:
+            if repeated:
+                ids = getattr(body, mid_field)
+                num_messages = len(ids)
+                mid = ids[0] if ids else None
+            else:
+                mid = getattr(body, mid_field) if body.HasField(mid_field) else None
+            if mid is not None:
+                ledger_id, entry_id = _i64(mid.ledgerId), _i64(mid.entryId)
+    meta = f.metadata
+    if meta is not None:
+        if ctype == _SEND and body is not None and body.HasField("num_messages"):
+            num_messages = body.num_messages
+        else:
+            num_messages = meta.num_messages_in_batch
+    entry_ts = entry_index = None
+    if f.broker_entry is not None:
+        be = f.broker_entry
+        if be.HasField("broker_timestamp") and be.broker_timestamp < _MAX_MS:
+            entry_ts = be.broker_timestamp * 1000
+        if be.HasField("index"):
+            entry_index = _i64(be.index)
+    return (
+        f.last_ts,
+        f.conn_id,
+        f.direction.value,
+        key.client_ip if key else None,
+        key.client_port if key else None,
+        key.broker_ip if key else None,
+        key.broker_port if key else None,
+        f.first_packet,
+        f.last_packet,
+        f.stream_offset,
+        f.total_size + 4,
+        f.command_name,
+        None if request_id is None else _i64(request_id),
+        None if producer_id is None else _i64(producer_id),
+        None if consumer_id is None else _i64(consumer_id),
+        None if sequence_id is None else _i64(sequence_id),
+        ledger_id,
+        entry_id,
+        topic,
+        None if f.checksum is None else f.checksum.value,
+        f.checksum_expected,
+        f.checksum_computed,
+        entry_ts,
+        entry_index,
+        num_messages,
+        None if f.payload is None else len(f.payload),
+        f.complete,
+    )
+
+
+def anomaly_row(a: Anomaly) -> tuple[Any, ...]:
+    return (
+        a.ts,
+        a.conn_id,
+        None if a.direction is None else a.direction.value,
+        a.stream_offset,
+        a.code,
+        a.severity.value,
+        a.detail,
+        a.length,
+        a.packet,
+    )
+
+
+def conversation_row(c: Conversation, capture: str) -> tuple[Any, ...]:
+    k = c.key
+    proxied = c.proxied_client
+    return (
+        c.start_ts,
+        c.conn_id,
+        k.client_ip,
+        k.client_port,
+        k.broker_ip,
+        k.broker_port,
+        c.end_ts,
+        c.end_ts - c.start_ts,
+        c.ended,
+        c.syn_seen,
+        c.encrypted,
+        proxied[0] if proxied else None,
+        proxied[1] if proxied else None,
+        c.first_packet,
+        c.last_packet,
+        c.c2b.packets,
+        c.b2c.packets,
+        c.c2b.wire_bytes,
+        c.b2c.wire_bytes,
+        c.c2b.stream_bytes,
+        c.b2c.stream_bytes,
+        c.c2b.frames,
+        c.b2c.frames,
+        c.c2b.frame_bytes,
+        c.b2c.frame_bytes,
+        c.c2b.skipped_bytes,
+        c.b2c.skipped_bytes,
+        c.c2b.gap_bytes,
+        c.b2c.gap_bytes,
+        c.c2b.preamble_bytes,
+        capture,
+    )

@@ -23,8 +23,12 @@ java:
 	  apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q default-jre-headless; }
 
 demo: install
-	$(VENV)/bin/pulsar-dissect stream pcaps/streams/produce_consume.client_to_broker.bin
-	$(VENV)/bin/pulsar-dissect stream --direction broker_to_client pcaps/streams/produce_consume.broker_to_client.bin
+	$(VENV)/bin/pulsar-dissect read pcaps/produce_consume.pcap
+	mkdir -p out
+	$(VENV)/bin/pulsar-dissect read pcaps/*.pcap* --table frames --format parquet -o out/frames.parquet
+	$(VENV)/bin/pulsar-dissect read pcaps/*.pcap* --table conversations --format csv -o out/conversations.csv
+	$(VENV)/bin/pulsar-dissect read pcaps/*.pcap* --table anomalies --format jsonl -o out/anomalies.jsonl
+	@echo "tables written to out/: frames.parquet conversations.csv anomalies.jsonl"
 
 lint: install
 	$(VENV)/bin/ruff check dissector tests scripts benchmarks

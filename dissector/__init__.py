@@ -8,11 +8,13 @@ from dissector.encoder import command, encode_frame
 from dissector.errors import DissectorError, InputError, UsageError
 from dissector.events import Anomaly, Checksum, Direction, Event, Frame
 from dissector.framing import DEFAULT_MAX_FRAME_SIZE, FrameDecoder, StreamStats
+from dissector.reader import Capture, ReaderOptions, iter_events, read_capture, read_tables
 
 __all__ = [
     "DEFAULT_MAX_FRAME_SIZE",
     "REGISTRY",
     "Anomaly",
+    "Capture",
     "Checksum",
     "Direction",
     "DissectorError",
@@ -20,9 +22,13 @@ __all__ = [
     "Frame",
     "FrameDecoder",
     "InputError",
+    "ReaderOptions",
     "Severity",
     "StreamStats",
     "UsageError",
     "command",
     "encode_frame",
+    "iter_events",
+    "read_capture",
+    "read_tables",
 ]

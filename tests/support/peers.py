@@ -19,6 +19,9 @@ Rule:   the broker is pulsar-lite (a Rust broker shipped in the ``pulsar_lite``
         proxy_through_service_url=true (the client opens a second connection to the
         proxy whose CONNECT carries proxy_to_broker_url).  Recorded broker->client
         bytes are the bytes delivered to the client, i.e. after the rewrite.
+        Scenarios (``run_*``) only need a service URL: they also run straight against
+        the broker (tests/support/capture.py does so under tcpdump).  They drive the
+        client through ``ClientRecorder``, which builds every manifest the same way.
 """
 
 from __future__ import annotations
@@ -43,16 +46,25 @@ from types import TracebackType
 from typing import Any
 
 __all__ = [
+    "ClientLogRecorder",
+    "ClientRecorder",
     "PulsarLite",
     "RecordedConnection",
     "RecordingProxy",
     "Scenario",
     "find_pulsar_lite_binary",
     "free_port",
+    "pattern_payload",
     "record",
+    "run_acks_scenario",
+    "run_batching_scenario",
+    "run_chunked_scenario",
     "run_compression_scenario",
     "run_large_message_scenario",
+    "run_multi_producer_scenario",
+    "run_partitioned_scenario",
     "run_scenario",
+    "run_seek_scenario",
 ]
 
 LOOPBACK = "127.0.0.1"
@@ -552,19 +564,46 @@ def _pb_encode(fields: list[tuple[int, int, Any]]) -> bytes:
     return bytes(out)
 
 
-# --------------------------------------------------------------------------- scenarios
+# --------------------------------------------------------------------------- manifests
+
+IdKey = tuple[int, int, int, int]
+TopicIdKey = tuple[str, int, int, int, int]
 
 
-def _msg_id(mid: Any) -> dict[str, int]:
-    return {
+def _msg_id(mid: Any) -> dict[str, Any]:
+    """A client ``MessageId`` as a dict.
+
+    A chunked message's id (printed by the client as ``(first chunk);(last chunk)``)
+    carries the last chunk's ledger/entry; ``first_chunk`` then holds the first chunk's
+    id and ``chunks`` the number of entries from the first chunk to the last one.
+    """
+    entry: dict[str, Any] = {
         "ledger_id": int(mid.ledger_id()),
         "entry_id": int(mid.entry_id()),
         "batch_index": int(mid.batch_index()),
         "partition": int(mid.partition()),
     }
+    text = str(mid)
+    if ";" in text:
+        first = _parse_id_text(text.split(";", 1)[0])
+        if first is not None:
+            entry["first_chunk"] = first
+            if first["ledger_id"] == entry["ledger_id"]:
+                entry["chunks"] = entry["entry_id"] - first["entry_id"] + 1
+    return entry
 
 
-def _id_key(mid: dict[str, int]) -> tuple[int, int, int, int]:
+def _parse_id_text(text: str) -> dict[str, int] | None:
+    """``(ledger,entry,partition,batch)`` as printed by the client, or None."""
+    parts = text.strip().strip("()").split(",")
+    try:
+        ledger, entry, partition, batch = (int(p) for p in parts)
+    except ValueError:
+        return None
+    return {"ledger_id": ledger, "entry_id": entry, "batch_index": batch, "partition": partition}
+
+
+def _id_key(mid: dict[str, Any]) -> IdKey:
     return (mid["ledger_id"], mid["entry_id"], mid["batch_index"], mid["partition"])
 
 
@@ -582,6 +621,376 @@ def _make_payload(i: int, size: int | None) -> bytes:
     if size is None:
         return text
     return (text * (size // len(text) + 1))[:size]
+
+
+def pattern_payload(size: int, *, block: int = 1024, tag: str = "pulsar-dissector") -> bytes:
+    """``size`` bytes of highly compressible text: ``block``-byte blocks, each numbered."""
+    filler = f" {tag} sample payload;".encode()
+    out = bytearray()
+    n = 0
+    while len(out) < size:
+        head = f"\nblock {n:08d}:".encode()
+        out += (head + filler * (block // len(filler) + 1))[:block]
+        n += 1
+    return bytes(out[:size])
+
+
+def _jsonable(value: Any) -> Any:
+    """Client option values (pybind enums included) as JSON values."""
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    name = getattr(value, "name", None)
+    return name if isinstance(name, str) else str(value)
+
+
+def _new_topic(prefix: str) -> str:
+    return f"persistent://public/default/{prefix}-{uuid.uuid4().hex[:12]}"
+
+
+def _topic_of(entry_topic: str, mid: dict[str, Any]) -> str:
+    """The (partition) topic an id belongs to: ``TOPIC-partition-N`` for partitions."""
+    p = int(mid["partition"])
+    suffix = f"-partition-{p}"
+    return entry_topic if p < 0 or entry_topic.endswith(suffix) else entry_topic + suffix
+
+
+class ClientLogRecorder(logging.Handler):
+    """Keeps the client's log records at ``level`` and above (for the manifest)."""
+
+    def __init__(self, level: int = logging.WARNING) -> None:
+        super().__init__(level)
+        self.records: list[dict[str, Any]] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(
+            {"at": record.created, "level": record.levelname, "message": record.getMessage()}
+        )
+
+
+class ClientRecorder:
+    """Drives the official client for a scenario and keeps what the client reports.
+
+    Every method calls the client and records its arguments and results in
+    ``manifest``: producers and consumers created, every message sent (payload
+    sha256/size, key, properties, producer, send result and MessageId from the send
+    receipt, the (partition) topic it went to), every message received (same fields
+    plus consumer, redelivery count, publish time, ``phase``), acks (individual,
+    cumulative, negative), redelivery requests, seeks and quirks.  Nothing in it
+    comes from the wire.  A message a consumer receives again with redelivery count
+    0 outside a phase that expects repeats (e.g. after a seek) is a pulsar-lite
+    duplicate dispatch: it is flagged ``duplicate`` and noted in ``quirks``.
+    """
+
+    def __init__(self, scenario: str, **fields: Any) -> None:
+        self.manifest: dict[str, Any] = {"scenario": scenario, **fields}
+        self.manifest.update(
+            topics=[],
+            producers_created=0,
+            consumers_created=0,
+            producers=[],
+            consumers=[],
+            sent=[],
+            received=[],
+            acks=[],
+            redelivery_requests=[],
+            seeks=[],
+            quirks=[],
+            notes=[],
+            started_at=time.time(),
+        )
+        self._lock = threading.Lock()
+        self._outstanding = 0
+        self._sends_done = threading.Event()
+        self._sends_done.set()
+        self._consumers: list[Any] = []
+        self._seen: list[set[TopicIdKey]] = []
+
+    # -- bookkeeping --------------------------------------------------------
+    def _add_topics(self, topics: str | list[str]) -> None:
+        for topic in [topics] if isinstance(topics, str) else topics:
+            if topic not in self.manifest["topics"]:
+                self.manifest["topics"].append(topic)
+
+    def consumer_index(self, consumer: Any) -> int:
+        for n, known in enumerate(self._consumers):
+            if known is consumer:
+                return n
+        raise KeyError("consumer not created through this recorder")
+
+    def quirk(self, text: str) -> None:
+        """Record something the peers did that a real Pulsar deployment would not."""
+        if text not in self.manifest["quirks"]:
+            self.manifest["quirks"].append(text)
+
+    def note(self, text: str) -> None:
+        """Record a deliberate choice of the scenario (e.g. a workaround)."""
+        if text not in self.manifest["notes"]:
+            self.manifest["notes"].append(text)
+
+    # -- setup ----------------------------------------------------------------
+    def create_producer(self, client: Any, topic: str, **options: Any) -> Any:
+        producer = client.create_producer(topic, **options)
+        self.manifest["producers"].append(
+            {
+                "index": len(self.manifest["producers"]),
+                "topic": topic,
+                "producer_name": producer.producer_name(),
+                "options": _jsonable(options),
+            }
+        )
+        self.manifest["producers_created"] += 1
+        self._add_topics(topic)
+        return producer
+
+    def subscribe(
+        self, client: Any, topic: str | list[str], subscription: str, **options: Any
+    ) -> Any:
+        consumer = client.subscribe(topic, subscription, **options)
+        self.manifest["consumers"].append(
+            {
+                "index": len(self._consumers),
+                "topic": topic,
+                "subscription": subscription,
+                "consumer_name": consumer.consumer_name(),
+                "options": _jsonable(options),
+            }
+        )
+        self._consumers.append(consumer)
+        self._seen.append(set())
+        self.manifest["consumers_created"] += 1
+        self._add_topics(topic)
+        return consumer
+
+    # -- producing --------------------------------------------------------------
+    def send(
+        self,
+        producer: Any,
+        payload: bytes,
+        *,
+        key: str | None = None,
+        properties: dict[str, str] | None = None,
+        sync: bool = True,
+        **extra: Any,
+    ) -> dict[str, Any]:
+        """Send one message (``send`` or ``send_async``); returns its manifest entry.
+
+        ``extra`` fields are copied into the entry (e.g. ``burst``).  An async
+        send's ``result`` and ``message_id`` appear once its callback ran: call
+        ``wait_for_sends`` before reading them.
+        """
+        props = dict(properties or {})
+        entry = _payload_entry(payload, key, props)
+        entry.update(
+            index=len(self.manifest["sent"]),
+            producer=producer.producer_name(),
+            topic=producer.topic(),
+            method="sync" if sync else "async",
+            sent_at=time.time(),
+            **extra,
+        )
+        self.manifest["sent"].append(entry)
+        kwargs: dict[str, Any] = {"properties": props}
+        if key is not None:
+            kwargs["partition_key"] = key
+        if sync:
+            try:
+                mid = producer.send(payload, **kwargs)
+            except Exception as exc:
+                entry["result"] = type(exc).__name__
+                raise
+            self._sent(entry, "Ok", mid)
+            return entry
+        with self._lock:
+            self._outstanding += 1
+            self._sends_done.clear()
+
+        def callback(result: Any, mid: Any) -> None:
+            with self._lock:
+                self._sent(entry, getattr(result, "name", str(result)), mid)
+                self._outstanding -= 1
+                if self._outstanding == 0:
+                    self._sends_done.set()
+
+        producer.send_async(payload, callback, **kwargs)
+        return entry
+
+    @staticmethod
+    def _sent(entry: dict[str, Any], result: str, mid: Any) -> None:
+        entry["result"] = result
+        entry["message_id"] = _msg_id(mid)
+        entry["partition_topic"] = _topic_of(entry["topic"], entry["message_id"])
+
+    def wait_for_sends(self, timeout: float) -> None:
+        """Wait until every ``send_async`` callback ran; raise if one failed."""
+        if not self._sends_done.wait(timeout=timeout):
+            raise TimeoutError("send_async callbacks did not all fire")
+        failed = [e["index"] for e in self.manifest["sent"] if e.get("result") != "Ok"]
+        if failed:
+            raise RuntimeError(f"sends failed: {failed}")
+
+    # -- consuming --------------------------------------------------------------
+    def receive(
+        self,
+        consumer: Any,
+        timeout_ms: int,
+        *,
+        phase: str | None = None,
+        expect_repeats: bool = False,
+    ) -> Any | None:
+        """One ``consumer.receive``; the message (recorded) or None on timeout."""
+        import pulsar
+
+        try:
+            msg = consumer.receive(timeout_millis=max(1, timeout_ms))
+        except pulsar.Timeout:
+            return None
+        self._received(consumer, msg, phase, expect_repeats)
+        return msg
+
+    def _received(self, consumer: Any, msg: Any, phase: str | None, expect_repeats: bool) -> None:
+        n = self.consumer_index(consumer)
+        entry = _payload_entry(msg.data(), msg.partition_key() or None, msg.properties())
+        mid = _msg_id(msg.message_id())
+        entry.update(
+            consumer=n,
+            subscription=self.manifest["consumers"][n]["subscription"],
+            message_id=mid,
+            topic_name=msg.topic_name(),
+            producer_name=msg.producer_name(),
+            publish_timestamp=int(msg.publish_timestamp()),
+            event_timestamp=int(msg.event_timestamp()),
+            redelivery_count=int(msg.redelivery_count()),
+            phase=phase,
+            received_at=time.time(),
+        )
+        key = (msg.topic_name(), *_id_key(mid))
+        entry["duplicate"] = key in self._seen[n]
+        self._seen[n].add(key)
+        if entry["duplicate"] and entry["redelivery_count"] == 0 and not expect_repeats:
+            entry["unexpected_duplicate"] = True
+            self.quirk(
+                "pulsar-lite dispatched a message again with redelivery count 0 "
+                "(duplicate dispatch); see received[].unexpected_duplicate"
+            )
+        self.manifest["received"].append(entry)
+
+    def receive_sent(
+        self,
+        consumer: Any,
+        sent: list[dict[str, Any]],
+        timeout: float,
+        *,
+        phase: str | None = None,
+        expect_repeats: bool = False,
+    ) -> list[Any]:
+        """Receive until each of the ``sent`` entries arrived; returns every message received.
+
+        Messages are matched by (topic, message id); duplicates and other messages are
+        returned (and recorded) too.  Raises TimeoutError after ``timeout`` seconds.
+        """
+        wanted = {(_topic_of(e["topic"], e["message_id"]), *_id_key(e["message_id"])) for e in sent}
+        got: set[TopicIdKey] = set()
+        out: list[Any] = []
+        deadline = time.monotonic() + timeout
+        while not wanted <= got:
+            left_ms = int((deadline - time.monotonic()) * 1000)
+            if left_ms <= 0:
+                raise TimeoutError(f"received {len(wanted & got)}/{len(wanted)} messages")
+            msg = self.receive(consumer, left_ms, phase=phase, expect_repeats=expect_repeats)
+            if msg is not None:
+                out.append(msg)
+                got.add((msg.topic_name(), *_id_key(_msg_id(msg.message_id()))))
+        return out
+
+    def drain(
+        self,
+        consumer: Any,
+        idle_ms: int,
+        *,
+        phase: str | None = None,
+        expect_repeats: bool = False,
+    ) -> list[Any]:
+        """Receive until nothing arrives for ``idle_ms``; returns the messages."""
+        out: list[Any] = []
+        while (
+            msg := self.receive(consumer, idle_ms, phase=phase, expect_repeats=expect_repeats)
+        ) is not None:
+            out.append(msg)
+        return out
+
+    # -- acknowledging ------------------------------------------------------------
+    def _ack_entry(self, consumer: Any, msg: Any, kind: str) -> None:
+        self.manifest["acks"].append(
+            {
+                "consumer": self.consumer_index(consumer),
+                "kind": kind,
+                "message_id": _msg_id(msg.message_id()),
+                "topic_name": msg.topic_name(),
+                "at": time.time(),
+            }
+        )
+
+    def ack(self, consumer: Any, msg: Any, *, cumulative: bool = False) -> None:
+        """``acknowledge`` (or ``acknowledge_cumulative``) one received message."""
+        if cumulative:
+            consumer.acknowledge_cumulative(msg)
+        else:
+            consumer.acknowledge(msg)
+        self._ack_entry(consumer, msg, "cumulative" if cumulative else "individual")
+
+    def nack(self, consumer: Any, msg: Any) -> None:
+        """``negative_acknowledge`` one received message (kind ``negative``)."""
+        consumer.negative_acknowledge(msg)
+        self._ack_entry(consumer, msg, "negative")
+
+    def redeliver_unacknowledged(self, consumer: Any) -> None:
+        consumer.redeliver_unacknowledged_messages()
+        self.manifest["redelivery_requests"].append(
+            {"consumer": self.consumer_index(consumer), "at": time.time()}
+        )
+
+    def seek(self, consumer: Any, target: Any) -> dict[str, Any]:
+        """``consumer.seek`` to a MessageId or a publish time (int, ms); returns the record."""
+        entry: dict[str, Any] = {"consumer": self.consumer_index(consumer), "at": time.time()}
+        if isinstance(target, int):
+            entry["publish_time_ms"] = target
+        else:
+            entry["message_id"] = _msg_id(target)
+        self.manifest["seeks"].append(entry)
+        try:
+            consumer.seek(target)
+        except Exception as exc:
+            entry["result"] = f"{type(exc).__name__}: {exc}"
+            raise
+        entry["result"] = "Ok"
+        return entry
+
+    def finish(self) -> dict[str, Any]:
+        """Close the record: summary counts and ``finished_at``; returns the manifest."""
+        received = self.manifest["received"]
+        self.manifest["duplicates_received"] = sum(bool(e["duplicate"]) for e in received)
+        self.manifest["unexpected_duplicates"] = sum(
+            bool(e.get("unexpected_duplicate")) for e in received
+        )
+        self.manifest["finished_at"] = time.time()
+        return self.manifest
+
+
+def _client(url: str, operation_timeout_seconds: int, logger: logging.Logger | None) -> Any:
+    import pulsar  # imported lazily: only scenario users need the client
+
+    return pulsar.Client(
+        url,
+        operation_timeout_seconds=operation_timeout_seconds,
+        logger=logger or logging.getLogger("pulsar"),
+    )
+
+
+# --------------------------------------------------------------------------- scenarios
 
 
 def run_scenario(
@@ -614,133 +1023,56 @@ def run_scenario(
     ``idle_secs`` > the broker keep-alive interval idles before closing, so that
     PING/PONG frames are exchanged.
     The client logs through ``logger`` (default: the ``pulsar`` Python logger)
-    instead of printing to stdout.  Returns the manifest (JSON-serialisable).
+    instead of printing to stdout.  Returns the manifest (JSON-serialisable, see
+    ``ClientRecorder``).
     """
-    import pulsar  # imported lazily: only scenario users need the client
+    import pulsar
 
-    topic = topic or f"persistent://public/default/dissector-{uuid.uuid4().hex[:12]}"
-    comp = getattr(pulsar.CompressionType, compression)
-    ctype = getattr(pulsar.ConsumerType, consumer_type)
-    manifest: dict[str, Any] = {
-        "scenario": "run_scenario",
-        "topic": topic,
-        "subscription": subscription,
-        "consumer_type": consumer_type,
-        "batching": batching,
-        "compression": compression,
-        "idle_secs": idle_secs,
-        "producers_created": 0,
-        "consumers_created": 0,
-        "sent": [],
-        "received": [],
-        "acks": [],
-        "started_at": time.time(),
-    }
-    client = pulsar.Client(
-        url,
-        operation_timeout_seconds=operation_timeout_seconds,
-        logger=logger or logging.getLogger("pulsar"),
+    topic = topic or _new_topic("dissector")
+    rec = ClientRecorder(
+        "run_scenario",
+        topic=topic,
+        subscription=subscription,
+        consumer_type=consumer_type,
+        batching=batching,
+        compression=compression,
+        idle_secs=idle_secs,
     )
+    client = _client(url, operation_timeout_seconds, logger)
     try:
-        consumer = client.subscribe(topic, subscription, consumer_type=ctype)
-        manifest["consumers_created"] += 1
-        producer = client.create_producer(
+        consumer = rec.subscribe(
+            client, topic, subscription, consumer_type=getattr(pulsar.ConsumerType, consumer_type)
+        )
+        producer = rec.create_producer(
+            client,
             topic,
             batching_enabled=batching,
             batching_max_publish_delay_ms=10,
-            compression_type=comp,
+            compression_type=getattr(pulsar.CompressionType, compression),
         )
-        manifest["producers_created"] += 1
-        manifest["producer_name"] = producer.producer_name()
-
-        pending: dict[int, Any] = {}
-        lock = threading.Lock()
-        all_done = threading.Event()
-        remaining = [0]
-
-        def _callback_for(idx: int) -> Callable[[Any, Any], None]:
-            def cb(result: Any, mid: Any) -> None:
-                with lock:
-                    pending[idx] = (getattr(result, "name", str(result)), mid)
-                    remaining[0] -= 1
-                    if remaining[0] == 0:
-                        all_done.set()
-
-            return cb
-
-        sent: list[dict[str, Any]] = []
+        rec.manifest["producer_name"] = producer.producer_name()
         for i in range(messages):
+            sync = i % async_every == 0
+            props = {"index": str(i), "kind": "sync" if sync else "async"}
             payload = _make_payload(i, payload_size)
-            key = f"key-{i % 3}"
-            props = {"index": str(i), "kind": "async" if i % async_every else "sync"}
-            entry = _payload_entry(payload, key, props)
-            entry["index"] = i
-            entry["method"] = props["kind"]
-            sent.append(entry)
-            if i % async_every:
-                with lock:
-                    remaining[0] += 1
-                    all_done.clear()
-                producer.send_async(payload, _callback_for(i), properties=props, partition_key=key)
-            else:
-                mid = producer.send(payload, properties=props, partition_key=key)
-                entry["result"] = "Ok"
-                entry["message_id"] = _msg_id(mid)
+            rec.send(producer, payload, key=f"key-{i % 3}", properties=props, sync=sync)
         producer.flush()
-        with lock:
-            if remaining[0] == 0:
-                all_done.set()
-        if not all_done.wait(timeout=operation_timeout_seconds):
-            raise TimeoutError("send_async callbacks did not all fire")
-        for idx, (result, mid) in pending.items():
-            sent[idx]["result"] = result
-            sent[idx]["message_id"] = _msg_id(mid)
-        manifest["sent"] = sent
-
+        rec.wait_for_sends(operation_timeout_seconds)
         # pulsar-lite occasionally dispatches an entry twice: receive until every
         # sent id was seen (duplicates are kept in the manifest, flagged).
-        expected = {_id_key(e["message_id"]) for e in sent}
-        seen: set[tuple[int, int, int, int]] = set()
-        received: list[Any] = []
-        deadline = time.monotonic() + operation_timeout_seconds
-        while not expected <= seen:
-            left_ms = int((deadline - time.monotonic()) * 1000)
-            if left_ms <= 0:
-                raise TimeoutError(f"received {len(seen & expected)}/{len(expected)} messages")
-            try:
-                msg = consumer.receive(timeout_millis=left_ms)
-            except pulsar.Timeout:
-                continue
-            received.append(msg)
-            entry = _payload_entry(msg.data(), msg.partition_key() or None, msg.properties())
-            entry["message_id"] = _msg_id(msg.message_id())
-            entry["topic_name"] = msg.topic_name()
-            entry["publish_timestamp"] = int(msg.publish_timestamp())
-            entry["redelivery_count"] = int(msg.redelivery_count())
-            entry["duplicate"] = _id_key(entry["message_id"]) in seen
-            seen.add(_id_key(entry["message_id"]))
-            manifest["received"].append(entry)
-        manifest["duplicates_received"] = sum(e["duplicate"] for e in manifest["received"])
+        received = rec.receive_sent(consumer, rec.manifest["sent"], operation_timeout_seconds)
         # Cumulative acks are refused by the client on Shared/Key_Shared subscriptions.
         cumulative = cumulative_ack_last and consumer_type in ("Exclusive", "Failover")
         last = max(range(len(received)), key=lambda n: _id_key(_msg_id(received[n].message_id())))
         order = [n for n in range(len(received)) if not (cumulative and n == last)]
         for n in order + ([last] if cumulative else []):
-            msg = received[n]
-            if cumulative and n == last:
-                consumer.acknowledge_cumulative(msg)
-                kind = "cumulative"
-            else:
-                consumer.acknowledge(msg)
-                kind = "individual"
-            manifest["acks"].append({"kind": kind, "message_id": _msg_id(msg.message_id())})
+            rec.ack(consumer, received[n], cumulative=cumulative and n == last)
         time.sleep(max(0.3, idle_secs))  # acks are grouped by the client for ~100 ms
         producer.close()
         consumer.close()
     finally:
         client.close()
-    manifest["finished_at"] = time.time()
-    return manifest
+    return rec.finish()
 
 
 def run_compression_scenario(url: str, *, compression: str = "LZ4", **kw: Any) -> dict[str, Any]:
@@ -759,6 +1091,349 @@ def run_large_message_scenario(url: str, *, size: int = 1 << 20, **kw: Any) -> d
     manifest = run_scenario(url, payload_size=size, **kw)
     manifest["scenario"] = "run_large_message_scenario"
     return manifest
+
+
+def run_multi_producer_scenario(
+    url: str,
+    *,
+    producers: int = 3,
+    messages_per_producer: int = 5,
+    operation_timeout_seconds: int = 10,
+    logger: logging.Logger | None = None,
+) -> dict[str, Any]:
+    """``producers`` producers on one client (one connection), each on its own topic.
+
+    One multi-topic consumer subscribes to all the topics first.  The producers send
+    in turn (round robin, alternately ``send`` and ``send_async``, no batching); every
+    message is received and acked individually.
+    """
+    base = _new_topic("multi")
+    topics = [f"{base}-{n}" for n in range(producers)]
+    rec = ClientRecorder("run_multi_producer_scenario")
+    client = _client(url, operation_timeout_seconds, logger)
+    try:
+        consumer = rec.subscribe(client, topics, "sub-multi")
+        prods = [rec.create_producer(client, t, batching_enabled=False) for t in topics]
+        for i in range(messages_per_producer):
+            for n, producer in enumerate(prods):
+                rec.send(
+                    producer,
+                    f"producer {n} message {i}".encode(),
+                    key=f"p{n}-key-{i % 2}",
+                    properties={"producer": str(n), "seq": str(i)},
+                    sync=i % 2 == 0,
+                )
+        for producer in prods:
+            producer.flush()
+        rec.wait_for_sends(operation_timeout_seconds)
+        for msg in rec.receive_sent(consumer, rec.manifest["sent"], operation_timeout_seconds):
+            rec.ack(consumer, msg)
+        time.sleep(0.3)
+        for producer in prods:
+            producer.close()
+        consumer.close()
+    finally:
+        client.close()
+    return rec.finish()
+
+
+def run_batching_scenario(
+    url: str,
+    *,
+    bursts: tuple[int, ...] = (8, 5, 3),
+    operation_timeout_seconds: int = 10,
+    logger: logging.Logger | None = None,
+) -> dict[str, Any]:
+    """Batched producer: each burst of ``send_async`` calls is flushed as one batch.
+
+    The publish delay is long (1 s) so that a batch closes on ``flush()``, i.e. each
+    burst should become one SEND; the client's MessageIds give each message's batch
+    index.  The consumer acks every message individually.
+    """
+    topic = _new_topic("batching")
+    rec = ClientRecorder("run_batching_scenario", bursts=list(bursts))
+    client = _client(url, operation_timeout_seconds, logger)
+    try:
+        consumer = rec.subscribe(client, topic, "sub-batching")
+        producer = rec.create_producer(
+            client,
+            topic,
+            batching_enabled=True,
+            batching_max_messages=1000,
+            batching_max_publish_delay_ms=1000,
+        )
+        i = 0
+        for burst, count in enumerate(bursts):
+            for _ in range(count):
+                rec.send(
+                    producer,
+                    _make_payload(i, None),
+                    key=f"key-{i % 4}",
+                    properties={"index": str(i), "burst": str(burst)},
+                    sync=False,
+                    burst=burst,
+                )
+                i += 1
+            producer.flush()
+            rec.wait_for_sends(operation_timeout_seconds)
+        for msg in rec.receive_sent(consumer, rec.manifest["sent"], operation_timeout_seconds):
+            rec.ack(consumer, msg)
+        time.sleep(0.3)
+        producer.close()
+        consumer.close()
+    finally:
+        client.close()
+    return rec.finish()
+
+
+def run_partitioned_scenario(
+    url: str,
+    *,
+    messages: int = 12,
+    operation_timeout_seconds: int = 10,
+    logger: logging.Logger | None = None,
+) -> dict[str, Any]:
+    """Produce to and consume from a partitioned topic (all partitions).
+
+    pulsar-lite creates every new topic with its ``default_partitions`` setting, so
+    the broker must run with ``default_partitions`` >= 2.  Half the messages carry a
+    key (routed by key hash), half none (round robin); no batching.
+    """
+    topic = _new_topic("partitioned")
+    rec = ClientRecorder("run_partitioned_scenario", topic=topic)
+    client = _client(url, operation_timeout_seconds, logger)
+    try:
+        partitions = list(client.get_topic_partitions(topic))
+        rec.manifest["partitions"] = partitions
+        if len(partitions) < 2:
+            raise RuntimeError(
+                f"{topic} is not partitioned: run the broker with default_partitions"
+            )
+        consumer = rec.subscribe(client, topic, "sub-partitioned")
+        producer = rec.create_producer(client, topic, batching_enabled=False)
+        for i in range(messages):
+            key = f"key-{i % 5}" if i % 2 == 0 else None
+            rec.send(producer, _make_payload(i, None), key=key, properties={"index": str(i)})
+        rec.wait_for_sends(operation_timeout_seconds)
+        for msg in rec.receive_sent(consumer, rec.manifest["sent"], operation_timeout_seconds):
+            rec.ack(consumer, msg)
+        counts: dict[str, int] = {}
+        for entry in rec.manifest["sent"]:
+            counts[entry["partition_topic"]] = counts.get(entry["partition_topic"], 0) + 1
+        rec.manifest["sent_per_partition"] = counts
+        time.sleep(0.3)
+        producer.close()
+        consumer.close()
+    finally:
+        client.close()
+    return rec.finish()
+
+
+def run_acks_scenario(
+    url: str,
+    *,
+    batch: int = 8,
+    shared_messages: int = 4,
+    operation_timeout_seconds: int = 10,
+    logger: logging.Logger | None = None,
+) -> dict[str, Any]:
+    """Every kind of acknowledgement the client can send.
+
+    Part 1 (Exclusive, ``batch_index_ack_enabled``): one batch of ``batch`` messages;
+    messages 1 and 3 are acked individually (batch-index acks), then message 5
+    cumulatively, then 6 and 7 individually.  Part 2 (Shared: pulsar-lite ignores
+    redelivery requests on other subscription types; no batching): message 0 is
+    acked, message 1 negatively acked and received again, then a redelivery of all
+    unacked messages is requested and they are received again; all are then acked.
+    Pauses of 0.3 s let the client's ~100 ms ack grouping flush between steps.
+    """
+    import pulsar
+
+    base = _new_topic("acks")
+    rec = ClientRecorder("run_acks_scenario")
+    client = _client(url, operation_timeout_seconds, logger)
+    pause = 0.3
+    try:
+        # -- part 1: batch-index, individual and cumulative acks
+        consumer = rec.subscribe(
+            client, f"{base}-batch", "sub-batch-acks", batch_index_ack_enabled=True
+        )
+        producer = rec.create_producer(
+            client,
+            f"{base}-batch",
+            batching_enabled=True,
+            batching_max_messages=1000,
+            batching_max_publish_delay_ms=1000,
+        )
+        for i in range(batch):
+            rec.send(producer, _make_payload(i, None), properties={"index": str(i)}, sync=False)
+        producer.flush()
+        rec.wait_for_sends(operation_timeout_seconds)
+        first = rec.manifest["sent"][:batch]
+        msgs = rec.receive_sent(consumer, first, operation_timeout_seconds, phase="batch")
+        by_index = {_msg_id(m.message_id())["batch_index"]: m for m in msgs}
+        for steps in (((1, False), (3, False)), ((5, True),), ((6, False), (7, False))):
+            for idx, cumulative in steps:
+                if idx in by_index:
+                    rec.ack(consumer, by_index[idx], cumulative=cumulative)
+            time.sleep(pause)
+        # -- part 2: negative ack and redelivery request on a Shared subscription
+        shared = rec.subscribe(
+            client,
+            f"{base}-shared",
+            "sub-shared-acks",
+            consumer_type=pulsar.ConsumerType.Shared,
+            negative_ack_redelivery_delay_ms=300,
+        )
+        producer2 = rec.create_producer(client, f"{base}-shared", batching_enabled=False)
+        entries = [
+            rec.send(producer2, _make_payload(i, None), properties={"index": str(i)})
+            for i in range(shared_messages)
+        ]
+        msgs = rec.receive_sent(shared, entries, operation_timeout_seconds, phase="shared")
+        msgs.sort(key=lambda m: _id_key(_msg_id(m.message_id())))
+        rec.ack(shared, msgs[0])
+        rec.nack(shared, msgs[1])
+        again = rec.receive_sent(
+            shared, [entries[1]], operation_timeout_seconds, phase="after_nack", expect_repeats=True
+        )
+        for msg in again:
+            rec.ack(shared, msg)
+        time.sleep(pause)
+        rec.redeliver_unacknowledged(shared)
+        again = rec.receive_sent(
+            shared,
+            entries[2:],
+            operation_timeout_seconds,
+            phase="after_redeliver_request",
+            expect_repeats=True,
+        )
+        for msg in again:
+            rec.ack(shared, msg)
+        time.sleep(pause)
+        producer.close()
+        producer2.close()
+        consumer.close()
+        shared.close()
+    finally:
+        client.close()
+    return rec.finish()
+
+
+def run_seek_scenario(
+    url: str,
+    *,
+    messages: int = 6,
+    operation_timeout_seconds: int = 10,
+    logger: logging.Logger | None = None,
+) -> dict[str, Any]:
+    """Consume and ack ``messages``, seek back to the first one, then to a publish time.
+
+    The publish time lies between the first and second half of the messages.  After
+    each seek the scenario waits 0.5 s for redelivered messages; pulsar-lite answers
+    SEEK with SUCCESS but dispatches nothing until a new message is published (a real
+    broker disconnects the consumer, which then resubscribes), so if nothing came,
+    a "nudge" message is published and everything is received until it arrives.
+    The client does not deliver the message a SEEK names when the broker resends it.
+    """
+    topic = _new_topic("seek")
+    rec = ClientRecorder("run_seek_scenario", topic=topic)
+    rec.note(
+        "after a SEEK to a message id pulsar-lite re-dispatches that message too, but the "
+        "client does not hand it to the application (seen on the wire with pulsar-client "
+        "3.13): MESSAGE frames after a SEEK can outnumber the received entries"
+    )
+    client = _client(url, operation_timeout_seconds, logger)
+    try:
+        consumer = rec.subscribe(client, topic, "sub-seek")
+        producer = rec.create_producer(client, topic, batching_enabled=False)
+        half = messages // 2
+        for i in range(half):
+            rec.send(producer, _make_payload(i, None), key=f"key-{i}", properties={"i": str(i)})
+        time.sleep(0.2)
+        publish_time_ms = int(time.time() * 1000)
+        time.sleep(0.2)
+        for i in range(half, messages):
+            rec.send(producer, _make_payload(i, None), key=f"key-{i}", properties={"i": str(i)})
+        initial = rec.receive_sent(
+            consumer, rec.manifest["sent"], operation_timeout_seconds, phase="initial"
+        )
+        for msg in initial:
+            rec.ack(consumer, msg)
+        time.sleep(0.3)
+        first = min(initial, key=lambda m: _id_key(_msg_id(m.message_id())))
+        targets: list[tuple[str, Any]] = [
+            ("after_seek_message_id", first.message_id()),
+            ("after_seek_publish_time", publish_time_ms),
+        ]
+        for n, (phase, target) in enumerate(targets):
+            rec.seek(consumer, target)
+            got = rec.drain(consumer, 500, phase=phase, expect_repeats=True)
+            if not got:
+                rec.quirk(
+                    "pulsar-lite dispatched nothing within 0.5 s after a successful SEEK "
+                    "(a real broker disconnects the consumer); a nudge message was published"
+                )
+                nudge = rec.send(
+                    producer, f"nudge {n}".encode(), properties={"nudge": str(n)}, sync=True
+                )
+                got = rec.receive_sent(
+                    consumer, [nudge], operation_timeout_seconds, phase=phase, expect_repeats=True
+                )
+                got += rec.drain(consumer, 300, phase=phase, expect_repeats=True)
+            for msg in got:
+                rec.ack(consumer, msg)
+            time.sleep(0.3)
+        producer.close()
+        consumer.close()
+    finally:
+        client.close()
+    return rec.finish()
+
+
+def run_chunked_scenario(
+    url: str,
+    *,
+    size: int = (6 << 20) + 12345,
+    operation_timeout_seconds: int = 20,
+    logger: logging.Logger | None = None,
+) -> dict[str, Any]:
+    """One message larger than 5 MiB, sent with chunking (batching off), then consumed.
+
+    pulsar-lite sends no max_message_size in CONNECTED, so the client assumes 5 MiB
+    and splits the message.  The payload is compressible text (``pattern_payload``).
+    The consumer subscribes only after the send, from the earliest position: with a
+    consumer already attached while the chunks are published, pulsar-lite was seen
+    to dispatch the first chunk twice and never the second one.
+    """
+    import pulsar
+
+    topic = _new_topic("chunked")
+    rec = ClientRecorder("run_chunked_scenario", topic=topic, size=size)
+    rec.note(
+        "the consumer subscribes only after the send (initial_position=Earliest): with a "
+        "consumer attached while the chunks were published, pulsar-lite was seen to "
+        "dispatch the first chunk twice and never the second one"
+    )
+    rec.note("message_id.chunks counts the entries from first_chunk to the last chunk")
+    client = _client(url, operation_timeout_seconds, logger)
+    try:
+        producer = rec.create_producer(client, topic, batching_enabled=False, chunking_enabled=True)
+        entry = rec.send(
+            producer, pattern_payload(size), key="chunked", properties={"kind": "chunked"}
+        )
+        consumer = rec.subscribe(
+            client, topic, "sub-chunked", initial_position=pulsar.InitialPosition.Earliest
+        )
+        for msg in rec.receive_sent(consumer, [entry], operation_timeout_seconds):
+            rec.ack(consumer, msg)
+        rec.manifest["chunks"] = entry["message_id"].get("chunks")
+        time.sleep(0.3)
+        producer.close()
+        consumer.close()
+    finally:
+        client.close()
+    return rec.finish()
 
 
 # --------------------------------------------------------------------------- record

@@ -3,13 +3,14 @@
 Input: nothing. Output: frozen, slotted, keyword-only dataclasses.
 Rule: every event carries provenance (connection id, direction, stream offset, first/last
 packet number and timestamp) so that every table row traces back to captured bytes.
+Records made per packet or per frame are NamedTuples: immutable, slotted, and about ten
+times cheaper to create than frozen dataclasses (the hot path makes one per frame).
 Timestamps are integer microseconds since the Unix epoch; packet numbers count from 1
 (0 means "not from a capture", e.g. a raw stream file).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, NamedTuple
 
@@ -30,8 +31,7 @@ class Checksum(StrEnum):
     UNKNOWN = "unknown"  # bytes of the frame are missing from the capture
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Frame:
+class Frame(NamedTuple):
     """One Pulsar frame, decoded as far as its bytes allow."""
 
     conn_id: int
@@ -62,8 +62,7 @@ class Frame:
         return 4 + self.total_size
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Anomaly:
+class Anomaly(NamedTuple):
     """A fault found in the data: reported as a row, never raised."""
 
     code: str

@@ -61,6 +61,9 @@ class StreamStats:
 
 
 _NO_PAYLOAD = PayloadParts(None, None, None, None, None, None, None)
+_NO_PROBLEMS: list[Anomaly] = []  # shared, never mutated: returned when a frame is clean
+#: Builds a NamedTuple from a tuple without its keyword-aware __new__ (several times faster).
+_new_frame = tuple.__new__
 
 
 class FrameDecoder:
@@ -221,6 +224,7 @@ class FrameDecoder:
         pos = 0
         base = self._base
         max_size = self.max_frame_size
+        frames = fbytes = 0
         while n - pos >= 8:
             total, csize = HEADER.unpack_from(buf, pos)
             end = pos + 4 + total
@@ -255,8 +259,9 @@ class FrameDecoder:
                 self._syncing = False
                 self._flush_skip(out)
             else:
-                bad = header_problem(total, csize, max_size)
-                if bad is not None:
+                if total > max_size or total < 6 or csize < MIN_COMMAND_SIZE or csize + 4 > total:
+                    bad = header_problem(total, csize, max_size)
+                    assert bad is not None
                     out.append(self._anomaly(bad[0], base + pos, bad[1]))
                     self._start_sync(f"after {bad[0]} at offset {base + pos}")
                     continue
@@ -269,11 +274,22 @@ class FrameDecoder:
                     self._start_sync(f"after pulsar.command_undecodable at offset {base + pos}")
                     continue
             out.append(frame)
-            out.extend(problems)
-            self.stats.frames += 1
-            self.stats.frame_bytes += end - pos
+            if problems:
+                out.extend(problems)
+            frames += 1
+            fbytes += end - pos
             pos = end
-        self._keep(buf, pos)
+        stats = self.stats
+        stats.frames += frames
+        stats.frame_bytes += fbytes
+        if pos == n:  # the common case: the buffer ended on a frame boundary
+            self._base += n
+            self._pieces = []
+            self._pending_len = 0
+            self._need = 8
+            self._marks.clear()
+        else:
+            self._keep(buf, pos)
 
     def _start_sync(self, reason: str) -> None:
         self._syncing = True
@@ -345,30 +361,35 @@ class FrameDecoder:
                     raise Reject("trailing bytes")
                 detail = f"{end - cend} bytes after the {name} command"
                 problems.append(("pulsar.trailing_bytes", cend, detail, end - cend))
-        first_packet, first_ts = self._where(offset)
-        last_packet, last_ts = self._where(self._base + end - 1)
-        frame = Frame(
-            conn_id=self.conn_id,
-            direction=self.direction,
-            stream_offset=offset,
-            total_size=total,
-            command_size=csize,
-            command_type=ctype,
-            command_name=name,
-            command=cmd,
-            body=body,
-            checksum=parts.checksum,
-            checksum_expected=parts.expected,
-            checksum_computed=parts.computed,
-            broker_entry=parts.broker_entry,
-            metadata_size=parts.metadata_size,
-            metadata=parts.metadata,
-            payload=parts.payload,
-            first_packet=first_packet,
-            last_packet=last_packet,
-            first_ts=first_ts,
-            last_ts=last_ts,
+        marks = self._marks
+        if len(marks) == 1:
+            _, first_packet, first_ts = marks[0]
+            last_packet, last_ts = first_packet, first_ts
+        else:
+            first_packet, first_ts = self._where(offset)
+            last_packet, last_ts = self._where(self._base + end - 1)
+        frame = _new_frame(
+            Frame,
+            (
+                self.conn_id,
+                self.direction,
+                offset,
+                total,
+                csize,
+                ctype,
+                name,
+                cmd,
+                body,
+                *parts,
+                True,
+                first_packet,
+                last_packet,
+                first_ts,
+                last_ts,
+            ),
         )
+        if not problems:
+            return frame, _NO_PROBLEMS
         base = self._base
         anomalies = [
             self._anomaly(code, base + at, detail, length=length)

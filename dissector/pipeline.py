@@ -14,7 +14,6 @@ Rules:
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -368,7 +367,7 @@ def _stats(dec: FrameDecoder | None, packets: int, wire: int, preamble: int) -> 
 
 def _flip(ev: PipelineEvent) -> PipelineEvent:
     if isinstance(ev, Frame | Anomaly) and ev.direction is not None:
-        return dataclasses.replace(ev, direction=B2C if ev.direction is C2B else C2B)
+        return ev._replace(direction=B2C if ev.direction is C2B else C2B)
     return ev
 
 

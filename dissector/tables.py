@@ -32,14 +32,19 @@ def _i64(value: int) -> int:
     return value - (1 << 64) if value >= _I64 else value
 
 
-def _id_fields() -> dict[int, tuple[tuple[str, ...], str | None, bool]]:
-    """type -> (id columns its body has, message-id field name, whether repeated)."""
-    wanted = ("request_id", "producer_id", "consumer_id", "sequence_id", "topic")
+_ID_COLUMNS = ("request_id", "producer_id", "consumer_id", "sequence_id", "topic")
+
+
+def _id_fields() -> dict[int, tuple[tuple[tuple[int, str], ...], str | None, bool]]:
+    """type -> ((column index, field) for the id columns its body has, message-id field, repeated).
+
+    Computed once from the schema, so that per frame only the fields a command has are read.
+    """
     out = {}
     for ctype, field in BODY_FIELDS.items():
         desc = BaseCommand.DESCRIPTOR.fields_by_name[field].message_type
         assert desc is not None
-        names = tuple(n for n in wanted if n in desc.fields_by_name)
+        present = tuple((i, n) for i, n in enumerate(_ID_COLUMNS) if n in desc.fields_by_name)
         mid_field = None
         repeated = False
         for candidate in ("message_id", "message_ids"):
@@ -51,12 +56,13 @@ def _id_fields() -> dict[int, tuple[tuple[str, ...], str | None, bool]]:
             ):
                 mid_field, repeated = candidate, f.is_repeated
                 break
-        out[ctype] = (names, mid_field, repeated)
+        out[ctype] = (present, mid_field, repeated)
     return out
 
 
 _ID_FIELDS = _id_fields()
 _SEND = next(t for t, n in COMMAND_NAMES.items() if n == "SEND")
+_NO_KEY = (None, None, None, None)
 
 
 class _Batches:
@@ -99,7 +105,7 @@ class TableBuilder:
         self.frames = _Batches(FRAMES)
         self.anomalies = _Batches(ANOMALIES)
         self.conversations = _Batches(CONVERSATIONS)
-        self._keys: dict[int, FlowKey] = {}
+        self._keys: dict[int, FlowKey] = {}  # FlowKey is a tuple: client ip/port, broker ip/port
 
     def add_all(self, events: Iterable[PipelineEvent]) -> None:
         for ev in events:
@@ -107,7 +113,7 @@ class TableBuilder:
 
     def add(self, ev: PipelineEvent) -> None:
         if type(ev) is Frame:
-            self.frames.add(frame_row(ev, self._keys.get(ev.conn_id)))
+            self.frames.add(frame_row(ev, self._keys.get(ev.conn_id, _NO_KEY)))
         elif type(ev) is Anomaly:
             self.anomalies.add(anomaly_row(ev))
         elif type(ev) is ConversationOpened:
@@ -124,68 +130,63 @@ class TableBuilder:
         }
 
 
-def frame_row(f: Frame, key: FlowKey | None) -> tuple[Any, ...]:
+def frame_row(f: Frame, key: tuple[Any, ...]) -> tuple[Any, ...]:
+    """The frames-table row of a frame; key is (client_ip, client_port, broker_ip, broker_port)."""
     body = f.body
     ctype = f.command_type
-    request_id = producer_id = consumer_id = sequence_id = topic = None
+    ids: list[Any] = [None, None, None, None, None]
     ledger_id = entry_id = num_messages = None
     if body is not None:
-        names, mid_field, repeated = _ID_FIELDS[ctype]
-        values = {n: getattr(body, n) for n in names if body.HasField(n)}
-        request_id = values.get("request_id")
-        producer_id = values.get("producer_id")
-        consumer_id = values.get("consumer_id")
-        sequence_id = values.get("sequence_id")
-        topic = values.get("topic")
+        present, mid_field, repeated = _ID_FIELDS[ctype]
+        has = body.HasField
+        for i, name in present:
+            if has(name):
+                value = getattr(body, name)
+                ids[i] = value if i == 4 or value < _I64 else value - (1 << 64)
         if mid_field is not None:
             if repeated:
-                ids = getattr(body, mid_field)
-                num_messages = len(ids)
-                mid = ids[0] if ids else None
+                mids = getattr(body, mid_field)
+                num_messages = len(mids)
+                mid = mids[0] if mids else None
             else:
-                mid = getattr(body, mid_field) if body.HasField(mid_field) else None
+                mid = getattr(body, mid_field) if has(mid_field) else None
             if mid is not None:
                 ledger_id, entry_id = _i64(mid.ledgerId), _i64(mid.entryId)
     meta = f.metadata
     if meta is not None:
-        if ctype == _SEND and body is not None and body.HasField("num_messages"):
+        if ctype == _SEND and body.HasField("num_messages"):
             num_messages = body.num_messages
         else:
             num_messages = meta.num_messages_in_batch
     entry_ts = entry_index = None
-    if f.broker_entry is not None:
-        be = f.broker_entry
+    be = f.broker_entry
+    if be is not None:
         if be.HasField("broker_timestamp") and be.broker_timestamp < _MAX_MS:
             entry_ts = be.broker_timestamp * 1000
         if be.HasField("index"):
             entry_index = _i64(be.index)
+    payload = f.payload
+    checksum = f.checksum
     return (
         f.last_ts,
         f.conn_id,
-        f.direction.value,
-        key.client_ip if key else None,
-        key.client_port if key else None,
-        key.broker_ip if key else None,
-        key.broker_port if key else None,
+        f.direction,
+        *key,
         f.first_packet,
         f.last_packet,
         f.stream_offset,
         f.total_size + 4,
         f.command_name,
-        None if request_id is None else _i64(request_id),
-        None if producer_id is None else _i64(producer_id),
-        None if consumer_id is None else _i64(consumer_id),
-        None if sequence_id is None else _i64(sequence_id),
+        *ids,
         ledger_id,
         entry_id,
-        topic,
-        None if f.checksum is None else f.checksum.value,
+        checksum,
         f.checksum_expected,
         f.checksum_computed,
         entry_ts,
         entry_index,
         num_messages,
-        None if f.payload is None else len(f.payload),
+        None if payload is None else len(payload),
         f.complete,
     )
 

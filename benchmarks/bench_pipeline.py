@@ -1,0 +1,89 @@
+"""Benchmark: the whole offline pipeline (capture -> frames table) against tshark, one core.
+
+Input: a synthetic small-frame capture (benchmarks/synthetic.py), written to a temp folder.
+Output: packets/s and frames/s for `read_tables`, and tshark's packets/s on the same file in
+the same run when tshark is installed (ratio ours/tshark); printed and written to
+reports/bench_pipeline.json.
+Rule: tshark is only a yardstick here, never a dependency: it reads the file with its TCP
+reassembly on, the broker port decoded as Pulsar-less TCP payload (no Pulsar dissector ships
+with it), so the ratio understates what a Pulsar-aware tshark would cost.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+from benchmarks.synthetic import write_pcap
+from dissector.reader import read_tables
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _time(fn: object, repeats: int) -> float:
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()  # type: ignore[operator]
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def run(connections: int = 20, rounds: int = 2500, repeats: int = 3) -> dict[str, object]:
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "bench.pcap"
+        packets, frames = write_pcap(path, connections, rounds)
+        counted: dict[str, int] = {}
+
+        def ours() -> None:
+            tables = read_tables(path)
+            counted["frames"] = tables["frames"].num_rows
+
+        ours_s = _time(ours, repeats)
+        assert counted["frames"] == frames, (counted, frames)
+        result: dict[str, object] = {
+            "benchmark": "pipeline",
+            "packets": packets,
+            "frames": frames,
+            "bytes": path.stat().st_size,
+            "seconds": round(ours_s, 3),
+            "packets_per_s": round(packets / ours_s),
+            "frames_per_s": round(frames / ours_s),
+            "python": platform.python_version(),
+        }
+        tshark = shutil.which("tshark")
+        if tshark:
+            cmd = [
+                tshark,
+                "-r",
+                str(path),
+                "-n",
+                "-o",
+                "tcp.desegment_tcp_streams:TRUE",
+                "-T",
+                "fields",
+                "-e",
+                "tcp.len",
+            ]
+            tshark_s = _time(lambda: subprocess.run(cmd, capture_output=True, check=True), 1)
+            result["tshark_seconds"] = round(tshark_s, 3)
+            result["tshark_packets_per_s"] = round(packets / tshark_s)
+            result["ratio_vs_tshark"] = round(tshark_s / ours_s, 2)
+        return result
+
+
+def main() -> None:
+    result = run()
+    print(json.dumps(result, indent=2))
+    out = ROOT / "reports" / "bench_pipeline.json"
+    out.parent.mkdir(exist_ok=True)
+    out.write_text(json.dumps(result, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -50,6 +50,15 @@ _TABLE: tuple[tuple[str, Severity, str], ...] = (
     ("pulsar.truncated_frame", _W, "the stream ended or lost bytes in the middle of a frame"),
     ("pulsar.encrypted", _I, "TLS conversation: reported, not decoded"),
     ("proxy.header_invalid", _W, "a PROXY protocol header that does not parse"),
+    # Payloads: decompression, batches, chunks.
+    ("payload.decompression_failed", _E, "the payload does not decompress with its codec"),
+    ("payload.size_mismatch", _E, "decompressed size differs from uncompressed_size"),
+    ("payload.decompression_bomb", _E, "claimed or produced size above the bound: not expanded"),
+    ("payload.batch_invalid", _E, "batch entries do not add up to the payload or their count"),
+    ("payload.chunk_missing", _W, "a chunked message lacks chunks (not all were captured)"),
+    ("payload.chunk_duplicate", _W, "a chunk of a chunked message arrived twice"),
+    ("payload.chunk_size_mismatch", _E, "chunk sizes disagree with total_chunk_msg_size"),
+    ("payload.encrypted", _I, "an encrypted message: reported, payload not decoded"),
     # TCP reassembly.
     ("tcp.gap", _W, "bytes of a TCP stream are missing from the capture"),
     ("tcp.midstream_start", _I, "the capture starts in the middle of this direction's stream"),

@@ -21,6 +21,7 @@ from dissector.errors import DissectorError
 from dissector.events import Anomaly, Direction, Event, Frame
 from dissector.framing import DEFAULT_MAX_FRAME_SIZE, FrameDecoder
 from dissector.output import FORMATS, write_table
+from dissector.payload import DEFAULT_MAX_UNCOMPRESSED
 from dissector.pipeline import ConversationOpened
 from dissector.reader import ReaderOptions, iter_events, read_tables
 from dissector.schema import SCHEMAS
@@ -86,9 +87,14 @@ def cmd_stream(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
-def _options(args: argparse.Namespace) -> ReaderOptions:
+def _options(args: argparse.Namespace, *, messages: bool = True) -> ReaderOptions:
     return ReaderOptions.make(
-        args.port, tls_ports=frozenset(args.tls_port), max_frame_size=args.max_frame_size
+        args.port,
+        tls_ports=frozenset(args.tls_port),
+        max_frame_size=args.max_frame_size,
+        messages=messages,
+        max_uncompressed=args.max_uncompressed,
+        payload_preview=args.payload_preview,
     )
 
 
@@ -117,7 +123,7 @@ def cmd_read(args: argparse.Namespace, out: TextIO) -> int:
     keys: dict[int, FlowKey] = {}
     first_ts: int | None = None
     number = 0
-    for _, ev in iter_events(args.captures, _options(args)):
+    for _, ev in iter_events(args.captures, _options(args, messages=False)):
         if isinstance(ev, ConversationOpened):
             keys[ev.conn_id] = ev.key
         elif isinstance(ev, Frame):
@@ -184,6 +190,20 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         default=DEFAULT_MAX_FRAME_SIZE,
         help=f"largest totalSize accepted (default {DEFAULT_MAX_FRAME_SIZE})",
+    )
+    read.add_argument(
+        "--max-uncompressed",
+        type=int,
+        default=DEFAULT_MAX_UNCOMPRESSED,
+        help="decompression bound: larger payloads are reported as bombs, not expanded "
+        f"(default {DEFAULT_MAX_UNCOMPRESSED})",
+    )
+    read.add_argument(
+        "--payload-preview",
+        type=int,
+        default=0,
+        metavar="N",
+        help="messages table: keep the first N bytes of each payload (escaped); off by default",
     )
     read.add_argument(
         "--show-secrets", action="store_true", help="print authentication data unredacted"

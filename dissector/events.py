@@ -55,6 +55,7 @@ class Frame(NamedTuple):
     last_packet: int = 0
     first_ts: int = 0
     last_ts: int = 0
+    topic: str | None = None  # the frame's topic: named by it, or of its producer/consumer
 
     @property
     def wire_size(self) -> int:

@@ -386,6 +386,7 @@ class FrameDecoder:
                 last_packet,
                 first_ts,
                 last_ts,
+                None,
             ),
         )
         if not problems:

@@ -18,8 +18,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from dissector.entities import Entities
 from dissector.events import Anomaly, Direction, Frame, RawPacket, Segment
 from dissector.framing import DEFAULT_MAX_FRAME_SIZE, FrameDecoder
+from dissector.messages import AppMessage, MessageExtractor
 from dissector.net import NetIssue, parse_packet
 from dissector.preamble import Preamble, sniff
 from dissector.tcp import (
@@ -30,7 +32,7 @@ from dissector.tcp import (
     StreamData,
     StreamGap,
 )
-from dissector.wire import COMMAND_TYPES
+from dissector.wire import COMMAND_TYPES, PAYLOAD_TYPES
 
 #: Bytes a connection off the broker ports may send without completing a first frame before
 #: it is judged not to be Pulsar (a CONNECT is well under 1 KiB, a few KiB with auth data).
@@ -79,11 +81,20 @@ class Conversation:
     b2c: DirectionStats
 
 
-PipelineEvent = ConversationOpened | Frame | Anomaly | Conversation
+PipelineEvent = ConversationOpened | Frame | Anomaly | Conversation | AppMessage
 
 
 class _Conv:
-    __slots__ = ("decoders", "head", "held", "midstream", "mode", "opened", "preamble")
+    __slots__ = (
+        "decoders",
+        "entities",
+        "head",
+        "held",
+        "midstream",
+        "mode",
+        "opened",
+        "preamble",
+    )
 
     def __init__(self, opened: ConnOpened, mode: str) -> None:
         self.opened = opened
@@ -93,6 +104,7 @@ class _Conv:
         self.head: bytes | None = b""  # client bytes awaiting preamble sniffing; None: done
         self.preamble: Preamble | None = None
         self.held: list[PipelineEvent] = []  # events of a pending connection
+        self.entities = Entities()
 
 
 class Pipeline:
@@ -105,10 +117,13 @@ class Pipeline:
         tls_ports: Iterable[int] = DEFAULT_TLS_PORTS,
         max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
         first_conn_id: int = 1,
+        messages: MessageExtractor | None = None,
     ) -> None:
+        """messages: the extractor of application messages, or None not to extract them."""
         self.broker_ports = frozenset(broker_ports)
         self.tls_ports = frozenset(tls_ports)
         self.max_frame_size = max_frame_size
+        self.messages = messages
         self.tcp = Reassembler(self.broker_ports, first_id=first_conn_id)
         self._convs: dict[int, _Conv] = {}
         self.packets = 0
@@ -283,7 +298,27 @@ class Pipeline:
         if conv.mode == "pending" and events:
             self._decide(conv, list(events), out)
         elif conv.mode == "pulsar":
-            out.extend(events)
+            self._publish(conv, events, out)
+
+    def _publish(
+        self,
+        conv: _Conv,
+        events: list[Frame | Anomaly] | list[PipelineEvent],
+        out: list[PipelineEvent],
+    ) -> None:
+        """Emit a Pulsar connection's events, frames with their topic and messages."""
+        entities = conv.entities
+        messages = self.messages
+        for ev in events:
+            if type(ev) is Frame:
+                topic = entities.topic_of(ev.command_type, ev.body)
+                if topic is not None:
+                    ev = ev._replace(topic=topic)
+                out.append(ev)
+                if messages is not None and ev.command_type in PAYLOAD_TYPES:
+                    out.extend(messages.feed(ev))
+            else:
+                out.append(ev)
 
     def _decide(self, conv: _Conv, events: list[Frame | Anomaly], out: list[PipelineEvent]) -> None:
         """A connection off the broker ports: Pulsar only if its first frame is a CONNECT."""
@@ -296,8 +331,10 @@ class Pipeline:
         held = conv.held + list(events)
         if first.direction is B2C:  # the side we took for the broker sent CONNECT
             key = self.tcp.swap_roles(opened.conn_id)
-            conv.decoders = {C2B: conv.decoders[B2C], **({B2C: conv.decoders[C2B]}
-                             if C2B in conv.decoders else {})}  # fmt: skip
+            conv.decoders = {
+                C2B: conv.decoders[B2C],
+                **({B2C: conv.decoders[C2B]} if C2B in conv.decoders else {}),
+            }
             for direction, dec in conv.decoders.items():
                 dec.direction = direction
             conv.midstream = {C2B: conv.midstream[B2C], B2C: conv.midstream[C2B]}
@@ -306,7 +343,7 @@ class Pipeline:
         conv.mode = "pulsar"
         conv.held = []
         out.append(ConversationOpened(opened.conn_id, key, opened.ts, opened.packet))
-        out.extend(held)
+        self._publish(conv, held, out)
 
     def _ignore(self, conv: _Conv) -> None:
         conv.mode = "ignored"
@@ -322,6 +359,8 @@ class Pipeline:
             self._deliver(conv, self._decoder(conv, C2B, 0).feed(head), out)
         for dec in list(conv.decoders.values()):
             self._deliver(conv, dec.close(), out)
+        if self.messages is not None and conv.mode == "pulsar":
+            out.extend(self.messages.close_conn(ev.conn_id))
         if conv.mode == "pending":
             conv.mode = "ignored"
         if conv.mode == "ignored":
@@ -349,9 +388,16 @@ class Pipeline:
 
 def _stats(dec: FrameDecoder | None, packets: int, wire: int, preamble: int) -> DirectionStats:
     if dec is None:
-        return DirectionStats(packets=packets, wire_bytes=wire, stream_bytes=preamble,
-                              preamble_bytes=preamble, frames=0, frame_bytes=0, skipped_bytes=0,
-                              gap_bytes=0)  # fmt: skip
+        return DirectionStats(
+            packets=packets,
+            wire_bytes=wire,
+            stream_bytes=preamble,
+            preamble_bytes=preamble,
+            frames=0,
+            frame_bytes=0,
+            skipped_bytes=0,
+            gap_bytes=0,
+        )
     s = dec.stats
     return DirectionStats(
         packets=packets,

@@ -21,6 +21,8 @@ import pyarrow as pa
 from dissector.capture import open_capture
 from dissector.events import Anomaly
 from dissector.framing import DEFAULT_MAX_FRAME_SIZE
+from dissector.messages import MessageExtractor
+from dissector.payload import DEFAULT_MAX_UNCOMPRESSED
 from dissector.pipeline import (
     DEFAULT_BROKER_PORTS,
     DEFAULT_TLS_PORTS,
@@ -37,6 +39,9 @@ class ReaderOptions:
     broker_ports: frozenset[int] = DEFAULT_BROKER_PORTS
     tls_ports: frozenset[int] = DEFAULT_TLS_PORTS
     max_frame_size: int = DEFAULT_MAX_FRAME_SIZE
+    messages: bool = True  # extract application messages (the messages table)
+    max_uncompressed: int = DEFAULT_MAX_UNCOMPRESSED
+    payload_preview: int = 0  # bytes of each payload kept in the messages table (opt-in)
 
     @classmethod
     def make(cls, ports: Iterable[int] = (), **kw: Any) -> ReaderOptions:
@@ -59,6 +64,11 @@ def iter_file(
         tls_ports=options.tls_ports,
         max_frame_size=options.max_frame_size,
         first_conn_id=first_conn_id,
+        messages=MessageExtractor(
+            max_uncompressed=options.max_uncompressed, preview=options.payload_preview
+        )
+        if options.messages
+        else None,
     )
     last_ts = 0
     with open_capture(path) as reader:
@@ -96,6 +106,19 @@ def iter_events(
             yield path, ev
 
 
+#: Arrow -> pandas: nullable integer and boolean columns stay integers and booleans.
+_PANDAS_TYPES = {
+    pa.int64(): pd.Int64Dtype(),
+    pa.int32(): pd.Int32Dtype(),
+    pa.bool_(): pd.BooleanDtype(),
+}
+
+
+def to_pandas(table: pa.Table) -> pd.DataFrame:
+    """A table as a DataFrame with nullable Int64/Int32/boolean columns (not float/object)."""
+    return table.to_pandas(types_mapper=_PANDAS_TYPES.get)
+
+
 @dataclass
 class Capture:
     """The tables of one or more captures as pandas DataFrames (Arrow tables in `.arrow`)."""
@@ -104,15 +127,19 @@ class Capture:
 
     @property
     def frames(self) -> pd.DataFrame:
-        return self.arrow["frames"].to_pandas()
+        return to_pandas(self.arrow["frames"])
+
+    @property
+    def messages(self) -> pd.DataFrame:
+        return to_pandas(self.arrow["messages"])
 
     @property
     def anomalies(self) -> pd.DataFrame:
-        return self.arrow["anomalies"].to_pandas()
+        return to_pandas(self.arrow["anomalies"])
 
     @property
     def conversations(self) -> pd.DataFrame:
-        return self.arrow["conversations"].to_pandas()
+        return to_pandas(self.arrow["conversations"])
 
 
 def read_tables(
@@ -125,7 +152,7 @@ def read_tables(
         if builder is None:
             builder = builders[path] = TableBuilder(capture=path)
         builder.add(ev)
-    names = ("frames", "anomalies", "conversations")
+    names = ("frames", "messages", "anomalies", "conversations")
     if not builders:
         builders[""] = TableBuilder()
     per_file = [b.tables() for b in builders.values()]
@@ -138,12 +165,19 @@ def read_capture(
     ports: Iterable[int] = (),
     tls_ports: Iterable[int] = DEFAULT_TLS_PORTS,
     max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+    max_uncompressed: int = DEFAULT_MAX_UNCOMPRESSED,
+    payload_preview: int = 0,
 ) -> Capture:
-    """Dissect captures into tables: `.frames`, `.anomalies`, `.conversations` DataFrames.
+    """Dissect captures into tables: `.frames`, `.messages`, `.anomalies`, `.conversations`.
 
     ports: extra broker ports, added to the defaults (6650 plain, 6651 TLS).
+    payload_preview: keep the first N bytes of every payload (escaped) in the messages table.
     """
     options = ReaderOptions.make(
-        ports, tls_ports=frozenset(tls_ports), max_frame_size=max_frame_size
+        ports,
+        tls_ports=frozenset(tls_ports),
+        max_frame_size=max_frame_size,
+        max_uncompressed=max_uncompressed,
+        payload_preview=payload_preview,
     )
     return Capture(read_tables(paths, options))

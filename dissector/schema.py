@@ -42,7 +42,7 @@ FRAMES = pa.schema(
         _col("producer_id", pa.int64(), "producer_id of the command, if it has one"),
         _col("consumer_id", pa.int64(), "consumer_id of the command, if it has one"),
         _col("sequence_id", pa.int64(), "sequence_id (SEND, SEND_RECEIPT, SEND_ERROR)"),
-        _col("topic", pa.string(), "topic named by the frame itself"),
+        _col("topic", pa.string(), "topic the frame names, or of its producer/consumer id"),
         _col("ledger_id", pa.int64(), "ledger of the (first) message id the command carries"),
         _col("entry_id", pa.int64(), "entry of the (first) message id the command carries"),
         _col("checksum", pa.string(), "payload frames: valid, invalid, absent or unknown"),
@@ -104,8 +104,54 @@ CONVERSATIONS = pa.schema(
     ]
 )
 
+MESSAGES = pa.schema(
+    [
+        _col("ts", TS, "time of the packet that completed the (last) frame", nullable=False),
+        _col("conn_id", pa.int64(), "connection id, joins every table", nullable=False),
+        _col("direction", pa.string(), "client_to_broker (produced) or broker_to_client"),
+        _col("kind", pa.string(), "produced (SEND) or delivered (MESSAGE)", nullable=False),
+        _col("topic", pa.string(), "topic of the producer or consumer"),
+        _col("producer_id", pa.int64(), "produced: the connection's producer id"),
+        _col("consumer_id", pa.int64(), "delivered: the connection's consumer id"),
+        _col("producer_name", pa.string(), "producer name from the message metadata"),
+        _col("sequence_id", pa.int64(), "sequence id of this message (batch entries counted)"),
+        _col("batch_index", pa.int32(), "index in its batch, null when not batched"),
+        _col("batch_size", pa.int32(), "messages in the batch (1 when not batched)"),
+        _col("publish_time", TS, "publish time set by the producer"),
+        _col("event_time", TS, "event time set by the application, null when unset"),
+        _col("key", pa.string(), "partition key"),
+        _col("key_base64", pa.bool_(), "the key is base64-encoded bytes"),
+        _col("ordering_key", pa.binary(), "ordering key (Key_Shared)"),
+        _col("properties", pa.map_(pa.string(), pa.string()), "application properties"),
+        _col("compression", pa.string(), "NONE, LZ4, ZLIB, ZSTD or SNAPPY"),
+        _col("compressed_size", pa.int64(), "payload bytes as sent (whole batch / joined chunks)"),
+        _col("payload_size", pa.int64(), "bytes of this message after decoding"),
+        _col("payload_sha256", pa.string(), "sha256 of this message's decoded payload (hex)"),
+        _col("chunked", pa.bool_(), "sent as a chunked message"),
+        _col("num_chunks", pa.int32(), "chunks of a chunked message"),
+        _col("encrypted", pa.bool_(), "end-to-end encrypted: payload not decoded"),
+        _col("encryption_keys", pa.list_(pa.string()), "names of the encryption keys"),
+        _col("schema_version", pa.binary(), "schema version the producer used"),
+        _col("ledger_id", pa.int64(), "delivered: ledger of the message id"),
+        _col("entry_id", pa.int64(), "delivered: entry of the message id"),
+        _col("partition", pa.int32(), "delivered: partition of the message id (-1: none)"),
+        _col("redelivery_count", pa.int32(), "delivered: times the broker redelivered it"),
+        _col("broker_entry_timestamp", TS, "broker entry metadata: when the broker got it"),
+        _col("broker_entry_index", pa.int64(), "broker entry metadata: the broker's index"),
+        _col("null_value", pa.bool_(), "the message has a null value (tombstone)"),
+        _col("null_key", pa.bool_(), "the message has a null partition key"),
+        _col("compacted_out", pa.bool_(), "batch entry removed by compaction"),
+        _col("complete", pa.bool_(), "false when the payload could not be decoded"),
+        _col("first_packet", pa.int64(), "capture packet number of the frame's first byte"),
+        _col("last_packet", pa.int64(), "capture packet number of the frame's last byte"),
+        _col("stream_offset", pa.int64(), "offset of the (first) frame in its stream"),
+        _col("payload_preview", pa.string(), "first N payload bytes, escaped (opt-in only)"),
+    ]
+)
+
 SCHEMAS: dict[str, pa.Schema] = {
     "frames": FRAMES,
+    "messages": MESSAGES,
     "anomalies": ANOMALIES,
     "conversations": CONVERSATIONS,
 }

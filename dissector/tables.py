@@ -16,8 +16,9 @@ from typing import Any
 import pyarrow as pa
 
 from dissector.events import Anomaly, Frame
+from dissector.messages import AppMessage
 from dissector.pipeline import Conversation, ConversationOpened, PipelineEvent
-from dissector.schema import ANOMALIES, CONVERSATIONS, FRAMES
+from dissector.schema import ANOMALIES, CONVERSATIONS, FRAMES, MESSAGES
 from dissector.tcp import FlowKey
 from dissector.wire import BODY_FIELDS, COMMAND_NAMES, BaseCommand
 
@@ -32,7 +33,7 @@ def _i64(value: int) -> int:
     return value - (1 << 64) if value >= _I64 else value
 
 
-_ID_COLUMNS = ("request_id", "producer_id", "consumer_id", "sequence_id", "topic")
+_ID_COLUMNS = ("request_id", "producer_id", "consumer_id", "sequence_id")
 
 
 def _id_fields() -> dict[int, tuple[tuple[tuple[int, str], ...], str | None, bool]]:
@@ -44,7 +45,10 @@ def _id_fields() -> dict[int, tuple[tuple[tuple[int, str], ...], str | None, boo
     for ctype, field in BODY_FIELDS.items():
         desc = BaseCommand.DESCRIPTOR.fields_by_name[field].message_type
         assert desc is not None
-        present = tuple((i, n) for i, n in enumerate(_ID_COLUMNS) if n in desc.fields_by_name)
+        fields = desc.fields_by_name
+        present = tuple(
+            (i, n) for i, n in enumerate(_ID_COLUMNS) if n in fields and not fields[n].is_repeated
+        )
         mid_field = None
         repeated = False
         for candidate in ("message_id", "message_ids"):
@@ -103,6 +107,7 @@ class TableBuilder:
     def __init__(self, capture: str = "") -> None:
         self.capture = capture
         self.frames = _Batches(FRAMES)
+        self.messages = _Batches(MESSAGES)
         self.anomalies = _Batches(ANOMALIES)
         self.conversations = _Batches(CONVERSATIONS)
         self._keys: dict[int, FlowKey] = {}  # FlowKey is a tuple: client ip/port, broker ip/port
@@ -114,6 +119,8 @@ class TableBuilder:
     def add(self, ev: PipelineEvent) -> None:
         if type(ev) is Frame:
             self.frames.add(frame_row(ev, self._keys.get(ev.conn_id, _NO_KEY)))
+        elif type(ev) is AppMessage:
+            self.messages.add(message_row(ev))
         elif type(ev) is Anomaly:
             self.anomalies.add(anomaly_row(ev))
         elif type(ev) is ConversationOpened:
@@ -125,6 +132,7 @@ class TableBuilder:
     def tables(self) -> dict[str, pa.Table]:
         return {
             "frames": self.frames.table(),
+            "messages": self.messages.table(),
             "anomalies": self.anomalies.table(),
             "conversations": self.conversations.table(),
         }
@@ -134,7 +142,7 @@ def frame_row(f: Frame, key: tuple[Any, ...]) -> tuple[Any, ...]:
     """The frames-table row of a frame; key is (client_ip, client_port, broker_ip, broker_port)."""
     body = f.body
     ctype = f.command_type
-    ids: list[Any] = [None, None, None, None, None]
+    ids: list[Any] = [None, None, None, None]
     ledger_id = entry_id = num_messages = None
     if body is not None:
         present, mid_field, repeated = _ID_FIELDS[ctype]
@@ -142,7 +150,7 @@ def frame_row(f: Frame, key: tuple[Any, ...]) -> tuple[Any, ...]:
         for i, name in present:
             if has(name):
                 value = getattr(body, name)
-                ids[i] = value if i == 4 or value < _I64 else value - (1 << 64)
+                ids[i] = value if value < _I64 else value - (1 << 64)
         if mid_field is not None:
             if repeated:
                 mids = getattr(body, mid_field)
@@ -178,6 +186,7 @@ def frame_row(f: Frame, key: tuple[Any, ...]) -> tuple[Any, ...]:
         f.total_size + 4,
         f.command_name,
         *ids,
+        f.topic,
         ledger_id,
         entry_id,
         checksum,
@@ -188,6 +197,56 @@ def frame_row(f: Frame, key: tuple[Any, ...]) -> tuple[Any, ...]:
         num_messages,
         None if payload is None else len(payload),
         f.complete,
+    )
+
+
+def _ms(value: int | None) -> int | None:
+    """Milliseconds since the epoch as microseconds; None when absent or out of range."""
+    return None if value is None or not 0 <= value < _MAX_MS else value * 1000
+
+
+def message_row(m: AppMessage) -> tuple[Any, ...]:
+    return (
+        m.ts,
+        m.conn_id,
+        m.direction,
+        m.kind,
+        m.topic,
+        None if m.producer_id is None else _i64(m.producer_id),
+        None if m.consumer_id is None else _i64(m.consumer_id),
+        m.producer_name,
+        None if m.sequence_id is None else _i64(m.sequence_id),
+        m.batch_index,
+        m.batch_size,
+        _ms(m.publish_time),
+        _ms(m.event_time),
+        m.key,
+        m.key_base64,
+        m.ordering_key,
+        m.properties,
+        m.compression,
+        m.compressed_size,
+        m.payload_size,
+        m.payload_sha256,
+        m.chunked,
+        m.num_chunks,
+        m.encrypted,
+        m.encryption_keys,
+        m.schema_version,
+        None if m.ledger_id is None else _i64(m.ledger_id),
+        None if m.entry_id is None else _i64(m.entry_id),
+        m.partition,
+        m.redelivery_count,
+        _ms(m.broker_entry_timestamp),
+        None if m.broker_entry_index is None else _i64(m.broker_entry_index),
+        m.null_value,
+        m.null_key,
+        m.compacted_out,
+        m.complete,
+        m.first_packet,
+        m.last_packet,
+        m.stream_offset,
+        m.preview,
     )
 
 

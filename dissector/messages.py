@@ -1,0 +1,302 @@
+"""Sans-IO: application messages out of SEND and MESSAGE frames.
+
+Input: payload frames (with their topic), in order per connection; then `close_conn`.
+Output: `AppMessage` records, one per application message produced or delivered (batches
+split, payloads decompressed, chunks joined), and `Anomaly` records for payload faults.
+Rules: the payload hash is of the application payload after decompression, batch split and
+chunk join; encrypted messages are reported with their keys and not decoded; a frame whose
+payload cannot be decoded still yields one message row with `complete=False`.
+Payload bytes themselves are never kept, except an opt-in preview of the first N bytes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any, NamedTuple
+
+from dissector.events import Anomaly, Direction, Frame
+from dissector.payload import (
+    CODEC_NAMES,
+    DEFAULT_MAX_CHUNKED_MESSAGE,
+    DEFAULT_MAX_UNCOMPRESSED,
+    ChunkAssembler,
+    ChunkedMessage,
+    Problem,
+    decompress,
+    split_batch,
+)
+from dissector.wire import COMMAND_TYPES
+
+_SEND = COMMAND_TYPES["SEND"]
+
+
+class AppMessage(NamedTuple):
+    ts: int
+    conn_id: int
+    direction: Direction
+    kind: str  # produced | delivered
+    topic: str | None
+    producer_id: int | None
+    consumer_id: int | None
+    producer_name: str | None
+    sequence_id: int | None
+    batch_index: int | None
+    batch_size: int
+    publish_time: int | None  # ms since epoch
+    event_time: int | None  # ms since epoch, None when unset (0 on the wire)
+    key: str | None
+    key_base64: bool
+    ordering_key: bytes | None
+    properties: list[tuple[str, str]]
+    compression: str
+    compressed_size: int | None  # bytes of the (whole, joined) payload as sent
+    payload_size: int | None  # bytes of this application message after decoding
+    payload_sha256: str | None
+    chunked: bool
+    num_chunks: int | None
+    encrypted: bool
+    encryption_keys: list[str]
+    schema_version: bytes | None
+    ledger_id: int | None
+    entry_id: int | None
+    partition: int | None
+    redelivery_count: int | None
+    broker_entry_timestamp: int | None  # ms
+    broker_entry_index: int | None
+    null_value: bool
+    null_key: bool
+    compacted_out: bool
+    complete: bool  # False when the payload could not be decoded (see anomalies)
+    first_packet: int
+    last_packet: int
+    stream_offset: int
+    preview: str | None
+
+
+class _Shared(NamedTuple):
+    """What every message of one frame (or chunked message) has in common."""
+
+    frame: Frame
+    meta: Any
+    kind: str
+    producer_id: int | None
+    consumer_id: int | None
+    ledger_id: int | None
+    entry_id: int | None
+    partition: int | None
+    redelivery_count: int | None
+    first: Frame | None = None  # chunked: the first chunk's frame
+
+
+def _preview(data: bytes, n: int) -> str | None:
+    if n <= 0:
+        return None
+    return data[:n].decode("latin-1").encode("unicode_escape").decode("ascii")
+
+
+class MessageExtractor:
+    """Turn payload frames into application messages; see the module docstring."""
+
+    def __init__(
+        self,
+        *,
+        max_uncompressed: int = DEFAULT_MAX_UNCOMPRESSED,
+        max_chunked_message: int = DEFAULT_MAX_CHUNKED_MESSAGE,
+        preview: int = 0,
+    ) -> None:
+        self.max_uncompressed = max_uncompressed
+        self.preview = preview
+        self.chunks = ChunkAssembler(max_chunked_message)
+
+    def feed(self, frame: Frame) -> list[AppMessage | Anomaly]:
+        meta = frame.metadata
+        if meta is None or frame.payload is None or frame.body is None:
+            return []
+        out: list[AppMessage | Anomaly] = []
+        shared = self._shared(frame)
+        if (
+            meta.HasField("uuid")
+            and meta.HasField("num_chunks_from_msg")
+            and (meta.num_chunks_from_msg > 1 or meta.chunk_id > 0)
+        ):
+            owner = shared.producer_id if shared.kind == "produced" else shared.consumer_id
+            key = (frame.conn_id, shared.kind, owner, meta.producer_name)
+            done, problems = self.chunks.add(key, meta, bytes(frame.payload), shared)
+            self._problems(frame, problems, out)
+            if done is not None:
+                self._chunked(done, out, shared)
+            return out
+        self._decode(shared, meta, bytes(frame.payload), None, out)
+        return out
+
+    def close_conn(self, conn_id: int) -> list[AppMessage | Anomaly]:
+        """The connection ended: chunked messages still open are reported incomplete."""
+        out: list[AppMessage | Anomaly] = []
+        for kind in ("produced", "delivered"):
+            for partial, problem in self.chunks.close((conn_id, kind)):
+                shared: _Shared = partial.first_frame
+                self._problems(shared.frame, [problem], out)
+                self._chunked(partial, out)
+        return out
+
+    # ------------------------------------------------------------------ internals
+
+    def _shared(self, frame: Frame) -> _Shared:
+        body = frame.body
+        if frame.command_type == _SEND:
+            return _Shared(
+                frame, frame.metadata, "produced", body.producer_id, None, None, None, None, None
+            )
+        mid = body.message_id
+        return _Shared(
+            frame,
+            frame.metadata,
+            "delivered",
+            None,
+            body.consumer_id,
+            mid.ledgerId,
+            mid.entryId,
+            mid.partition,
+            body.redelivery_count,
+        )
+
+    def _chunked(
+        self, done: ChunkedMessage, out: list[AppMessage | Anomaly], last: _Shared | None = None
+    ) -> None:
+        """A chunked message: its id is the last chunk's (as clients report it), its
+        provenance runs from the first chunk's first byte to the last chunk's last byte."""
+        first: _Shared = done.first_frame
+        shared = first if last is None else last._replace(first=first.frame)
+        self._decode(shared, done.first_meta, done.data, done, out)
+
+    def _problems(self, frame: Frame, problems: list[Problem], out: list[Any]) -> None:
+        for code, detail in problems:
+            out.append(
+                Anomaly.of(
+                    code,
+                    conn_id=frame.conn_id,
+                    direction=frame.direction,
+                    stream_offset=frame.stream_offset,
+                    detail=detail,
+                    packet=frame.last_packet,
+                    ts=frame.last_ts,
+                )
+            )
+
+    def _decode(
+        self,
+        shared: _Shared,
+        meta: Any,
+        data: bytes | None,
+        chunked: ChunkedMessage | None,
+        out: list[AppMessage | Anomaly],
+    ) -> None:
+        frame = shared.frame
+        encrypted = len(meta.encryption_keys) > 0
+        batched = meta.HasField("num_messages_in_batch")
+        count = meta.num_messages_in_batch if batched else 1
+        plain: bytes | None = None
+        if data is not None and not encrypted:
+            limit = self.max_uncompressed if chunked is None else self.chunks.max_message
+            size = meta.uncompressed_size if meta.HasField("uncompressed_size") else None
+            if meta.compression == 0:
+                size = None
+            plain, problems = decompress(meta.compression, data, size, limit)
+            self._problems(frame, problems, out)
+        if encrypted:
+            keys = ", ".join(k.key for k in meta.encryption_keys)
+            self._problems(
+                frame, [("payload.encrypted", f"keys {keys}; algo {meta.encryption_algo}")], out
+            )
+        compressed = None if data is None else len(data)
+        if plain is None or not batched:
+            out.append(
+                self._row(shared, meta, None, None, count, plain, compressed, chunked, encrypted)
+            )
+            return
+        entries, problems = split_batch(plain, count)
+        self._problems(frame, problems, out)
+        for entry in entries:
+            out.append(
+                self._row(
+                    shared,
+                    meta,
+                    entry.meta,
+                    entry.position,
+                    count,
+                    entry.payload,
+                    compressed,
+                    chunked,
+                    encrypted,
+                )
+            )
+        if problems and not entries:
+            out.append(
+                self._row(shared, meta, None, None, count, None, compressed, chunked, encrypted)
+            )
+
+    def _row(
+        self,
+        shared: _Shared,
+        meta: Any,
+        single: Any,
+        index: int | None,
+        count: int,
+        payload: bytes | None,
+        compressed: int | None,
+        chunked: ChunkedMessage | None,
+        encrypted: bool,
+    ) -> AppMessage:
+        frame = shared.frame
+        src = single if single is not None else meta
+        sequence_id = meta.sequence_id
+        if single is not None:
+            sequence_id = (
+                single.sequence_id if single.HasField("sequence_id") else sequence_id + index
+            )
+        event_time = src.event_time or None
+        be = frame.broker_entry
+        return AppMessage(
+            ts=frame.last_ts,
+            conn_id=frame.conn_id,
+            direction=frame.direction,
+            kind=shared.kind,
+            topic=frame.topic,
+            producer_id=shared.producer_id,
+            consumer_id=shared.consumer_id,
+            producer_name=meta.producer_name if meta.HasField("producer_name") else None,
+            sequence_id=sequence_id,
+            batch_index=index,
+            batch_size=count,
+            publish_time=meta.publish_time if meta.HasField("publish_time") else None,
+            event_time=event_time,
+            key=src.partition_key if src.HasField("partition_key") else None,
+            key_base64=src.partition_key_b64_encoded,
+            ordering_key=src.ordering_key if src.HasField("ordering_key") else None,
+            properties=[(kv.key, kv.value) for kv in src.properties],
+            compression=CODEC_NAMES.get(meta.compression, str(meta.compression)),
+            compressed_size=compressed,
+            payload_size=None if payload is None else len(payload),
+            payload_sha256=None if payload is None else hashlib.sha256(payload).hexdigest(),
+            chunked=chunked is not None,
+            num_chunks=None if chunked is None else chunked.num_chunks,
+            encrypted=encrypted,
+            encryption_keys=[k.key for k in meta.encryption_keys],
+            schema_version=meta.schema_version if meta.HasField("schema_version") else None,
+            ledger_id=shared.ledger_id,
+            entry_id=shared.entry_id,
+            partition=shared.partition,
+            redelivery_count=shared.redelivery_count,
+            broker_entry_timestamp=be.broker_timestamp
+            if be is not None and be.HasField("broker_timestamp")
+            else None,
+            broker_entry_index=be.index if be is not None and be.HasField("index") else None,
+            null_value=src.null_value,
+            null_key=src.null_partition_key,
+            compacted_out=bool(single is not None and single.compacted_out),
+            complete=payload is not None,
+            first_packet=(shared.first or frame).first_packet,
+            last_packet=frame.last_packet,
+            stream_offset=(shared.first or frame).stream_offset,
+            preview=None if payload is None else _preview(payload, self.preview),
+        )

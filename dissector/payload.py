@@ -1,0 +1,269 @@
+"""Sans-IO payload decoding: decompression, batch splitting, chunked-message assembly.
+
+Input: a payload frame's MessageMetadata and payload bytes.
+Output: the application payload(s) with their per-message metadata, and problems as
+(anomaly code, detail) pairs.
+Rules:
+- Decompression is bounded: a claimed or produced size above the limit is reported as a
+  suspected decompression bomb and not expanded; output is checked against uncompressed_size.
+- A batch (num_messages_in_batch present) is a run of [u32 size][SingleMessageMetadata]
+  [payload]; entries that do not add up are reported, the good ones still returned.
+- Chunks are joined by key (connection, producer or consumer, uuid) in chunk_id order; a
+  missing, duplicate or inconsistent chunk is reported and the open message dropped. Open
+  chunked messages are bounded in count and bytes.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from typing import Any, NamedTuple
+
+import cramjam
+
+from dissector.frame_parts import parse
+from dissector.wire import SingleMessageMetadata
+
+#: Largest decompressed payload by default: Pulsar's 5 MiB message limit plus framing slack.
+DEFAULT_MAX_UNCOMPRESSED = 5 * 1024 * 1024 + 64 * 1024
+#: Largest chunked message assembled (chunking exists to exceed the 5 MiB frame limit).
+DEFAULT_MAX_CHUNKED_MESSAGE = 256 * 1024 * 1024
+#: Chunked messages open at once (per pipeline); the oldest is dropped beyond it.
+MAX_OPEN_CHUNKED = 1024
+
+NONE, LZ4, ZLIB, ZSTD, SNAPPY = 0, 1, 2, 3, 4
+CODEC_NAMES = {NONE: "NONE", LZ4: "LZ4", ZLIB: "ZLIB", ZSTD: "ZSTD", SNAPPY: "SNAPPY"}
+
+_U32 = struct.Struct(">I")
+
+Problem = tuple[str, str]  # (anomaly code, detail)
+
+
+def decompress(
+    codec: int, data: bytes | memoryview, uncompressed_size: int | None, limit: int
+) -> tuple[bytes | None, list[Problem]]:
+    """The decompressed bytes (None on failure) and the problems found."""
+    if codec == NONE:
+        return bytes(data), []
+    name = CODEC_NAMES.get(codec)
+    if name is None:
+        return None, [("payload.decompression_failed", f"unknown compression type {codec}")]
+    if uncompressed_size is not None and uncompressed_size > limit:
+        detail = f"{name}: uncompressed_size {uncompressed_size} exceeds the {limit}-byte bound"
+        return None, [("payload.decompression_bomb", detail)]
+    size = limit if uncompressed_size is None else uncompressed_size
+    try:
+        if codec == ZLIB:
+            out = _zlib(bytes(data), size, limit)
+        elif codec == SNAPPY:
+            claimed = cramjam.snappy.decompress_raw_len(bytes(data))
+            if claimed > limit:
+                detail = f"SNAPPY: stream claims {claimed} bytes, above the {limit}-byte bound"
+                return None, [("payload.decompression_bomb", detail)]
+            out = _into(cramjam.snappy.decompress_raw_into, data, max(claimed, 1))
+        elif codec == LZ4:
+            out = _into(cramjam.lz4.decompress_block_into, data, size)
+        else:
+            out = _into(cramjam.zstd.decompress_into, data, size)
+    except _TooBig:
+        if uncompressed_size is not None and uncompressed_size < limit:
+            detail = f"{name}: output exceeds uncompressed_size {uncompressed_size}"
+            return None, [("payload.size_mismatch", detail)]
+        return None, [("payload.decompression_bomb", f"{name}: output exceeds {limit} bytes")]
+    except (cramjam.DecompressionError, zlib.error, ValueError) as exc:
+        return None, [("payload.decompression_failed", f"{name}: {exc}")]
+    if uncompressed_size is not None and len(out) != uncompressed_size:
+        detail = f"{name}: {len(out)} bytes, uncompressed_size says {uncompressed_size}"
+        return out, [("payload.size_mismatch", detail)]
+    return out, []
+
+
+class _TooBig(Exception):
+    """Decompressed output does not fit the buffer it was given."""
+
+
+def _into(fn: Any, data: bytes | memoryview, size: int) -> bytes:
+    buf = bytearray(size)
+    try:
+        n = fn(bytes(data), buf)
+    except cramjam.DecompressionError as exc:
+        text = str(exc)
+        if "large enough" in text or "smaller than required" in text or "whole buffer" in text:
+            raise _TooBig from None
+        raise
+    return bytes(memoryview(buf)[:n])
+
+
+def _zlib(data: bytes, size: int, limit: int) -> bytes:
+    d = zlib.decompressobj()
+    out = d.decompress(data, size + 1)
+    if len(out) > size or d.unconsumed_tail:
+        raise _TooBig
+    out += d.flush()
+    if len(out) > min(size, limit):
+        raise _TooBig
+    return out
+
+
+class BatchEntry(NamedTuple):
+    position: int  # batch index
+    meta: Any  # SingleMessageMetadata
+    payload: bytes
+
+
+def split_batch(data: bytes, count: int) -> tuple[list[BatchEntry], list[Problem]]:
+    """Entries of a batch payload; problems when they do not add up to `count` and the data."""
+    entries: list[BatchEntry] = []
+    problems: list[Problem] = []
+    pos, n = 0, len(data)
+    while pos < n and len(entries) < count:
+        if n - pos < 4:
+            problems.append(
+                ("payload.batch_invalid", f"{n - pos} stray bytes after entry {len(entries)}")
+            )
+            return entries, problems
+        size = _U32.unpack_from(data, pos)[0]
+        if pos + 4 + size > n:
+            detail = (
+                f"entry {len(entries)}: metadata size {size} beyond the batch ({n - pos - 4} left)"
+            )
+            problems.append(("payload.batch_invalid", detail))
+            return entries, problems
+        try:
+            meta = parse(SingleMessageMetadata, memoryview(data)[pos + 4 : pos + 4 + size])
+        except Exception as exc:  # protobuf DecodeError
+            problems.append(("payload.batch_invalid", f"entry {len(entries)}: {exc}"))
+            return entries, problems
+        start = pos + 4 + size
+        end = start + meta.payload_size
+        if meta.payload_size < 0 or end > n:
+            detail = f"entry {len(entries)}: payload_size {meta.payload_size} beyond the batch"
+            problems.append(("payload.batch_invalid", detail))
+            return entries, problems
+        entries.append(BatchEntry(len(entries), meta, data[start:end]))
+        pos = end
+    if len(entries) < count:
+        problems.append(
+            ("payload.batch_invalid", f"{len(entries)} entries, num_messages_in_batch {count}")
+        )
+    elif pos < n:
+        problems.append(
+            ("payload.batch_invalid", f"{n - pos} bytes after the last of {count} entries")
+        )
+    return entries, problems
+
+
+class ChunkedMessage(NamedTuple):
+    """A chunked message whose chunks all arrived (or what remains of one that did not)."""
+
+    key: tuple[Any, ...]
+    uuid: str
+    num_chunks: int
+    total_size: int
+    chunks_seen: int
+    data: bytes | None  # the joined payload (still compressed if the message is)
+    first_meta: Any  # MessageMetadata of chunk 0
+    first_frame: Any  # whatever the caller attached to chunk 0 (e.g. its Frame)
+
+
+class _Open:
+    __slots__ = ("first_frame", "first_meta", "num_chunks", "parts", "size", "total")
+
+    def __init__(self, meta: Any, frame: Any) -> None:
+        self.num_chunks: int = meta.num_chunks_from_msg
+        self.total: int = meta.total_chunk_msg_size
+        self.parts: list[bytes] = []
+        self.size = 0
+        self.first_meta = meta
+        self.first_frame = frame
+
+
+class ChunkAssembler:
+    """Join chunks of chunked messages; see the module docstring."""
+
+    def __init__(self, max_message: int = DEFAULT_MAX_CHUNKED_MESSAGE) -> None:
+        self.max_message = max_message
+        self._open: dict[tuple[Any, ...], _Open] = {}
+
+    def add(
+        self, key: tuple[Any, ...], meta: Any, payload: bytes, frame: Any
+    ) -> tuple[ChunkedMessage | None, list[Problem]]:
+        """Add one chunk; returns the message when its last chunk arrives."""
+        problems: list[Problem] = []
+        uuid = meta.uuid
+        full_key = (*key, uuid)
+        chunk_id = meta.chunk_id
+        current = self._open.get(full_key)
+        if current is None:
+            if chunk_id != 0:
+                detail = f"chunk {chunk_id} of {uuid} without chunk 0"
+                return None, [("payload.chunk_missing", detail)]
+            if meta.num_chunks_from_msg < 1 or meta.total_chunk_msg_size > self.max_message:
+                detail = (
+                    f"{uuid}: {meta.num_chunks_from_msg} chunks, "
+                    f"{meta.total_chunk_msg_size} bytes (bound {self.max_message})"
+                )
+                return None, [("payload.chunk_size_mismatch", detail)]
+            if len(self._open) >= MAX_OPEN_CHUNKED:
+                oldest = next(iter(self._open))
+                dropped = self._open.pop(oldest)
+                detail = f"{oldest[-1]}: dropped after {len(dropped.parts)} chunks (too many open)"
+                problems.append(("payload.chunk_missing", detail))
+            current = self._open[full_key] = _Open(meta, frame)
+        elif chunk_id < len(current.parts):
+            return None, [("payload.chunk_duplicate", f"chunk {chunk_id} of {uuid} again")]
+        elif chunk_id > len(current.parts):
+            del self._open[full_key]
+            detail = f"{uuid}: chunk {chunk_id} after {len(current.parts)} chunks"
+            problems.append(("payload.chunk_missing", detail))
+            return self._partial(full_key, current), problems
+        current.parts.append(payload)
+        current.size += len(payload)
+        if current.size > current.total:
+            del self._open[full_key]
+            detail = f"{uuid}: {current.size} bytes so far, total_chunk_msg_size {current.total}"
+            problems.append(("payload.chunk_size_mismatch", detail))
+            return self._partial(full_key, current), problems
+        if len(current.parts) < current.num_chunks:
+            return None, problems
+        del self._open[full_key]
+        data = b"".join(current.parts)
+        if len(data) != current.total:
+            detail = f"{uuid}: {len(data)} bytes joined, total_chunk_msg_size {current.total}"
+            problems.append(("payload.chunk_size_mismatch", detail))
+            return self._partial(full_key, current), problems
+        return ChunkedMessage(
+            full_key,
+            uuid,
+            current.num_chunks,
+            current.total,
+            len(current.parts),
+            data,
+            current.first_meta,
+            current.first_frame,
+        ), problems
+
+    def close(
+        self, key_prefix: tuple[Any, ...] | None = None
+    ) -> list[tuple[ChunkedMessage, Problem]]:
+        """Give up on open messages (all, or those whose key starts with key_prefix)."""
+        out = []
+        for full_key in list(self._open):
+            if key_prefix is None or full_key[: len(key_prefix)] == key_prefix:
+                current = self._open.pop(full_key)
+                detail = f"{full_key[-1]}: {len(current.parts)} of {current.num_chunks} chunks seen"
+                out.append((self._partial(full_key, current), ("payload.chunk_missing", detail)))
+        return out
+
+    @staticmethod
+    def _partial(key: tuple[Any, ...], current: _Open) -> ChunkedMessage:
+        return ChunkedMessage(
+            key,
+            key[-1],
+            current.num_chunks,
+            current.total,
+            len(current.parts),
+            None,
+            current.first_meta,
+            current.first_frame,
+        )

@@ -14,11 +14,11 @@ Rules:
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from dissector.entities import Entities
+from dissector.conversations import ConversationState, Pair, Summary
 from dissector.events import Anomaly, Direction, Frame, RawPacket, Segment
 from dissector.framing import DEFAULT_MAX_FRAME_SIZE, FrameDecoder
 from dissector.messages import AppMessage, MessageExtractor
@@ -37,6 +37,9 @@ from dissector.wire import COMMAND_TYPES, PAYLOAD_TYPES
 #: Bytes a connection off the broker ports may send without completing a first frame before
 #: it is judged not to be Pulsar (a CONNECT is well under 1 KiB, a few KiB with auth data).
 PENDING_LIMIT = 64 << 10
+
+#: Events held for a connection off the broker ports while its client side is unknown.
+_MAX_HELD = 1000
 
 DEFAULT_BROKER_PORTS = frozenset({6650, 6651})
 DEFAULT_TLS_PORTS = frozenset({6651})
@@ -79,21 +82,25 @@ class Conversation:
     proxied_client: tuple[str, int] | None  # original client from a PROXY header
     c2b: DirectionStats
     b2c: DirectionStats
+    summary: Summary  # handshake and entities
+    anomalies: int  # anomaly rows of this connection
 
 
-PipelineEvent = ConversationOpened | Frame | Anomaly | Conversation | AppMessage
+PipelineEvent = ConversationOpened | Frame | Anomaly | Conversation | AppMessage | Pair
 
 
 class _Conv:
     __slots__ = (
+        "anomalies",
         "decoders",
-        "entities",
         "head",
         "held",
         "midstream",
         "mode",
         "opened",
         "preamble",
+        "state",
+        "verdict",
     )
 
     def __init__(self, opened: ConnOpened, mode: str) -> None:
@@ -104,7 +111,9 @@ class _Conv:
         self.head: bytes | None = b""  # client bytes awaiting preamble sniffing; None: done
         self.preamble: Preamble | None = None
         self.held: list[PipelineEvent] = []  # events of a pending connection
-        self.entities = Entities()
+        self.state = ConversationState(opened.conn_id)
+        self.verdict: dict[Direction, bool] = {}  # pending: did this side open with CONNECT?
+        self.anomalies = 0
 
 
 class Pipeline:
@@ -140,6 +149,9 @@ class Pipeline:
             self.non_tcp_packets += 1
             return []
         if isinstance(seg, NetIssue):
+            ports = (seg.src_port, seg.dst_port)
+            if seg.src_port is not None and not self.broker_ports.intersection(ports):
+                return []  # another protocol's packet: not ours to report
             return [_net_anomaly(seg)]
         return self.feed_segment(seg)
 
@@ -187,6 +199,8 @@ class Pipeline:
         if conv.mode == "pending":
             conv.held.append(ev)
         elif conv.mode != "ignored":
+            if type(ev) is Anomaly:
+                conv.anomalies += 1
             out.append(ev)
 
     def _opened(self, ev: ConnOpened, out: list[PipelineEvent]) -> None:
@@ -258,8 +272,9 @@ class Pipeline:
                     self._start_tls(conv, "TLS ClientHello", out)
                     return
                 if found.kind == "proxy_invalid":
+                    # Skip what looked like the header and resynchronise on the first frame.
                     self._emit(conv, self._proxy_anomaly(conv, found, packet, ts), out)
-                    found = conv.preamble = Preamble("pulsar")
+                    conv.midstream[C2B] = True
                 data = head[found.length :]
                 offset = found.length
                 if not data:
@@ -303,33 +318,50 @@ class Pipeline:
     def _publish(
         self,
         conv: _Conv,
-        events: list[Frame | Anomaly] | list[PipelineEvent],
+        events: Sequence[PipelineEvent],
         out: list[PipelineEvent],
     ) -> None:
-        """Emit a Pulsar connection's events, frames with their topic and messages."""
-        entities = conv.entities
+        """Emit a Pulsar connection's events: frames with their topic, pairs, messages."""
+        state = conv.state
         messages = self.messages
         for ev in events:
             if type(ev) is Frame:
-                topic = entities.topic_of(ev.command_type, ev.body)
+                topic, pairs = state.observe(ev)
                 if topic is not None:
                     ev = ev._replace(topic=topic)
                 out.append(ev)
+                if pairs:
+                    out.extend(pairs)
                 if messages is not None and ev.command_type in PAYLOAD_TYPES:
-                    out.extend(messages.feed(ev))
+                    for item in messages.feed(ev):
+                        if type(item) is Anomaly:
+                            conv.anomalies += 1
+                        out.append(item)
             else:
+                if type(ev) is Anomaly:
+                    conv.anomalies += 1
                 out.append(ev)
 
     def _decide(self, conv: _Conv, events: list[Frame | Anomaly], out: list[PipelineEvent]) -> None:
-        """A connection off the broker ports: Pulsar only if its first frame is a CONNECT."""
+        """A connection off the broker ports is Pulsar if one side opens with a CONNECT.
+
+        Each direction gets one verdict, on its first event; events are held until a CONNECT
+        is seen (its sender is the client) or both sides opened with something else.
+        """
         first = events[0]
-        opened = conv.opened
-        if not (isinstance(first, Frame) and first.command_type == _CONNECT):
-            self._ignore(conv)
+        direction = first.direction
+        assert direction is not None
+        if direction not in conv.verdict:
+            conv.verdict[direction] = isinstance(first, Frame) and first.command_type == _CONNECT
+        if not conv.verdict[direction]:
+            conv.held.extend(events)
+            if len(conv.verdict) == 2 or len(conv.held) > _MAX_HELD:
+                self._ignore(conv)
             return
+        opened = conv.opened
         key = opened.key
         held = conv.held + list(events)
-        if first.direction is B2C:  # the side we took for the broker sent CONNECT
+        if direction is B2C:  # the side we took for the broker sent CONNECT
             key = self.tcp.swap_roles(opened.conn_id)
             conv.decoders = {
                 C2B: conv.decoders[B2C],
@@ -359,8 +391,10 @@ class Pipeline:
             self._deliver(conv, self._decoder(conv, C2B, 0).feed(head), out)
         for dec in list(conv.decoders.values()):
             self._deliver(conv, dec.close(), out)
-        if self.messages is not None and conv.mode == "pulsar":
-            out.extend(self.messages.close_conn(ev.conn_id))
+        if conv.mode == "pulsar":
+            if self.messages is not None:
+                self._publish(conv, self.messages.close_conn(ev.conn_id), out)
+            out.extend(conv.state.close())
         if conv.mode == "pending":
             conv.mode = "ignored"
         if conv.mode == "ignored":
@@ -382,6 +416,8 @@ class Pipeline:
                 proxied_client=proxied,
                 c2b=_stats(conv.decoders.get(C2B), ev.packets_c2b, ev.bytes_c2b, pre),
                 b2c=_stats(conv.decoders.get(B2C), ev.packets_b2c, ev.bytes_b2c, 0),
+                summary=conv.state.summary,
+                anomalies=conv.anomalies,
             )
         )
 

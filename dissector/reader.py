@@ -29,6 +29,7 @@ from dissector.pipeline import (
     Pipeline,
     PipelineEvent,
 )
+from dissector.schema import SCHEMAS
 from dissector.tables import TableBuilder
 
 PathLike = str | os.PathLike[str]
@@ -134,6 +135,14 @@ class Capture:
         return to_pandas(self.arrow["messages"])
 
     @property
+    def timeline(self) -> pd.DataFrame:
+        return to_pandas(self.arrow["timeline"])
+
+    @property
+    def entities(self) -> pd.DataFrame:
+        return to_pandas(self.arrow["entities"])
+
+    @property
     def anomalies(self) -> pd.DataFrame:
         return to_pandas(self.arrow["anomalies"])
 
@@ -152,7 +161,7 @@ def read_tables(
         if builder is None:
             builder = builders[path] = TableBuilder(capture=path)
         builder.add(ev)
-    names = ("frames", "messages", "anomalies", "conversations")
+    names = tuple(SCHEMAS)
     if not builders:
         builders[""] = TableBuilder()
     per_file = [b.tables() for b in builders.values()]
@@ -168,7 +177,8 @@ def read_capture(
     max_uncompressed: int = DEFAULT_MAX_UNCOMPRESSED,
     payload_preview: int = 0,
 ) -> Capture:
-    """Dissect captures into tables: `.frames`, `.messages`, `.anomalies`, `.conversations`.
+    """Dissect captures into tables: `.frames`, `.messages`, `.anomalies`, `.conversations`,
+    `.timeline` (request/response pairs with latency) and `.entities` (producers, consumers).
 
     ports: extra broker ports, added to the defaults (6650 plain, 6651 TLS).
     payload_preview: keep the first N bytes of every payload (escaped) in the messages table.

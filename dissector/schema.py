@@ -12,6 +12,8 @@ from __future__ import annotations
 import pyarrow as pa
 
 TS = pa.timestamp("us", tz="UTC")
+#: Lists name their item "element", as Parquet does, so that schemas survive a round trip.
+_STRINGS = pa.list_(pa.field("element", pa.string()))
 
 
 def _col(name: str, dtype: pa.DataType, doc: str, nullable: bool = True) -> pa.Field:
@@ -100,7 +102,66 @@ CONVERSATIONS = pa.schema(
         *_per_direction("skipped_bytes", "stream bytes skipped to resynchronise"),
         *_per_direction("gap_bytes", "stream bytes missing from the capture"),
         _col("preamble_bytes", pa.int64(), "PROXY protocol header bytes before the first frame"),
+        _col("client_version", pa.string(), "CONNECT client_version"),
+        _col("server_version", pa.string(), "CONNECTED server_version"),
+        _col("client_protocol", pa.int32(), "protocol version the client announced"),
+        _col("server_protocol", pa.int32(), "protocol version the broker announced"),
+        _col("auth_method", pa.string(), "authentication method name (data never shown)"),
+        _col("proxy_to_broker_url", pa.string(), "set when a Pulsar proxy forwarded the client"),
+        _col("original_principal", pa.string(), "client principal as forwarded by a proxy"),
+        _col("max_message_size", pa.int32(), "CONNECTED max_message_size, if the broker sent it"),
+        _col("feature_flags", _STRINGS, "CONNECT feature flags set to true"),
+        _col("producers", pa.int32(), "producers created on the connection"),
+        _col("consumers", pa.int32(), "consumers created on the connection"),
+        _col("topics", _STRINGS, "topics of its producers and consumers"),
+        _col("anomalies", pa.int64(), "anomaly rows of the connection"),
         _col("capture", pa.string(), "capture file the connection was read from"),
+    ]
+)
+
+TIMELINE = pa.schema(
+    [
+        _col("ts", TS, "time of the request (of the response when unmatched)", nullable=False),
+        _col("conn_id", pa.int64(), "connection id, joins every table", nullable=False),
+        _col("request_command", pa.string(), "the request (SEND, LOOKUP, MESSAGE, PING, ...)"),
+        _col("response_command", pa.string(), "its answer (SEND_RECEIPT, ERROR, ACK, PONG, ...)"),
+        _col("request_direction", pa.string(), "direction of the request"),
+        _col("request_packet", pa.int64(), "capture packet number completing the request"),
+        _col("response_packet", pa.int64(), "capture packet number completing the response"),
+        _col("request_ts", TS, "time of the request"),
+        _col("response_ts", TS, "time of the response"),
+        _col("latency_us", pa.int64(), "response_ts - request_ts in microseconds"),
+        _col("request_id", pa.int64(), "request_id pairing the two"),
+        _col("producer_id", pa.int64(), "producer of a SEND"),
+        _col("consumer_id", pa.int64(), "consumer of a MESSAGE/ACK"),
+        _col("sequence_id", pa.int64(), "sequence id of a SEND"),
+        _col("ledger_id", pa.int64(), "message id: ledger (receipts, deliveries, acks)"),
+        _col("entry_id", pa.int64(), "message id: entry"),
+        _col("topic", pa.string(), "topic of the request"),
+        _col("outcome", pa.string(), "success, error, unanswered, unmatched or redelivered"),
+        _col("error_code", pa.string(), "ServerError name when the response reports one"),
+        _col("error_message", pa.string(), "the response's error message"),
+        _col("request_offset", pa.int64(), "stream offset of the request frame (joins frames)"),
+        _col("response_offset", pa.int64(), "stream offset of the response frame"),
+    ]
+)
+
+ENTITIES = pa.schema(
+    [
+        _col("ts", TS, "when the PRODUCER / SUBSCRIBE was sent", nullable=False),
+        _col("conn_id", pa.int64(), "connection id, joins every table", nullable=False),
+        _col("kind", pa.string(), "producer or consumer", nullable=False),
+        _col("entity_id", pa.int64(), "producer_id or consumer_id on the connection"),
+        _col("topic", pa.string(), "its topic"),
+        _col("name", pa.string(), "producer name (as assigned) or consumer name"),
+        _col("subscription", pa.string(), "consumers: subscription name"),
+        _col("sub_type", pa.string(), "consumers: Exclusive, Shared, Failover, Key_Shared"),
+        _col("access_mode", pa.string(), "producers: Shared, Exclusive, WaitForExclusive, ..."),
+        _col("state", pa.string(), "pending, created, failed, closed_by_client, closed_by_broker"),
+        _col("closed_ts", TS, "when it was closed"),
+        _col("permits", pa.int64(), "consumers: FLOW permits granted"),
+        _col("delivered", pa.int64(), "consumers: messages delivered (batch entries counted)"),
+        _col("sent", pa.int64(), "producers: messages sent (batch entries counted)"),
     ]
 )
 
@@ -130,7 +191,7 @@ MESSAGES = pa.schema(
         _col("chunked", pa.bool_(), "sent as a chunked message"),
         _col("num_chunks", pa.int32(), "chunks of a chunked message"),
         _col("encrypted", pa.bool_(), "end-to-end encrypted: payload not decoded"),
-        _col("encryption_keys", pa.list_(pa.string()), "names of the encryption keys"),
+        _col("encryption_keys", _STRINGS, "names of the encryption keys"),
         _col("schema_version", pa.binary(), "schema version the producer used"),
         _col("ledger_id", pa.int64(), "delivered: ledger of the message id"),
         _col("entry_id", pa.int64(), "delivered: entry of the message id"),
@@ -154,6 +215,8 @@ SCHEMAS: dict[str, pa.Schema] = {
     "messages": MESSAGES,
     "anomalies": ANOMALIES,
     "conversations": CONVERSATIONS,
+    "timeline": TIMELINE,
+    "entities": ENTITIES,
 }
 
 

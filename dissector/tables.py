@@ -15,10 +15,11 @@ from typing import Any
 
 import pyarrow as pa
 
+from dissector.conversations import Entity, Pair
 from dissector.events import Anomaly, Frame
 from dissector.messages import AppMessage
 from dissector.pipeline import Conversation, ConversationOpened, PipelineEvent
-from dissector.schema import ANOMALIES, CONVERSATIONS, FRAMES, MESSAGES
+from dissector.schema import ANOMALIES, CONVERSATIONS, ENTITIES, FRAMES, MESSAGES, TIMELINE
 from dissector.tcp import FlowKey
 from dissector.wire import BODY_FIELDS, COMMAND_NAMES, BaseCommand
 
@@ -110,6 +111,8 @@ class TableBuilder:
         self.messages = _Batches(MESSAGES)
         self.anomalies = _Batches(ANOMALIES)
         self.conversations = _Batches(CONVERSATIONS)
+        self.timeline = _Batches(TIMELINE)
+        self.entities = _Batches(ENTITIES)
         self._keys: dict[int, FlowKey] = {}  # FlowKey is a tuple: client ip/port, broker ip/port
 
     def add_all(self, events: Iterable[PipelineEvent]) -> None:
@@ -125,8 +128,12 @@ class TableBuilder:
             self.anomalies.add(anomaly_row(ev))
         elif type(ev) is ConversationOpened:
             self._keys[ev.conn_id] = ev.key
+        elif type(ev) is Pair:
+            self.timeline.add(pair_row(ev))
         elif type(ev) is Conversation:
             self.conversations.add(conversation_row(ev, self.capture))
+            for entity in ev.summary.entities:
+                self.entities.add(entity_row(ev.conn_id, entity))
             self._keys.pop(ev.conn_id, None)
 
     def tables(self) -> dict[str, pa.Table]:
@@ -135,6 +142,8 @@ class TableBuilder:
             "messages": self.messages.table(),
             "anomalies": self.anomalies.table(),
             "conversations": self.conversations.table(),
+            "timeline": self.timeline.table(),
+            "entities": self.entities.table(),
         }
 
 
@@ -298,5 +307,79 @@ def conversation_row(c: Conversation, capture: str) -> tuple[Any, ...]:
         c.c2b.gap_bytes,
         c.b2c.gap_bytes,
         c.c2b.preamble_bytes,
+        *_summary(c),
+        c.anomalies,
         capture,
+    )
+
+
+def _summary(c: Conversation) -> tuple[Any, ...]:
+    s = c.summary
+    topics = sorted({e.topic for e in s.entities if e.topic})
+    return (
+        s.client_version,
+        s.server_version,
+        s.client_protocol,
+        s.server_protocol,
+        s.auth_method,
+        s.proxy_to_broker_url,
+        s.original_principal,
+        s.max_message_size,
+        s.feature_flags,
+        sum(1 for e in s.entities if e.kind == "producer"),
+        sum(1 for e in s.entities if e.kind == "consumer"),
+        topics,
+    )
+
+
+def _opt64(value: int | None) -> int | None:
+    return None if value is None else _i64(value)
+
+
+def pair_row(p: Pair) -> tuple[Any, ...]:
+    req, resp = p.request, p.response
+    first = req if req is not None else resp
+    assert first is not None
+    return (
+        first.last_ts,
+        p.conn_id,
+        None if req is None else req.command_name,
+        None if resp is None else resp.command_name,
+        first.direction if req is not None else None,
+        None if req is None else req.last_packet,
+        None if resp is None else resp.last_packet,
+        None if req is None else req.last_ts,
+        None if resp is None else resp.last_ts,
+        None if req is None or resp is None else resp.last_ts - req.last_ts,
+        _opt64(p.request_id),
+        _opt64(p.producer_id),
+        _opt64(p.consumer_id),
+        _opt64(p.sequence_id),
+        _opt64(p.ledger_id),
+        _opt64(p.entry_id),
+        p.topic,
+        p.outcome,
+        p.error_code,
+        p.error_message,
+        None if req is None else req.stream_offset,
+        None if resp is None else resp.stream_offset,
+    )
+
+
+def entity_row(conn_id: int, e: Entity) -> tuple[Any, ...]:
+    return (
+        e.created_ts,
+        conn_id,
+        e.kind,
+        _i64(e.entity_id),
+        e.topic,
+        e.name,
+        e.subscription,
+        e.sub_type,
+        e.access_mode,
+        e.state,
+        e.closed_ts,
+        e.permits,
+        e.delivered,
+        e.sent,
     )

@@ -128,7 +128,17 @@ class _Half:
 
 
 class _Conn:
-    __slots__ = ("closed", "conn_id", "counts", "halves", "ignored", "isn", "key", "last_ts")
+    __slots__ = (
+        "closed",
+        "conn_id",
+        "counts",
+        "halves",
+        "ignored",
+        "isn",
+        "key",
+        "last_packet",
+        "last_ts",
+    )
 
     def __init__(self, conn_id: int, key: FlowKey, ts: int) -> None:
         self.conn_id = conn_id
@@ -137,7 +147,8 @@ class _Conn:
         self.isn: int | None = None  # client's SYN sequence number
         self.closed = False
         self.ignored = False  # the caller is not interested: track, deliver nothing
-        self.last_ts = ts
+        self.last_ts = ts  # time and number of the connection's latest packet
+        self.last_packet = 0
         self.counts = {C2B: [0, 0], B2C: [0, 0]}  # direction -> [packets, payload bytes]
 
 
@@ -167,6 +178,7 @@ class Reassembler:
             entry = self._open(seg, out)
         conn, direction = entry
         conn.last_ts = seg.ts
+        conn.last_packet = seg.number
         count = conn.counts[direction]
         count[0] += 1
         count[1] += len(seg.payload) + seg.missing
@@ -328,7 +340,7 @@ class Reassembler:
         if d == 0:
             self._deliver(conn, half, data, missing, seg.number, seg.ts, out)
             if half.ooo:
-                self._drain(conn, half, out)
+                self._drain(conn, half, out, seg.ts)
         elif d > 0:
             if d > _MAX_JUMP:
                 return
@@ -367,7 +379,7 @@ class Reassembler:
                         conn, half, b"", missing - (cut - len(data)), seg.number, seg.ts, out
                     )
                 if half.ooo:
-                    self._drain(conn, half, out)
+                    self._drain(conn, half, out, seg.ts)
 
     def _deliver(
         self,
@@ -413,14 +425,19 @@ class Reassembler:
             half.offset += missing
         half.next_seq = ((half.next_seq or 0) + n + missing) & _MASK
 
-    def _drain(self, conn: _Conn, half: _Half, out: list[TcpEvent]) -> None:
-        """Deliver buffered segments that now continue the stream."""
+    def _drain(self, conn: _Conn, half: _Half, out: list[TcpEvent], now: int) -> None:
+        """Deliver buffered segments that now continue the stream.
+
+        They keep their own packet number (provenance) but are stamped `now`, the time the
+        hole before them was filled: stream bytes are never available before that.
+        """
         ooo = half.ooo
         while ooo:
             start = min(ooo)
             if start > half.offset:
                 return
             data, missing, packet, ts = ooo.pop(start)
+            ts = max(ts, now)
             half.ooo_bytes -= len(data)
             cut = half.offset - start
             if cut < len(data):
@@ -432,15 +449,15 @@ class Reassembler:
         self, conn: _Conn, half: _Half, target: int, seg: Segment | None, out: list[TcpEvent]
     ) -> None:
         """Declare everything up to stream offset `target` received: holes become gaps."""
-        packet, ts = (seg.number, seg.ts) if seg else (0, 0)
+        packet, ts = (seg.number, seg.ts) if seg else (conn.last_packet, conn.last_ts)
         while half.offset < target:
             if half.ooo and min(half.ooo) <= half.offset:
-                self._drain(conn, half, out)
+                self._drain(conn, half, out, ts)
                 continue
             upto = min(target, min(half.ooo)) if half.ooo else target
             self._deliver(conn, half, b"", upto - half.offset, packet, ts, out)
         if half.ooo:
-            self._drain(conn, half, out)
+            self._drain(conn, half, out, ts)
 
     def _acked(self, conn: _Conn, half: _Half, ack: int, seg: Segment, out: list[TcpEvent]) -> None:
         """The peer acknowledged up to `ack`: bytes before it were sent even if not captured."""
@@ -493,7 +510,10 @@ class Reassembler:
             half.recent.clear()
             half.recent_bytes = 0
         conn.closed = True
-        ts, packet = (seg.ts, seg.number) if seg else (conn.last_ts, 0)
+        if seg is not None and reason in ("fin", "rst"):
+            ts, packet = seg.ts, seg.number
+        else:  # capture end, eviction, port reuse: the connection's own last packet
+            ts, packet = conn.last_ts, conn.last_packet
         (p1, b1), (p2, b2) = conn.counts[C2B], conn.counts[B2C]
         out.append(ConnClosed(conn.conn_id, reason, ts, packet, p1, p2, b1, b2))
         self._conns.pop(conn.conn_id, None)

@@ -260,11 +260,6 @@ def test_reordered_segments(tmp_path: Path) -> None:
     assert_accounted(conv)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: frames.ts is the time of the packet holding the frame's last byte, "
-    "not of the packet that completed the frame (schema.py) when segments are reordered",
-)
 def test_reordered_frame_ts_is_when_it_completed(tmp_path: Path) -> None:
     s = Session()
     s.handshake()
@@ -468,11 +463,6 @@ def test_connection_closed_without_fin(
     assert [a["conn_id"] for a in evicted] == ([1] if ending == "evicted" else [])
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: tcp.Reassembler._close takes end ts/packet from the segment that triggered "
-    "the close (another connection's SYN) or packet 0 at capture end",
-)
 @pytest.mark.parametrize("ending", ["capture_end", "port_reuse", "evicted"])
 def test_conversation_last_packet_is_its_own(
     tmp_path: Path, ending: str, monkeypatch: pytest.MonkeyPatch
@@ -865,12 +855,6 @@ def test_other_port_broker_data_first_without_syn(tmp_path: Path) -> None:
     assert probe.offset == 0
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: off the broker ports only the first decoded frame of either side is "
-    "checked for CONNECT (pipeline._decide), so a CONNECTED captured before its CONNECT "
-    "drops the connection",
-)
 def test_other_port_connected_captured_before_connect(tmp_path: Path) -> None:
     """Two interfaces merged with clock skew: the broker's CONNECTED precedes the CONNECT."""
     s = Session(OTHER)

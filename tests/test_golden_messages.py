@@ -38,8 +38,7 @@ def identity(sha: str, size: int, key: str | None, props: Any) -> tuple[Any, ...
 
 def rows(df: Any) -> list[tuple[Any, ...]]:
     return [
-        identity(r.payload_sha256, r.payload_size, r.key, r.properties)
-        for r in df.itertuples()
+        identity(r.payload_sha256, r.payload_size, r.key, r.properties) for r in df.itertuples()
     ]
 
 

@@ -19,12 +19,14 @@ from typing import Any, TextIO
 from dissector.describe import frame_text, message_dict
 from dissector.errors import DissectorError
 from dissector.events import Anomaly, Direction, Event, Frame
+from dissector.filters import Filter, parse_time
 from dissector.framing import DEFAULT_MAX_FRAME_SIZE, FrameDecoder
 from dissector.output import FORMATS, write_table
 from dissector.payload import DEFAULT_MAX_UNCOMPRESSED
 from dissector.pipeline import ConversationOpened
 from dissector.reader import ReaderOptions, iter_events, read_tables
 from dissector.schema import SCHEMAS
+from dissector.summary import render, summarize
 from dissector.tcp import FlowKey
 
 _READ_SIZE = 1 << 20  # bytes read from a stream file at a time: memory stays bounded
@@ -110,15 +112,27 @@ def _endpoints(key: FlowKey | None, direction: Direction) -> str:
     )
 
 
+def _filter(args: argparse.Namespace) -> Filter:
+    return Filter(
+        topics=frozenset(args.topic),
+        commands=frozenset(c.upper() for c in args.command),
+        conns=frozenset(args.conn),
+        since=None if args.since is None else parse_time(args.since),
+        until=None if args.until is None else parse_time(args.until),
+    )
+
+
 def cmd_read(args: argparse.Namespace, out: TextIO) -> int:
     """Dissect captures: one line per frame, or a whole table in a file format."""
+    rows = _filter(args)
     if args.table is not None or args.format != "text":
         table = args.table or "frames"
         fmt = "jsonl" if args.format == "text" else args.format
         if fmt == "parquet" and args.output in (None, "-") and out.isatty():
             raise DissectorError("parquet is binary: give -o PATH or redirect standard output")
         out.flush()
-        write_table(read_tables(args.captures, _options(args))[table], fmt, args.output)
+        chosen = read_tables(args.captures, _options(args, messages=table == "messages"))[table]
+        write_table(rows.table(chosen), fmt, args.output)
         return 0
     keys: dict[int, FlowKey] = {}
     first_ts: int | None = None
@@ -129,14 +143,63 @@ def cmd_read(args: argparse.Namespace, out: TextIO) -> int:
         elif isinstance(ev, Frame):
             number += 1
             first_ts = ev.last_ts if first_ts is None else first_ts
+            if not rows.frame(ev):
+                continue
             rel = (ev.last_ts - first_ts) / 1e6
             where = _endpoints(keys.get(ev.conn_id), ev.direction)
             text = frame_text(ev, show_secrets=args.show_secrets)
             out.write(f"{number:>6} {rel:>11.6f} {where} {text}\n")
         elif isinstance(ev, Anomaly):
+            if rows.conns and ev.conn_id not in rows.conns:
+                continue
             where = f"conn {ev.conn_id}" if ev.conn_id else "capture"
             out.write(f"{'!':>6} {'':>11} {where}: {ev.code} ({ev.severity}) {ev.detail}\n")
     return 0
+
+
+def cmd_summary(args: argparse.Namespace, out: TextIO) -> int:
+    """Per-connection overview, latency percentiles per command, errors, unanswered."""
+    tables = read_tables(args.captures, _options(args))
+    result = summarize(tables)
+    if args.format == "json":
+        out.write(json.dumps(result, indent=1) + "\n")
+    else:
+        out.write(render(result))
+    return 0
+
+
+def _reader_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("captures", nargs="+", metavar="CAPTURE")
+    p.add_argument(
+        "--port",
+        type=int,
+        action="append",
+        default=[],
+        help="extra broker port (repeatable; 6650 and 6651 always are)",
+    )
+    p.add_argument(
+        "--tls-port", type=int, action="append", default=[6651], help="broker port with TLS"
+    )
+    p.add_argument(
+        "--max-frame-size",
+        type=int,
+        default=DEFAULT_MAX_FRAME_SIZE,
+        help=f"largest totalSize accepted (default {DEFAULT_MAX_FRAME_SIZE})",
+    )
+    p.add_argument(
+        "--max-uncompressed",
+        type=int,
+        default=DEFAULT_MAX_UNCOMPRESSED,
+        help="decompression bound: larger payloads are reported as bombs, not expanded "
+        f"(default {DEFAULT_MAX_UNCOMPRESSED})",
+    )
+    p.add_argument(
+        "--payload-preview",
+        type=int,
+        default=0,
+        metavar="N",
+        help="messages table: keep the first N bytes of each payload (escaped); off by default",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -171,44 +234,28 @@ def build_parser() -> argparse.ArgumentParser:
     stream.set_defaults(run=cmd_stream)
 
     read = sub.add_parser("read", help="dissect pcap / pcapng captures (gzip too)")
-    read.add_argument("captures", nargs="+", metavar="CAPTURE")
-    read.add_argument(
-        "--port",
-        type=int,
-        action="append",
-        default=[],
-        help="extra broker port (repeatable; 6650 and 6651 always are)",
-    )
-    read.add_argument(
-        "--tls-port", type=int, action="append", default=[6651], help="broker port with TLS"
-    )
+    _reader_arguments(read)
     read.add_argument("--table", choices=sorted(SCHEMAS), help="write a whole table")
     read.add_argument("--format", choices=["text", *FORMATS], default="text")
     read.add_argument("-o", "--output", help="output file for --table (default: stdout)")
+    read.add_argument("--topic", action="append", default=[], help="only rows of this topic")
     read.add_argument(
-        "--max-frame-size",
-        type=int,
-        default=DEFAULT_MAX_FRAME_SIZE,
-        help=f"largest totalSize accepted (default {DEFAULT_MAX_FRAME_SIZE})",
+        "--command", action="append", default=[], help="only frames (or pairs) of this command"
     )
-    read.add_argument(
-        "--max-uncompressed",
-        type=int,
-        default=DEFAULT_MAX_UNCOMPRESSED,
-        help="decompression bound: larger payloads are reported as bombs, not expanded "
-        f"(default {DEFAULT_MAX_UNCOMPRESSED})",
-    )
-    read.add_argument(
-        "--payload-preview",
-        type=int,
-        default=0,
-        metavar="N",
-        help="messages table: keep the first N bytes of each payload (escaped); off by default",
-    )
+    read.add_argument("--conn", type=int, action="append", default=[], help="only this conn_id")
+    read.add_argument("--since", help="only rows at or after this time (ISO 8601 or Unix s)")
+    read.add_argument("--until", help="only rows before this time (ISO 8601 or Unix s)")
     read.add_argument(
         "--show-secrets", action="store_true", help="print authentication data unredacted"
     )
     read.set_defaults(run=cmd_read)
+
+    summary = sub.add_parser(
+        "summary", help="per-connection overview, latency percentiles, errors, unanswered"
+    )
+    _reader_arguments(summary)
+    summary.add_argument("--format", choices=["text", "json"], default="text")
+    summary.set_defaults(run=cmd_summary)
     return parser
 
 

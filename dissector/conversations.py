@@ -10,7 +10,8 @@ Rules (the pairing table):
   (producer_id, sequence_id); CONNECT with CONNECTED; PING with PONG and AUTH_CHALLENGE with
   AUTH_RESPONSE, first in first out, per direction.
 - MESSAGE pairs with the ACK that acknowledges it: individual ids, cumulative (everything of
-  that consumer up to the id), batch-index acks (ack_set), or with a redelivery request.
+  that consumer up to the id), or with a redelivery request; a batch-index ack (an ack_set
+  with bits still set) acknowledges part of a batch and completes nothing yet.
 - A response nobody asked for is `unmatched`; a request left at close is `unanswered`.
 Memory: pending requests and deliveries per connection are bounded (MAX_PENDING); the oldest
 are reported unanswered when the bound is passed.
@@ -27,6 +28,8 @@ from dissector.wire import BODY_FIELDS, COMMAND_NAMES, COMMAND_TYPES, BaseComman
 
 #: Requests (and deliveries) awaiting an answer per connection before the oldest is dropped.
 MAX_PENDING = 100_000
+#: Acknowledged message ids remembered per consumer, to tell a repeated ack from a stray one.
+ACKED_MEMORY = 10_000
 
 T = COMMAND_TYPES
 C2B, B2C = Direction.CLIENT_TO_BROKER, Direction.BROKER_TO_CLIENT
@@ -154,6 +157,8 @@ class ConversationState:
         self._fifo: dict[tuple[Direction, int], deque[Frame]] = {}  # (direction, type)
         # consumer_id -> (ledger, entry) -> MESSAGE frame, in delivery order
         self._delivered: dict[int, OrderedDict[tuple[int, int], Frame]] = {}
+        # consumer_id -> (ledger, entry) -> packet number of the ACK that acknowledged it
+        self._acked_ids: dict[int, OrderedDict[tuple[int, int], int]] = {}
         self._pending = 0
         self.overflowed = 0
 
@@ -222,6 +227,7 @@ class ConversationState:
         self._sends.clear()
         self._fifo.clear()
         self._delivered.clear()
+        self._acked_ids.clear()
         self._pending = 0
         self.summary.entities = [*self.producers.values(), *self.consumers.values()]
         return [self._pair(f, None, None) for f in pending]
@@ -328,6 +334,7 @@ class ConversationState:
     def _acked(self, frame: Frame, ctype: int, body: Any) -> list[Pair]:
         cid = body.consumer_id
         delivered = self._delivered.get(cid, OrderedDict())
+        done = self._acked_ids.setdefault(cid, OrderedDict())
         ids = body.message_id if ctype == _ACK else body.message_ids
         pairs = []
         if ctype == _ACK and body.ack_type == 1:  # cumulative: all up to the id
@@ -336,10 +343,10 @@ class ConversationState:
                 for key in [k for k in delivered if k <= upto]:
                     pairs.append(self._pair(delivered.pop(key), frame, None, ack_of=key))
                     self._pending -= 1
+                    self._remember_ack(done, key, frame)
             if not pairs and ids:
-                pairs.append(
-                    self._pair(None, frame, None, ack_of=(ids[0].ledgerId, ids[0].entryId))
-                )
+                key = (ids[0].ledgerId, ids[0].entryId)
+                pairs.append(self._stray(frame, key, done))
             return pairs
         if ctype == _REDELIVER and not ids:  # redeliver everything unacked
             for key in list(delivered):
@@ -349,12 +356,34 @@ class ConversationState:
         for mid in ids:
             key = (mid.ledgerId, mid.entryId)
             request = delivered.get(key)
-            partial = ctype == _ACK and len(mid.ack_set) > 0 and any(mid.ack_set)
-            if request is not None and not partial:
-                del delivered[key]
-                self._pending -= 1
+            if request is None:
+                pairs.append(self._stray(frame, key, done))
+                continue
+            if ctype == _ACK and len(mid.ack_set) > 0 and any(mid.ack_set):
+                continue  # batch-index ack of part of the batch: the delivery stays pending
+            del delivered[key]
+            self._pending -= 1
+            if ctype == _ACK:
+                self._remember_ack(done, key, frame)
             pairs.append(self._pair(request, frame, None, ack_of=key))
         return pairs
+
+    def _remember_ack(
+        self, done: OrderedDict[tuple[int, int], int], key: tuple[int, int], frame: Frame
+    ) -> None:
+        done[key] = frame.last_packet
+        if len(done) > ACKED_MEMORY:
+            done.popitem(last=False)
+
+    def _stray(
+        self, frame: Frame, key: tuple[int, int], done: OrderedDict[tuple[int, int], int]
+    ) -> Pair:
+        """An ack or redelivery request for no pending delivery: unmatched, and why if known."""
+        pair = self._pair(None, frame, None, ack_of=key)
+        earlier = done.get(key)
+        if earlier is not None:
+            pair = pair._replace(error_message=f"already acknowledged (packet {earlier})")
+        return pair
 
     def _handshake(self, ctype: int, body: Any) -> None:
         s = self.summary

@@ -160,7 +160,11 @@ ENTITIES = pa.schema(
         _col("state", pa.string(), "pending, created, failed, closed_by_client, closed_by_broker"),
         _col("closed_ts", TS, "when it was closed"),
         _col("permits", pa.int64(), "consumers: FLOW permits granted"),
-        _col("delivered", pa.int64(), "consumers: messages delivered (batch entries counted)"),
+        _col(
+            "delivered",
+            pa.int64(),
+            "consumers: messages delivered as permits count them (batch entries, chunks)",
+        ),
         _col("sent", pa.int64(), "producers: messages sent (batch entries counted)"),
     ]
 )

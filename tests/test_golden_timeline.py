@@ -1,0 +1,129 @@
+"""Golden tests of conversations, entities and the timeline on the real-traffic samples.
+
+Expected values come from the client's manifest (what it created, sent, received and acked)
+and from the frames table's own timestamps (latency must be their difference).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+
+from dissector.reader import Capture, read_capture
+
+PCAPS = Path(__file__).resolve().parent.parent / "pcaps"
+
+
+def manifest_path(capture: Path) -> Path:
+    return PCAPS / (capture.name.split(".")[0] + ".manifest.json")
+
+
+CAPTURES = sorted(p for p in PCAPS.glob("*.pcap*") if manifest_path(p).exists())
+
+
+@pytest.fixture(scope="module", params=CAPTURES, ids=[p.name for p in CAPTURES])
+def sample(request: pytest.FixtureRequest) -> tuple[Capture, dict[str, Any]]:
+    return read_capture(request.param), json.loads(manifest_path(request.param).read_text())
+
+
+def test_latency_is_the_difference_of_the_frames_timestamps(
+    sample: tuple[Capture, dict[str, Any]],
+) -> None:
+    cap, _ = sample
+    frames = cap.frames.set_index(["conn_id", "direction", "stream_offset"])["ts"]
+    t = cap.timeline
+    answered = t[t["request_offset"].notna() & t["response_offset"].notna()]
+    assert len(answered) > 0
+    for row in answered.itertuples():
+        back = (
+            "broker_to_client"
+            if row.request_direction == "client_to_broker"
+            else "client_to_broker"
+        )
+        req_ts = frames[(row.conn_id, row.request_direction, row.request_offset)]
+        resp_ts = frames[(row.conn_id, back, row.response_offset)]
+        assert row.latency_us == (resp_ts - req_ts) // pd.Timedelta(microseconds=1)
+        assert row.latency_us >= 0
+
+
+def test_every_send_has_its_receipt(sample: tuple[Capture, dict[str, Any]]) -> None:
+    cap, _ = sample
+    t = cap.timeline
+    sends = t[t["request_command"] == "SEND"]
+    assert (sends["outcome"] == "success").all()
+    assert (sends["response_command"] == "SEND_RECEIPT").all()
+    frames = cap.frames
+    assert len(sends) == (frames["command"] == "SEND").sum()
+
+
+def test_every_request_with_an_id_is_answered(sample: tuple[Capture, dict[str, Any]]) -> None:
+    cap, _ = sample
+    t = cap.timeline
+    with_id = t[t["request_id"].notna() & t["request_command"].notna()]
+    assert (with_id["outcome"] == "success").all(), with_id[["request_command", "outcome"]]
+    frames = cap.frames
+    requests = frames[
+        frames["request_id"].notna()
+        & ~frames["command"].str.endswith("_RESPONSE")
+        & ~frames["command"].isin(["SUCCESS", "ERROR", "PRODUCER_SUCCESS"])
+    ]
+    assert len(with_id) == len(requests)
+
+
+def test_acks_the_client_made_pair_with_deliveries(sample: tuple[Capture, dict[str, Any]]) -> None:
+    cap, m = sample
+    t = cap.timeline
+    acked = t[(t["request_command"] == "MESSAGE") & (t["response_command"] == "ACK")]
+    acked_ids = set(zip(acked["ledger_id"], acked["entry_id"], strict=True))
+    for ack in m["acks"]:
+        if ack["kind"] in ("individual", "cumulative"):
+            mid = ack["message_id"]
+            assert (mid["ledger_id"], mid["entry_id"]) in acked_ids, ack
+    assert (acked["outcome"] == "success").all()
+    # Deliveries never acked are listed, as unanswered or redelivered, never lost.
+    deliveries = (cap.frames["command"] == "MESSAGE").sum()
+    assert (t["request_command"] == "MESSAGE").sum() == deliveries
+
+
+def test_entities_are_what_the_client_created(sample: tuple[Capture, dict[str, Any]]) -> None:
+    cap, m = sample
+    e = cap.entities
+    producers = e[e["kind"] == "producer"]
+    consumers = e[e["kind"] == "consumer"]
+    created_topics = {p["topic"] for p in m["producers"]}
+    got_topics = set(producers["topic"])
+    assert all(
+        any(g == t or g.startswith(t + "-partition-") for g in got_topics) for t in created_topics
+    )
+    assert set(producers["name"]) >= {p["producer_name"] for p in m["producers"]}
+    assert {c["subscription"] for c in m["consumers"]} <= set(consumers["subscription"])
+    assert set(e["state"]) <= {"created", "closed_by_client"}
+    conv = cap.conversations
+    assert conv["producers"].sum() == len(producers)
+    assert conv["consumers"].sum() == len(consumers)
+    assert (conv["client_version"].str.startswith("Pulsar-CPP")).all()
+    assert (conv["server_version"].str.startswith("Pulsar-Lite")).all()
+    assert (conv["client_protocol"] == 20).all()
+    assert (conv["anomalies"] == 0).all()
+    delivered = cap.messages
+    for row in consumers.itertuples():
+        got = delivered[
+            (delivered["kind"] == "delivered") & (delivered["consumer_id"] == row.entity_id)
+        ]
+        # Permit accounting counts every batch entry and every chunk (each is an entry).
+        chunked = got[got["chunked"]]
+        assert row.delivered == len(got) - len(chunked) + int(chunked["num_chunks"].sum())
+        assert row.permits > 0
+
+
+def test_keepalive_pings_are_answered() -> None:
+    cap = read_capture(PCAPS / "keepalive.pcap")
+    t = cap.timeline
+    pings = t[t["request_command"] == "PING"]
+    assert len(pings) == (cap.frames["command"] == "PING").sum() >= 2
+    assert (pings["response_command"] == "PONG").all() and (pings["outcome"] == "success").all()
+    assert (pings["request_direction"] == "broker_to_client").all()

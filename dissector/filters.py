@@ -63,7 +63,7 @@ class Filter:
         if self.empty or table.num_rows == 0:
             return table
         names = set(table.column_names)
-        mask = pc.scalar(True)
+        mask = pa.array([True] * table.num_rows)
         if self.conns and "conn_id" in names:
             mask = pc.and_(mask, pc.is_in(table["conn_id"], pa.array(sorted(self.conns))))
         if self.topics and "topic" in names:

@@ -1,0 +1,90 @@
+"""`pulsar-dissect summary` and the read filters, checked against the tables themselves."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from dissector.errors import UsageError
+from dissector.filters import Filter, parse_time
+from dissector.reader import read_tables, to_pandas
+from dissector.summary import summarize
+
+PCAP = Path(__file__).resolve().parent.parent / "pcaps" / "produce_consume.pcap"
+MULTI = Path(__file__).resolve().parent.parent / "pcaps" / "multi_producer.pcap"
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "dissector.cli", *args], capture_output=True, text=True, check=False
+    )
+
+
+def test_summary_numbers_come_from_the_tables() -> None:
+    tables = read_tables([PCAP, MULTI])
+    s = summarize(tables)
+    timeline = to_pandas(tables["timeline"])
+    answered = timeline[timeline["outcome"].isin(["success", "error"])]
+    assert {k: v["count"] for k, v in s["latency"].items()} == answered.groupby(
+        "request_command"
+    ).size().to_dict()
+    sends = answered[answered["request_command"] == "SEND"]["latency_us"]
+    assert s["latency"]["SEND"]["max_ms"] == round(sends.max() / 1000, 3)
+    assert len(s["connections"]) == tables["conversations"].num_rows == 2
+    assert s["frames"] == tables["frames"].num_rows
+    assert s["unmatched"] == {"ACK": int((timeline["outcome"] == "unmatched").sum())}
+
+
+def test_summary_cli_text_and_json() -> None:
+    res = cli("summary", str(PCAP))
+    assert res.returncode == 0, res.stderr
+    for heading in ("Connections", "Latency per request (ms)", "Unanswered requests"):
+        assert heading in res.stdout
+    data = json.loads(cli("summary", "--format", "json", str(PCAP)).stdout)
+    assert data["connections"][0]["client_version"].startswith("Pulsar-CPP")
+    assert data["latency"]["SEND"]["count"] == 20
+
+
+def test_filters_on_tables() -> None:
+    tables = read_tables(MULTI)
+    frames = tables["frames"]
+    only_send = Filter(commands=frozenset({"SEND"})).table(frames)
+    assert set(only_send["command"].to_pylist()) == {"SEND"}
+    topic = sorted(t for t in set(frames["topic"].to_pylist()) if t)[0]
+    by_topic = Filter(topics=frozenset({topic})).table(frames)
+    assert by_topic.num_rows > 0 and set(by_topic["topic"].to_pylist()) == {topic}
+    pairs = Filter(commands=frozenset({"LOOKUP_RESPONSE"})).table(tables["timeline"])
+    assert set(pairs["response_command"].to_pylist()) == {"LOOKUP_RESPONSE"}
+    ts = frames["ts"].cast(pa.int64()).to_pylist()
+    middle = sorted(ts)[len(ts) // 2]
+    window = Filter(since=middle).table(frames)
+    assert window.num_rows == sum(1 for t in ts if t >= middle)
+    assert Filter(until=middle).table(frames).num_rows == sum(1 for t in ts if t < middle)
+    assert Filter(conns=frozenset({999})).table(frames).num_rows == 0
+    anomalies_untouched = Filter(topics=frozenset({topic})).table(tables["anomalies"])
+    assert anomalies_untouched.num_rows == tables["anomalies"].num_rows
+
+
+def test_time_parsing() -> None:
+    assert parse_time("1700000000.5") == 1_700_000_000_500_000
+    assert parse_time("2023-11-14T22:13:20Z") == 1_700_000_000_000_000
+    assert parse_time("2023-11-14T22:13:20") == 1_700_000_000_000_000  # naive means UTC
+    with pytest.raises(UsageError):
+        parse_time("yesterday")
+
+
+def test_read_filters_in_the_cli() -> None:
+    res = cli("read", str(PCAP), "--command", "send")
+    lines = res.stdout.splitlines()
+    assert lines and all(" SEND " in line for line in lines)
+    assert len(lines) == 20
+    res = cli("read", str(PCAP), "--table", "timeline", "--command", "LOOKUP")
+    rows = [json.loads(line) for line in res.stdout.splitlines()]
+    assert rows and {r["request_command"] for r in rows} == {"LOOKUP"}
+    bad = cli("read", str(PCAP), "--since", "yesterday")
+    assert bad.returncode == 2 and "not a time" in bad.stderr and "Traceback" not in bad.stderr

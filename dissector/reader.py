@@ -3,21 +3,23 @@
 Input: one or more capture paths and reader settings (broker ports, TLS ports, frame limit).
 Output: `iter_events` streams pipeline events (memory stays flat for captures of any size);
 `read_capture` returns a `Capture` whose attributes are pandas DataFrames.
-Rule: each file is dissected on its own (connections do not span files); connection ids keep
-counting across files so they stay unique in one result. Damage that ends a file's reading
+Rule: each capture is dissected on its own, except the rotated files of one capture point,
+read as one series (dissector.series) so connections spanning files stay whole; connection
+ids are unique across one result (CONN_ID_STRIDE). Damage that ends a file's reading
 becomes an anomaly row, never an exception; a file that is not a capture raises InputError.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Generator, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
 import pyarrow as pa
 
+from dissector import series
 from dissector.capture import open_capture
 from dissector.events import Anomaly
 from dissector.framing import DEFAULT_MAX_FRAME_SIZE
@@ -43,6 +45,7 @@ class ReaderOptions:
     messages: bool = True  # extract application messages (the messages table)
     max_uncompressed: int = DEFAULT_MAX_UNCOMPRESSED
     payload_preview: int = 0  # bytes of each payload kept in the messages table (opt-in)
+    series: str = "auto"  # how rotated files are grouped: auto, digits or none (see series.py)
 
     @classmethod
     def make(cls, ports: Iterable[int] = (), **kw: Any) -> ReaderOptions:
@@ -56,55 +59,80 @@ def _paths(paths: PathLike | Iterable[PathLike]) -> list[str]:
     return [os.fspath(p) for p in paths]
 
 
-def iter_file(
-    path: PathLike, options: ReaderOptions, first_conn_id: int = 1
-) -> Generator[PipelineEvent, None, int]:
-    """Events of one capture file. The generator's return value is the next free conn id."""
-    pipe = Pipeline(
+#: conn_id = series index * CONN_ID_STRIDE + n: unique across every capture of one read,
+#: and the same whichever process (pandas here, a Spark executor) dissects the series.
+CONN_ID_STRIDE = 1 << 32
+
+
+def make_pipeline(options: ReaderOptions, series_index: int = 0) -> Pipeline:
+    """A pipeline with the reader's settings, numbering connections for its series."""
+    return Pipeline(
         broker_ports=options.broker_ports,
         tls_ports=options.tls_ports,
         max_frame_size=options.max_frame_size,
-        first_conn_id=first_conn_id,
+        first_conn_id=series_index * CONN_ID_STRIDE + 1,
         messages=MessageExtractor(
             max_uncompressed=options.max_uncompressed, preview=options.payload_preview
         )
         if options.messages
         else None,
     )
+
+
+def iter_series(
+    files: list[str], options: ReaderOptions, series_index: int = 0
+) -> Iterator[PipelineEvent]:
+    """Events of a series of capture files read as one capture (rotated files in order).
+
+    Packet numbers continue from file to file. Damage that ends a file's reading is an
+    anomaly; the next file of the series is still read.
+    """
+    pipe = make_pipeline(options, series_index)
     last_ts = 0
-    with open_capture(path) as reader:
-        for pkt in reader:
-            last_ts = pkt.ts
-            yield from pipe.feed(pkt)
-        for issue in reader.issues:
-            yield Anomaly.of(
-                issue.code,
-                conn_id=0,
-                direction=None,
-                stream_offset=None,
-                detail=f"{os.fspath(path)}: {issue.detail} (file offset {issue.offset})",
-                packet=issue.packet,
-                ts=last_ts,
-            )
+    offset = 0
+    for path in files:
+        count = 0
+        with open_capture(path) as reader:
+            for pkt in reader:
+                count = pkt.number
+                last_ts = pkt.ts
+                yield from pipe.feed(pkt._replace(number=pkt.number + offset) if offset else pkt)
+            for issue in reader.issues:
+                yield Anomaly.of(
+                    issue.code,
+                    conn_id=0,
+                    direction=None,
+                    stream_offset=None,
+                    detail=f"{path}: {issue.detail} (file offset {issue.offset})",
+                    packet=issue.packet + offset,
+                    ts=last_ts,
+                )
+        offset += count
     yield from pipe.close()
-    return pipe.next_conn_id
 
 
 def iter_events(
     paths: PathLike | Iterable[PathLike], options: ReaderOptions | None = None
 ) -> Iterator[tuple[str, PipelineEvent]]:
-    """(capture path, event) for every event of every capture, in order."""
+    """(capture path, event) for every event of every capture, in order.
+
+    Rotated files of one capture point are read as one series (see dissector.series); the
+    path given with an event is the series' first file.
+    """
     options = options or ReaderOptions()
-    next_id = 1
-    for path in _paths(paths):
-        events = iter_file(path, options, next_id)
-        while True:
-            try:
-                ev = next(events)
-            except StopIteration as stop:
-                next_id = stop.value
-                break
-            yield path, ev
+    for index, files in enumerate(series.group(_paths(paths), options.series)):
+        for ev in iter_series(files, options, index):
+            yield files[0], ev
+
+
+def series_tables(
+    files: list[str], options: ReaderOptions, series_index: int = 0
+) -> dict[str, pa.Table]:
+    """Every table of one series of capture files."""
+    builder = TableBuilder(capture=files[0])
+    for ev in iter_series(files, options, series_index):
+        builder.add(ev)
+    return builder.tables()
 
 
 #: Arrow -> pandas: nullable integer and boolean columns stay integers and booleans.
@@ -155,17 +183,12 @@ def read_tables(
     paths: PathLike | Iterable[PathLike], options: ReaderOptions | None = None
 ) -> dict[str, pa.Table]:
     """Every table of the captures, as Arrow tables."""
-    builders: dict[str, TableBuilder] = {}
-    for path, ev in iter_events(paths, options):
-        builder = builders.get(path)
-        if builder is None:
-            builder = builders[path] = TableBuilder(capture=path)
-        builder.add(ev)
-    names = tuple(SCHEMAS)
-    if not builders:
-        builders[""] = TableBuilder()
-    per_file = [b.tables() for b in builders.values()]
-    return {n: pa.concat_tables([t[n] for t in per_file]) for n in names}
+    options = options or ReaderOptions()
+    groups = series.group(_paths(paths), options.series)
+    per_series = [series_tables(files, options, i) for i, files in enumerate(groups)]
+    if not per_series:
+        per_series = [TableBuilder().tables()]
+    return {n: pa.concat_tables([t[n] for t in per_series]) for n in SCHEMAS}
 
 
 def read_capture(
@@ -176,6 +199,7 @@ def read_capture(
     max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
     max_uncompressed: int = DEFAULT_MAX_UNCOMPRESSED,
     payload_preview: int = 0,
+    series: str = "auto",
 ) -> Capture:
     """Dissect captures into tables: `.frames`, `.messages`, `.anomalies`, `.conversations`,
     `.timeline` (request/response pairs with latency) and `.entities` (producers, consumers).
@@ -189,5 +213,6 @@ def read_capture(
         max_frame_size=max_frame_size,
         max_uncompressed=max_uncompressed,
         payload_preview=payload_preview,
+        series=series,
     )
     return Capture(read_tables(paths, options))

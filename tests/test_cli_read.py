@@ -18,6 +18,7 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
+from dissector.reader import CONN_ID_STRIDE
 from dissector.schema import SCHEMAS
 from tests.support.crafted import (
     B2C,
@@ -267,10 +268,11 @@ def test_two_captures_get_distinct_conn_ids(tmp_path: Path) -> None:
     b = write_pcap(tmp_path / "b.pcap", baseline_session(Conn(client_port=41000)).segs).path
     out = ok(str(a), str(b), "--table", "conversations", "--format", "jsonl")
     rows = [json.loads(line) for line in out.splitlines()]
+    second = CONN_ID_STRIDE + 1  # each capture numbers its connections in its own range
     assert [(r["conn_id"], r["capture"], r["client_port"]) for r in rows] == [
         (1, str(a), 40000),
-        (2, str(b), 41000),
+        (second, str(b), 41000),
     ]
     frames = [json.loads(line) for line in ok(str(a), str(b), "--format", "jsonl").splitlines()]
-    per_conn = {cid: sum(f["conn_id"] == cid for f in frames) for cid in (1, 2)}
-    assert per_conn == {1: len(baseline_msgs()), 2: len(baseline_msgs())}
+    per_conn = {cid: sum(f["conn_id"] == cid for f in frames) for cid in (1, second)}
+    assert per_conn == {1: len(baseline_msgs()), second: len(baseline_msgs())}

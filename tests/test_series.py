@@ -1,0 +1,66 @@
+"""Rotated capture files: grouped into series and read as one capture."""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+
+import pytest
+
+from dissector.errors import UsageError
+from dissector.reader import ReaderOptions, read_tables
+from dissector.series import group
+
+PCAP = Path(__file__).resolve().parent.parent / "pcaps" / "produce_consume.pcap"
+
+
+def test_tcpdump_size_rotation_names() -> None:
+    paths = ["d/cap.pcap2", "d/cap.pcap", "d/other.pcap", "d/cap.pcap10", "d/cap.pcap1"]
+    assert group(paths) == [
+        ["d/cap.pcap", "d/cap.pcap1", "d/cap.pcap2", "d/cap.pcap10"],
+        ["d/other.pcap"],
+    ]
+
+
+def test_digit_mode_groups_time_rotation_and_auto_does_not() -> None:
+    paths = ["b-0959.pcap", "b-1001.pcap", "b-1000.pcap", "broker1.pcap", "broker2.pcap"]
+    assert group(paths) == [[p] for p in ["b-0959.pcap", "b-1000.pcap", "b-1001.pcap",
+                                          "broker1.pcap", "broker2.pcap"]]  # fmt: skip
+    assert group(paths, "digits") == [
+        ["b-0959.pcap", "b-1000.pcap", "b-1001.pcap"],
+        ["broker1.pcap", "broker2.pcap"],
+    ]
+    assert group(["cap.pcap", "cap.pcap1"], "none") == [["cap.pcap"], ["cap.pcap1"]]
+    with pytest.raises(UsageError):
+        group(paths, "sometimes")
+
+
+def split_pcap(source: Path, parts: list[Path], cuts: list[int]) -> None:
+    """Write source's records into several pcap files, cutting after the given records."""
+    data = source.read_bytes()
+    header, pos = data[:24], 24
+    records = []
+    while pos < len(data):
+        caplen = struct.unpack_from("<I", data, pos + 8)[0]
+        records.append(data[pos : pos + 16 + caplen])
+        pos += 16 + caplen
+    bounds = [0, *cuts, len(records)]
+    for path, lo, hi in zip(parts, bounds, bounds[1:], strict=False):
+        path.write_bytes(header + b"".join(records[lo:hi]))
+
+
+def test_rotated_files_give_the_same_conversation_as_the_whole(tmp_path: Path) -> None:
+    parts = [tmp_path / "cap.pcap", tmp_path / "cap.pcap1", tmp_path / "cap.pcap2"]
+    split_pcap(PCAP, parts, [30, 61])
+    whole = read_tables(PCAP)
+    rotated = read_tables(list(reversed(parts)))
+    for name in ("frames", "messages", "timeline", "entities"):
+        assert rotated[name].equals(whole[name]), name
+    cw = whole["conversations"].drop_columns(["capture"])
+    cr = rotated["conversations"].drop_columns(["capture"])
+    assert cr.equals(cw)
+    assert rotated["conversations"]["capture"].to_pylist() == [str(parts[0])]
+    port = whole["conversations"]["broker_port"][0].as_py()
+    separate = read_tables(parts, ReaderOptions.make([port], series="none"))
+    assert separate["conversations"].num_rows == 3  # each file alone: three pieces
+    assert separate["anomalies"].num_rows > 0  # the later pieces start mid-stream

@@ -13,6 +13,8 @@ Rules (the pairing table):
   that consumer up to the id), or with a redelivery request; a batch-index ack (an ack_set
   with bits still set) acknowledges part of a batch and completes nothing yet.
 - A response nobody asked for is `unmatched`; a request left at close is `unanswered`.
+  request_id -1 (all bits set) marks a broker's notification (CLOSE_PRODUCER/CLOSE_CONSUMER),
+  which expects no answer.
 Memory: pending requests and deliveries per connection are bounded (MAX_PENDING); the oldest
 are reported unanswered when the bound is passed.
 """
@@ -67,6 +69,8 @@ _FIFO_REQUESTS = frozenset(_FIFO_PAIRS.values())
 _SEND, _SEND_RECEIPT, _SEND_ERROR = T["SEND"], T["SEND_RECEIPT"], T["SEND_ERROR"]
 _MESSAGE, _ACK, _REDELIVER = T["MESSAGE"], T["ACK"], T["REDELIVER_UNACKNOWLEDGED_MESSAGES"]
 _FAILED = {T["LOOKUP_RESPONSE"]: 2, T["PARTITIONED_METADATA_RESPONSE"]: 1}  # response == Failed
+_NO_ID = (1 << 64) - 1  # request_id -1: brokers' CLOSE_PRODUCER/CONSUMER notifications
+_CLOSES = frozenset({T["CLOSE_PRODUCER"], T["CLOSE_CONSUMER"]})
 
 
 class Pair(NamedTuple):
@@ -172,7 +176,11 @@ class ConversationState:
         if body is None:
             return None, pairs
         topic = self._entities(frame, ctype, body)
-        if ctype in _BY_REQUEST_ID and body.HasField("request_id"):
+        if (
+            ctype in _BY_REQUEST_ID
+            and body.HasField("request_id")
+            and not (ctype in _CLOSES and body.request_id == _NO_ID)
+        ):
             rid = body.request_id
             if ctype in _RESPONSES:
                 request = self._by_request.pop((_opposite(frame.direction), rid), None)
@@ -240,17 +248,47 @@ class ConversationState:
         table[key] = frame
 
     def _shed(self) -> list[Pair]:
-        """Too much pending: the oldest requests are declared unanswered."""
+        """Too much pending: the oldest requests of every kind are declared unanswered."""
         self.overflowed += 1
-        pairs = []
-        for key in list(self._by_request)[: MAX_PENDING // 10]:
-            pairs.append(self._pair(self._by_request.pop(key), None, None))
-            self._pending -= 1
+        waiting: list[tuple[tuple[int, int], Frame, Any, Any]] = []
+        for key, frame in self._by_request.items():
+            waiting.append(((frame.last_ts, frame.stream_offset), frame, self._by_request, key))
+        for queues in (self._sends, self._fifo):
+            for queue in queues.values():
+                for frame in queue:
+                    waiting.append(((frame.last_ts, frame.stream_offset), frame, queue, None))
         for delivered in self._delivered.values():
-            while delivered and self._pending > MAX_PENDING * 9 // 10:
-                pairs.append(self._pair(delivered.popitem(last=False)[1], None, None))
-                self._pending -= 1
+            for mid, frame in delivered.items():
+                waiting.append(((frame.last_ts, frame.stream_offset), frame, delivered, mid))
+        waiting.sort(key=lambda w: w[0])
+        target = MAX_PENDING * 9 // 10
+        pairs = []
+        for _, frame, store, key in waiting[: max(1, len(waiting) - target)]:
+            if key is None:
+                store.remove(frame)
+            else:
+                del store[key]
+            pairs.append(self._pair(frame, None, None))
+        self._pending = sum(len(q) for q in self._sends.values())
+        self._pending += sum(len(q) for q in self._fifo.values())
+        self._pending += len(self._by_request) + sum(len(d) for d in self._delivered.values())
         return pairs
+
+    def _topic(self, frame: Frame | None) -> str | None:
+        """The topic of a frame already observed: named by it, or of its producer/consumer."""
+        if frame is None or frame.body is None:
+            return None
+        if frame.topic is not None:
+            return frame.topic
+        ctype, body = frame.command_type, frame.body
+        for key, entities in (("producer_id", self.producers), ("consumer_id", self.consumers)):
+            if _has(ctype, key) and body.HasField(key):
+                entity = entities.get(getattr(body, key))
+                return None if entity is None else entity.topic
+        if _has(ctype, "topic") and body.HasField("topic"):
+            topic: str = body.topic
+            return topic
+        return None
 
     def _entities(self, frame: Frame, ctype: int, body: Any) -> str | None:
         if ctype == T["PRODUCER"]:
@@ -457,9 +495,7 @@ class ConversationState:
             outcome = (
                 "error" if code is not None or response.command_type == T["ERROR"] else "success"
             )
-        topic = (request.topic if request is not None else None) or (
-            response.topic if response is not None else None
-        )
+        topic = self._topic(request) or self._topic(response)
         return Pair(
             self.conn_id,
             request,

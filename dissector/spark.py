@@ -1,0 +1,263 @@
+"""EDGE: the `pulsar` Spark data source: capture files in, the project's tables out.
+
+Input: `spark.read.format("pulsar").option("table", "frames").load(path_or_glob)`, with
+options `table` (frames, messages, anomalies, conversations, timeline, entities), `ports`
+(extra broker ports, comma-separated), `tls_ports`, `max_frame_size`, `max_uncompressed`,
+`payload_preview`, `series` (auto, digits, none).
+Output: a DataFrame with the table's schema, converted from the single Arrow definition in
+dissector.schema; rows come out of executors as Arrow record batches.
+Rules:
+- One partition per capture series (a file, or the rotated files of one capture point, read
+  in order so connections spanning files are whole); connection ids follow the series index
+  exactly as `read_tables` numbers them, so Spark and pandas results can be compared.
+- Executors open the files themselves: the driver only lists paths. Paths must be readable
+  by every executor (a local path in local mode, a shared filesystem on a cluster).
+- With option `pushdown=true` (set by `read()` when the session has
+  spark.sql.python.filterPushdown.enabled, as `session()` does), filters on `conn_id`, `ts`,
+  `command`, `topic`, ports and `code` are applied to each batch before it leaves the
+  executor; every other filter is left to Spark.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import glob
+import os
+import sys
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    EqualTo,
+    Filter,
+    GreaterThan,
+    GreaterThanOrEqual,
+    In,
+    InputPartition,
+    LessThan,
+    LessThanOrEqual,
+)
+from pyspark.sql.pandas.types import from_arrow_schema
+from pyspark.sql.types import StructType
+
+from dissector import series as series_mod
+from dissector.errors import InputError, UsageError
+from dissector.reader import ReaderOptions, iter_series
+from dissector.schema import SCHEMAS
+from dissector.tables import TableBuilder
+
+PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
+CAPTURE_SUFFIXES = (".pcap", ".pcapng", ".cap", ".pcap.gz", ".pcapng.gz", ".gz")
+_PUSHABLE = ("conn_id", "ts", "command", "topic", "broker_port", "client_port", "code")
+_OPS = {
+    EqualTo: "eq",
+    GreaterThan: "gt",
+    GreaterThanOrEqual: "ge",
+    LessThan: "lt",
+    LessThanOrEqual: "le",
+    In: "in",
+}
+
+
+def expand(paths: str | Sequence[str]) -> list[str]:
+    """Capture files named by paths, globs or directories (searched recursively)."""
+    items = [paths] if isinstance(paths, str) else list(paths)
+    out: list[str] = []
+    for item in items:
+        for part in str(item).split(","):
+            part = part.strip()
+            if not part:
+                continue
+            if os.path.isdir(part):
+                for root, _, files in os.walk(part):
+                    out.extend(os.path.join(root, f) for f in files if _is_capture(f))
+            elif glob.has_magic(part):
+                out.extend(p for p in glob.glob(part, recursive=True) if os.path.isfile(p))
+            else:
+                out.append(part)
+    if not out:
+        raise InputError(f"no capture files in {paths!r}")
+    return sorted(dict.fromkeys(out))
+
+
+def _is_capture(name: str) -> bool:
+    base = name.rstrip("0123456789")  # tcpdump -C appends a number to the whole name
+    return base.endswith(CAPTURE_SUFFIXES)
+
+
+def _int_list(text: str | None) -> list[int]:
+    return [int(p) for p in (text or "").split(",") if p.strip()]
+
+
+def options_from(opts: dict[str, str]) -> ReaderOptions:
+    """Reader settings from data source options (strings, case-insensitive keys)."""
+    base = ReaderOptions()
+    try:
+        return ReaderOptions.make(
+            _int_list(opts.get("ports")),
+            tls_ports=frozenset(_int_list(opts.get("tls_ports")) or base.tls_ports),
+            max_frame_size=int(opts.get("max_frame_size", base.max_frame_size)),
+            max_uncompressed=int(opts.get("max_uncompressed", base.max_uncompressed)),
+            payload_preview=int(opts.get("payload_preview", 0)),
+            series=opts.get("series", base.series),
+            messages=opts.get("table", "frames") == "messages",
+        )
+    except ValueError as exc:
+        raise UsageError(f"bad pulsar data source option: {exc}") from None
+
+
+class PulsarDataSource(DataSource):
+    """`spark.read.format("pulsar")`: see the module docstring."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "pulsar"
+
+    def _table(self) -> str:
+        table = self.options.get("table", "frames")
+        if table not in SCHEMAS:
+            raise UsageError(f"table must be one of {', '.join(SCHEMAS)}, not {table!r}")
+        return str(table)
+
+    def schema(self) -> StructType:
+        return from_arrow_schema(SCHEMAS[self._table()])
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        opts = {str(k).lower(): str(v) for k, v in self.options.items()}
+        opts["table"] = self._table()
+        if opts.get("pushdown", "false").lower() == "true":
+            return PushdownReader(opts)
+        return PulsarReader(opts)
+
+
+class SeriesPartition(InputPartition):
+    def __init__(self, index: int, files: list[str]) -> None:
+        super().__init__((index, files))
+        self.index = index
+        self.files = files
+
+
+class PulsarReader(DataSourceReader):
+    def __init__(self, opts: dict[str, str]) -> None:
+        self.opts = opts
+        self.table = opts["table"]
+        self.filters: list[tuple[str, str, Any]] = []  # (column, op, value) pushed down
+
+    def partitions(self) -> Sequence[InputPartition]:
+        path = self.opts.get("path") or self.opts.get("paths")
+        if not path:
+            raise UsageError("give the captures: .load(path_or_glob) or .option('paths', ...)")
+        options = options_from(self.opts)
+        groups = series_mod.group(expand(path), options.series)
+        return [SeriesPartition(i, files) for i, files in enumerate(groups)]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, SeriesPartition)
+        options = options_from(self.opts)
+        builder = TableBuilder(capture=partition.files[0])
+        target = getattr(builder, self.table)
+        for ev in iter_series(partition.files, options, partition.index):
+            builder.add(ev)
+            if target.batches:
+                yield from self._filtered(target.take())
+        yield from self._filtered(target.take())
+
+    def _filtered(self, batches: list[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            if self.filters:
+                batch = batch.filter(_mask(batch, self.filters))
+            if batch.num_rows:
+                yield batch
+
+
+class PushdownReader(PulsarReader):
+    """PulsarReader that also takes filters (Spark needs spark.sql.python.filterPushdown.enabled
+    for a reader with pushFilters, so it is chosen only when that setting is on)."""
+
+    def pushFilters(self, filters: list[Filter]) -> Iterable[Filter]:
+        names = set(SCHEMAS[self.table].names)
+        rest = []
+        for f in filters:
+            op = _OPS.get(type(f))
+            attribute: tuple[str, ...] = getattr(f, "attribute", ())
+            column = attribute[0] if len(attribute) == 1 else None
+            if op is None or column not in _PUSHABLE or column not in names:
+                rest.append(f)
+                continue
+            raw: Any = getattr(f, "value", None)
+            value = list(raw) if op == "in" else raw
+            self.filters.append((column, op, value))
+        return rest
+
+
+def _mask(batch: pa.RecordBatch, filters: list[tuple[str, str, Any]]) -> pa.Array:
+    mask = pa.array([True] * batch.num_rows)
+    for column, op, value in filters:
+        col = batch.column(column)
+        if column == "ts" or pa.types.is_timestamp(col.type):
+            col = pc.cast(col, pa.int64())
+            value = [_us(v) for v in value] if op == "in" else _us(value)
+        if op == "in":
+            hit = pc.is_in(col, pa.array(value, type=col.type))
+        else:
+            hit = getattr(
+                pc,
+                {
+                    "eq": "equal",
+                    "gt": "greater",
+                    "ge": "greater_equal",
+                    "lt": "less",
+                    "le": "less_equal",
+                }[op],
+            )(col, value)
+        mask = pc.and_(mask, pc.fill_null(hit, False))
+    return mask
+
+
+def _us(value: Any) -> int:
+    """A Spark timestamp filter value (datetime) as microseconds since the epoch."""
+    if isinstance(value, dt.datetime):
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=dt.UTC)
+        return round(value.timestamp() * 1_000_000)
+    return int(value)
+
+
+def session(master: str = "local[*]", app: str = "pulsar-dissector", **conf: str) -> SparkSession:
+    """A Spark session whose Python workers run this interpreter (so they can import us)."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    builder = SparkSession.builder.master(master).appName(app)
+    builder = builder.config("spark.ui.enabled", "false")
+    builder = builder.config("spark.sql.session.timeZone", "UTC")
+    builder = builder.config(PUSHDOWN_CONF, "true")
+    for key, value in conf.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    register(spark)
+    return spark
+
+
+def register(spark: SparkSession) -> None:
+    """Make `spark.read.format("pulsar")` available in this session."""
+    spark.dataSource.register(PulsarDataSource)
+
+
+def read(
+    spark: SparkSession, paths: str | Sequence[str], table: str = "frames", **options: Any
+) -> DataFrame:
+    """One table of the captures as a Spark DataFrame (registers the source if needed)."""
+    register(spark)
+    reader = spark.read.format("pulsar").option("table", table)
+    if spark.conf.get(PUSHDOWN_CONF, "false") == "true":
+        reader = reader.option("pushdown", "true")
+    for key, value in options.items():
+        if isinstance(value, list | tuple | set | frozenset):
+            value = ",".join(str(v) for v in value)
+        reader = reader.option(key, str(value))
+    path = paths if isinstance(paths, str) else ",".join(str(p) for p in paths)
+    return reader.load(path)

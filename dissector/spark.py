@@ -224,8 +224,10 @@ def _us(value: Any) -> int:
     if isinstance(value, dt.datetime):
         if value.tzinfo is None:
             value = value.replace(tzinfo=dt.UTC)
-        return round(value.timestamp() * 1_000_000)
-    return int(value)
+        stamp: float = value.timestamp()
+        return round(stamp * 1_000_000)
+    number: int = int(value)
+    return number
 
 
 def session(master: str = "local[*]", app: str = "pulsar-dissector", **conf: str) -> SparkSession:

@@ -23,7 +23,7 @@ from dissector.filters import Filter, parse_time
 from dissector.framing import DEFAULT_MAX_FRAME_SIZE, FrameDecoder
 from dissector.output import FORMATS, write_table
 from dissector.payload import DEFAULT_MAX_UNCOMPRESSED
-from dissector.pipeline import ConversationOpened
+from dissector.pipeline import Conversation, ConversationOpened, PipelineEvent
 from dissector.reader import ReaderOptions, iter_events, read_tables
 from dissector.schema import SCHEMAS
 from dissector.summary import render, summarize
@@ -97,6 +97,7 @@ def _options(args: argparse.Namespace, *, messages: bool = True) -> ReaderOption
         messages=messages,
         max_uncompressed=args.max_uncompressed,
         payload_preview=args.payload_preview,
+        series=args.series,
     )
 
 
@@ -122,6 +123,44 @@ def _filter(args: argparse.Namespace) -> Filter:
     )
 
 
+class FrameLines:
+    """The text view of `read` and `live`: one line per frame, anomalies inline with `!`.
+
+    Frames are numbered from 1 with their time relative to the first frame; a connection's
+    endpoints are kept while it is open and forgotten when it ends (memory stays bounded).
+    """
+
+    def __init__(self, rows: Filter, *, show_secrets: bool = False) -> None:
+        self.rows = rows
+        self.show_secrets = show_secrets
+        self.keys: dict[int, FlowKey] = {}
+        self.first_ts: int | None = None
+        self.number = 0
+
+    def line(self, ev: PipelineEvent) -> str | None:
+        """The text line of an event (newline included), or None when it has none."""
+        if isinstance(ev, Frame):
+            self.number += 1
+            if self.first_ts is None:
+                self.first_ts = ev.last_ts
+            if not self.rows.frame(ev):
+                return None
+            rel = (ev.last_ts - self.first_ts) / 1e6
+            where = _endpoints(self.keys.get(ev.conn_id), ev.direction)
+            text = frame_text(ev, show_secrets=self.show_secrets)
+            return f"{self.number:>6} {rel:>11.6f} {where} {text}\n"
+        if isinstance(ev, Anomaly):
+            if self.rows.conns and ev.conn_id not in self.rows.conns:
+                return None
+            where = f"conn {ev.conn_id}" if ev.conn_id else "capture"
+            return f"{'!':>6} {'':>11} {where}: {ev.code} ({ev.severity}) {ev.detail}\n"
+        if isinstance(ev, ConversationOpened):
+            self.keys[ev.conn_id] = ev.key
+        elif isinstance(ev, Conversation):
+            self.keys.pop(ev.conn_id, None)
+        return None
+
+
 def cmd_read(args: argparse.Namespace, out: TextIO) -> int:
     """Dissect captures: one line per frame, or a whole table in a file format."""
     rows = _filter(args)
@@ -134,26 +173,11 @@ def cmd_read(args: argparse.Namespace, out: TextIO) -> int:
         chosen = read_tables(args.captures, _options(args, messages=table == "messages"))[table]
         write_table(rows.table(chosen), fmt, args.output)
         return 0
-    keys: dict[int, FlowKey] = {}
-    first_ts: int | None = None
-    number = 0
+    lines = FrameLines(rows, show_secrets=args.show_secrets)
     for _, ev in iter_events(args.captures, _options(args, messages=False)):
-        if isinstance(ev, ConversationOpened):
-            keys[ev.conn_id] = ev.key
-        elif isinstance(ev, Frame):
-            number += 1
-            first_ts = ev.last_ts if first_ts is None else first_ts
-            if not rows.frame(ev):
-                continue
-            rel = (ev.last_ts - first_ts) / 1e6
-            where = _endpoints(keys.get(ev.conn_id), ev.direction)
-            text = frame_text(ev, show_secrets=args.show_secrets)
-            out.write(f"{number:>6} {rel:>11.6f} {where} {text}\n")
-        elif isinstance(ev, Anomaly):
-            if rows.conns and ev.conn_id not in rows.conns:
-                continue
-            where = f"conn {ev.conn_id}" if ev.conn_id else "capture"
-            out.write(f"{'!':>6} {'':>11} {where}: {ev.code} ({ev.severity}) {ev.detail}\n")
+        text = lines.line(ev)
+        if text is not None:
+            out.write(text)
     return 0
 
 
@@ -168,8 +192,123 @@ def cmd_summary(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
-def _reader_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("captures", nargs="+", metavar="CAPTURE")
+def cmd_spark(args: argparse.Namespace, out: TextIO) -> int:
+    """The fleet job: dissect every capture on Spark into Parquet, then summarize."""
+    try:
+        from dissector import fleet, spark
+    except ImportError as exc:  # pyspark is an extra
+        raise DissectorError(f"the spark command needs pyspark ({exc})") from None
+    session = spark.session(args.master)
+    try:
+        summary = fleet.run(session, args.captures, args.output, _options(args))
+    finally:
+        session.stop()
+    out.write(fleet.render(summary))
+    out.write(f"tables and summary written to {args.output}\n")
+    return 0
+
+
+def cmd_live(args: argparse.Namespace, out: TextIO) -> int:
+    """Sniff an interface and dissect its Pulsar traffic as it happens."""
+    from dissector.live import LiveOptions, run  # imports scapy: only when capturing
+
+    options = LiveOptions(
+        interface=args.interface,
+        bpf=args.filter,
+        reader=ReaderOptions.make(
+            args.port,
+            tls_ports=frozenset(args.tls_port),
+            max_frame_size=args.max_frame_size,
+            max_uncompressed=args.max_uncompressed,
+            payload_preview=args.payload_preview,
+        ),
+        fmt=args.format,
+        tables=tuple(args.table) or None,
+        rows=Filter(
+            topics=frozenset(args.topic),
+            commands=frozenset(c.upper() for c in args.command),
+            conns=frozenset(args.conn),
+        ),
+        show_secrets=args.show_secrets,
+        pcap=args.write,
+        rotate_bytes=None if args.rotate_size is None else round(args.rotate_size * 1_000_000),
+        rotate_seconds=args.rotate_seconds,
+        max_files=args.max_files,
+        parquet=args.output,
+        flush_interval=args.flush_interval,
+        count=args.count,
+        duration=args.duration,
+        buffer_bytes=args.buffer_size << 10,
+    )
+    return run(options, out, sys.stderr)
+
+
+def _live_arguments(live: argparse.ArgumentParser) -> None:
+    live.add_argument("-i", "--interface", help="interface to sniff (default: the default route's)")
+    _decode_arguments(live)
+    live.add_argument(
+        "-f", "--filter", help="BPF filter (default: 'tcp port P or ...' on the broker ports)"
+    )
+    live.add_argument("--format", choices=["text", "jsonl"], default="text")
+    live.add_argument(
+        "--table",
+        action="append",
+        default=[],
+        choices=list(SCHEMAS),
+        help="jsonl: print this table's rows (repeatable; default: every table)",
+    )
+    live.add_argument("--topic", action="append", default=[], help="print only rows of this topic")
+    live.add_argument("--command", action="append", default=[], help="print only this command")
+    live.add_argument("--conn", type=int, action="append", default=[], help="print only this conn")
+    live.add_argument(
+        "--show-secrets", action="store_true", help="print authentication data unredacted"
+    )
+    live.add_argument("-w", "--write", metavar="PATH", help="also write the packets as pcap")
+    live.add_argument(
+        "-C",
+        dest="rotate_size",
+        type=float,
+        metavar="MB",
+        help="-w: start a new file (PATH1, PATH2, ...) once one exceeds MB million bytes",
+    )
+    live.add_argument(
+        "-G",
+        dest="rotate_seconds",
+        type=float,
+        metavar="S",
+        help="-w: start a new file every S seconds (strftime codes in PATH are expanded)",
+    )
+    live.add_argument(
+        "-W", dest="max_files", type=int, metavar="N", help="-w with -C/-G: keep the newest N files"
+    )
+    live.add_argument(
+        "-o",
+        "--output",
+        metavar="DIR",
+        help="also write every table as Parquet: DIR/TABLE/part-N.parquet, flushed periodically",
+    )
+    live.add_argument(
+        "--flush-interval",
+        type=float,
+        default=5.0,
+        metavar="S",
+        help="-o: seconds between Parquet parts (what a crash can lose; default 5)",
+    )
+    live.add_argument("-c", "--count", type=int, metavar="N", help="stop after N packets")
+    live.add_argument("--duration", type=float, metavar="S", help="stop after S seconds")
+    live.add_argument(
+        "-B",
+        "--buffer-size",
+        type=int,
+        default=65536,
+        metavar="KIB",
+        help="kernel capture buffer in KiB (default 65536)",
+    )
+    live.set_defaults(run=cmd_live)
+
+
+def _decode_arguments(p: argparse.ArgumentParser) -> None:
+    """Broker ports and decoding bounds: shared by every command that dissects packets."""
     p.add_argument(
         "--port",
         type=int,
@@ -199,6 +338,18 @@ def _reader_arguments(p: argparse.ArgumentParser) -> None:
         default=0,
         metavar="N",
         help="messages table: keep the first N bytes of each payload (escaped); off by default",
+    )
+
+
+def _reader_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("captures", nargs="+", metavar="CAPTURE")
+    _decode_arguments(p)
+    p.add_argument(
+        "--series",
+        choices=["auto", "digits", "none"],
+        default="auto",
+        help="how rotated files of one capture point are joined: auto (tcpdump -C names), "
+        "digits (names differing only in digits, e.g. -G), none",
     )
 
 
@@ -256,6 +407,19 @@ def build_parser() -> argparse.ArgumentParser:
     _reader_arguments(summary)
     summary.add_argument("--format", choices=["text", "json"], default="text")
     summary.set_defaults(run=cmd_summary)
+
+    fleet = sub.add_parser("spark", help="fleet job: captures -> Parquet tables + summary")
+    _reader_arguments(fleet)
+    fleet.add_argument("-o", "--output", required=True, help="output folder")
+    fleet.add_argument("--master", default="local[*]", help="Spark master URL (default local[*])")
+    fleet.set_defaults(run=cmd_spark)
+
+    live = sub.add_parser(
+        "live",
+        help="sniff an interface and dissect its Pulsar traffic as it happens "
+        "(root or CAP_NET_RAW); Ctrl-C or SIGTERM stops it with a summary",
+    )
+    _live_arguments(live)
     return parser
 
 

@@ -11,18 +11,15 @@ with it), so the ratio understates what a Pulsar-aware tshark would cost.
 
 from __future__ import annotations
 
-import json
-import platform
 import shutil
 import subprocess
 import tempfile
 import time
 from pathlib import Path
 
+from benchmarks.report import save
 from benchmarks.synthetic import write_pcap
 from dissector.reader import read_tables
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def _time(fn: object, repeats: int) -> float:
@@ -54,7 +51,6 @@ def run(connections: int = 20, rounds: int = 2500, repeats: int = 3) -> dict[str
             "seconds": round(ours_s, 3),
             "packets_per_s": round(packets / ours_s),
             "frames_per_s": round(frames / ours_s),
-            "python": platform.python_version(),
         }
         tshark = shutil.which("tshark")
         if tshark:
@@ -78,11 +74,7 @@ def run(connections: int = 20, rounds: int = 2500, repeats: int = 3) -> dict[str
 
 
 def main() -> None:
-    result = run()
-    print(json.dumps(result, indent=2))
-    out = ROOT / "reports" / "bench_pipeline.json"
-    out.parent.mkdir(exist_ok=True)
-    out.write_text(json.dumps(result, indent=2) + "\n")
+    save("pipeline", run())
 
 
 if __name__ == "__main__":

@@ -22,7 +22,8 @@ _IP = struct.Struct("!BBHHHBBH4s4s")
 _TCP = struct.Struct("!HHIIBBHHH")
 
 
-def _frames() -> tuple[list[bytes], list[bytes]]:
+def small_frames() -> tuple[list[bytes], list[bytes]]:
+    """Typical small frames: client to broker, and broker to client (four each)."""
     meta = MessageMetadata(producer_name="bench", sequence_id=1, publish_time=1700000000000)
     c2b = [
         encode_frame(
@@ -57,7 +58,7 @@ def _frames() -> tuple[list[bytes], list[bytes]]:
 
 def write_pcap(path: Path, connections: int = 20, rounds: int = 2500) -> tuple[int, int]:
     """Write the capture; returns (packets, Pulsar frames) written."""
-    c2b_frames, b2c_frames = _frames()
+    c2b_frames, b2c_frames = small_frames()
     connect = encode_frame(command("CONNECT", client_version="bench", protocol_version=20))
     connected = encode_frame(command("CONNECTED", server_version="bench", protocol_version=20))
     packets = frames = 0

@@ -281,7 +281,7 @@ class MessageExtractor:
             chunked=chunked is not None,
             num_chunks=None if chunked is None else chunked.num_chunks,
             encrypted=encrypted,
-            encryption_keys=[k.key for k in meta.encryption_keys],
+            encryption_keys=[k.key for k in meta.encryption_keys] if encrypted else [],
             schema_version=meta.schema_version if meta.HasField("schema_version") else None,
             ledger_id=shared.ledger_id,
             entry_id=shared.entry_id,

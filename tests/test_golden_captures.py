@@ -6,30 +6,16 @@ sent and received, producers, consumers). Nothing here is copied from our own ou
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
 import pytest
 
 from dissector.reader import Capture, read_capture
-
-PCAPS = Path(__file__).resolve().parent.parent / "pcaps"
-
-
-def manifest_path(capture: Path) -> Path:
-    return PCAPS / (capture.name.split(".")[0] + ".manifest.json")
+from tests.support.samples import CAPTURES, IDS, manifest
 
 
-def manifest(capture: Path) -> dict[str, Any]:
-    return dict(json.loads(manifest_path(capture).read_text()))
-
-
-CAPTURES = sorted(p for p in PCAPS.glob("*.pcap*") if manifest_path(p).exists())
-
-
-@pytest.fixture(scope="module", params=CAPTURES, ids=[p.name for p in CAPTURES])
+@pytest.fixture(scope="module", params=CAPTURES, ids=IDS)
 def sample(request: pytest.FixtureRequest) -> tuple[Capture, dict[str, Any]]:
     path = request.param
     return read_capture(path, ports=[manifest(path)["broker_port"]]), manifest(path)

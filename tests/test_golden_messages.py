@@ -9,26 +9,17 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from dissector.reader import Capture, read_capture
-
-PCAPS = Path(__file__).resolve().parent.parent / "pcaps"
-
-
-def manifest_path(capture: Path) -> Path:
-    return PCAPS / (capture.name.split(".")[0] + ".manifest.json")
+from tests.support.samples import CAPTURES, IDS, PCAPS, manifest, manifest_path
 
 
-CAPTURES = sorted(p for p in PCAPS.glob("*.pcap*") if manifest_path(p).exists())
-
-
-@pytest.fixture(scope="module", params=CAPTURES, ids=[p.name for p in CAPTURES])
+@pytest.fixture(scope="module", params=CAPTURES, ids=IDS)
 def sample(request: pytest.FixtureRequest) -> tuple[Capture, dict[str, Any]]:
-    return read_capture(request.param), json.loads(manifest_path(request.param).read_text())
+    return read_capture(request.param), manifest(request.param)
 
 
 def identity(sha: str, size: int, key: str | None, props: Any) -> tuple[Any, ...]:

@@ -11,8 +11,10 @@ becomes an anomaly row, never an exception; a file that is not a capture raises 
 
 from __future__ import annotations
 
+import gc
 import os
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -59,6 +61,9 @@ def _paths(paths: PathLike | Iterable[PathLike]) -> list[str]:
     return [os.fspath(p) for p in paths]
 
 
+#: Allocations between collections of the youngest GC generation while reading (default 700).
+GC_THRESHOLD = 100_000
+
 #: conn_id = series index * CONN_ID_STRIDE + n: unique across every capture of one read,
 #: and the same whichever process (pandas here, a Spark executor) dissects the series.
 CONN_ID_STRIDE = 1 << 32
@@ -88,6 +93,24 @@ def iter_series(
     anomaly; the next file of the series is still read.
     """
     pipe = make_pipeline(options, series_index)
+    with _fewer_collections():
+        yield from _read_files(pipe, files)
+    yield from pipe.close()
+
+
+@contextmanager
+def _fewer_collections() -> Iterator[None]:
+    """Bulk reading makes millions of short-lived, acyclic records: run the cyclic garbage
+    collector less often meanwhile (about a fifth of the run time otherwise)."""
+    before = gc.get_threshold()
+    gc.set_threshold(GC_THRESHOLD, *before[1:])
+    try:
+        yield
+    finally:
+        gc.set_threshold(*before)
+
+
+def _read_files(pipe: Pipeline, files: list[str]) -> Iterator[PipelineEvent]:
     last_ts = 0
     offset = 0
     for path in files:
@@ -108,7 +131,6 @@ def iter_series(
                     ts=last_ts,
                 )
         offset += count
-    yield from pipe.close()
 
 
 def iter_events(

@@ -5,7 +5,8 @@ Input:  a scenario from tests/support/peers.py (a function that drives the offic
         arguments and the broker settings.
 Output: a pcap file (optionally gzip-compressed) of every packet to or from the
         broker port, and the scenario's manifest extended with the capture's and the
-        broker's details; ``summarize_capture`` reads a capture back (scapy) to check it.
+        broker's details; ``summarize_capture`` reads a capture back to check it
+        (records by ``dissector.capture``, layers by scapy, frames by FrameDecoder).
 Rule:   one fresh pulsar-lite broker per capture on a free 127.0.0.1 port; tcpdump
         (``-i lo -U -B 65536 -s 0``, filter ``tcp port BROKERPORT``) is listening
         before the client starts and is stopped with SIGINT, then waited for, so that
@@ -27,13 +28,13 @@ import signal
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import TracebackType
-from typing import Any
+from typing import Any, Self
 
-from tests.support.peers import ClientLogRecorder, PulsarLite, Scenario
+from dissector import Direction, Frame, FrameDecoder
+from dissector.capture import open_capture
+from tests.support.peers import ClientLogRecorder, LoggedProcess, PulsarLite, Scenario
 
 __all__ = [
     "TCPDUMP_MISSING",
@@ -76,13 +77,17 @@ def _tcpdump_version(binary: str) -> str:
     return (out.stdout + out.stderr).splitlines()[0].strip() if out.stdout + out.stderr else ""
 
 
-class Tcpdump:
+class Tcpdump(LoggedProcess):
     """A tcpdump process writing ``path``; a context manager.
 
     Entering returns once tcpdump reports ``listening on``; leaving sends SIGINT,
     waits for it to exit (the file is then complete) and parses its statistics into
     ``packets_captured`` / ``packets_dropped_by_kernel``.
     """
+
+    name = "tcpdump"
+    stop_signal = signal.SIGINT
+    stop_timeout = 10.0
 
     def __init__(
         self,
@@ -113,34 +118,17 @@ class Tcpdump:
         self.stderr_text = ""
         self.packets_captured: int | None = None
         self.packets_dropped_by_kernel: int | None = None
-        self._proc: subprocess.Popen[bytes] | None = None
         self._stderr_path = path.with_name(path.name + ".tcpdump.log")
 
-    def __enter__(self) -> Tcpdump:
-        with open(self._stderr_path, "wb") as err:  # the child keeps its own descriptor
-            self._proc = subprocess.Popen(
-                self.argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err
-            )
-        deadline = time.monotonic() + self.startup_timeout
-        while True:
-            text = self._stderr_path.read_text(errors="replace")
-            if "listening on" in text:
-                return self
-            if self._proc.poll() is not None or time.monotonic() > deadline:
-                self.stop()
-                raise RuntimeError(f"tcpdump did not start capturing ({self.argv}):\n{text}")
-            time.sleep(0.02)
+    def start(self) -> Self:
+        self._launch(
+            self.argv, self._stderr_path, b"listening on", self.startup_timeout, merge_stdout=False
+        )
+        return self
 
     def stop(self) -> None:
         """SIGINT, wait for exit (escalating to kill), then read the statistics."""
-        proc, self._proc = self._proc, None
-        if proc is not None and proc.poll() is None:
-            proc.send_signal(signal.SIGINT)
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=5)
+        self._end_process()
         if self._stderr_path.exists():
             self.stderr_text = self._stderr_path.read_text(errors="replace")
             self._stderr_path.unlink()
@@ -151,21 +139,16 @@ class Tcpdump:
             match = re.search(pattern, self.stderr_text)
             setattr(self, attr, int(match.group(1)) if match else None)
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
-
 
 # --------------------------------------------------------------------------- reading back
 
 
 @dataclass
 class CaptureSummary:
-    """What a capture holds, from reading it back with scapy (TCP on ``port`` only)."""
+    """What a capture holds, read back with the dissector's reader, scapy and FrameDecoder.
+
+    Only TCP on ``port`` counts, except ``packets`` (every record of the file).
+    """
 
     packets: int = 0
     port_packets: int = 0
@@ -186,27 +169,24 @@ class CaptureSummary:
         )
 
 
-_MAX_RECORD = 1 << 20  # larger than any loopback frame (MTU 65536)
-
-
 def _streams(path: Path, port: int, summary: CaptureSummary) -> dict[tuple[Any, ...], bytes]:
-    """Reassemble each TCP direction on ``port`` (loopback: no loss, dedupe by seq)."""
+    """Reassemble each TCP direction on ``port`` (loopback: no loss, dedupe by seq).
+
+    Records come from ``dissector.capture.open_capture`` (whole: loopback frames reach
+    65549 bytes, more than scapy's readers keep); their layers are decoded by scapy.
+    """
+    from scapy.config import conf
+    from scapy.layers import l2  # noqa: F401  (registers the link-layer classes)
     from scapy.layers.inet import IP, TCP
     from scapy.layers.inet6 import IPv6
-    from scapy.utils import PcapReader
 
     segments: dict[tuple[Any, ...], dict[int, bytes]] = {}
     isn: dict[tuple[Any, ...], int] = {}
-    with PcapReader(str(path)) as reader:
-        summary.link_types.add(int(reader.linktype))
-        while True:
-            # Iterating a PcapReader (or rdpcap) silently cuts records to 65535 bytes;
-            # loopback frames reach 65549 (14-byte Ethernet header + 65535-byte IP packet).
-            try:
-                pkt = reader.read_packet(size=_MAX_RECORD)
-            except EOFError:
-                break
+    with open_capture(path) as reader:
+        for record in reader:
             summary.packets += 1
+            summary.link_types.add(record.linktype)
+            pkt = conf.l2types[record.linktype](record.data)
             if TCP not in pkt:
                 continue
             tcp = pkt[TCP]
@@ -222,11 +202,13 @@ def _streams(path: Path, port: int, summary: CaptureSummary) -> dict[tuple[Any, 
                     summary.connections += 1
             data = bytes(tcp.payload)
             if IP in pkt and len(data) != ip.len - 4 * ip.ihl - 4 * tcp.dataofs:
-                raise ValueError(f"packet {summary.packets}: TCP payload truncated in {path}")
+                raise ValueError(f"packet {record.number}: TCP payload truncated in {path}")
             if data:
                 start = isn.setdefault(key, tcp.seq)
                 offset = (tcp.seq - start) & 0xFFFFFFFF
                 segments.setdefault(key, {})[offset] = data
+        if reader.issues:
+            raise ValueError(f"{path}: {reader.issues[0]}")
     streams: dict[tuple[Any, ...], bytes] = {}
     for key, parts in segments.items():
         buf = bytearray()
@@ -241,51 +223,37 @@ def _streams(path: Path, port: int, summary: CaptureSummary) -> dict[tuple[Any, 
     return streams
 
 
-def _command_types(stream: bytes) -> Iterator[int]:
-    """BaseCommand type of every frame of a reassembled stream (stops at a torn frame)."""
-    i = 0
-    while i + 10 <= len(stream):
-        total = int.from_bytes(stream[i : i + 4], "big")
-        if stream[i + 8] != 0x08:  # field 1 (type), varint
-            return
-        value, shift, j = 0, 0, i + 9
-        while j < len(stream):
-            byte = stream[j]
-            value |= (byte & 0x7F) << shift
-            shift += 7
-            j += 1
-            if not byte & 0x80:
-                break
-        yield value
-        i += 4 + total
+def _frames(stream: bytes, direction: Direction) -> list[Frame]:
+    """Every frame of a reassembled stream (a torn last one included), by FrameDecoder."""
+    decoder = FrameDecoder(direction=direction)
+    return [e for e in decoder.feed(stream) + decoder.close() if isinstance(e, Frame)]
 
 
 def summarize_capture(path: Path, port: int) -> CaptureSummary:
     """Read ``path`` (pcap, plain or gzip) back and summarise the traffic on ``port``.
 
     Checks that every connection to the broker starts with a CONNECT frame
-    (totalSize u32, commandSize u32, then protobuf ``08 02``) and counts the commands
-    of each direction.
+    (at stream offset 0, without payload) and counts the commands of each direction.
     """
-    from dissector.wire import command_name
-
     summary = CaptureSummary()
     for key, stream in sorted(_streams(path, port, summary).items()):
         to_broker = key[3] == port
+        direction = Direction.CLIENT_TO_BROKER if to_broker else Direction.BROKER_TO_CLIENT
+        frames = _frames(stream, direction)
         if to_broker:
             summary.client_bytes += len(stream)
+            first = frames[0] if frames else None
             summary.first_client_payload_is_connect.append(
-                len(stream) >= 10
-                and stream[8:10] == b"\x08\x02"
-                and int.from_bytes(stream[0:4], "big") == int.from_bytes(stream[4:8], "big") + 4
+                first is not None
+                and first.stream_offset == 0
+                and first.command_name == "CONNECT"
+                and first.total_size == first.command_size + 4
             )
         else:
             summary.broker_bytes += len(stream)
-        counts = summary.commands.setdefault(
-            "client_to_broker" if to_broker else "broker_to_client", {}
-        )
-        for t in _command_types(stream):
-            counts[command_name(t)] = counts.get(command_name(t), 0) + 1
+        counts = summary.commands.setdefault(direction.value, {})
+        for frame in frames:
+            counts[frame.command_name] = counts.get(frame.command_name, 0) + 1
     return summary
 
 

@@ -13,7 +13,8 @@ Rule:   the broker is pulsar-lite (a Rust broker shipped in the ``pulsar_lite``
         names its own listen address (pulsar://127.0.0.1:BROKERPORT), and the client
         would then open a second connection straight to the broker, bypassing the
         proxy.  So the proxy rewrites LOOKUP_RESPONSE frames (broker->client) on the
-        fly: by default it replaces brokerServiceUrl with the proxy URL (the client
+        fly, decoding and re-encoding them with the dissector's own wire modules: by
+        default it replaces brokerServiceUrl with the proxy URL (the client
         then reuses its single connection, as with a real broker whose advertised
         address is the service URL); ``lookup_rewrite="proxy_flag"`` instead sets
         proxy_through_service_url=true (the client opens a second connection to the
@@ -22,6 +23,7 @@ Rule:   the broker is pulsar-lite (a Rust broker shipped in the ``pulsar_lite``
         Scenarios (``run_*``) only need a service URL: they also run straight against
         the broker (tests/support/capture.py does so under tcpdump).  They drive the
         client through ``ClientRecorder``, which builds every manifest the same way.
+        Child processes (the broker here, tcpdump in capture.py) are ``LoggedProcess``es.
 """
 
 from __future__ import annotations
@@ -39,15 +41,19 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import TracebackType
-from typing import Any
+from typing import Any, Self
+
+from dissector.encoder import encode_frame
+from dissector.frame_parts import HEADER, Reject, decode_command
+from dissector.wire import COMMAND_TYPES
 
 __all__ = [
     "ClientLogRecorder",
     "ClientRecorder",
+    "LoggedProcess",
     "PulsarLite",
     "RecordedConnection",
     "RecordingProxy",
@@ -98,16 +104,108 @@ def find_pulsar_lite_binary() -> str:
     )
 
 
-# --------------------------------------------------------------------------- broker
+# --------------------------------------------------------------------------- processes
 
 
-class PulsarLite:
+class LoggedProcess:
+    """A child process of the harness with its output in a log file; a context manager.
+
+    Subclasses implement ``start`` (entering the ``with`` block calls it) with
+    ``_launch``, which returns once a marker shows in the log; ``stop`` (also run on
+    leaving the block) sends ``stop_signal``, waits ``stop_timeout`` seconds, then kills.
+    """
+
+    name = "process"
+    stop_signal = signal.SIGTERM
+    stop_timeout = 5.0
+    _proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> Self:
+        raise NotImplementedError
+
+    def _launch(
+        self,
+        argv: list[str],
+        log_path: Path,
+        ready: bytes,
+        timeout: float,
+        *,
+        merge_stdout: bool = True,
+        cwd: Path | None = None,
+    ) -> bytes:
+        """Start ``argv`` writing ``log_path`` (stderr, and stdout with ``merge_stdout``).
+
+        Returns the log once it holds ``ready`` and ``_check_ready`` accepts it; if the
+        child exits first, ``timeout`` passes or the check fails, the process is stopped
+        (``stop``) and RuntimeError raised.
+        """
+        with open(log_path, "wb") as log:  # the child keeps its own descriptor
+            self._proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=log if merge_stdout else subprocess.DEVNULL,
+                stderr=subprocess.STDOUT if merge_stdout else log,
+                cwd=cwd,
+            )
+        try:
+            text = self._wait_for(log_path, ready, timeout)
+            self._check_ready(text)
+        except BaseException:
+            self.stop()
+            raise
+        return text
+
+    def _wait_for(self, log_path: Path, ready: bytes, timeout: float) -> bytes:
+        assert self._proc is not None
+        deadline = time.monotonic() + timeout
+        while ready not in (log := log_path.read_bytes()):
+            code = self._proc.poll()
+            if code is not None or time.monotonic() > deadline:
+                how = f"exited with code {code}" if code is not None else f"within {timeout}s"
+                raise RuntimeError(
+                    f"{self.name} did not log {ready.decode()!r} ({how}); log tail:\n{_tail(log)}"
+                )
+            time.sleep(0.02)
+        return log
+
+    def _check_ready(self, log: bytes) -> None:
+        """Raise RuntimeError if the log of a started child shows it is unusable."""
+
+    def _end_process(self) -> None:
+        proc, self._proc = self._proc, None
+        if proc is not None and proc.poll() is None:
+            proc.send_signal(self.stop_signal)
+            try:
+                proc.wait(timeout=self.stop_timeout)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=5)
+
+    def stop(self) -> None:
+        """End the process (subclasses add their own cleanup)."""
+        self._end_process()
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+
+def _tail(log: bytes | str, n: int = 40) -> str:
+    text = log.decode(errors="replace") if isinstance(log, bytes) else log
+    return "\n".join(text.splitlines()[-n:])
+
+
+class PulsarLite(LoggedProcess):
     """A pulsar-lite broker process on 127.0.0.1 with a fresh database.
 
     Use as a context manager; ``.port`` and ``.url`` are valid inside it.
     ``extra_config`` adds top-level TOML keys (ints, bools, strings), e.g.
     ``{"max_message_size_bytes": 8 << 20, "default_partitions": 0}``.
     """
+
+    name = "pulsar-lite"
 
     def __init__(
         self,
@@ -127,7 +225,6 @@ class PulsarLite:
         self.binary: str = find_pulsar_lite_binary()
         self.workdir: Path | None = None
         self.log_path: Path | None = None
-        self._proc: subprocess.Popen[bytes] | None = None
         self._final_log = ""
 
     # -- config -------------------------------------------------------------
@@ -147,59 +244,22 @@ class PulsarLite:
 
     def log_tail(self, n: int = 40) -> str:
         """Last ``n`` lines of the broker log (empty if none yet)."""
-        return "\n".join(self.log_text().splitlines()[-n:])
+        return _tail(self.log_text(), n)
 
     # -- lifecycle ----------------------------------------------------------
-    def start(self) -> PulsarLite:
+    def start(self) -> Self:
         self.workdir = Path(tempfile.mkdtemp(prefix="pulsar-lite-"))
         config = self.workdir / "pulsar-lite.toml"
         config.write_text(self.config_text())
         self.log_path = self.workdir / "broker.log"
-        with open(self.log_path, "wb") as log:  # the child keeps its own descriptor
-            self._proc = subprocess.Popen(
-                [
-                    self.binary,
-                    "--config",
-                    str(config),
-                    "--addr",
-                    f"{LOOPBACK}:{self.port}",
-                    "--db-path",
-                    str(self.workdir / "db"),
-                    "--log-level",
-                    self.log_level,
-                ],
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                cwd=str(self.workdir),
-            )
-        try:
-            self._wait_ready()
-        except BaseException:
-            self.stop()
-            raise
+        argv = [self.binary, "--config", str(config), "--addr", f"{LOOPBACK}:{self.port}"]
+        argv += ["--db-path", str(self.workdir / "db"), "--log-level", self.log_level]
+        self._launch(
+            argv, self.log_path, b"Server listening", self.startup_timeout, cwd=self.workdir
+        )
         return self
 
-    def _wait_ready(self) -> None:
-        assert self._proc is not None and self.log_path is not None
-        deadline = time.monotonic() + self.startup_timeout
-        while time.monotonic() < deadline:
-            if self._proc.poll() is not None:
-                raise RuntimeError(
-                    f"pulsar-lite exited with code {self._proc.returncode} before listening; "
-                    f"log tail:\n{self.log_tail()}"
-                )
-            log = self.log_path.read_bytes()
-            if b"Server listening" in log:
-                self._check_config_applied(log)
-                return
-            time.sleep(0.02)
-        raise RuntimeError(
-            f"pulsar-lite did not log 'Server listening' within {self.startup_timeout}s "
-            f"on port {self.port}; log tail:\n{self.log_tail()}"
-        )
-
-    def _check_config_applied(self, log: bytes) -> None:
+    def _check_ready(self, log: bytes) -> None:
         # pulsar-lite falls back to ALL defaults (metrics on 0.0.0.0:8080, 30 s
         # keep-alive) when the config file fails to parse, logging nothing.
         keep_alive = f"Keep-alive interval: {int(self.keep_alive_interval_secs)}s".encode()
@@ -211,29 +271,11 @@ class PulsarLite:
 
     def stop(self) -> None:
         """Terminate (then kill) the broker and delete its temp directory (log kept)."""
-        proc, self._proc = self._proc, None
-        if proc is not None and proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=5)
+        self._end_process()
         if self.workdir is not None:
             self._final_log = self.log_text()
             shutil.rmtree(self.workdir, ignore_errors=True)
             self.workdir = self.log_path = None
-
-    def __enter__(self) -> PulsarLite:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
 
 def _toml_value(value: int | bool | str) -> str:
@@ -317,12 +359,7 @@ class RecordingProxy:
         self._acceptor.start()
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.close()
 
     def _accept_loop(self) -> None:
@@ -433,20 +470,20 @@ def _pump(
             done.wait(timeout=30)
 
 
-_LOOKUP_RESPONSE = 24  # BaseCommand.Type.LOOKUP_RESPONSE == field number of lookupTopicResponse
+_LOOKUP_RESPONSE = COMMAND_TYPES["LOOKUP_RESPONSE"]
 
 
 class _LookupRewriter:
     """Streaming broker->client filter that rewrites LOOKUP_RESPONSE frames.
 
-    Frames are ``[totalSize u32][commandSize u32][BaseCommand]...``.  Only the
-    first bytes of each frame are held back until its type is known; every
+    Frames are ``[totalSize u32][commandSize u32][BaseCommand]...``.  Only the head
+    of each frame (sizes and command) is held back until its type is known; every
     other frame (including large MESSAGE frames) streams through unchanged.
     """
 
     def __init__(self, conn: RecordedConnection, proxy_url: str, mode: str) -> None:
         self.conn = conn
-        self.proxy_url = proxy_url.encode()
+        self.proxy_url = proxy_url
         self.mode = mode
         self._buf = b""
         self._passthrough = 0  # bytes of the current non-lookup frame still to forward
@@ -469,99 +506,36 @@ class _LookupRewriter:
                 buf = buf[take:]
                 self._passthrough -= take
                 continue
-            if len(buf) < 10:  # totalSize, commandSize, tag of field 1, type
+            if len(buf) < HEADER.size:
                 break
-            total = int.from_bytes(buf[:4], "big")
-            if buf[8] == 0x08 and buf[9] == _LOOKUP_RESPONSE:
-                if len(buf) < 4 + total:
-                    break
-                out.append(self._rewrite(buf[: 4 + total]))
-                buf = buf[4 + total :]
-            else:
+            total, cmd_size = HEADER.unpack_from(buf)
+            if len(buf) < HEADER.size + cmd_size:
+                break
+            rewritten = self._rewrite(buf[HEADER.size : HEADER.size + cmd_size], total, cmd_size)
+            if rewritten is None:
                 self._passthrough = 4 + total
+            else:
+                out.append(rewritten)
+                buf = buf[HEADER.size + cmd_size :]
         self._buf = buf
         return b"".join(out)
 
-    def _rewrite(self, frame: bytes) -> bytes:
-        cmd_size = int.from_bytes(frame[4:8], "big")
-        if 8 + cmd_size != len(frame):  # a lookup response never has a payload
-            return frame
-        fields = _pb_fields(frame[8:])
-        new_fields: list[tuple[int, int, Any]] = []
-        for num, wt, val in fields:
-            if num == _LOOKUP_RESPONSE and wt == 2:
-                inner = _pb_fields(val)
-                if self.mode == "url":
-                    inner = [
-                        (n, w, self.proxy_url if n == 1 and w == 2 else v) for n, w, v in inner
-                    ]
-                else:  # proxy_flag: proxy_through_service_url (field 8) = true
-                    inner = [(n, w, v) for n, w, v in inner if n != 8] + [(8, 0, 1)]
-                    inner.sort(key=lambda f: f[0])
-                val = _pb_encode(inner)
-            new_fields.append((num, wt, val))
-        cmd = _pb_encode(new_fields)
+    def _rewrite(self, command: bytes, total: int, cmd_size: int) -> bytes | None:
+        """The re-encoded frame if ``command`` is a LOOKUP_RESPONSE, else None."""
+        if total != 4 + cmd_size:  # a lookup response never has a payload
+            return None
+        try:
+            cmd, ctype, lookup = decode_command(memoryview(command))
+        except Reject:
+            return None
+        if ctype != _LOOKUP_RESPONSE or lookup is None:
+            return None
+        if self.mode == "proxy_flag":
+            lookup.proxy_through_service_url = True
+        elif lookup.HasField("brokerServiceUrl"):
+            lookup.brokerServiceUrl = self.proxy_url
         self.conn.lookup_rewrites += 1
-        return (4 + len(cmd)).to_bytes(4, "big") + len(cmd).to_bytes(4, "big") + cmd
-
-
-def _varint(buf: bytes, i: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        b = buf[i]
-        i += 1
-        value |= (b & 0x7F) << shift
-        shift += 7
-        if not b & 0x80:
-            return value, i
-
-
-def _enc_varint(value: int) -> bytes:
-    out = bytearray()
-    while True:
-        b = value & 0x7F
-        value >>= 7
-        if value:
-            out.append(b | 0x80)
-        else:
-            out.append(b)
-            return bytes(out)
-
-
-def _pb_fields(buf: bytes) -> list[tuple[int, int, Any]]:
-    """Decode protobuf fields as (number, wire type, int | bytes), in order."""
-    fields: list[tuple[int, int, Any]] = []
-    i = 0
-    while i < len(buf):
-        key, i = _varint(buf, i)
-        num, wt = key >> 3, key & 7
-        val: Any
-        if wt == 0:
-            val, i = _varint(buf, i)
-        elif wt == 2:
-            n, i = _varint(buf, i)
-            val, i = buf[i : i + n], i + n
-        elif wt == 1:
-            val, i = buf[i : i + 8], i + 8
-        elif wt == 5:
-            val, i = buf[i : i + 4], i + 4
-        else:
-            raise ValueError(f"unsupported protobuf wire type {wt}")
-        fields.append((num, wt, val))
-    return fields
-
-
-def _pb_encode(fields: list[tuple[int, int, Any]]) -> bytes:
-    out = bytearray()
-    for num, wt, val in fields:
-        out += _enc_varint(num << 3 | wt)
-        if wt == 0:
-            out += _enc_varint(val)
-        elif wt == 2:
-            out += _enc_varint(len(val)) + val
-        else:
-            out += val
-    return bytes(out)
+        return encode_frame(cmd)
 
 
 # --------------------------------------------------------------------------- manifests
@@ -706,6 +680,7 @@ class ClientRecorder:
         self._outstanding = 0
         self._sends_done = threading.Event()
         self._sends_done.set()
+        self._producers: list[Any] = []
         self._consumers: list[Any] = []
         self._seen: list[set[TopicIdKey]] = []
 
@@ -732,6 +707,37 @@ class ClientRecorder:
             self.manifest["notes"].append(text)
 
     # -- setup ----------------------------------------------------------------
+    @contextlib.contextmanager
+    def connect(
+        self,
+        url: str,
+        operation_timeout_seconds: int,
+        logger: logging.Logger | None = None,
+        *,
+        settle: float = 0.3,
+    ) -> Iterator[Any]:
+        """A ``pulsar.Client`` on ``url`` for the ``with`` block, logging through ``logger``.
+
+        ``logger`` defaults to the ``pulsar`` Python logger (the client then prints
+        nothing to stdout).  When the block ends normally, ``settle`` seconds pass (the
+        client groups acks for ~100 ms), then the producers and the consumers created
+        through this recorder are closed, in that order; the client is always closed.
+        """
+        import pulsar  # imported lazily: only scenario users need the client
+
+        client = pulsar.Client(
+            url,
+            operation_timeout_seconds=operation_timeout_seconds,
+            logger=logger or logging.getLogger("pulsar"),
+        )
+        try:
+            yield client
+            time.sleep(settle)
+            for handle in self._producers + self._consumers:
+                handle.close()
+        finally:
+            client.close()
+
     def create_producer(self, client: Any, topic: str, **options: Any) -> Any:
         producer = client.create_producer(topic, **options)
         self.manifest["producers"].append(
@@ -743,6 +749,7 @@ class ClientRecorder:
             }
         )
         self.manifest["producers_created"] += 1
+        self._producers.append(producer)
         self._add_topics(topic)
         return producer
 
@@ -886,11 +893,13 @@ class ClientRecorder:
         *,
         phase: str | None = None,
         expect_repeats: bool = False,
+        ack: bool = False,
     ) -> list[Any]:
         """Receive until each of the ``sent`` entries arrived; returns every message received.
 
         Messages are matched by (topic, message id); duplicates and other messages are
         returned (and recorded) too.  Raises TimeoutError after ``timeout`` seconds.
+        With ``ack``, every message returned is then acked individually.
         """
         wanted = {(_topic_of(e["topic"], e["message_id"]), *_id_key(e["message_id"])) for e in sent}
         got: set[TopicIdKey] = set()
@@ -904,6 +913,8 @@ class ClientRecorder:
             if msg is not None:
                 out.append(msg)
                 got.add((msg.topic_name(), *_id_key(_msg_id(msg.message_id()))))
+        for msg in out if ack else ():
+            self.ack(consumer, msg)
         return out
 
     def drain(
@@ -980,16 +991,6 @@ class ClientRecorder:
         return self.manifest
 
 
-def _client(url: str, operation_timeout_seconds: int, logger: logging.Logger | None) -> Any:
-    import pulsar  # imported lazily: only scenario users need the client
-
-    return pulsar.Client(
-        url,
-        operation_timeout_seconds=operation_timeout_seconds,
-        logger=logger or logging.getLogger("pulsar"),
-    )
-
-
 # --------------------------------------------------------------------------- scenarios
 
 
@@ -1038,8 +1039,8 @@ def run_scenario(
         compression=compression,
         idle_secs=idle_secs,
     )
-    client = _client(url, operation_timeout_seconds, logger)
-    try:
+    settle = max(0.3, idle_secs)  # idle_secs > keep-alive interval: PING/PONG before closing
+    with rec.connect(url, operation_timeout_seconds, logger, settle=settle) as client:
         consumer = rec.subscribe(
             client, topic, subscription, consumer_type=getattr(pulsar.ConsumerType, consumer_type)
         )
@@ -1067,11 +1068,6 @@ def run_scenario(
         order = [n for n in range(len(received)) if not (cumulative and n == last)]
         for n in order + ([last] if cumulative else []):
             rec.ack(consumer, received[n], cumulative=cumulative and n == last)
-        time.sleep(max(0.3, idle_secs))  # acks are grouped by the client for ~100 ms
-        producer.close()
-        consumer.close()
-    finally:
-        client.close()
     return rec.finish()
 
 
@@ -1110,8 +1106,7 @@ def run_multi_producer_scenario(
     base = _new_topic("multi")
     topics = [f"{base}-{n}" for n in range(producers)]
     rec = ClientRecorder("run_multi_producer_scenario")
-    client = _client(url, operation_timeout_seconds, logger)
-    try:
+    with rec.connect(url, operation_timeout_seconds, logger) as client:
         consumer = rec.subscribe(client, topics, "sub-multi")
         prods = [rec.create_producer(client, t, batching_enabled=False) for t in topics]
         for i in range(messages_per_producer):
@@ -1126,14 +1121,7 @@ def run_multi_producer_scenario(
         for producer in prods:
             producer.flush()
         rec.wait_for_sends(operation_timeout_seconds)
-        for msg in rec.receive_sent(consumer, rec.manifest["sent"], operation_timeout_seconds):
-            rec.ack(consumer, msg)
-        time.sleep(0.3)
-        for producer in prods:
-            producer.close()
-        consumer.close()
-    finally:
-        client.close()
+        rec.receive_sent(consumer, rec.manifest["sent"], operation_timeout_seconds, ack=True)
     return rec.finish()
 
 
@@ -1152,16 +1140,9 @@ def run_batching_scenario(
     """
     topic = _new_topic("batching")
     rec = ClientRecorder("run_batching_scenario", bursts=list(bursts))
-    client = _client(url, operation_timeout_seconds, logger)
-    try:
+    with rec.connect(url, operation_timeout_seconds, logger) as client:
         consumer = rec.subscribe(client, topic, "sub-batching")
-        producer = rec.create_producer(
-            client,
-            topic,
-            batching_enabled=True,
-            batching_max_messages=1000,
-            batching_max_publish_delay_ms=1000,
-        )
+        producer = _slow_batch_producer(rec, client, topic)
         i = 0
         for burst, count in enumerate(bursts):
             for _ in range(count):
@@ -1176,14 +1157,19 @@ def run_batching_scenario(
                 i += 1
             producer.flush()
             rec.wait_for_sends(operation_timeout_seconds)
-        for msg in rec.receive_sent(consumer, rec.manifest["sent"], operation_timeout_seconds):
-            rec.ack(consumer, msg)
-        time.sleep(0.3)
-        producer.close()
-        consumer.close()
-    finally:
-        client.close()
+        rec.receive_sent(consumer, rec.manifest["sent"], operation_timeout_seconds, ack=True)
     return rec.finish()
+
+
+def _slow_batch_producer(rec: ClientRecorder, client: Any, topic: str) -> Any:
+    """A batching producer whose batches close on ``flush()`` (1 s publish delay)."""
+    return rec.create_producer(
+        client,
+        topic,
+        batching_enabled=True,
+        batching_max_messages=1000,
+        batching_max_publish_delay_ms=1000,
+    )
 
 
 def run_partitioned_scenario(
@@ -1201,8 +1187,7 @@ def run_partitioned_scenario(
     """
     topic = _new_topic("partitioned")
     rec = ClientRecorder("run_partitioned_scenario", topic=topic)
-    client = _client(url, operation_timeout_seconds, logger)
-    try:
+    with rec.connect(url, operation_timeout_seconds, logger) as client:
         partitions = list(client.get_topic_partitions(topic))
         rec.manifest["partitions"] = partitions
         if len(partitions) < 2:
@@ -1215,17 +1200,11 @@ def run_partitioned_scenario(
             key = f"key-{i % 5}" if i % 2 == 0 else None
             rec.send(producer, _make_payload(i, None), key=key, properties={"index": str(i)})
         rec.wait_for_sends(operation_timeout_seconds)
-        for msg in rec.receive_sent(consumer, rec.manifest["sent"], operation_timeout_seconds):
-            rec.ack(consumer, msg)
+        rec.receive_sent(consumer, rec.manifest["sent"], operation_timeout_seconds, ack=True)
         counts: dict[str, int] = {}
         for entry in rec.manifest["sent"]:
             counts[entry["partition_topic"]] = counts.get(entry["partition_topic"], 0) + 1
         rec.manifest["sent_per_partition"] = counts
-        time.sleep(0.3)
-        producer.close()
-        consumer.close()
-    finally:
-        client.close()
     return rec.finish()
 
 
@@ -1251,20 +1230,13 @@ def run_acks_scenario(
 
     base = _new_topic("acks")
     rec = ClientRecorder("run_acks_scenario")
-    client = _client(url, operation_timeout_seconds, logger)
     pause = 0.3
-    try:
+    with rec.connect(url, operation_timeout_seconds, logger, settle=pause) as client:
         # -- part 1: batch-index, individual and cumulative acks
         consumer = rec.subscribe(
             client, f"{base}-batch", "sub-batch-acks", batch_index_ack_enabled=True
         )
-        producer = rec.create_producer(
-            client,
-            f"{base}-batch",
-            batching_enabled=True,
-            batching_max_messages=1000,
-            batching_max_publish_delay_ms=1000,
-        )
+        producer = _slow_batch_producer(rec, client, f"{base}-batch")
         for i in range(batch):
             rec.send(producer, _make_payload(i, None), properties={"index": str(i)}, sync=False)
         producer.flush()
@@ -1294,29 +1266,24 @@ def run_acks_scenario(
         msgs.sort(key=lambda m: _id_key(_msg_id(m.message_id())))
         rec.ack(shared, msgs[0])
         rec.nack(shared, msgs[1])
-        again = rec.receive_sent(
-            shared, [entries[1]], operation_timeout_seconds, phase="after_nack", expect_repeats=True
+        rec.receive_sent(
+            shared,
+            [entries[1]],
+            operation_timeout_seconds,
+            phase="after_nack",
+            expect_repeats=True,
+            ack=True,
         )
-        for msg in again:
-            rec.ack(shared, msg)
         time.sleep(pause)
         rec.redeliver_unacknowledged(shared)
-        again = rec.receive_sent(
+        rec.receive_sent(
             shared,
             entries[2:],
             operation_timeout_seconds,
             phase="after_redeliver_request",
             expect_repeats=True,
+            ack=True,
         )
-        for msg in again:
-            rec.ack(shared, msg)
-        time.sleep(pause)
-        producer.close()
-        producer2.close()
-        consumer.close()
-        shared.close()
-    finally:
-        client.close()
     return rec.finish()
 
 
@@ -1343,8 +1310,7 @@ def run_seek_scenario(
         "client does not hand it to the application (seen on the wire with pulsar-client "
         "3.13): MESSAGE frames after a SEEK can outnumber the received entries"
     )
-    client = _client(url, operation_timeout_seconds, logger)
-    try:
+    with rec.connect(url, operation_timeout_seconds, logger) as client:
         consumer = rec.subscribe(client, topic, "sub-seek")
         producer = rec.create_producer(client, topic, batching_enabled=False)
         half = messages // 2
@@ -1356,17 +1322,15 @@ def run_seek_scenario(
         for i in range(half, messages):
             rec.send(producer, _make_payload(i, None), key=f"key-{i}", properties={"i": str(i)})
         initial = rec.receive_sent(
-            consumer, rec.manifest["sent"], operation_timeout_seconds, phase="initial"
+            consumer, rec.manifest["sent"], operation_timeout_seconds, phase="initial", ack=True
         )
-        for msg in initial:
-            rec.ack(consumer, msg)
-        time.sleep(0.3)
         first = min(initial, key=lambda m: _id_key(_msg_id(m.message_id())))
         targets: list[tuple[str, Any]] = [
             ("after_seek_message_id", first.message_id()),
             ("after_seek_publish_time", publish_time_ms),
         ]
         for n, (phase, target) in enumerate(targets):
+            time.sleep(0.3)  # let the acks before the seek go out
             rec.seek(consumer, target)
             got = rec.drain(consumer, 500, phase=phase, expect_repeats=True)
             if not got:
@@ -1383,11 +1347,6 @@ def run_seek_scenario(
                 got += rec.drain(consumer, 300, phase=phase, expect_repeats=True)
             for msg in got:
                 rec.ack(consumer, msg)
-            time.sleep(0.3)
-        producer.close()
-        consumer.close()
-    finally:
-        client.close()
     return rec.finish()
 
 
@@ -1416,8 +1375,7 @@ def run_chunked_scenario(
         "dispatch the first chunk twice and never the second one"
     )
     rec.note("message_id.chunks counts the entries from first_chunk to the last chunk")
-    client = _client(url, operation_timeout_seconds, logger)
-    try:
+    with rec.connect(url, operation_timeout_seconds, logger) as client:
         producer = rec.create_producer(client, topic, batching_enabled=False, chunking_enabled=True)
         entry = rec.send(
             producer, pattern_payload(size), key="chunked", properties={"kind": "chunked"}
@@ -1425,14 +1383,8 @@ def run_chunked_scenario(
         consumer = rec.subscribe(
             client, topic, "sub-chunked", initial_position=pulsar.InitialPosition.Earliest
         )
-        for msg in rec.receive_sent(consumer, [entry], operation_timeout_seconds):
-            rec.ack(consumer, msg)
+        rec.receive_sent(consumer, [entry], operation_timeout_seconds, ack=True)
         rec.manifest["chunks"] = entry["message_id"].get("chunks")
-        time.sleep(0.3)
-        producer.close()
-        consumer.close()
-    finally:
-        client.close()
     return rec.finish()
 
 

@@ -138,10 +138,6 @@ class Pipeline:
         self.packets = 0
         self.non_tcp_packets = 0
 
-    @property
-    def next_conn_id(self) -> int:
-        return self.tcp._next_id
-
     def feed(self, pkt: RawPacket) -> list[PipelineEvent]:
         self.packets += 1
         seg = parse_packet(pkt)

@@ -152,7 +152,7 @@ ENTITIES = pa.schema(
         _col("conn_id", pa.int64(), "connection id, joins every table", nullable=False),
         _col("kind", pa.string(), "producer or consumer", nullable=False),
         _col("entity_id", pa.int64(), "producer_id or consumer_id on the connection"),
-        _col("topic", pa.string(), "its topic"),
+        _col("topic", pa.string(), "topic of the producer or consumer"),
         _col("name", pa.string(), "producer name (as assigned) or consumer name"),
         _col("subscription", pa.string(), "consumers: subscription name"),
         _col("sub_type", pa.string(), "consumers: Exclusive, Shared, Failover, Key_Shared"),

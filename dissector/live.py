@@ -1,0 +1,564 @@
+"""EDGE: live capture: sniff a broker's traffic with scapy and dissect it as it happens.
+
+Input: one network interface (a Linux AF_PACKET socket opened by scapy's `L2listen`) and a
+BPF filter, by default `tcp port P or ...` on the broker ports.
+Output: as packets arrive, the `read` text view (one line per frame) or one JSON line per
+table row (`{"table": NAME, ...columns}`); optionally the raw packets as pcap files rotated
+like tcpdump's `-C/-G/-W`, and the tables as Parquet datasets; a summary line on stderr.
+Rules:
+- Packets feed the same sans-IO Pipeline as offline reading, one at a time; the pcap files
+  hold exactly the packets fed, so reading them back gives the same tables.
+- Loopback: the kernel hands every packet over twice (outgoing, then incoming); the
+  outgoing copy is dropped, as libpcap does. Other interfaces keep both directions.
+- No wait lasts longer than TICK: Ctrl-C, SIGTERM, --duration and periodic flushes act even
+  when no packet arrives. Stopping drains what the kernel holds, ends open conversations
+  (`capture_end`), writes the last rows and closes every file; a second signal aborts.
+- Memory is bounded: events are not kept, rows wait at most one flush interval (or
+  PART_ROWS rows), and the pipeline forgets finished connections.
+- Parquet: `PATH/TABLE/part-NNNNNN.parquet`, one part per table and flush, written under a
+  hidden name then renamed: every file on disk is valid, a crash loses one interval at most.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import select
+import signal
+import socket
+import struct
+import sys
+import threading
+import time
+from collections import deque
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from types import FrameType
+from typing import Any, BinaryIO, Protocol, TextIO
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from dissector.cli import FrameLines
+from dissector.errors import InputError, UsageError
+from dissector.events import Anomaly, Frame, RawPacket
+from dissector.filters import Filter
+from dissector.messages import AppMessage
+from dissector.output import _json_default, _plain
+from dissector.pipeline import ConversationOpened, PipelineEvent
+from dissector.reader import ReaderOptions, make_pipeline
+from dissector.schema import SCHEMAS
+from dissector.tables import TableBuilder
+
+TICK = 0.5  # seconds: longest wait before signals, time limits and flushes are looked at
+READ_BATCH = 1024  # packets read in one go before output is flushed (prompt lines under load)
+DRAIN_SECONDS = 1.0  # after a stop, reading what the kernel holds takes at most this
+SNAPLEN = 262144  # as tcpdump: more than any loopback segment (64 KiB) or GSO packet
+PART_ROWS = 65536  # rows of one table held before a Parquet part is written early
+DEFAULT_BUFFER = 64 << 20  # kernel receive buffer: loopback bursts of 64 KiB segments
+
+_LINKTYPES = {1: 1, 772: 1, 65534: 101}  # ARPHRD Ethernet / loopback -> Ethernet; none -> raw IP
+_LINKTYPE_NAMES = {1: "EN10MB (Ethernet)", 101: "RAW (raw IP)"}
+_ARPHRD_LOOPBACK = 772
+_PACKET_OUTGOING = 4
+_SOL_PACKET, _PACKET_STATISTICS, _SO_RCVBUFFORCE = 263, 6, 33
+_PCAP_HEADER = struct.Struct("<IHHiIII")
+_PCAP_RECORD = struct.Struct("<IIII")
+
+
+def default_filter(ports: Iterable[int]) -> str:
+    """The BPF filter on the broker ports: `tcp port 6650 or tcp port 6651 ...`."""
+    return " or ".join(f"tcp port {p}" for p in sorted(set(ports)))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LiveOptions:
+    interface: str | None = None  # None: scapy's default interface (the default route's)
+    bpf: str | None = None  # None: default_filter(broker ports)
+    reader: ReaderOptions = field(default_factory=ReaderOptions)
+    fmt: str = "text"  # text | jsonl
+    tables: tuple[str, ...] | None = None  # jsonl: tables printed (None: all)
+    rows: Filter = field(default_factory=Filter)  # what is printed (files get everything)
+    show_secrets: bool = False
+    pcap: str | None = None  # -w
+    rotate_bytes: int | None = None  # -C, in bytes
+    rotate_seconds: float | None = None  # -G
+    max_files: int | None = None  # -W
+    parquet: str | None = None  # -o: a directory of Parquet datasets
+    flush_interval: float = 5.0
+    count: int | None = None
+    duration: float | None = None
+    buffer_bytes: int = DEFAULT_BUFFER
+
+    def __post_init__(self) -> None:
+        if self.fmt not in ("text", "jsonl"):
+            raise UsageError(f"format must be text or jsonl, not {self.fmt!r}")
+        if self.tables is not None and (self.fmt != "jsonl" or set(self.tables) - set(SCHEMAS)):
+            raise UsageError(f"--table takes --format jsonl and one of {', '.join(SCHEMAS)}")
+        if self.pcap is None and (self.rotate_bytes or self.rotate_seconds or self.max_files):
+            raise UsageError("-C, -G and -W rotate the files written with -w PATH: give -w")
+        if self.max_files is not None and not (self.rotate_bytes or self.rotate_seconds):
+            raise UsageError("-W limits the number of rotated files: give -C or -G too")
+        for name in ("rotate_bytes", "rotate_seconds", "max_files", "count", "duration"):
+            value = getattr(self, name)
+            if value is not None and value <= 0:
+                raise UsageError(f"{name.replace('_', ' ')} must be positive")
+        if self.flush_interval <= 0 or self.buffer_bytes <= 0:
+            raise UsageError("flush interval and buffer size must be positive")
+
+
+# --------------------------------------------------------------------------- the source
+
+
+class Source(Protocol):
+    """Where packets come from (a socket, or a fake one in tests)."""
+
+    name: str
+    linktype: int
+
+    def fileno(self) -> int: ...
+
+    def read(self, limit: int) -> list[tuple[int, bytes]]:
+        """Up to `limit` waiting packets as (µs since the epoch, bytes); [] when none."""
+        ...
+
+    def drops(self) -> int | None:
+        """Packets the kernel dropped so far, or None when the platform does not say."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class ScapySource:
+    """A scapy L2listen socket (Linux AF_PACKET), read without building scapy packets."""
+
+    def __init__(self, interface: str | None, bpf: str, buffer_bytes: int) -> None:
+        self.sock, self.name = _open_socket(interface, bpf)
+        self.ins: socket.socket = self.sock.ins
+        hatype = self.ins.getsockname()[3]
+        linktype = _LINKTYPES.get(hatype)
+        if linktype is None:
+            self.sock.close()
+            raise InputError(f"{self.name}: link layer (ARPHRD {hatype}) not supported")
+        self.linktype = linktype
+        self.loopback = hatype == _ARPHRD_LOOPBACK
+        for option in (_SO_RCVBUFFORCE, socket.SO_RCVBUF):  # FORCE passes rmem_max (root)
+            with contextlib.suppress(OSError):
+                self.ins.setsockopt(socket.SOL_SOCKET, option, buffer_bytes)
+                break
+        self.buffer_bytes = self.ins.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF) // 2
+        self.ins.setblocking(False)
+        self._dropped = 0
+        self.drops()  # scapy opens the socket unfiltered and with no buffer: those drops
+        self._dropped = 0  # were of other traffic, before the capture started
+
+    def fileno(self) -> int:
+        return self.ins.fileno()
+
+    def read(self, limit: int) -> list[tuple[int, bytes]]:
+        out: list[tuple[int, bytes]] = []
+        recv = self.sock._recv_raw  # scapy's reader: VLAN tags restored, kernel timestamps
+        while len(out) < limit:
+            try:
+                data, address, ts = recv(self.ins, SNAPLEN)
+            except BlockingIOError:
+                break
+            except OSError as exc:
+                raise InputError(f"{self.name}: capture failed: {exc.strerror or exc}") from None
+            if self.loopback and address[2] == _PACKET_OUTGOING:
+                continue  # seen again as incoming
+            out.append((round(ts * 1e6) if ts else time.time_ns() // 1000, data))
+        return out
+
+    def drops(self) -> int | None:
+        try:  # struct tpacket_stats; the kernel resets it on every read
+            _, dropped = struct.unpack(
+                "II", self.ins.getsockopt(_SOL_PACKET, _PACKET_STATISTICS, 8)
+            )
+        except OSError:
+            return None
+        self._dropped += dropped
+        return self._dropped
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def _open_socket(interface: str | None, bpf: str) -> tuple[Any, str]:
+    """scapy's listening socket on `interface` with `bpf`; every failure is one clear line."""
+    if not sys.platform.startswith("linux"):
+        raise InputError("live capture needs Linux (AF_PACKET sockets)")
+    import scapy.arch  # noqa: F401  (selects the platform's socket classes)
+    from scapy.config import conf
+    from scapy.error import Scapy_Exception
+
+    name = interface or str(conf.iface)
+    known = sorted(n for _, n in socket.if_nameindex())
+    if name not in known:
+        hint = " (capture one interface at a time)" if name == "any" else ""
+        raise InputError(f"no such interface: {name}{hint}; interfaces: {', '.join(known)}")
+    scapy_log = logging.getLogger("scapy.runtime")
+    level = scapy_log.level
+    scapy_log.setLevel(logging.ERROR)  # "Unable to guess type": we read raw bytes anyway
+    try:
+        return conf.L2listen(iface=name, filter=bpf), name
+    except PermissionError:
+        raise InputError(
+            f"cannot capture on {name}: permission denied; capturing needs root or the "
+            "CAP_NET_RAW capability (sudo, or setcap cap_net_raw+eip on the interpreter)"
+        ) from None
+    except Scapy_Exception as exc:
+        detail = str(exc).removeprefix("Cannot set filter: ")
+        raise InputError(f"cannot use capture filter {bpf!r}: {detail}") from None
+    except (ValueError, OSError) as exc:
+        raise InputError(f"cannot capture on {name}: {exc}") from None
+    finally:
+        scapy_log.setLevel(level)
+
+
+# --------------------------------------------------------------------------- the files
+
+
+class PcapFiles:
+    """Raw packets into pcap files, rotated like tcpdump.
+
+    -C: before a packet is written, a file larger than `rotate_bytes` is closed.
+    -G: a packet `rotate_seconds` or more after its file was opened starts a new one.
+    Names as tcpdump -C: PATH, PATH1, PATH2, ... (what `read` joins into one series). With -G
+    and `%` codes in PATH, PATH is expanded by strftime (local time) for each new file and
+    the numbers restart with each new name. -W N: only the newest N files are kept.
+    """
+
+    def __init__(
+        self,
+        path: str,
+        linktype: int,
+        *,
+        rotate_bytes: int | None = None,
+        rotate_seconds: float | None = None,
+        max_files: int | None = None,
+        start: float | None = None,
+    ) -> None:
+        self.path, self.linktype = path, linktype
+        self.rotate_bytes, self.rotate_seconds = rotate_bytes, rotate_seconds
+        self.max_files = max_files
+        self.files: deque[str] = deque()  # files on disk, oldest first
+        self.opened = 0
+        self._base, self._number = "", 0
+        self._fh: BinaryIO | None = None
+        self._size = 0
+        self._open(time.time() if start is None else start)
+
+    def _name(self, now: float) -> str:
+        base = self.path
+        if self.rotate_seconds and "%" in base:
+            base = time.strftime(base, time.localtime(now))
+        self._number = self._number + 1 if base == self._base and self.opened else 0
+        self._base = base
+        return base + str(self._number) if self._number else base
+
+    def _open(self, now: float) -> None:
+        name = self._name(now)
+        self._fh = open(name, "wb")  # noqa: SIM115  (closed by close() or the next rotation)
+        self._fh.write(_PCAP_HEADER.pack(0xA1B2C3D4, 2, 4, 0, 0, SNAPLEN, self.linktype))
+        self._size = _PCAP_HEADER.size
+        self._started = now
+        self.opened += 1
+        self.files.append(name)
+        while self.max_files is not None and len(self.files) > self.max_files:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.files.popleft())
+
+    def write(self, ts: int, data: bytes, orig_len: int) -> None:
+        """One packet: `ts` in µs since the epoch (its time also drives -G)."""
+        now = ts / 1e6
+        if (self.rotate_bytes is not None and self._size > self.rotate_bytes) or (
+            self.rotate_seconds is not None and now - self._started >= self.rotate_seconds
+        ):
+            self.close()
+            self._open(now)
+        assert self._fh is not None
+        self._fh.write(_PCAP_RECORD.pack(ts // 1_000_000, ts % 1_000_000, len(data), orig_len))
+        self._fh.write(data)
+        self._size += _PCAP_RECORD.size + len(data)
+
+    def flush(self) -> None:
+        if self._fh is not None:
+            self._fh.flush()
+
+    def close(self) -> None:
+        fh, self._fh = self._fh, None
+        if fh is not None:
+            fh.close()
+
+
+class ParquetParts:
+    """Tables as Parquet datasets: ROOT/TABLE/part-NNNNNN.parquet, one part per flush.
+
+    A table that got no row still gets one empty part at close, so that every dataset can
+    be read with its schema (`pandas.read_parquet("ROOT/frames")`).
+    """
+
+    def __init__(self, root: str) -> None:
+        self.root = Path(root)
+        check_parquet_root(self.root)
+        self.pending: dict[str, list[pa.RecordBatch]] = {name: [] for name in SCHEMAS}
+        self.rows = dict.fromkeys(SCHEMAS, 0)
+        self.parts = dict.fromkeys(SCHEMAS, 0)
+
+    def add(self, name: str, batches: list[pa.RecordBatch]) -> None:
+        for batch in batches:
+            self.pending[name].append(batch)
+            self.rows[name] += batch.num_rows
+        if self.rows[name] >= PART_ROWS:
+            self._write(name)
+
+    def flush(self) -> None:
+        for name, rows in self.rows.items():
+            if rows:
+                self._write(name)
+
+    def close(self) -> None:
+        self.flush()
+        for name, parts in self.parts.items():
+            if not parts:
+                self._write(name)
+
+    def _write(self, name: str) -> None:
+        table = pa.Table.from_batches(self.pending[name], schema=SCHEMAS[name])
+        directory = self.root / name
+        directory.mkdir(parents=True, exist_ok=True)
+        final = directory / f"part-{self.parts[name]:06d}.parquet"
+        hidden = directory / f".{final.name}.tmp"  # readers skip names starting with "."
+        pq.write_table(table, hidden)
+        os.replace(hidden, final)
+        self.parts[name] += 1
+        self.pending[name], self.rows[name] = [], 0
+
+
+def check_parquet_root(root: Path) -> None:
+    """-o must name a new or empty directory: parts of two runs would not join."""
+    if root.exists() and not root.is_dir():
+        raise InputError(f"{root}: exists and is not a directory (-o takes a directory)")
+    if any(root.glob("*/*.parquet")):
+        raise InputError(f"{root}: already holds tables; give a new directory")
+
+
+# --------------------------------------------------------------------------- one run
+
+
+def json_lines(name: str, batch: pa.RecordBatch, rows: Filter) -> Iterator[str]:
+    """The JSON lines of a batch of table rows, each `{"table": name, ...columns}`."""
+    table = rows.table(pa.Table.from_batches([batch]))
+    for row in table.to_pylist():
+        yield json.dumps({"table": name, **_plain(row)}, default=_json_default) + "\n"
+
+
+def _n(count: int, one: str, many: str = "") -> str:
+    return f"{count} {one if count == 1 else many or one + 's'}"
+
+
+@dataclass(slots=True)
+class Counts:
+    packets: int = 0
+    frames: int = 0
+    messages: int | None = None  # None: messages not extracted (text output only)
+    conversations: int = 0
+    anomalies: int = 0
+    dropped: int | None = None  # None: the platform does not say
+
+    def line(self) -> str:
+        parts = [_n(self.packets, "packet") + " captured", _n(self.frames, "frame")]
+        if self.messages is not None:
+            parts.append(_n(self.messages, "message"))
+        parts += [
+            _n(self.conversations, "conversation"),
+            _n(self.anomalies, "anomaly", "anomalies"),
+        ]
+        dropped = "n/a" if self.dropped is None else self.dropped
+        return ", ".join(parts) + f", {dropped} dropped by the kernel"
+
+
+class Session:
+    """Packets in; printed lines, pcap and Parquet files out. `close()` finishes everything."""
+
+    def __init__(self, opts: LiveOptions, source: Source, out: TextIO, err: TextIO) -> None:
+        self.opts, self.source, self.out, self.err = opts, source, out, err
+        tables = opts.fmt == "jsonl" or opts.parquet is not None
+        self.pipe = make_pipeline(replace(opts.reader, messages=tables))
+        self.lines = FrameLines(opts.rows, show_secrets=opts.show_secrets)
+        self.builder = TableBuilder(capture=f"live:{source.name}") if tables else None
+        self.printed = [n for n in SCHEMAS if opts.tables is None or n in opts.tables]
+        self.counts = Counts(messages=0 if tables else None)
+        self._files = contextlib.ExitStack()  # closes every file, whatever happens
+        self.parquet: ParquetParts | None = None
+        self.pcap: PcapFiles | None = None
+        if opts.parquet is not None:
+            self.parquet = ParquetParts(opts.parquet)
+            self._files.callback(self.parquet.close)
+        if opts.pcap is not None:
+            self.pcap = PcapFiles(
+                opts.pcap,
+                source.linktype,
+                rotate_bytes=opts.rotate_bytes,
+                rotate_seconds=opts.rotate_seconds,
+                max_files=opts.max_files,
+            )
+            self._files.callback(self.pcap.close)
+        self._next_flush = time.monotonic() + opts.flush_interval
+
+    def packets(self, batch: list[tuple[int, bytes]]) -> None:
+        linktype, pcap, feed = self.source.linktype, self.pcap, self.pipe.feed
+        for ts, data in batch:
+            self.counts.packets += 1
+            if pcap is not None:
+                pcap.write(ts, data, len(data))
+            self._events(feed(RawPacket(self.counts.packets, ts, linktype, data, len(data))))
+        self._emit()
+
+    def _events(self, events: list[PipelineEvent]) -> None:
+        counts, builder, text = self.counts, self.builder, self.opts.fmt == "text"
+        for ev in events:
+            kind = type(ev)
+            if kind is Frame:
+                counts.frames += 1
+            elif kind is AppMessage:
+                counts.messages = (counts.messages or 0) + 1
+            elif kind is Anomaly:
+                counts.anomalies += 1
+            elif kind is ConversationOpened:
+                counts.conversations += 1
+            if text:
+                line = self.lines.line(ev)
+                if line is not None:
+                    self.out.write(line)
+            if builder is not None:
+                builder.add(ev)
+
+    def _emit(self) -> None:
+        """Hand the rows made so far to the Parquet writer and stdout; flush the outputs."""
+        if self.builder is not None:
+            made = {name: getattr(self.builder, name).take() for name in SCHEMAS}
+            if self.parquet is not None:  # files first: a closed stdout must not cost rows
+                for name, batches in made.items():
+                    self.parquet.add(name, batches)
+            if self.opts.fmt == "jsonl":
+                for name in self.printed:
+                    for batch in made[name]:
+                        self.out.writelines(json_lines(name, batch, self.opts.rows))
+        self.out.flush()
+        if self.pcap is not None:
+            self.pcap.flush()
+
+    def tick(self) -> None:
+        """Periodic work: Parquet parts, kernel drop warnings."""
+        now = time.monotonic()
+        if now < self._next_flush:
+            return
+        self._next_flush = now + self.opts.flush_interval
+        if self.parquet is not None:
+            self.parquet.flush()
+        dropped, before = self.source.drops(), self.counts.dropped
+        if dropped and dropped != before:
+            self.err.write(f"pulsar-dissect: the kernel dropped {dropped} packets (raise -B)\n")
+            self.err.flush()
+        self.counts.dropped = dropped
+
+    def close(self) -> None:
+        with self._files:
+            self._events(self.pipe.close())
+            self._emit()
+        self.counts.dropped = self.source.drops()
+
+
+class Stopper:
+    """SIGINT and SIGTERM ask for a clean stop (and wake `select`); a second one aborts."""
+
+    def __init__(self) -> None:
+        self.requested = False
+        self._read, self._write = os.pipe()
+        for fd in (self._read, self._write):
+            os.set_blocking(fd, False)
+        self._saved: dict[int, Any] = {}
+        self._saved_fd = -1
+
+    def __enter__(self) -> Stopper:
+        if threading.current_thread() is threading.main_thread():
+            self._saved_fd = signal.set_wakeup_fd(self._write)
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                self._saved[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        if self.requested:
+            raise KeyboardInterrupt
+        self.requested = True
+
+    def fileno(self) -> int:
+        return self._read
+
+    def clear(self) -> None:
+        with contextlib.suppress(BlockingIOError):
+            os.read(self._read, 512)
+
+    def __exit__(self, *exc: object) -> None:
+        for sig, handler in self._saved.items():
+            signal.signal(sig, handler)
+        if self._saved:
+            signal.set_wakeup_fd(self._saved_fd)
+        os.close(self._read)
+        os.close(self._write)
+
+
+def capture(session: Session, source: Source, stop: Stopper, opts: LiveOptions) -> None:
+    """Read packets until a signal, --count or --duration; then drain the kernel's queue."""
+    deadline = None if opts.duration is None else time.monotonic() + opts.duration
+    left = opts.count
+    fds = [source.fileno(), stop.fileno()]
+    while not stop.requested and left != 0:
+        wait = TICK if deadline is None else min(TICK, deadline - time.monotonic())
+        if wait <= 0:
+            break
+        ready, _, _ = select.select(fds, [], [], wait)
+        if fds[0] in ready:
+            batch = source.read(READ_BATCH if left is None else min(READ_BATCH, left))
+            session.packets(batch)
+            left = None if left is None else left - len(batch)
+        stop.clear()
+        session.tick()
+    until = time.monotonic() + DRAIN_SECONDS
+    while left is None and time.monotonic() < until:  # what arrived before the stop
+        batch = source.read(READ_BATCH)
+        if not batch:
+            break
+        session.packets(batch)
+
+
+def run(opts: LiveOptions, out: TextIO, err: TextIO, source: Source | None = None) -> int:
+    """`pulsar-dissect live`: 0 after a clean stop, 130 when a second signal aborted it."""
+    if opts.parquet is not None:
+        check_parquet_root(Path(opts.parquet))  # before the capture starts, not after
+    bpf = opts.bpf or default_filter(opts.reader.broker_ports)
+    src: Source = source or ScapySource(opts.interface, bpf, opts.buffer_bytes)
+    try:
+        session = Session(opts, src, out, err)  # opens the output files
+        kind = _LINKTYPE_NAMES.get(src.linktype, str(src.linktype))
+        buffer = getattr(src, "buffer_bytes", 0) >> 10
+        err.write(f"pulsar-dissect: listening on {src.name}, link-type {kind}, filter {bpf!r}")
+        err.write(f", buffer {buffer} KiB\n" if buffer else "\n")
+        err.flush()
+        with Stopper() as stop:
+            try:
+                capture(session, src, stop, opts)
+            finally:
+                session.close()
+                err.write(f"pulsar-dissect: {session.counts.line()}\n")
+    except KeyboardInterrupt:
+        err.write("pulsar-dissect: interrupted\n")
+        return 130
+    finally:
+        src.close()
+    return 0

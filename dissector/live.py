@@ -32,20 +32,19 @@ import struct
 import sys
 import threading
 import time
-from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import FrameType
-from typing import Any, BinaryIO, Protocol, TextIO
+from typing import Any, Protocol, TextIO
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from dissector.cli import FrameLines
 from dissector.errors import InputError, UsageError
 from dissector.events import Anomaly, Frame, RawPacket
 from dissector.filters import Filter
+from dissector.live_files import SNAPLEN, ParquetParts, PcapFiles, check_parquet_root
 from dissector.messages import AppMessage
 from dissector.output import _json_default, _plain
 from dissector.pipeline import ConversationOpened, PipelineEvent
@@ -56,8 +55,6 @@ from dissector.tables import TableBuilder
 TICK = 0.5  # seconds: longest wait before signals, time limits and flushes are looked at
 READ_BATCH = 1024  # packets read in one go before output is flushed (prompt lines under load)
 DRAIN_SECONDS = 1.0  # after a stop, reading what the kernel holds takes at most this
-SNAPLEN = 262144  # as tcpdump: more than any loopback segment (64 KiB) or GSO packet
-PART_ROWS = 65536  # rows of one table held before a Parquet part is written early
 DEFAULT_BUFFER = 64 << 20  # kernel receive buffer: loopback bursts of 64 KiB segments
 
 _LINKTYPES = {1: 1, 772: 1, 65534: 101}  # ARPHRD Ethernet / loopback -> Ethernet; none -> raw IP
@@ -65,8 +62,6 @@ _LINKTYPE_NAMES = {1: "EN10MB (Ethernet)", 101: "RAW (raw IP)"}
 _ARPHRD_LOOPBACK = 772
 _PACKET_OUTGOING = 4
 _SOL_PACKET, _PACKET_STATISTICS, _SO_RCVBUFFORCE = 263, 6, 33
-_PCAP_HEADER = struct.Struct("<IHHiIII")
-_PCAP_RECORD = struct.Struct("<IIII")
 
 
 def default_filter(ports: Iterable[int]) -> str:
@@ -217,134 +212,6 @@ def _open_socket(interface: str | None, bpf: str) -> tuple[Any, str]:
         raise InputError(f"cannot capture on {name}: {exc}") from None
     finally:
         scapy_log.setLevel(level)
-
-
-# --------------------------------------------------------------------------- the files
-
-
-class PcapFiles:
-    """Raw packets into pcap files, rotated like tcpdump.
-
-    -C: before a packet is written, a file larger than `rotate_bytes` is closed.
-    -G: a packet `rotate_seconds` or more after its file was opened starts a new one.
-    Names as tcpdump -C: PATH, PATH1, PATH2, ... (what `read` joins into one series). With -G
-    and `%` codes in PATH, PATH is expanded by strftime (local time) for each new file and
-    the numbers restart with each new name. -W N: only the newest N files are kept.
-    """
-
-    def __init__(
-        self,
-        path: str,
-        linktype: int,
-        *,
-        rotate_bytes: int | None = None,
-        rotate_seconds: float | None = None,
-        max_files: int | None = None,
-        start: float | None = None,
-    ) -> None:
-        self.path, self.linktype = path, linktype
-        self.rotate_bytes, self.rotate_seconds = rotate_bytes, rotate_seconds
-        self.max_files = max_files
-        self.files: deque[str] = deque()  # files on disk, oldest first
-        self.opened = 0
-        self._base, self._number = "", 0
-        self._fh: BinaryIO | None = None
-        self._size = 0
-        self._open(time.time() if start is None else start)
-
-    def _name(self, now: float) -> str:
-        base = self.path
-        if self.rotate_seconds and "%" in base:
-            base = time.strftime(base, time.localtime(now))
-        self._number = self._number + 1 if base == self._base and self.opened else 0
-        self._base = base
-        return base + str(self._number) if self._number else base
-
-    def _open(self, now: float) -> None:
-        name = self._name(now)
-        self._fh = open(name, "wb")  # noqa: SIM115  (closed by close() or the next rotation)
-        self._fh.write(_PCAP_HEADER.pack(0xA1B2C3D4, 2, 4, 0, 0, SNAPLEN, self.linktype))
-        self._size = _PCAP_HEADER.size
-        self._started = now
-        self.opened += 1
-        self.files.append(name)
-        while self.max_files is not None and len(self.files) > self.max_files:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(self.files.popleft())
-
-    def write(self, ts: int, data: bytes, orig_len: int) -> None:
-        """One packet: `ts` in µs since the epoch (its time also drives -G)."""
-        now = ts / 1e6
-        if (self.rotate_bytes is not None and self._size > self.rotate_bytes) or (
-            self.rotate_seconds is not None and now - self._started >= self.rotate_seconds
-        ):
-            self.close()
-            self._open(now)
-        assert self._fh is not None
-        self._fh.write(_PCAP_RECORD.pack(ts // 1_000_000, ts % 1_000_000, len(data), orig_len))
-        self._fh.write(data)
-        self._size += _PCAP_RECORD.size + len(data)
-
-    def flush(self) -> None:
-        if self._fh is not None:
-            self._fh.flush()
-
-    def close(self) -> None:
-        fh, self._fh = self._fh, None
-        if fh is not None:
-            fh.close()
-
-
-class ParquetParts:
-    """Tables as Parquet datasets: ROOT/TABLE/part-NNNNNN.parquet, one part per flush.
-
-    A table that got no row still gets one empty part at close, so that every dataset can
-    be read with its schema (`pandas.read_parquet("ROOT/frames")`).
-    """
-
-    def __init__(self, root: str) -> None:
-        self.root = Path(root)
-        check_parquet_root(self.root)
-        self.pending: dict[str, list[pa.RecordBatch]] = {name: [] for name in SCHEMAS}
-        self.rows = dict.fromkeys(SCHEMAS, 0)
-        self.parts = dict.fromkeys(SCHEMAS, 0)
-
-    def add(self, name: str, batches: list[pa.RecordBatch]) -> None:
-        for batch in batches:
-            self.pending[name].append(batch)
-            self.rows[name] += batch.num_rows
-        if self.rows[name] >= PART_ROWS:
-            self._write(name)
-
-    def flush(self) -> None:
-        for name, rows in self.rows.items():
-            if rows:
-                self._write(name)
-
-    def close(self) -> None:
-        self.flush()
-        for name, parts in self.parts.items():
-            if not parts:
-                self._write(name)
-
-    def _write(self, name: str) -> None:
-        table = pa.Table.from_batches(self.pending[name], schema=SCHEMAS[name])
-        directory = self.root / name
-        directory.mkdir(parents=True, exist_ok=True)
-        final = directory / f"part-{self.parts[name]:06d}.parquet"
-        hidden = directory / f".{final.name}.tmp"  # readers skip names starting with "."
-        pq.write_table(table, hidden)
-        os.replace(hidden, final)
-        self.parts[name] += 1
-        self.pending[name], self.rows[name] = [], 0
-
-
-def check_parquet_root(root: Path) -> None:
-    """-o must name a new or empty directory: parts of two runs would not join."""
-    if root.exists() and not root.is_dir():
-        raise InputError(f"{root}: exists and is not a directory (-o takes a directory)")
-    if any(root.glob("*/*.parquet")):
-        raise InputError(f"{root}: already holds tables; give a new directory")
 
 
 # --------------------------------------------------------------------------- one run

@@ -39,15 +39,8 @@ from dissector.capture import open_capture
 from dissector.cli import build_parser, cmd_read
 from dissector.errors import InputError, UsageError
 from dissector.filters import Filter
-from dissector.live import (
-    LiveOptions,
-    ParquetParts,
-    PcapFiles,
-    Session,
-    default_filter,
-    json_lines,
-    run,
-)
+from dissector.live import LiveOptions, Session, default_filter, json_lines, run
+from dissector.live_files import ParquetParts, PcapFiles
 from dissector.reader import ReaderOptions, read_tables
 from dissector.schema import SCHEMAS
 from tests.support.capture import Tcpdump, TcpdumpMissing

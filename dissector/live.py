@@ -22,7 +22,6 @@ Rules:
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import select
@@ -46,7 +45,7 @@ from dissector.events import Anomaly, Frame, RawPacket
 from dissector.filters import Filter
 from dissector.live_files import SNAPLEN, ParquetParts, PcapFiles, check_parquet_root
 from dissector.messages import AppMessage
-from dissector.output import _json_default, _plain
+from dissector.output import json_row
 from dissector.pipeline import ConversationOpened, PipelineEvent
 from dissector.reader import ReaderOptions, make_pipeline
 from dissector.schema import SCHEMAS
@@ -221,7 +220,7 @@ def json_lines(name: str, batch: pa.RecordBatch, rows: Filter) -> Iterator[str]:
     """The JSON lines of a batch of table rows, each `{"table": name, ...columns}`."""
     table = rows.table(pa.Table.from_batches([batch]))
     for row in table.to_pylist():
-        yield json.dumps({"table": name, **_plain(row)}, default=_json_default) + "\n"
+        yield json_row({"table": name, **row}) + "\n"
 
 
 def _n(count: int, one: str, many: str = "") -> str:

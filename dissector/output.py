@@ -37,6 +37,11 @@ def _plain(row: dict[str, Any]) -> dict[str, Any]:
     return row
 
 
+def json_row(row: dict[str, Any]) -> str:
+    """One table row (as from RecordBatch.to_pylist) as a JSON line, without the newline."""
+    return json.dumps(_plain(row), default=_json_default)
+
+
 def write_table(table: pa.Table, fmt: str, path: str | None) -> None:
     """Write `table` in `fmt` to `path`, or to standard output when path is None or '-'."""
     if path in (None, "-"):
@@ -73,7 +78,7 @@ def _write(table: pa.Table, fmt: str, out: BinaryIO) -> None:
         pacsv.write_csv(_flat(table), out)
     elif fmt == "jsonl":
         for batch in table.to_batches(max_chunksize=8192):
-            lines = (json.dumps(_plain(row), default=_json_default) for row in batch.to_pylist())
+            lines = (json_row(row) for row in batch.to_pylist())
             out.write(("\n".join(lines) + "\n").encode() if batch.num_rows else b"")
     else:
         raise ValueError(f"unknown format {fmt!r}; choose from {', '.join(FORMATS)}")

@@ -29,6 +29,10 @@ _I64 = 1 << 63
 _MAX_MS = (1 << 63) // 1000
 
 
+def _opt64(value: int | None) -> int | None:
+    return None if value is None else _i64(value)
+
+
 def _i64(value: int) -> int:
     """uint64 as Java's long: values from 2**63 up become negative."""
     return value - (1 << 64) if value >= _I64 else value
@@ -221,10 +225,10 @@ def message_row(m: AppMessage) -> tuple[Any, ...]:
         m.direction,
         m.kind,
         m.topic,
-        None if m.producer_id is None else _i64(m.producer_id),
-        None if m.consumer_id is None else _i64(m.consumer_id),
+        _opt64(m.producer_id),
+        _opt64(m.consumer_id),
         m.producer_name,
-        None if m.sequence_id is None else _i64(m.sequence_id),
+        _opt64(m.sequence_id),
         m.batch_index,
         m.batch_size,
         _ms(m.publish_time),
@@ -242,12 +246,12 @@ def message_row(m: AppMessage) -> tuple[Any, ...]:
         m.encrypted,
         m.encryption_keys,
         m.schema_version,
-        None if m.ledger_id is None else _i64(m.ledger_id),
-        None if m.entry_id is None else _i64(m.entry_id),
+        _opt64(m.ledger_id),
+        _opt64(m.entry_id),
         m.partition,
         m.redelivery_count,
         _ms(m.broker_entry_timestamp),
-        None if m.broker_entry_index is None else _i64(m.broker_entry_index),
+        _opt64(m.broker_entry_index),
         m.null_value,
         m.null_key,
         m.compacted_out,
@@ -330,10 +334,6 @@ def _summary(c: Conversation) -> tuple[Any, ...]:
         sum(1 for e in s.entities if e.kind == "consumer"),
         topics,
     )
-
-
-def _opt64(value: int | None) -> int | None:
-    return None if value is None else _i64(value)
 
 
 def pair_row(p: Pair) -> tuple[Any, ...]:

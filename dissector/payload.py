@@ -10,7 +10,8 @@ Rules:
   [payload]; entries that do not add up are reported, the good ones still returned.
 - Chunks are joined by key (connection, producer or consumer, uuid) in chunk_id order; a
   missing, duplicate or inconsistent chunk is reported and the open message dropped. Open
-  chunked messages are bounded in count and bytes.
+  chunked messages are bounded in count (MAX_OPEN_CHUNKED), per message (max_message) and
+  in total bytes (max_open_bytes); beyond a bound the oldest are dropped and reported.
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ DEFAULT_MAX_UNCOMPRESSED = 5 * 1024 * 1024 + 64 * 1024
 DEFAULT_MAX_CHUNKED_MESSAGE = 256 * 1024 * 1024
 #: Chunked messages open at once (per pipeline); the oldest is dropped beyond it.
 MAX_OPEN_CHUNKED = 1024
+#: Bytes held for open chunked messages at once; the oldest are dropped beyond it.
+DEFAULT_MAX_OPEN_CHUNK_BYTES = 512 * 1024 * 1024
 
 NONE, LZ4, ZLIB, ZSTD, SNAPPY = 0, 1, 2, 3, 4
 CODEC_NAMES = {NONE: "NONE", LZ4: "LZ4", ZLIB: "ZLIB", ZSTD: "ZSTD", SNAPPY: "SNAPPY"}
@@ -181,9 +184,20 @@ class _Open:
 class ChunkAssembler:
     """Join chunks of chunked messages; see the module docstring."""
 
-    def __init__(self, max_message: int = DEFAULT_MAX_CHUNKED_MESSAGE) -> None:
+    def __init__(
+        self,
+        max_message: int = DEFAULT_MAX_CHUNKED_MESSAGE,
+        max_open_bytes: int = DEFAULT_MAX_OPEN_CHUNK_BYTES,
+    ) -> None:
         self.max_message = max_message
+        self.max_open_bytes = max_open_bytes
+        self.open_bytes = 0
         self._open: dict[tuple[Any, ...], _Open] = {}
+
+    def _pop(self, key: tuple[Any, ...]) -> _Open:
+        current = self._open.pop(key)
+        self.open_bytes -= current.size
+        return current
 
     def add(
         self, key: tuple[Any, ...], meta: Any, payload: bytes, frame: Any
@@ -206,27 +220,36 @@ class ChunkAssembler:
                 return None, [("payload.chunk_size_mismatch", detail)]
             if len(self._open) >= MAX_OPEN_CHUNKED:
                 oldest = next(iter(self._open))
-                dropped = self._open.pop(oldest)
+                dropped = self._pop(oldest)
                 detail = f"{oldest[-1]}: dropped after {len(dropped.parts)} chunks (too many open)"
                 problems.append(("payload.chunk_missing", detail))
             current = self._open[full_key] = _Open(meta, frame)
         elif chunk_id < len(current.parts):
             return None, [("payload.chunk_duplicate", f"chunk {chunk_id} of {uuid} again")]
         elif chunk_id > len(current.parts):
-            del self._open[full_key]
+            self._pop(full_key)
             detail = f"{uuid}: chunk {chunk_id} after {len(current.parts)} chunks"
             problems.append(("payload.chunk_missing", detail))
             return self._partial(full_key, current), problems
         current.parts.append(payload)
         current.size += len(payload)
+        self.open_bytes += len(payload)
+        while self.open_bytes > self.max_open_bytes and len(self._open) > 1:
+            oldest = next(k for k in self._open if k != full_key)
+            dropped = self._pop(oldest)
+            detail = (
+                f"{oldest[-1]}: dropped after {len(dropped.parts)} chunks "
+                f"(open chunked messages above {self.max_open_bytes} bytes)"
+            )
+            problems.append(("payload.chunk_missing", detail))
         if current.size > current.total:
-            del self._open[full_key]
+            self._pop(full_key)
             detail = f"{uuid}: {current.size} bytes so far, total_chunk_msg_size {current.total}"
             problems.append(("payload.chunk_size_mismatch", detail))
             return self._partial(full_key, current), problems
         if len(current.parts) < current.num_chunks:
             return None, problems
-        del self._open[full_key]
+        self._pop(full_key)
         data = b"".join(current.parts)
         if len(data) != current.total:
             detail = f"{uuid}: {len(data)} bytes joined, total_chunk_msg_size {current.total}"
@@ -250,7 +273,7 @@ class ChunkAssembler:
         out = []
         for full_key in list(self._open):
             if key_prefix is None or full_key[: len(key_prefix)] == key_prefix:
-                current = self._open.pop(full_key)
+                current = self._pop(full_key)
                 detail = f"{full_key[-1]}: {len(current.parts)} of {current.num_chunks} chunks seen"
                 out.append((self._partial(full_key, current), ("payload.chunk_missing", detail)))
         return out

@@ -222,3 +222,18 @@ def test_chunked_message_with_missing_chunk_still_reports_what_was_seen() -> Non
     msgs, codes = extract(frames)
     assert codes == ["payload.chunk_missing"]
     assert len(msgs) == 1 and msgs[0].chunked and not msgs[0].complete
+
+
+def test_open_chunk_bytes_are_bounded() -> None:
+    asm = ChunkAssembler(max_open_bytes=10)
+    asm.add((1,), chunk_meta("A", 0, 3, 12), b"aaaa", None)
+    asm.add((1,), chunk_meta("B", 0, 3, 12), b"bbbb", None)
+    done, problems = asm.add((1,), chunk_meta("C", 0, 3, 12), b"cccc", None)  # 12 > 10 held
+    assert done is None
+    assert [c for c, _ in problems] == ["payload.chunk_missing"] and "A" in problems[0][1]
+    assert asm.open_bytes == 8
+    done, problems = asm.add((1,), chunk_meta("A", 1, 3, 12), b"aaaa", None)  # A is gone
+    assert [c for c, _ in problems] == ["payload.chunk_missing"]
+    closed = asm.close()
+    assert sorted(partial.uuid for partial, _ in closed) == ["B", "C"]
+    assert asm.open_bytes == 0

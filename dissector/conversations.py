@@ -53,13 +53,24 @@ def _has(ctype: int, name: str) -> bool:
     return name in _FIELDS.get(ctype, ())
 
 
+def _types_with(name: str) -> frozenset[int]:
+    return frozenset(t for t, names in _FIELDS.items() if name in names)
+
+
+# Per-frame checks are set lookups, not descriptor walks: the hot path runs once per frame.
+_WITH_PRODUCER = _types_with("producer_id")
+_WITH_CONSUMER = _types_with("consumer_id")
+_WITH_SEQUENCE = _types_with("sequence_id")
+_WITH_REQUEST = _types_with("request_id")
+_WITH_TOPIC = _types_with("topic")
+
+
 _RESPONSES = frozenset(
     t
     for t, n in COMMAND_NAMES.items()
     if n.endswith("_RESPONSE")
     or n in ("SUCCESS", "ERROR", "PRODUCER_SUCCESS", "WATCH_TOPIC_LIST_SUCCESS")
 )
-_BY_REQUEST_ID = frozenset(t for t in COMMAND_NAMES if _has(t, "request_id"))
 _FIFO_PAIRS = {
     T["PONG"]: T["PING"],
     T["AUTH_RESPONSE"]: T["AUTH_CHALLENGE"],
@@ -177,7 +188,7 @@ class ConversationState:
             return None, pairs
         topic = self._entities(frame, ctype, body)
         if (
-            ctype in _BY_REQUEST_ID
+            ctype in _WITH_REQUEST
             and body.HasField("request_id")
             and not (ctype in _CLOSES and body.request_id == _NO_ID)
         ):
@@ -281,11 +292,14 @@ class ConversationState:
         if frame.topic is not None:
             return frame.topic
         ctype, body = frame.command_type, frame.body
-        for key, entities in (("producer_id", self.producers), ("consumer_id", self.consumers)):
-            if _has(ctype, key) and body.HasField(key):
+        for key, types, entities in (
+            ("producer_id", _WITH_PRODUCER, self.producers),
+            ("consumer_id", _WITH_CONSUMER, self.consumers),
+        ):
+            if ctype in types and body.HasField(key):
                 entity = entities.get(getattr(body, key))
                 return None if entity is None else entity.topic
-        if _has(ctype, "topic") and body.HasField("topic"):
+        if ctype in _WITH_TOPIC and body.HasField("topic"):
             topic: str = body.topic
             return topic
         return None
@@ -304,13 +318,13 @@ class ConversationState:
             c.name = body.consumer_name if body.HasField("consumer_name") else None
             self.consumers[body.consumer_id] = c
             return c.topic
-        if _has(ctype, "producer_id") and body.HasField("producer_id"):
+        if ctype in _WITH_PRODUCER and body.HasField("producer_id"):
             entity = self.producers.get(body.producer_id)
             if entity is not None and ctype == T["CLOSE_PRODUCER"]:
                 entity.state = "closed_by_client" if frame.direction is C2B else "closed_by_broker"
                 entity.closed_ts = frame.last_ts
             return None if entity is None else entity.topic
-        if _has(ctype, "consumer_id") and body.HasField("consumer_id"):
+        if ctype in _WITH_CONSUMER and body.HasField("consumer_id"):
             entity = self.consumers.get(body.consumer_id)
             if entity is not None:
                 if ctype == T["CLOSE_CONSUMER"]:
@@ -321,7 +335,7 @@ class ConversationState:
                 elif ctype == T["FLOW"]:
                     entity.permits += body.messagePermits
             return None if entity is None else entity.topic
-        if _has(ctype, "topic"):
+        if ctype in _WITH_TOPIC:
             fd = body.DESCRIPTOR.fields_by_name["topic"]
             if not fd.is_repeated and body.HasField("topic"):
                 topic: str = body.topic
@@ -457,21 +471,15 @@ class ConversationState:
         body = ref.body
         ctype = ref.command_type
         producer_id = (
-            body.producer_id
-            if _has(ctype, "producer_id") and body.HasField("producer_id")
-            else None
+            body.producer_id if ctype in _WITH_PRODUCER and body.HasField("producer_id") else None
         )
         consumer_id = (
-            body.consumer_id
-            if _has(ctype, "consumer_id") and body.HasField("consumer_id")
-            else None
+            body.consumer_id if ctype in _WITH_CONSUMER and body.HasField("consumer_id") else None
         )
         sequence_id = (
-            body.sequence_id
-            if _has(ctype, "sequence_id") and body.HasField("sequence_id")
-            else None
+            body.sequence_id if ctype in _WITH_SEQUENCE and body.HasField("sequence_id") else None
         )
-        if rid is None and _has(ctype, "request_id") and body.HasField("request_id"):
+        if rid is None and ctype in _WITH_REQUEST and body.HasField("request_id"):
             rid = body.request_id
         ledger = entry = None
         if ack_of is not None:

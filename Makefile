@@ -6,7 +6,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: install java demo test lint typecheck pytest proto clean
+.PHONY: install java demo test lint typecheck pytest proto bench clean
 
 install: $(STAMP) java
 
@@ -41,6 +41,13 @@ pytest: install
 	$(PY) -m pytest -q
 
 test: lint typecheck pytest
+
+# Benchmarks against tshark (installed with apt only here: never a runtime dependency).
+bench: install
+	@command -v tshark >/dev/null 2>&1 || { apt-get update -q && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -q tshark; }
+	$(PY) -m benchmarks.bench_framing
+	$(PY) -m benchmarks.bench_pipeline
 
 # Regenerate the protobuf bindings from proto/pulsar_api.proto.
 proto: install

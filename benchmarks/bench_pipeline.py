@@ -7,6 +7,13 @@ reports/bench_pipeline.json.
 Rule: tshark is only a yardstick here, never a dependency: it reads the file with its TCP
 reassembly on, the broker port decoded as Pulsar-less TCP payload (no Pulsar dissector ships
 with it), so the ratio understates what a Pulsar-aware tshark would cost.
+
+Where the time goes (cProfile and stage-by-stage timing on this synthetic capture, one
+core, per packet): capture reading 0.5 us, link/IP/TCP headers 1.0 us, TCP reassembly 2 us,
+framing with protobuf decode 3.5 us, conversation state and pairing about 2.5 us, message
+extraction (decompression, sha256) about 3 us per payload frame, and building the six Arrow
+tables about 10 us (row tuples, transposition, Arrow conversion). The tables are the first
+place to look to reach the 150,000 packets/s target.
 """
 
 from __future__ import annotations

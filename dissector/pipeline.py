@@ -295,13 +295,17 @@ class Pipeline:
         )
 
     def _gap(self, conv: _Conv, ev: StreamGap, out: list[PipelineEvent]) -> None:
-        if ev.direction is C2B and conv.head is not None:
-            pending, conv.head = conv.head, None  # bytes lost before the preamble was known
-            if pending:
-                out_events = self._decoder(conv, C2B, 0).feed(pending, packet=ev.packet, ts=ev.ts)
-                self._deliver(conv, out_events, out)
+        if ev.direction is C2B:  # bytes lost before the preamble was known
+            self._unsniffed(conv, out, ev.packet, ev.ts)
         events = self._decoder(conv, ev.direction, ev.offset).gap(ev.length)
         self._deliver(conv, events, out)
+
+    def _unsniffed(self, conv: _Conv, out: list[PipelineEvent], packet: int, ts: int) -> None:
+        """Client bytes too few to classify (the stream ended or lost bytes before the
+        preamble was known) are still part of the stream: hand them to the decoder."""
+        head, conv.head = conv.head, None
+        if head:
+            self._deliver(conv, self._decoder(conv, C2B, 0).feed(head, packet=packet, ts=ts), out)
 
     def _deliver(
         self, conv: _Conv, events: list[Frame | Anomaly], out: list[PipelineEvent]
@@ -381,10 +385,8 @@ class Pipeline:
 
     def _closed(self, ev: ConnClosed, out: list[PipelineEvent]) -> None:
         conv = self._convs.pop(ev.conn_id)
-        if conv.head and conv.mode in ("pulsar", "pending"):
-            # Too few client bytes to classify: they are still part of the stream.
-            head, conv.head = conv.head, None
-            self._deliver(conv, self._decoder(conv, C2B, 0).feed(head), out)
+        if conv.mode in ("pulsar", "pending"):
+            self._unsniffed(conv, out, 0, 0)  # their packets are no longer known
         for dec in list(conv.decoders.values()):
             self._deliver(conv, dec.close(), out)
         if conv.mode == "pulsar":

@@ -251,7 +251,7 @@ class FrameDecoder:
                     pos += 1
                     continue
                 try:
-                    frame, problems = self._decode(buf, mv, pos, end, strict=True)
+                    frame, problems = self._decode(buf, mv, pos, total, csize, strict=True)
                 except Reject:
                     self._skip(base + pos, 1)
                     pos += 1
@@ -268,7 +268,7 @@ class FrameDecoder:
                 if end > n:
                     break
                 try:
-                    frame, problems = self._decode(buf, mv, pos, end, strict=False)
+                    frame, problems = self._decode(buf, mv, pos, total, csize, strict=False)
                 except Reject as exc:
                     out.append(self._anomaly("pulsar.command_undecodable", base + pos, str(exc)))
                     self._start_sync(f"after pulsar.command_undecodable at offset {base + pos}")
@@ -331,13 +331,14 @@ class FrameDecoder:
         return packet, ts
 
     def _decode(
-        self, buf: bytes, mv: memoryview, pos: int, end: int, *, strict: bool
+        self, buf: bytes, mv: memoryview, pos: int, total: int, csize: int, *, strict: bool
     ) -> tuple[Frame, list[Anomaly]]:
-        """Decode the whole frame buf[pos:end]. Raise Reject if the command is unusable.
+        """Decode the whole frame at buf[pos:], whose header the caller has read.
 
-        strict (resync): anything wrong rejects the candidate instead of being reported.
+        Raise Reject if the command is unusable. strict (resync): anything wrong rejects the
+        candidate instead of being reported.
         """
-        total, csize = HEADER.unpack_from(buf, pos)
+        end = pos + 4 + total
         cstart = pos + 8
         cend = cstart + csize
         cmd, ctype, body = decode_command(mv[cstart:cend])

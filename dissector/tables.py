@@ -182,8 +182,8 @@ def frame_row(f: Frame, key: tuple[Any, ...]) -> tuple[Any, ...]:
     entry_ts = entry_index = None
     be = f.broker_entry
     if be is not None:
-        if be.HasField("broker_timestamp") and be.broker_timestamp < _MAX_MS:
-            entry_ts = be.broker_timestamp * 1000
+        if be.HasField("broker_timestamp"):
+            entry_ts = _ms(be.broker_timestamp)
         if be.HasField("index"):
             entry_index = _i64(be.index)
     payload = f.payload
@@ -278,15 +278,11 @@ def anomaly_row(a: Anomaly) -> tuple[Any, ...]:
 
 
 def conversation_row(c: Conversation, capture: str) -> tuple[Any, ...]:
-    k = c.key
     proxied = c.proxied_client
     return (
         c.start_ts,
         c.conn_id,
-        k.client_ip,
-        k.client_port,
-        k.broker_ip,
-        k.broker_port,
+        *c.key,
         c.end_ts,
         c.end_ts - c.start_ts,
         c.ended,

@@ -80,7 +80,3 @@ REGISTRY: dict[str, AnomalyKind] = {
     code: AnomalyKind(code, sev, text) for code, sev, text in _TABLE
 }
 
-
-def severity_of(code: str) -> Severity:
-    """Severity registered for `code`; KeyError for an unregistered code (a bug)."""
-    return REGISTRY[code].severity

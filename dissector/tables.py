@@ -10,7 +10,6 @@ to the schema's types here (uint64 -> int64 two's complement, ms -> us timestamp
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import Any
 
 import pyarrow as pa
@@ -118,10 +117,6 @@ class TableBuilder:
         self.timeline = _Batches(TIMELINE)
         self.entities = _Batches(ENTITIES)
         self._keys: dict[int, FlowKey] = {}  # FlowKey is a tuple: client ip/port, broker ip/port
-
-    def add_all(self, events: Iterable[PipelineEvent]) -> None:
-        for ev in events:
-            self.add(ev)
 
     def add(self, ev: PipelineEvent) -> None:
         if type(ev) is Frame:

@@ -79,4 +79,3 @@ _TABLE: tuple[tuple[str, Severity, str], ...] = (
 REGISTRY: dict[str, AnomalyKind] = {
     code: AnomalyKind(code, sev, text) for code, sev, text in _TABLE
 }
-

@@ -9,6 +9,7 @@ Rule: bad input never shows a traceback: DissectorError and OSError become one c
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import json
 import os
 import sys
@@ -29,6 +30,7 @@ from dissector.schema import SCHEMAS
 from dissector.summary import render, summarize
 from dissector.tcp import FlowKey
 
+_DIST = "pulsar-dissector"
 _READ_SIZE = 1 << 20  # bytes read from a stream file at a time: memory stays bounded
 
 
@@ -247,7 +249,10 @@ def _live_arguments(live: argparse.ArgumentParser) -> None:
     live.add_argument("-i", "--interface", help="interface to sniff (default: the default route's)")
     _decode_arguments(live)
     live.add_argument(
-        "-f", "--filter", help="BPF filter (default: 'tcp port P or ...' on the broker ports)"
+        "-f",
+        "--filter",
+        help="capture filter in libpcap's language, compiled by libpcap ('' for none); "
+        "default: 'tcp port P or ...' on the broker ports, built in (no libpcap needed)",
     )
     live.add_argument("--format", choices=["text", "jsonl"], default="text")
     live.add_argument(
@@ -357,6 +362,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="pulsar-dissect",
         description="Decode Apache Pulsar binary-protocol traffic into frames and tables.",
+    )
+    parser.add_argument(
+        "--version", action="version", version=f"%(prog)s {importlib.metadata.version(_DIST)}"
     )
     sub = parser.add_subparsers(dest="command", required=True)
     stream = sub.add_parser(

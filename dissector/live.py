@@ -1,15 +1,15 @@
-"""EDGE: live capture: sniff a broker's traffic with scapy and dissect it as it happens.
+"""EDGE: live capture: sniff a broker's traffic and dissect it as it happens.
 
-Input: one network interface (a Linux AF_PACKET socket opened by scapy's `L2listen`) and a
-BPF filter, by default `tcp port P or ...` on the broker ports.
+Input: one network interface (a Linux packet socket, `capture.packet_socket`) and a kernel
+filter: by default built in for `tcp port P or ...` on the broker ports (no libpcap), or a
+`-f` expression compiled by libpcap.
 Output: as packets arrive, the `read` text view (one line per frame) or one JSON line per
 table row (`{"table": NAME, ...columns}`); optionally the raw packets as pcap files rotated
 like tcpdump's `-C/-G/-W`, and the tables as Parquet datasets; a summary line on stderr.
 Rules:
 - Packets feed the same sans-IO Pipeline as offline reading, one at a time; the pcap files
   hold exactly the packets fed, so reading them back gives the same tables.
-- Loopback: the kernel hands every packet over twice (outgoing, then incoming); the
-  outgoing copy is dropped, as libpcap does. Other interfaces keep both directions.
+- Loopback: each packet is kept once, as libpcap does (see `capture.packet_socket`).
 - No wait lasts longer than TICK: Ctrl-C, SIGTERM, --duration and periodic flushes act even
   when no packet arrives. Stopping drains what the kernel holds, ends open conversations
   (`capture_end`), writes the last rows and closes every file; a second signal aborts.
@@ -22,16 +22,12 @@ Rules:
 from __future__ import annotations
 
 import contextlib
-import logging
 import os
 import select
 import signal
-import socket
-import struct
-import sys
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import FrameType
@@ -39,11 +35,14 @@ from typing import Any, Protocol, TextIO
 
 import pyarrow as pa
 
+from dissector.capture.bpf import BpfProgram, broker_port_filter
+from dissector.capture.packet_socket import LINKTYPE_NAMES, ChooseFilter, PacketSocket
+from dissector.capture.pcap_filter import compile_expression
 from dissector.cli import FrameLines
 from dissector.errors import InputError, UsageError
 from dissector.events import Anomaly, Frame, RawPacket
 from dissector.filters import Filter
-from dissector.live_files import SNAPLEN, ParquetParts, PcapFiles, check_parquet_root
+from dissector.live_files import ParquetParts, PcapFiles, check_parquet_root
 from dissector.messages import AppMessage
 from dissector.output import json_row
 from dissector.pipeline import ConversationOpened, PipelineEvent
@@ -56,22 +55,11 @@ READ_BATCH = 1024  # packets read in one go before output is flushed (prompt lin
 DRAIN_SECONDS = 1.0  # after a stop, reading what the kernel holds takes at most this
 DEFAULT_BUFFER = 64 << 20  # kernel receive buffer: loopback bursts of 64 KiB segments
 
-_LINKTYPES = {1: 1, 772: 1, 65534: 101}  # ARPHRD Ethernet / loopback -> Ethernet; none -> raw IP
-_LINKTYPE_NAMES = {1: "EN10MB (Ethernet)", 101: "RAW (raw IP)"}
-_ARPHRD_LOOPBACK = 772
-_PACKET_OUTGOING = 4
-_SOL_PACKET, _PACKET_STATISTICS, _SO_RCVBUFFORCE = 263, 6, 33
-
-
-def default_filter(ports: Iterable[int]) -> str:
-    """The BPF filter on the broker ports: `tcp port 6650 or tcp port 6651 ...`."""
-    return " or ".join(f"tcp port {p}" for p in sorted(set(ports)))
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class LiveOptions:
-    interface: str | None = None  # None: scapy's default interface (the default route's)
-    bpf: str | None = None  # None: default_filter(broker ports)
+    interface: str | None = None  # None: the default route's
+    bpf: str | None = None  # None: built in for the broker ports; "": no filter
     reader: ReaderOptions = field(default_factory=ReaderOptions)
     fmt: str = "text"  # text | jsonl
     tables: tuple[str, ...] | None = None  # jsonl: tables printed (None: all)
@@ -112,6 +100,7 @@ class Source(Protocol):
 
     name: str
     linktype: int
+    filter: BpfProgram | None  # what the kernel applies, None: nothing
 
     def fileno(self) -> int: ...
 
@@ -126,91 +115,28 @@ class Source(Protocol):
     def close(self) -> None: ...
 
 
-class ScapySource:
-    """A scapy L2listen socket (Linux AF_PACKET), read without building scapy packets."""
+def choose_filter(opts: LiveOptions) -> ChooseFilter:
+    """The kernel filter: built in for the broker ports (no libpcap), libpcap's for -f EXPR,
+    none for -f ''."""
 
-    def __init__(self, interface: str | None, bpf: str, buffer_bytes: int) -> None:
-        self.sock, self.name = _open_socket(interface, bpf)
-        self.ins: socket.socket = self.sock.ins
-        hatype = self.ins.getsockname()[3]
-        linktype = _LINKTYPES.get(hatype)
-        if linktype is None:
-            self.sock.close()
-            raise InputError(f"{self.name}: link layer (ARPHRD {hatype}) not supported")
-        self.linktype = linktype
-        self.loopback = hatype == _ARPHRD_LOOPBACK
-        for option in (_SO_RCVBUFFORCE, socket.SO_RCVBUF):  # FORCE passes rmem_max (root)
-            with contextlib.suppress(OSError):
-                self.ins.setsockopt(socket.SOL_SOCKET, option, buffer_bytes)
-                break
-        self.buffer_bytes = self.ins.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF) // 2
-        self.ins.setblocking(False)
-        self._dropped = 0
-        self.drops()  # scapy opens the socket unfiltered and with no buffer: those drops
-        self._dropped = 0  # were of other traffic, before the capture started
-
-    def fileno(self) -> int:
-        return self.ins.fileno()
-
-    def read(self, limit: int) -> list[tuple[int, bytes]]:
-        out: list[tuple[int, bytes]] = []
-        recv = self.sock._recv_raw  # scapy's reader: VLAN tags restored, kernel timestamps
-        while len(out) < limit:
+    def choose(linktype: int, interface: str) -> BpfProgram | None:
+        if opts.bpf is None:
             try:
-                data, address, ts = recv(self.ins, SNAPLEN)
-            except BlockingIOError:
-                break
-            except OSError as exc:
-                raise InputError(f"{self.name}: capture failed: {exc.strerror or exc}") from None
-            if self.loopback and address[2] == _PACKET_OUTGOING:
-                continue  # seen again as incoming
-            out.append((round(ts * 1e6) if ts else time.time_ns() // 1000, data))
-        return out
-
-    def drops(self) -> int | None:
-        try:  # struct tpacket_stats; the kernel resets it on every read
-            _, dropped = struct.unpack(
-                "II", self.ins.getsockopt(_SOL_PACKET, _PACKET_STATISTICS, 8)
-            )
-        except OSError:
+                return broker_port_filter(opts.reader.broker_ports, linktype)
+            except ValueError as exc:
+                raise InputError(f"{interface}: {exc}; give -f EXPR instead") from None
+        if not opts.bpf.strip():
             return None
-        self._dropped += dropped
-        return self._dropped
+        return compile_expression(opts.bpf, interface, linktype)
 
-    def close(self) -> None:
-        self.sock.close()
+    return choose
 
 
-def _open_socket(interface: str | None, bpf: str) -> tuple[Any, str]:
-    """scapy's listening socket on `interface` with `bpf`; every failure is one clear line."""
-    if not sys.platform.startswith("linux"):
-        raise InputError("live capture needs Linux (AF_PACKET sockets)")
-    import scapy.arch  # noqa: F401  (selects the platform's socket classes)
-    from scapy.config import conf
-    from scapy.error import Scapy_Exception
-
-    name = interface or str(conf.iface)
-    known = sorted(n for _, n in socket.if_nameindex())
-    if name not in known:
-        hint = " (capture one interface at a time)" if name == "any" else ""
-        raise InputError(f"no such interface: {name}{hint}; interfaces: {', '.join(known)}")
-    scapy_log = logging.getLogger("scapy.runtime")
-    level = scapy_log.level
-    scapy_log.setLevel(logging.ERROR)  # "Unable to guess type": we read raw bytes anyway
-    try:
-        return conf.L2listen(iface=name, filter=bpf), name
-    except PermissionError:
-        raise InputError(
-            f"cannot capture on {name}: permission denied; capturing needs root or the "
-            "CAP_NET_RAW capability (sudo, or setcap cap_net_raw+eip on the interpreter)"
-        ) from None
-    except Scapy_Exception as exc:
-        detail = str(exc).removeprefix("Cannot set filter: ")
-        raise InputError(f"cannot use capture filter {bpf!r}: {detail}") from None
-    except (ValueError, OSError) as exc:
-        raise InputError(f"cannot capture on {name}: {exc}") from None
-    finally:
-        scapy_log.setLevel(level)
+def filter_words(program: BpfProgram | None) -> str:
+    """How the listening line names the filter in force."""
+    if program is None:
+        return "no filter (every packet)"
+    return f"filter {program.text!r} ({program.compiled_by})"
 
 
 # --------------------------------------------------------------------------- one run
@@ -407,13 +333,13 @@ def run(opts: LiveOptions, out: TextIO, err: TextIO, source: Source | None = Non
     """`pulsar-dissect live`: 0 after a clean stop, 130 when a second signal aborted it."""
     if opts.parquet is not None:
         check_parquet_root(Path(opts.parquet))  # before the capture starts, not after
-    bpf = opts.bpf or default_filter(opts.reader.broker_ports)
-    src: Source = source or ScapySource(opts.interface, bpf, opts.buffer_bytes)
+    src: Source = source or PacketSocket(opts.interface, choose_filter(opts), opts.buffer_bytes)
     try:
         session = Session(opts, src, out, err)  # opens the output files
-        kind = _LINKTYPE_NAMES.get(src.linktype, str(src.linktype))
+        kind = LINKTYPE_NAMES.get(src.linktype, str(src.linktype))
         buffer = getattr(src, "buffer_bytes", 0) >> 10
-        err.write(f"pulsar-dissect: listening on {src.name}, link-type {kind}, filter {bpf!r}")
+        err.write(f"pulsar-dissect: listening on {src.name}, link-type {kind}, ")
+        err.write(filter_words(src.filter))
         err.write(f", buffer {buffer} KiB\n" if buffer else "\n")
         err.flush()
         with Stopper() as stop:

@@ -39,7 +39,8 @@ from dissector.capture import open_capture
 from dissector.cli import build_parser, cmd_read
 from dissector.errors import InputError, UsageError
 from dissector.filters import Filter
-from dissector.live import LiveOptions, Session, default_filter, json_lines, run
+from dissector.capture.bpf import BpfProgram, default_filter_text
+from dissector.live import LiveOptions, Session, json_lines, run
 from dissector.live_files import ParquetParts, PcapFiles
 from dissector.reader import ReaderOptions, read_tables
 from dissector.schema import SCHEMAS
@@ -471,7 +472,8 @@ def test_usage_errors_are_one_line(args: tuple[str, ...], message: str) -> None:
 
 
 def test_default_filter_covers_every_broker_port() -> None:
-    assert default_filter({6651, 6650, 16650}) == "tcp port 6650 or tcp port 6651 or tcp port 16650"
+    want = "tcp port 6650 or tcp port 6651 or tcp port 16650"
+    assert default_filter_text({6651, 6650, 16650}) == want
 
 
 def sample_packets() -> list[tuple[int, bytes]]:
@@ -540,6 +542,7 @@ class FakeSource:
     """Packets from a list, readable through a pipe like a socket."""
 
     name = "fake0"
+    filter: BpfProgram | None = None
 
     def __init__(self, pkts: list[tuple[int, bytes]], linktype: int) -> None:
         self.pending = deque(pkts)

@@ -36,10 +36,10 @@ import pyarrow.dataset as ds
 import pytest
 
 from dissector.capture import open_capture
+from dissector.capture.bpf import BpfProgram, default_filter_text
 from dissector.cli import build_parser, cmd_read
 from dissector.errors import InputError, UsageError
 from dissector.filters import Filter
-from dissector.capture.bpf import BpfProgram, default_filter_text
 from dissector.live import LiveOptions, Session, json_lines, run
 from dissector.live_files import ParquetParts, PcapFiles
 from dissector.reader import ReaderOptions, read_tables

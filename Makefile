@@ -6,7 +6,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: install java demo test lint typecheck pytest proto bench clean
+.PHONY: install java testdeps demo test lint typecheck pytest proto bench clean
 
 install: $(STAMP) java
 
@@ -21,6 +21,18 @@ java:
 	@command -v java >/dev/null 2>&1 || { \
 	  echo "java not found: installing a headless JRE with apt"; \
 	  apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q default-jre-headless; }
+
+# Test-only system packages, installed with apt only when missing: tcpdump (the reference
+# capture the live tests compare with) and libpcap (the reference compiler of BPF filters,
+# and what `live -f EXPR` uses). The product's default path needs neither.
+testdeps:
+	@missing=""; \
+	  { command -v tcpdump || test -x /usr/sbin/tcpdump; } >/dev/null 2>&1 || missing="$$missing tcpdump"; \
+	  /sbin/ldconfig -p 2>/dev/null | grep -q 'libpcap\.so' || missing="$$missing libpcap0.8"; \
+	  if [ -n "$$missing" ]; then \
+	    echo "for the tests:$$missing not found: installing with apt"; \
+	    apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $$missing; \
+	  fi
 
 demo: install
 	$(VENV)/bin/pulsar-dissect read pcaps/produce_consume.pcap
@@ -37,7 +49,7 @@ lint: install
 typecheck: install
 	$(VENV)/bin/mypy
 
-pytest: install
+pytest: install testdeps
 	$(PY) -m pytest -q
 
 test: lint typecheck pytest

@@ -18,6 +18,7 @@ import io
 import json
 import os
 import re
+import shlex
 import shutil
 import signal
 import socket
@@ -34,6 +35,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.dataset as ds
 import pytest
+from scapy.layers.inet import TCP
+from scapy.layers.l2 import Ether
 
 from dissector.capture import open_capture
 from dissector.capture.bpf import BpfProgram, default_filter_text
@@ -88,9 +91,9 @@ class Live:
     Standard output lines are kept with the time they arrived; stderr is kept whole.
     """
 
-    def __init__(self, *args: str, timeout: float = 15.0) -> None:
+    def __init__(self, *args: str, timeout: float = 15.0, prefix: tuple[str, ...] = ()) -> None:
         self.proc = subprocess.Popen(
-            live_argv(*args),
+            [*prefix, *live_argv(*args)],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -251,7 +254,8 @@ def test_sigint_stops_cleanly_with_a_summary(jsonl_run: LiveRun) -> None:
     lines = jsonl_run.stderr.strip().splitlines()
     assert len(lines) == 2 and "Traceback" not in jsonl_run.stderr, lines
     assert lines[0].startswith("pulsar-dissect: listening on lo, link-type EN10MB (Ethernet), ")
-    assert f"'tcp port 6650 or tcp port 6651 or tcp port {jsonl_run.broker_port}'" in lines[0]
+    port = jsonl_run.broker_port
+    assert f"filter 'tcp port 6650 or tcp port 6651 or tcp port {port}' (built in)" in lines[0]
     s = summary_of(jsonl_run.stderr)
     rows = by_table(jsonl_run.rows)
     assert int(s[1]) == len(packets(jsonl_run.pcaps))
@@ -330,6 +334,8 @@ def test_loopback_packets_are_kept_once_as_tcpdump_does(jsonl_run: LiveRun) -> N
     # its original, byte for byte (and look like a retransmission).
     assert all(a != b for a, b in pairwise(ours))
     if jsonl_run.tcpdump_packets is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail("CI=true, but tcpdump is missing: make test installs it")
         pytest.skip("tcpdump is not installed: nothing to compare with")
     assert ours == jsonl_run.tcpdump_packets
 
@@ -437,6 +443,121 @@ def test_bad_filter_is_one_clear_line() -> None:
         live_argv("-i", "lo", "-f", "tcp port"), capture_output=True, text=True, timeout=30
     )
     assert "cannot use capture filter 'tcp port'" in one_line_error(res)
+
+
+# ------------------------------------------------------- without libpcap and tcpdump
+
+
+def hidden_files() -> list[str]:
+    """Every libpcap shared library and tcpdump binary on this machine (real paths)."""
+    found: set[str] = set()
+    for folder in ("/lib", "/usr/lib", "/lib64", "/usr/lib64", "/usr/local/lib"):
+        for path in Path(folder).glob("**/libpcap.so*") if Path(folder).is_dir() else ():
+            found.add(os.path.realpath(path))
+    for folder in ("/usr/bin", "/usr/sbin", "/bin", "/sbin", "/usr/local/bin"):
+        if (Path(folder) / "tcpdump").exists():
+            found.add(os.path.realpath(Path(folder) / "tcpdump"))
+    return sorted(found)
+
+
+def without_libpcap() -> tuple[str, ...]:
+    """A command prefix that runs the rest in a private mount namespace where /dev/null is
+    bind-mounted over libpcap and tcpdump: loading or running them fails there."""
+    unshare = shutil.which("unshare")
+    why = None if unshare and os.geteuid() == 0 else "hiding libpcap needs root and unshare"
+    if why is not None:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI=true, but {why}")
+        pytest.skip(why)
+    assert unshare is not None
+    mounts = " && ".join(f"mount --bind /dev/null {shlex.quote(f)}" for f in hidden_files())
+    script = (mounts + " && " if mounts else "") + 'exec "$@"'
+    return (unshare, "--mount", "--propagation", "private", "--", "sh", "-c", script, "sh")
+
+
+def test_hiding_really_hides_libpcap_and_tcpdump() -> None:
+    require_capture()
+    probe = (
+        "import ctypes, ctypes.util, shutil, subprocess\n"
+        "name = ctypes.util.find_library('pcap')\n"
+        "try:\n    ctypes.CDLL(name or 'libpcap.so.0.8'); print('loaded')\n"
+        "except OSError: print('no libpcap')\n"
+        "try:\n    subprocess.run(['tcpdump', '--version'], capture_output=True); print('ran')\n"
+        "except OSError: print('no tcpdump')\n"
+    )
+    res = subprocess.run(
+        [*without_libpcap(), sys.executable, "-c", probe], capture_output=True, text=True
+    )
+    assert res.stdout.split("\n")[:2] == ["no libpcap", "no tcpdump"], res
+
+
+def test_without_libpcap_live_sees_everything_the_client_did(tmp_path: Path) -> None:
+    """The real-peer run with libpcap and tcpdump hidden: the built-in kernel filter keeps
+    the broker's traffic and nothing else (a second connection on another port runs
+    alongside), and every SEND, SEND_RECEIPT and MESSAGE the client reports is seen."""
+    require_capture()
+    with PulsarLite() as broker:
+        live = Live(
+            *("-i", "lo", "--port", str(broker.port), "--format", "jsonl"),
+            *("-w", str(tmp_path / "run.pcap")),
+            prefix=without_libpcap(),
+        )
+        try:
+            other = free_port()
+            with socket.create_server(("127.0.0.1", other)) as server:
+                noise = socket.create_connection(("127.0.0.1", other))
+                peer, _ = server.accept()
+                manifest = run_scenario(broker.url, messages=10, batching=False)
+                for _ in range(20):  # unrelated traffic the filter must keep out
+                    noise.sendall(b"x" * 100)
+                    peer.recv(100)
+                noise.close()
+                peer.close()
+            live.wait_for('"table": "conversations"')
+        finally:
+            rc = live.stop(signal.SIGINT)
+    assert rc == 0, live.stderr
+    assert "(built in)" in live.stderr.splitlines()[0], live.stderr
+    rows = by_table(live.rows())
+    commands = Counter(f["command"] for f in rows["frames"])
+    sent, received = manifest["sent"], manifest["received"]
+    assert commands["SEND"] == commands["SEND_RECEIPT"] == len(sent) == 10
+    delivered = {
+        (f["ledger_id"], f["entry_id"]) for f in rows["frames"] if f["command"] == "MESSAGE"
+    }
+    ids = {(r["message_id"]["ledger_id"], r["message_id"]["entry_id"]) for r in received}
+    assert ids and ids <= delivered
+    (conv,) = rows["conversations"]
+    assert conv["broker_port"] == broker.port
+    kept = [Ether(data) for data in packets([tmp_path / "run.pcap"])]
+    assert len(kept) == int(summary_of(live.stderr)[1]) >= conv["packets_c2b"] + 20
+    assert all(broker.port in (p[TCP].sport, p[TCP].dport) for p in kept)  # nothing else
+
+
+def test_without_libpcap_a_filter_expression_is_one_line_saying_so() -> None:
+    require_capture()
+    res = subprocess.run(
+        [*without_libpcap(), *live_argv("-i", "lo", "-f", "tcp port 1", "-c", "1")],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    line = one_line_error(res)
+    assert "-f needs libpcap" in line and "apt-get install libpcap0.8" in line
+
+
+def test_with_libpcap_a_filter_expression_is_compiled_by_it() -> None:
+    require_capture()
+    res = subprocess.run(
+        live_argv("-i", "lo", "-f", "udp port 9", "--duration", "0.2"),
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    if "-f needs libpcap" in res.stderr and os.environ.get("CI") != "true":
+        pytest.skip("libpcap is not installed")
+    assert res.returncode == 0, res.stderr
+    assert "filter 'udp port 9' (compiled by libpcap version " in res.stderr
 
 
 def test_without_permission_one_line_says_what_is_needed(tmp_path: Path) -> None:

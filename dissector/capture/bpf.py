@@ -75,7 +75,7 @@ def broker_port_filter(ports: Iterable[int], linktype: int) -> BpfProgram:
         asm.label("tagged")
         asm.op(_LDH_ABS, k=16)  # the ethertype after one tag
         _dispatch_ethertype(asm, 18)
-        nets = (14, 18)
+        nets: tuple[int, ...] = (14, 18)
     elif linktype == LINKTYPE_RAW:
         asm.op(_LDB_ABS, k=0)  # IP version
         asm.op(_AND_K, k=0xF0)

@@ -13,7 +13,7 @@ import struct
 from pathlib import Path
 
 from dissector import command, encode_frame
-from dissector.wire import MessageMetadata
+from dissector.pulsar.wire import MessageMetadata
 
 _PCAP_HEADER = struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, 1)
 _RECORD = struct.Struct("<IIII")

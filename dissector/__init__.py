@@ -4,10 +4,10 @@ The public API is re-exported here; see README.md for usage.
 """
 
 from dissector.anomalies import REGISTRY, Severity
-from dissector.encoder import command, encode_frame
 from dissector.errors import DissectorError, InputError, UsageError
 from dissector.events import Anomaly, Checksum, Direction, Event, Frame
-from dissector.framing import DEFAULT_MAX_FRAME_SIZE, FrameDecoder, StreamStats
+from dissector.pulsar.encoder import command, encode_frame
+from dissector.pulsar.framing import DEFAULT_MAX_FRAME_SIZE, FrameDecoder, StreamStats
 from dissector.reader import Capture, ReaderOptions, iter_events, read_capture, read_tables
 
 __all__ = [

@@ -18,13 +18,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from dissector.conversations import ConversationState, Pair, Summary
 from dissector.events import Anomaly, Direction, Frame, RawPacket, Segment
-from dissector.framing import DEFAULT_MAX_FRAME_SIZE, FrameDecoder
-from dissector.messages import AppMessage, MessageExtractor
-from dissector.net import NetIssue, parse_packet
-from dissector.preamble import Preamble, sniff
-from dissector.tcp import (
+from dissector.flow.net import NetIssue, parse_packet
+from dissector.flow.preamble import Preamble, sniff
+from dissector.flow.tcp import (
     ConnClosed,
     ConnOpened,
     FlowKey,
@@ -32,7 +29,10 @@ from dissector.tcp import (
     StreamData,
     StreamGap,
 )
-from dissector.wire import COMMAND_TYPES, PAYLOAD_TYPES
+from dissector.pulsar.conversations import ConversationState, Pair, Summary
+from dissector.pulsar.framing import DEFAULT_MAX_FRAME_SIZE, FrameDecoder
+from dissector.pulsar.messages import AppMessage, MessageExtractor
+from dissector.pulsar.wire import COMMAND_TYPES, PAYLOAD_TYPES
 
 #: Bytes a connection off the broker ports may send without completing a first frame before
 #: it is judged not to be Pulsar (a CONNECT is well under 1 KiB, a few KiB with auth data).

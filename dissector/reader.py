@@ -4,7 +4,7 @@ Input: one or more capture paths and reader settings (broker ports, TLS ports, f
 Output: `iter_events` streams pipeline events (memory stays flat for captures of any size);
 `read_capture` returns a `Capture` whose attributes are pandas DataFrames.
 Rule: each capture is dissected on its own, except the rotated files of one capture point,
-read as one series (dissector.series) so connections spanning files stay whole; connection
+read as one series (dissector.capture.series) so connections spanning files stay whole; connection
 ids are unique across one result (CONN_ID_STRIDE). Damage that ends a file's reading
 becomes an anomaly row, never an exception; a file that is not a capture raises InputError.
 """
@@ -21,20 +21,19 @@ from typing import Any
 import pandas as pd
 import pyarrow as pa
 
-from dissector import series
-from dissector.capture import open_capture
+from dissector.capture import open_capture, series
 from dissector.events import Anomaly
-from dissector.framing import DEFAULT_MAX_FRAME_SIZE
-from dissector.messages import MessageExtractor
-from dissector.payload import DEFAULT_MAX_UNCOMPRESSED
 from dissector.pipeline import (
     DEFAULT_BROKER_PORTS,
     DEFAULT_TLS_PORTS,
     Pipeline,
     PipelineEvent,
 )
-from dissector.schema import SCHEMAS
-from dissector.tables import TableBuilder
+from dissector.pulsar.framing import DEFAULT_MAX_FRAME_SIZE
+from dissector.pulsar.messages import MessageExtractor
+from dissector.pulsar.payload import DEFAULT_MAX_UNCOMPRESSED
+from dissector.tables.builders import TableBuilder
+from dissector.tables.schema import SCHEMAS
 
 PathLike = str | os.PathLike[str]
 
@@ -138,7 +137,7 @@ def iter_events(
 ) -> Iterator[tuple[str, PipelineEvent]]:
     """(capture path, event) for every event of every capture, in order.
 
-    Rotated files of one capture point are read as one series (see dissector.series); the
+    Rotated files of one capture point are read as one series (see dissector.capture.series); the
     path given with an event is the series' first file.
     """
     options = options or ReaderOptions()

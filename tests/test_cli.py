@@ -8,12 +8,15 @@ import sys
 from pathlib import Path
 
 from dissector import command, encode_frame
-from dissector.wire import MessageMetadata
+from dissector.pulsar.wire import MessageMetadata
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "dissector.cli", *args], capture_output=True, text=True, check=False
+        [sys.executable, "-m", "dissector.frontends.cli", *args],
+        capture_output=True,
+        text=True,
+        check=False,
     )
 
 

@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from dissector.reader import CONN_ID_STRIDE
-from dissector.schema import SCHEMAS
+from dissector.tables.schema import SCHEMAS
 from tests.support.crafted import (
     B2C,
     C2B,
@@ -41,9 +41,9 @@ _FRAME_LINE = re.compile(r"^\s*(\d+)\s+(\d+\.\d{6}) (\S+) -> (\S+) (\S+)(.*)$")
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
-    """`python -m dissector.cli read ARGS`, output captured as text."""
+    """`python -m dissector.frontends.cli read ARGS`, output captured as text."""
     return subprocess.run(
-        [sys.executable, "-m", "dissector.cli", "read", *args],
+        [sys.executable, "-m", "dissector.frontends.cli", "read", *args],
         capture_output=True,
         text=True,
         check=False,

@@ -1,6 +1,6 @@
 """ConversationState, fed frame by frame: every pairing rule, entities, handshake, bounds.
 
-Frames are encoded with dissector.encoder, decoded by a FrameDecoder per direction (as the
+Frames are encoded with dissector.pulsar.encoder, decoded by a FrameDecoder per direction (as the
 pipeline does) and observed in the order given. Every expected value comes from what the test
 encoded: the frames themselves (compared by identity), their ids and the timestamps the test
 gave them; never from the state's own output.
@@ -13,14 +13,14 @@ from typing import Any
 
 import pytest
 
-import dissector.conversations as conversations
-from dissector.conversations import ConversationState, Entity, Pair
-from dissector.encoder import command, encode_frame
+import dissector.pulsar.conversations as conversations
 from dissector.events import Direction, Frame
-from dissector.framing import FrameDecoder
-from dissector.schema import TIMELINE
-from dissector.tables import pair_row
-from dissector.wire import BaseCommand, MessageMetadata
+from dissector.pulsar.conversations import ConversationState, Entity, Pair
+from dissector.pulsar.encoder import command, encode_frame
+from dissector.pulsar.framing import FrameDecoder
+from dissector.pulsar.wire import BaseCommand, MessageMetadata
+from dissector.tables.builders import pair_row
+from dissector.tables.schema import TIMELINE
 
 C2B, B2C = Direction.CLIENT_TO_BROKER, Direction.BROKER_TO_CLIENT
 TOPIC = "persistent://public/default/conv"

@@ -19,8 +19,8 @@ from scapy.layers.inet import IP, UDP
 from scapy.layers.inet6 import IPv6, IPv6ExtHdrFragment
 from scapy.packet import Raw
 
+from dissector.pulsar.wire import MessageMetadata
 from dissector.reader import Capture, ReaderOptions, read_capture, read_tables
-from dissector.wire import MessageMetadata
 from tests.support.crafted import (
     B2C,
     C2B,
@@ -443,7 +443,7 @@ def _two_connections(ending: str, monkeypatch: pytest.MonkeyPatch) -> tuple[list
     if ending == "port_reuse":
         two = baseline_session(Conn(client_isn=3_000_000_000, broker_isn=77))
     else:  # evicted: room for one open connection only
-        from dissector import tcp
+        from dissector.flow import tcp
 
         monkeypatch.setattr(tcp, "MAX_OPEN_FLOWS", 1)
         two = baseline_session(Conn(client_port=40001))

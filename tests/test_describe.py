@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from dissector import command
-from dissector.describe import message_dict, message_text
+from dissector.frontends.text import message_dict, message_text
 
 SECRET = b"s3cr3t-token-value"
 

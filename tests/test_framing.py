@@ -8,7 +8,7 @@ import pytest
 from crc32c import crc32c
 
 from dissector import Checksum, FrameDecoder, UsageError, command, encode_frame
-from dissector.wire import MessageMetadata
+from dissector.pulsar.wire import MessageMetadata
 from tests.framehelpers import accounted, decode, frame_key, one_byte_at_a_time
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from dissector import Checksum, FrameDecoder, command, encode_frame
 from dissector.anomalies import REGISTRY
-from dissector.wire import MessageMetadata
+from dissector.pulsar.wire import MessageMetadata
 from tests.framehelpers import (
     accounted,
     anomaly_key,

@@ -40,13 +40,13 @@ from scapy.layers.l2 import Ether
 
 from dissector.capture import open_capture
 from dissector.capture.bpf import BpfProgram, default_filter_text
-from dissector.cli import build_parser, cmd_read
 from dissector.errors import InputError, UsageError
-from dissector.filters import Filter
-from dissector.live import LiveOptions, Session, json_lines, run
-from dissector.live_files import ParquetParts, PcapFiles
+from dissector.frontends.cli import build_parser, cmd_read
+from dissector.frontends.live import LiveOptions, Session, json_lines, run
+from dissector.frontends.live_files import ParquetParts, PcapFiles
 from dissector.reader import ReaderOptions, read_tables
-from dissector.schema import SCHEMAS
+from dissector.tables.filters import Filter
+from dissector.tables.schema import SCHEMAS
 from tests.support.capture import Tcpdump, TcpdumpMissing
 from tests.support.peers import PulsarLite, free_port, run_scenario
 
@@ -82,7 +82,7 @@ def require_capture() -> None:
 
 
 def live_argv(*args: str) -> list[str]:
-    return [sys.executable, "-m", "dissector.cli", "live", *args]
+    return [sys.executable, "-m", "dissector.frontends.cli", "live", *args]
 
 
 class Live:
@@ -365,7 +365,7 @@ def test_sigterm_text_output_equals_read_of_its_own_pcap(tmp_path: Path) -> None
     assert rc == 0, live.stderr
     text = "".join(line for _, line in live.lines)
     read = subprocess.run(
-        [sys.executable, "-m", "dissector.cli", "read", "--port", port, str(pcap)],
+        [sys.executable, "-m", "dissector.frontends.cli", "read", "--port", port, str(pcap)],
         capture_output=True,
         text=True,
         check=True,

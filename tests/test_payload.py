@@ -11,8 +11,8 @@ import pytest
 
 from dissector import FrameDecoder, command, encode_frame
 from dissector.events import Anomaly, Frame
-from dissector.messages import AppMessage, MessageExtractor
-from dissector.payload import (
+from dissector.pulsar.messages import AppMessage, MessageExtractor
+from dissector.pulsar.payload import (
     LZ4,
     NONE,
     SNAPPY,
@@ -22,7 +22,7 @@ from dissector.payload import (
     decompress,
     split_batch,
 )
-from dissector.wire import MessageMetadata, SingleMessageMetadata
+from dissector.pulsar.wire import MessageMetadata, SingleMessageMetadata
 
 TEXT = b"pulsar dissector payload " * 200
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import socket
 import struct
 
-from dissector.preamble import PROXY_V2, Preamble, sniff
+from dissector.flow.preamble import PROXY_V2, Preamble, sniff
 
 CONNECT_START = b"\x00\x00\x00\x2d\x00\x00\x00\x29\x08\x02"
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from dissector.schema import SCHEMAS, describe
+from dissector.tables.schema import SCHEMAS, describe
 
 
 @pytest.mark.parametrize("table", sorted(SCHEMAS))

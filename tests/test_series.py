@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from dissector.capture.series import group
 from dissector.errors import UsageError
 from dissector.reader import ReaderOptions, read_tables
-from dissector.series import group
 
 PCAP = Path(__file__).resolve().parent.parent / "pcaps" / "produce_consume.pcap"
 

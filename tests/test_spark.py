@@ -15,10 +15,10 @@ import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import SparkSession
 
-from dissector import fleet
-from dissector import spark as ds
+from dissector.frontends import fleet
+from dissector.frontends import spark as ds
 from dissector.reader import ReaderOptions, read_tables
-from dissector.schema import SCHEMAS
+from dissector.tables.schema import SCHEMAS
 from tests.test_series import split_pcap
 
 PCAPS = Path(__file__).resolve().parent.parent / "pcaps"
@@ -138,7 +138,7 @@ def test_fleet_cli(tmp_path: Path) -> None:
         [
             sys.executable,
             "-m",
-            "dissector.cli",
+            "dissector.frontends.cli",
             "spark",
             str(PCAPS / "keepalive.pcap"),
             "-o",

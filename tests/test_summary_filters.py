@@ -11,9 +11,9 @@ import pyarrow as pa
 import pytest
 
 from dissector.errors import UsageError
-from dissector.filters import Filter, parse_time
+from dissector.frontends.summary import summarize
 from dissector.reader import read_tables, to_pandas
-from dissector.summary import summarize
+from dissector.tables.filters import Filter, parse_time
 
 PCAP = Path(__file__).resolve().parent.parent / "pcaps" / "produce_consume.pcap"
 MULTI = Path(__file__).resolve().parent.parent / "pcaps" / "multi_producer.pcap"
@@ -21,7 +21,10 @@ MULTI = Path(__file__).resolve().parent.parent / "pcaps" / "multi_producer.pcap"
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "dissector.cli", *args], capture_output=True, text=True, check=False
+        [sys.executable, "-m", "dissector.frontends.cli", *args],
+        capture_output=True,
+        text=True,
+        check=False,
     )
 
 

@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dissector import tcp
 from dissector.events import Anomaly, Direction, Segment
-from dissector.tcp import (
+from dissector.flow import tcp
+from dissector.flow.tcp import (
     ACK,
     FIN,
     RST,

@@ -19,10 +19,10 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from dissector.cli import main
+from dissector.frontends.cli import main
+from dissector.pulsar.wire import BaseCommand, MessageMetadata
 from dissector.reader import Capture, read_capture
-from dissector.schema import SCHEMAS
-from dissector.wire import BaseCommand, MessageMetadata
+from dissector.tables.schema import SCHEMAS
 from tests.support.crafted import (
     B2C,
     C2B,

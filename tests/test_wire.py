@@ -5,7 +5,13 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
-from dissector.wire import BODY_FIELDS, COMMAND_NAMES, COMMAND_TYPES, PAYLOAD_TYPES, BaseCommand
+from dissector.pulsar.wire import (
+    BODY_FIELDS,
+    COMMAND_NAMES,
+    COMMAND_TYPES,
+    PAYLOAD_TYPES,
+    BaseCommand,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -1,7 +1,7 @@
 """Crafted captures: TCP conversations carrying encoded Pulsar frames, written with scapy.
 
 Input: a `Conn` (endpoints and initial sequence numbers), frames encoded with
-`dissector.encoder` (`Msg`), and a `Session` that turns them into TCP segments (`Seg`) with a
+`dissector.pulsar.encoder` (`Msg`), and a `Session` that turns them into TCP segments (`Seg`) with a
 correct handshake, sequence and acknowledgement numbers. Tests may then drop, reorder,
 duplicate or alter segments before writing them.
 Output: pcap files (any link type the dissector reads, gzip, snap length, cut short) and
@@ -26,9 +26,9 @@ from scapy.layers.l2 import CookedLinux, Dot1AD, Dot1Q, Ether
 from scapy.packet import Raw
 from scapy.utils import PcapWriter
 
-from dissector.encoder import command, encode_frame
 from dissector.events import Direction
-from dissector.wire import MessageMetadata
+from dissector.pulsar.encoder import command, encode_frame
+from dissector.pulsar.wire import MessageMetadata
 
 C2B, B2C = Direction.CLIENT_TO_BROKER, Direction.BROKER_TO_CLIENT
 MASK = 0xFFFFFFFF

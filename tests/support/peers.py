@@ -46,9 +46,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Self
 
-from dissector.encoder import encode_frame
-from dissector.frame_parts import HEADER, Reject, decode_command
-from dissector.wire import COMMAND_TYPES
+from dissector.pulsar.encoder import encode_frame
+from dissector.pulsar.sections import HEADER, Reject, decode_command
+from dissector.pulsar.wire import COMMAND_TYPES
 
 __all__ = [
     "ClientLogRecorder",

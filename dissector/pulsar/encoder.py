@@ -16,8 +16,8 @@ from crc32c import crc32c
 from google.protobuf.message import Message
 
 from dissector.errors import UsageError
-from dissector.frame_parts import MAGIC_BROKER_ENTRY, MAGIC_CHECKSUM
-from dissector.wire import BODY_FIELDS, COMMAND_TYPES, PAYLOAD_TYPES, BaseCommand
+from dissector.pulsar.sections import MAGIC_BROKER_ENTRY, MAGIC_CHECKSUM
+from dissector.pulsar.wire import BODY_FIELDS, COMMAND_TYPES, PAYLOAD_TYPES, BaseCommand
 
 _U32 = struct.Struct(">I")
 

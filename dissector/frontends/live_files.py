@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from dissector.errors import InputError
-from dissector.schema import SCHEMAS
+from dissector.tables.schema import SCHEMAS
 
 SNAPLEN = 262144  # as tcpdump: more than any loopback segment (64 KiB) or GSO packet
 PART_ROWS = 65536  # rows of one table held before a Parquet part is written early

@@ -1,7 +1,9 @@
-"""Human-readable and JSON-ready views of decoded protobuf messages, with secrets redacted.
+"""The text views: frame lines for `read` and `live`, and views of decoded messages.
 
-Input: a decoded protobuf message (a command's sub-message, metadata) or a Frame.
-Output: a compact one-line text (`k=v k2={a=1}`) or a JSON-ready dict.
+Input: pipeline events (frames, anomalies, conversations opening and ending); a decoded
+protobuf message (a command's sub-message, metadata) or a Frame.
+Output: `FrameLines`: one line per frame, anomalies inline with `!`; a compact one-line
+text of a message (`k=v k2={a=1}`) or a JSON-ready dict.
 Rule: authentication data (CONNECT auth_data / original_auth_data, the AuthData carried by
 AUTH_CHALLENGE and AUTH_RESPONSE) is replaced by a fixed placeholder plus its length in every
 output unless show_secrets=True. Nothing else is hidden; long values are shortened.
@@ -14,7 +16,10 @@ from typing import Any
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 
-from dissector.events import Frame
+from dissector.events import Anomaly, Direction, Frame
+from dissector.flow.tcp import FlowKey
+from dissector.pipeline import Conversation, ConversationOpened, PipelineEvent
+from dissector.tables.filters import Filter
 
 #: Field names whose values are credentials wherever they appear in a command.
 SECRET_FIELDS = frozenset({"auth_data", "original_auth_data"})
@@ -110,3 +115,53 @@ def frame_text(frame: Frame, *, show_secrets: bool = False) -> str:
     if not frame.complete:
         parts.append("[incomplete]")
     return " ".join(p for p in parts if p)
+
+
+class FrameLines:
+    """The text view of `read` and `live`: one line per frame, anomalies inline with `!`.
+
+    Frames are numbered from 1 with their time relative to the first frame; a connection's
+    endpoints are kept while it is open and forgotten when it ends (memory stays bounded).
+    """
+
+    def __init__(self, rows: Filter, *, show_secrets: bool = False) -> None:
+        self.rows = rows
+        self.show_secrets = show_secrets
+        self.keys: dict[int, FlowKey] = {}
+        self.first_ts: int | None = None
+        self.number = 0
+
+    def line(self, ev: PipelineEvent) -> str | None:
+        """The text line of an event (newline included), or None when it has none."""
+        if isinstance(ev, Frame):
+            self.number += 1
+            if self.first_ts is None:
+                self.first_ts = ev.last_ts
+            if not self.rows.frame(ev):
+                return None
+            rel = (ev.last_ts - self.first_ts) / 1e6
+            where = _endpoints(self.keys.get(ev.conn_id), ev.direction)
+            text = frame_text(ev, show_secrets=self.show_secrets)
+            return f"{self.number:>6} {rel:>11.6f} {where} {text}\n"
+        if isinstance(ev, Anomaly):
+            if self.rows.conns and ev.conn_id not in self.rows.conns:
+                return None
+            where = f"conn {ev.conn_id}" if ev.conn_id else "capture"
+            return f"{'!':>6} {'':>11} {where}: {ev.code} ({ev.severity}) {ev.detail}\n"
+        if isinstance(ev, ConversationOpened):
+            self.keys[ev.conn_id] = ev.key
+        elif isinstance(ev, Conversation):
+            self.keys.pop(ev.conn_id, None)
+        return None
+
+
+def _endpoints(key: FlowKey | None, direction: Direction) -> str:
+    if key is None:
+        return "?"
+    client = f"{key.client_ip}:{key.client_port}"
+    broker = f"{key.broker_ip}:{key.broker_port}"
+    return (
+        f"{client} -> {broker}"
+        if direction is Direction.CLIENT_TO_BROKER
+        else f"{broker} -> {client}"
+    )

@@ -15,7 +15,7 @@ import hashlib
 from typing import Any, NamedTuple
 
 from dissector.events import Anomaly, Direction, Frame
-from dissector.payload import (
+from dissector.pulsar.payload import (
     CODEC_NAMES,
     DEFAULT_MAX_CHUNKED_MESSAGE,
     DEFAULT_MAX_UNCOMPRESSED,
@@ -25,7 +25,7 @@ from dissector.payload import (
     decompress,
     split_batch,
 )
-from dissector.wire import COMMAND_TYPES
+from dissector.pulsar.wire import COMMAND_TYPES
 
 _SEND = COMMAND_TYPES["SEND"]
 

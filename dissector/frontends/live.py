@@ -38,17 +38,17 @@ import pyarrow as pa
 from dissector.capture.bpf import BpfProgram, broker_port_filter
 from dissector.capture.packet_socket import LINKTYPE_NAMES, ChooseFilter, PacketSocket
 from dissector.capture.pcap_filter import compile_expression
-from dissector.cli import FrameLines
 from dissector.errors import InputError, UsageError
 from dissector.events import Anomaly, Frame, RawPacket
-from dissector.filters import Filter
-from dissector.live_files import ParquetParts, PcapFiles, check_parquet_root
-from dissector.messages import AppMessage
-from dissector.output import json_row
+from dissector.frontends.live_files import ParquetParts, PcapFiles, check_parquet_root
+from dissector.frontends.text import FrameLines
 from dissector.pipeline import ConversationOpened, PipelineEvent
+from dissector.pulsar.messages import AppMessage
 from dissector.reader import ReaderOptions, make_pipeline
-from dissector.schema import SCHEMAS
-from dissector.tables import TableBuilder
+from dissector.tables.builders import TableBuilder
+from dissector.tables.filters import Filter
+from dissector.tables.output import json_row
+from dissector.tables.schema import SCHEMAS
 
 TICK = 0.5  # seconds: longest wait before signals, time limits and flushes are looked at
 READ_BATCH = 1024  # packets read in one go before output is flushed (prompt lines under load)

@@ -5,7 +5,7 @@ options `table` (frames, messages, anomalies, conversations, timeline, entities)
 (extra broker ports, comma-separated), `tls_ports`, `max_frame_size`, `max_uncompressed`,
 `payload_preview`, `series` (auto, digits, none).
 Output: a DataFrame with the table's schema, converted from the single Arrow definition in
-dissector.schema; rows come out of executors as Arrow record batches.
+dissector.tables.schema; rows come out of executors as Arrow record batches.
 Rules:
 - One partition per capture series (a file, or the rotated files of one capture point, read
   in order so connections spanning files are whole); connection ids follow the series index
@@ -45,11 +45,11 @@ from pyspark.sql.datasource import (
 from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import StructType
 
-from dissector import series as series_mod
+from dissector.capture import series as series_mod
 from dissector.errors import InputError, UsageError
 from dissector.reader import ReaderOptions, iter_series
-from dissector.schema import SCHEMAS
-from dissector.tables import TableBuilder
+from dissector.tables.builders import TableBuilder
+from dissector.tables.schema import SCHEMAS
 
 PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
 CAPTURE_SUFFIXES = (".pcap", ".pcapng", ".cap", ".pcap.gz", ".pcapng.gz", ".gz")

@@ -17,18 +17,16 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from dissector.describe import frame_text, message_dict
 from dissector.errors import DissectorError
 from dissector.events import Anomaly, Direction, Event, Frame
-from dissector.filters import Filter, parse_time
-from dissector.framing import DEFAULT_MAX_FRAME_SIZE, FrameDecoder
-from dissector.output import FORMATS, write_table
-from dissector.payload import DEFAULT_MAX_UNCOMPRESSED
-from dissector.pipeline import Conversation, ConversationOpened, PipelineEvent
+from dissector.frontends.summary import render, summarize
+from dissector.frontends.text import FrameLines, frame_text, message_dict
+from dissector.pulsar.framing import DEFAULT_MAX_FRAME_SIZE, FrameDecoder
+from dissector.pulsar.payload import DEFAULT_MAX_UNCOMPRESSED
 from dissector.reader import ReaderOptions, iter_events, read_tables
-from dissector.schema import SCHEMAS
-from dissector.summary import render, summarize
-from dissector.tcp import FlowKey
+from dissector.tables.filters import Filter, parse_time
+from dissector.tables.output import FORMATS, write_table
+from dissector.tables.schema import SCHEMAS
 
 _DIST = "pulsar-dissector"
 _READ_SIZE = 1 << 20  # bytes read from a stream file at a time: memory stays bounded
@@ -103,18 +101,6 @@ def _options(args: argparse.Namespace, *, messages: bool = True) -> ReaderOption
     )
 
 
-def _endpoints(key: FlowKey | None, direction: Direction) -> str:
-    if key is None:
-        return "?"
-    client = f"{key.client_ip}:{key.client_port}"
-    broker = f"{key.broker_ip}:{key.broker_port}"
-    return (
-        f"{client} -> {broker}"
-        if direction is Direction.CLIENT_TO_BROKER
-        else f"{broker} -> {client}"
-    )
-
-
 def _filter(args: argparse.Namespace) -> Filter:
     return Filter(
         topics=frozenset(args.topic),
@@ -123,44 +109,6 @@ def _filter(args: argparse.Namespace) -> Filter:
         since=None if args.since is None else parse_time(args.since),
         until=None if args.until is None else parse_time(args.until),
     )
-
-
-class FrameLines:
-    """The text view of `read` and `live`: one line per frame, anomalies inline with `!`.
-
-    Frames are numbered from 1 with their time relative to the first frame; a connection's
-    endpoints are kept while it is open and forgotten when it ends (memory stays bounded).
-    """
-
-    def __init__(self, rows: Filter, *, show_secrets: bool = False) -> None:
-        self.rows = rows
-        self.show_secrets = show_secrets
-        self.keys: dict[int, FlowKey] = {}
-        self.first_ts: int | None = None
-        self.number = 0
-
-    def line(self, ev: PipelineEvent) -> str | None:
-        """The text line of an event (newline included), or None when it has none."""
-        if isinstance(ev, Frame):
-            self.number += 1
-            if self.first_ts is None:
-                self.first_ts = ev.last_ts
-            if not self.rows.frame(ev):
-                return None
-            rel = (ev.last_ts - self.first_ts) / 1e6
-            where = _endpoints(self.keys.get(ev.conn_id), ev.direction)
-            text = frame_text(ev, show_secrets=self.show_secrets)
-            return f"{self.number:>6} {rel:>11.6f} {where} {text}\n"
-        if isinstance(ev, Anomaly):
-            if self.rows.conns and ev.conn_id not in self.rows.conns:
-                return None
-            where = f"conn {ev.conn_id}" if ev.conn_id else "capture"
-            return f"{'!':>6} {'':>11} {where}: {ev.code} ({ev.severity}) {ev.detail}\n"
-        if isinstance(ev, ConversationOpened):
-            self.keys[ev.conn_id] = ev.key
-        elif isinstance(ev, Conversation):
-            self.keys.pop(ev.conn_id, None)
-        return None
 
 
 def cmd_read(args: argparse.Namespace, out: TextIO) -> int:
@@ -197,7 +145,7 @@ def cmd_summary(args: argparse.Namespace, out: TextIO) -> int:
 def cmd_spark(args: argparse.Namespace, out: TextIO) -> int:
     """The fleet job: dissect every capture on Spark into Parquet, then summarize."""
     try:
-        from dissector import fleet, spark
+        from dissector.frontends import fleet, spark
     except ImportError as exc:  # pyspark is an extra
         raise DissectorError(f"the spark command needs pyspark ({exc})") from None
     session = spark.session(args.master)
@@ -212,7 +160,7 @@ def cmd_spark(args: argparse.Namespace, out: TextIO) -> int:
 
 def cmd_live(args: argparse.Namespace, out: TextIO) -> int:
     """Sniff an interface and dissect its Pulsar traffic as it happens."""
-    from dissector.live import LiveOptions, run  # imports scapy: only when capturing
+    from dissector.frontends.live import LiveOptions, run  # imports scapy: only when capturing
 
     options = LiveOptions(
         interface=args.interface,

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from dissector.errors import UsageError
 from dissector.events import Anomaly, Checksum, Direction, Event, Frame
-from dissector.frame_parts import (
+from dissector.pulsar.sections import (
     HEADER,
     MAGIC_BROKER_ENTRY,
     MAGIC_CHECKSUM,
@@ -37,7 +37,7 @@ from dissector.frame_parts import (
     header_problem,
     partial_metadata,
 )
-from dissector.wire import COMMAND_NAMES, PAYLOAD_TYPES, command_name
+from dissector.pulsar.wire import COMMAND_NAMES, PAYLOAD_TYPES, command_name
 
 __all__ = ["DEFAULT_MAX_FRAME_SIZE", "MAGIC_BROKER_ENTRY", "MAGIC_CHECKSUM", "FrameDecoder"]
 

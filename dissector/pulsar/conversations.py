@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from dissector.events import Direction, Frame
-from dissector.wire import BODY_FIELDS, COMMAND_NAMES, COMMAND_TYPES, BaseCommand
+from dissector.pulsar.wire import BODY_FIELDS, COMMAND_NAMES, COMMAND_TYPES, BaseCommand
 
 #: Requests (and deliveries) awaiting an answer per connection before the oldest is dropped.
 MAX_PENDING = 100_000

@@ -19,7 +19,7 @@ from google.protobuf.message import Message as _Message
 from google.protobuf.unknown_fields import UnknownFieldSet
 
 from dissector.events import Checksum
-from dissector.wire import BODY_FIELDS, BaseCommand, BrokerEntryMetadata, MessageMetadata
+from dissector.pulsar.wire import BODY_FIELDS, BaseCommand, BrokerEntryMetadata, MessageMetadata
 
 U32 = struct.Struct(">I")
 HEADER = struct.Struct(">II")  # totalSize, commandSize

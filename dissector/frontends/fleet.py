@@ -22,11 +22,11 @@ import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from dissector import series as series_mod
+from dissector.capture import series as series_mod
+from dissector.frontends.spark import expand
 from dissector.reader import ReaderOptions, iter_series
-from dissector.schema import SCHEMAS
-from dissector.spark import expand
-from dissector.tables import TableBuilder
+from dissector.tables.builders import TableBuilder
+from dissector.tables.schema import SCHEMAS
 
 #: Rows per Parquet row group: large enough for scans, small enough to bound task memory.
 ROW_GROUP = 256 * 1024

@@ -22,8 +22,8 @@ from typing import Any, NamedTuple
 
 import cramjam
 
-from dissector.frame_parts import parse
-from dissector.wire import SingleMessageMetadata
+from dissector.pulsar.sections import parse
+from dissector.pulsar.wire import SingleMessageMetadata
 
 #: Largest decompressed payload by default: Pulsar's 5 MiB message limit plus framing slack.
 DEFAULT_MAX_UNCOMPRESSED = 5 * 1024 * 1024 + 64 * 1024

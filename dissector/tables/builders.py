@@ -14,13 +14,13 @@ from typing import Any
 
 import pyarrow as pa
 
-from dissector.conversations import Entity, Pair
 from dissector.events import Anomaly, Frame
-from dissector.messages import AppMessage
+from dissector.flow.tcp import FlowKey
 from dissector.pipeline import Conversation, ConversationOpened, PipelineEvent
-from dissector.schema import ANOMALIES, CONVERSATIONS, ENTITIES, FRAMES, MESSAGES, TIMELINE
-from dissector.tcp import FlowKey
-from dissector.wire import BODY_FIELDS, COMMAND_NAMES, BaseCommand
+from dissector.pulsar.conversations import Entity, Pair
+from dissector.pulsar.messages import AppMessage
+from dissector.pulsar.wire import BODY_FIELDS, COMMAND_NAMES, BaseCommand
+from dissector.tables.schema import ANOMALIES, CONVERSATIONS, ENTITIES, FRAMES, MESSAGES, TIMELINE
 
 #: Rows gathered before they become an Arrow record batch.
 BATCH_ROWS = 65536

@@ -33,7 +33,7 @@ from dissector.pulsar.framing import DEFAULT_MAX_FRAME_SIZE
 from dissector.pulsar.messages import MessageExtractor
 from dissector.pulsar.payload import DEFAULT_MAX_UNCOMPRESSED
 from dissector.tables.builders import TableBuilder
-from dissector.tables.schema import SCHEMAS
+from dissector.tables.schema import TABLES
 
 PathLike = str | os.PathLike[str]
 
@@ -209,7 +209,7 @@ def read_tables(
     per_series = [series_tables(files, options, i) for i, files in enumerate(groups)]
     if not per_series:
         per_series = [TableBuilder().tables()]
-    return {n: pa.concat_tables([t[n] for t in per_series]) for n in SCHEMAS}
+    return {n: pa.concat_tables([t[n] for t in per_series]) for n in TABLES}
 
 
 def read_capture(

@@ -20,7 +20,7 @@ from dissector.pulsar.encoder import command, encode_frame
 from dissector.pulsar.framing import FrameDecoder
 from dissector.pulsar.wire import BaseCommand, MessageMetadata
 from dissector.tables.builders import pair_row
-from dissector.tables.schema import TIMELINE
+from dissector.tables.schema import TABLES
 
 C2B, B2C = Direction.CLIENT_TO_BROKER, Direction.BROKER_TO_CLIENT
 TOPIC = "persistent://public/default/conv"
@@ -113,7 +113,7 @@ def linked(p: Pair, request: Sent | None, response: Sent | None, outcome: str) -
 
 def row(p: Pair) -> dict[str, Any]:
     """The timeline row the pair becomes."""
-    return dict(zip(TIMELINE.names, pair_row(p), strict=True))
+    return dict(zip(TABLES["timeline"].names, pair_row(p), strict=True))
 
 
 def _producer(link: Link, pid: int, topic: str = TOPIC) -> None:

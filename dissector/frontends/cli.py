@@ -26,7 +26,7 @@ from dissector.pulsar.payload import DEFAULT_MAX_UNCOMPRESSED
 from dissector.reader import ReaderOptions, iter_events, read_tables
 from dissector.tables.filters import Filter, parse_time
 from dissector.tables.output import FORMATS, write_table
-from dissector.tables.schema import SCHEMAS
+from dissector.tables.schema import TABLES
 
 _DIST = "pulsar-dissector"
 _READ_SIZE = 1 << 20  # bytes read from a stream file at a time: memory stays bounded
@@ -207,7 +207,7 @@ def _live_arguments(live: argparse.ArgumentParser) -> None:
         "--table",
         action="append",
         default=[],
-        choices=list(SCHEMAS),
+        choices=list(TABLES),
         help="jsonl: print this table's rows (repeatable; default: every table)",
     )
     live.add_argument("--topic", action="append", default=[], help="print only rows of this topic")
@@ -342,7 +342,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     read = sub.add_parser("read", help="dissect pcap / pcapng captures (gzip too)")
     _reader_arguments(read)
-    read.add_argument("--table", choices=sorted(SCHEMAS), help="write a whole table")
+    read.add_argument("--table", choices=sorted(TABLES), help="write a whole table")
     read.add_argument("--format", choices=["text", *FORMATS], default="text")
     read.add_argument("-o", "--output", help="output file for --table (default: stdout)")
     read.add_argument("--topic", action="append", default=[], help="only rows of this topic")

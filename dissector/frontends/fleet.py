@@ -26,7 +26,7 @@ from dissector.capture import series as series_mod
 from dissector.frontends.spark import expand
 from dissector.reader import ReaderOptions, iter_series
 from dissector.tables.builders import TableBuilder
-from dissector.tables.schema import SCHEMAS
+from dissector.tables.schema import TABLES
 
 #: Rows per Parquet row group: large enough for scans, small enough to bound task memory.
 ROW_GROUP = 256 * 1024
@@ -37,16 +37,16 @@ def _dissect_bundle(
 ) -> Iterator[tuple[str, int]]:
     """Executor side: dissect a bundle of series, one Parquet file per table; yield counts."""
     writers: dict[str, pq.ParquetWriter] = {}
-    counts = dict.fromkeys(SCHEMAS, 0)
+    counts = dict.fromkeys(TABLES, 0)
     try:
         for index, files in items:
             builder = TableBuilder(capture=files[0])
             for ev in iter_series(files, options, index):
                 builder.add(ev)
-                for name in SCHEMAS:
-                    if getattr(builder, name).batches:
+                for name, made in builder.batches.items():
+                    if made.batches:
                         counts[name] += _write(writers, out, task, name, builder)
-            for name in SCHEMAS:
+            for name in TABLES:
                 counts[name] += _write(writers, out, task, name, builder)
     finally:
         for writer in writers.values():
@@ -57,18 +57,19 @@ def _dissect_bundle(
 def _write(
     writers: dict[str, pq.ParquetWriter], out: str, task: int, name: str, builder: TableBuilder
 ) -> int:
-    batches: list[pa.RecordBatch] = getattr(builder, name).take()
+    batches: list[pa.RecordBatch] = builder.batches[name].take()
     rows: int = sum(b.num_rows for b in batches)
     if not rows:
         return 0
+    schema = TABLES[name].schema
     writer = writers.get(name)
     if writer is None:
         folder = os.path.join(out, name)
         os.makedirs(folder, exist_ok=True)
         writer = writers[name] = pq.ParquetWriter(
-            os.path.join(folder, f"part-{task:05d}.parquet"), SCHEMAS[name]
+            os.path.join(folder, f"part-{task:05d}.parquet"), schema
         )
-    writer.write_table(pa.Table.from_batches(batches, SCHEMAS[name]), row_group_size=ROW_GROUP)
+    writer.write_table(pa.Table.from_batches(batches, schema), row_group_size=ROW_GROUP)
     return rows
 
 
@@ -83,18 +84,19 @@ def dissect(
     counts = rdd.mapPartitionsWithIndex(
         lambda task, items: _dissect_bundle(task, items, out, options)
     ).reduceByKey(lambda a, b: a + b)
-    written = dict.fromkeys(SCHEMAS, 0)
+    written = dict.fromkeys(TABLES, 0)
     written.update(dict(counts.collect()))
-    for name in SCHEMAS:  # empty tables still get a (schema-only) file, so reads never fail
+    # empty tables still get a (schema-only) file, so reads never fail
+    for name, table in TABLES.items():
         folder = Path(out, name)
         if not folder.exists():
             folder.mkdir(parents=True)
-            pq.write_table(SCHEMAS[name].empty_table(), folder / "part-empty.parquet")
+            pq.write_table(table.schema.empty_table(), folder / "part-empty.parquet")
     return written
 
 
 def load(spark: SparkSession, out: str) -> dict[str, DataFrame]:
-    return {name: spark.read.parquet(os.path.join(out, name)) for name in SCHEMAS}
+    return {name: spark.read.parquet(os.path.join(out, name)) for name in TABLES}
 
 
 def _rows(df: DataFrame) -> list[dict[str, Any]]:

@@ -48,7 +48,7 @@ from dissector.reader import ReaderOptions, make_pipeline
 from dissector.tables.builders import TableBuilder
 from dissector.tables.filters import Filter
 from dissector.tables.output import json_row
-from dissector.tables.schema import SCHEMAS
+from dissector.tables.schema import TABLES
 
 TICK = 0.5  # seconds: longest wait before signals, time limits and flushes are looked at
 READ_BATCH = 1024  # packets read in one go before output is flushed (prompt lines under load)
@@ -78,8 +78,8 @@ class LiveOptions:
     def __post_init__(self) -> None:
         if self.fmt not in ("text", "jsonl"):
             raise UsageError(f"format must be text or jsonl, not {self.fmt!r}")
-        if self.tables is not None and (self.fmt != "jsonl" or set(self.tables) - set(SCHEMAS)):
-            raise UsageError(f"--table takes --format jsonl and one of {', '.join(SCHEMAS)}")
+        if self.tables is not None and (self.fmt != "jsonl" or set(self.tables) - set(TABLES)):
+            raise UsageError(f"--table takes --format jsonl and one of {', '.join(TABLES)}")
         if self.pcap is None and (self.rotate_bytes or self.rotate_seconds or self.max_files):
             raise UsageError("-C, -G and -W rotate the files written with -w PATH: give -w")
         if self.max_files is not None and not (self.rotate_bytes or self.rotate_seconds):
@@ -183,7 +183,7 @@ class Session:
         self.pipe = make_pipeline(replace(opts.reader, messages=tables))
         self.lines = FrameLines(opts.rows, show_secrets=opts.show_secrets)
         self.builder = TableBuilder(capture=f"live:{source.name}") if tables else None
-        self.printed = [n for n in SCHEMAS if opts.tables is None or n in opts.tables]
+        self.printed = [n for n in TABLES if opts.tables is None or n in opts.tables]
         self.counts = Counts(messages=0 if tables else None)
         self._files = contextlib.ExitStack()  # closes every file, whatever happens
         self.parquet: ParquetParts | None = None
@@ -233,7 +233,7 @@ class Session:
     def _emit(self) -> None:
         """Hand the rows made so far to the Parquet writer and stdout; flush the outputs."""
         if self.builder is not None:
-            made = {name: getattr(self.builder, name).take() for name in SCHEMAS}
+            made = {name: b.take() for name, b in self.builder.batches.items()}
             if self.parquet is not None:  # files first: a closed stdout must not cost rows
                 for name, batches in made.items():
                     self.parquet.add(name, batches)

@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from dissector.errors import InputError
-from dissector.tables.schema import SCHEMAS
+from dissector.tables.schema import TABLES
 
 SNAPLEN = 262144  # as tcpdump: more than any loopback segment (64 KiB) or GSO packet
 PART_ROWS = 65536  # rows of one table held before a Parquet part is written early
@@ -113,9 +113,9 @@ class ParquetParts:
     def __init__(self, root: str) -> None:
         self.root = Path(root)
         check_parquet_root(self.root)
-        self.pending: dict[str, list[pa.RecordBatch]] = {name: [] for name in SCHEMAS}
-        self.rows = dict.fromkeys(SCHEMAS, 0)
-        self.parts = dict.fromkeys(SCHEMAS, 0)
+        self.pending: dict[str, list[pa.RecordBatch]] = {name: [] for name in TABLES}
+        self.rows = dict.fromkeys(TABLES, 0)
+        self.parts = dict.fromkeys(TABLES, 0)
 
     def add(self, name: str, batches: list[pa.RecordBatch]) -> None:
         for batch in batches:
@@ -136,7 +136,7 @@ class ParquetParts:
                 self._write(name)
 
     def _write(self, name: str) -> None:
-        table = pa.Table.from_batches(self.pending[name], schema=SCHEMAS[name])
+        table = pa.Table.from_batches(self.pending[name], schema=TABLES[name].schema)
         directory = self.root / name
         directory.mkdir(parents=True, exist_ok=True)
         final = directory / f"part-{self.parts[name]:06d}.parquet"

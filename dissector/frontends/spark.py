@@ -49,7 +49,7 @@ from dissector.capture import series as series_mod
 from dissector.errors import InputError, UsageError
 from dissector.reader import ReaderOptions, iter_series
 from dissector.tables.builders import TableBuilder
-from dissector.tables.schema import SCHEMAS
+from dissector.tables.schema import TABLES
 
 PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
 CAPTURE_SUFFIXES = (".pcap", ".pcapng", ".cap", ".pcap.gz", ".pcapng.gz", ".gz")
@@ -120,12 +120,12 @@ class PulsarDataSource(DataSource):
 
     def _table(self) -> str:
         table = self.options.get("table", "frames")
-        if table not in SCHEMAS:
-            raise UsageError(f"table must be one of {', '.join(SCHEMAS)}, not {table!r}")
+        if table not in TABLES:
+            raise UsageError(f"table must be one of {', '.join(TABLES)}, not {table!r}")
         return str(table)
 
     def schema(self) -> StructType:
-        return from_arrow_schema(SCHEMAS[self._table()])
+        return from_arrow_schema(TABLES[self._table()].schema)
 
     def reader(self, schema: StructType) -> DataSourceReader:
         opts = {str(k).lower(): str(v) for k, v in self.options.items()}
@@ -160,7 +160,7 @@ class PulsarReader(DataSourceReader):
         assert isinstance(partition, SeriesPartition)
         options = options_from(self.opts)
         builder = TableBuilder(capture=partition.files[0])
-        target = getattr(builder, self.table)
+        target = builder.batches[self.table]
         for ev in iter_series(partition.files, options, partition.index):
             builder.add(ev)
             if target.batches:
@@ -180,7 +180,7 @@ class PushdownReader(PulsarReader):
     for a reader with pushFilters, so it is chosen only when that setting is on)."""
 
     def pushFilters(self, filters: list[Filter]) -> Iterable[Filter]:
-        names = set(SCHEMAS[self.table].names)
+        names = set(TABLES[self.table].names)
         rest = []
         for f in filters:
             op = _OPS.get(type(f))

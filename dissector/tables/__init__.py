@@ -1,7 +1,10 @@
 """Events -> tables.
 
 Input: the pipeline's events.
-Output: one Arrow schema per table (`schema`), record batches built column-wise
-(`builders`), row filters (`filters`) and the jsonl / csv / parquet writers (`output`).
-Rule: every table is declared once, in `schema`; everything else takes its columns from it.
+Output: the registry of tables (`schema.TABLES`: Arrow schema and row function per table),
+record batches built from events (`builders`), row filters (`filters`) and the jsonl / csv /
+parquet writers (`output`).
+Rule: every table is declared once, as one column list (`frames`, `conversations`, built with
+`columns`); its schema and its rows both come from it, and everything else takes its table
+names and columns from the registry.
 """

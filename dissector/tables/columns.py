@@ -1,0 +1,127 @@
+"""How a table is declared: one column list that yields its Arrow schema and its row function.
+
+Input: a table's name, the parameters of its row function, an optional prelude (statements
+naming values several columns share) and its columns, each with a name, an Arrow type, the
+Python expression that gives its value and a one-line description.
+Output: a `Table` with `.schema` (pyarrow.Schema, descriptions in the field metadata) and
+`.row(...)`, a function compiled once at import that returns one row as a tuple in column order.
+Rule: a value is written next to its column's name and nowhere else, so it cannot land in
+another column by position; the generated code (`.source`) is what runs, with no per-row dict
+or lookup by name. Values are converted to the schema's types by the helpers below (uint64 ->
+int64 two's complement, ms -> us timestamps).
+"""
+
+from __future__ import annotations
+
+import keyword
+import linecache
+import textwrap
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+
+TS = pa.timestamp("us", tz="UTC")
+I64, I32, STR, BOOL, BIN = pa.int64(), pa.int32(), pa.string(), pa.bool_(), pa.binary()
+#: Lists name their item "element", as Parquet does, so that schemas survive a round trip.
+STRINGS = pa.list_(pa.field("element", STR))
+
+_I64 = 1 << 63
+_MAX_MS = (1 << 63) // 1000
+
+
+def i64(value: int) -> int:
+    """uint64 as Java's long: values from 2**63 up become negative."""
+    return value - (1 << 64) if value >= _I64 else value
+
+
+def opt64(value: int | None) -> int | None:
+    return None if value is None else i64(value)
+
+
+def ms(value: int | None) -> int | None:
+    """Milliseconds since the epoch as microseconds; None when absent or out of range."""
+    return None if value is None or not 0 <= value < _MAX_MS else value * 1000
+
+
+#: Names every column expression may use.
+HELPERS: dict[str, Any] = {"_i64": i64, "_opt64": opt64, "_ms": ms}
+
+
+@dataclass(frozen=True, slots=True)
+class Column:
+    name: str
+    type: pa.DataType
+    value: str  # Python expression over the row function's parameters and prelude names
+    doc: str
+    nullable: bool = True
+
+    def field(self) -> pa.Field:
+        return pa.field(
+            self.name, self.type, nullable=self.nullable, metadata={"description": self.doc}
+        )
+
+
+def col(name: str, dtype: pa.DataType, value: str, doc: str, nullable: bool = True) -> Column:
+    """A column: its name, type, the expression that gives its value, one line of doc."""
+    return Column(name, dtype, value, doc, nullable)
+
+
+def endpoints() -> list[Column]:
+    """Endpoint columns; the row function's prelude names client_ip ... broker_port."""
+    return [
+        col("client_ip", STR, "client_ip", "client address (IPv4 dotted or IPv6 text)"),
+        col("client_port", I32, "client_port", "client TCP port"),
+        col("broker_ip", STR, "broker_ip", "broker address"),
+        col("broker_port", I32, "broker_port", "broker TCP port"),
+    ]
+
+
+class Table:
+    """A table declared once: its schema and row function both come from `columns`."""
+
+    __slots__ = ("columns", "name", "row", "schema", "source")
+
+    def __init__(
+        self,
+        name: str,
+        params: str,
+        columns: list[Column],
+        *,
+        prelude: str = "",
+        env: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.name = name
+        self.columns = tuple(columns)
+        names = [c.name for c in self.columns]
+        bad = [n for n in names if not n.isidentifier() or keyword.iskeyword(n)]
+        if bad or len(set(names)) != len(names):
+            raise ValueError(f"table {name}: bad or repeated column names in {names}")
+        self.schema = pa.schema([c.field() for c in self.columns])
+        self.source = _row_source(name, params, prelude, self.columns)
+        self.row: Callable[..., tuple[Any, ...]] = _compile(name, self.source, env or {})
+
+    @property
+    def names(self) -> list[str]:
+        return [c.name for c in self.columns]
+
+    def describe(self) -> dict[str, str]:
+        """Column name -> one-line description."""
+        return {c.name: c.doc for c in self.columns}
+
+
+def _row_source(name: str, params: str, prelude: str, columns: tuple[Column, ...]) -> str:
+    body = textwrap.indent(textwrap.dedent(prelude).strip(), "    ")
+    values = "".join(f"        {c.value},  # {c.name}\n" for c in columns)
+    return f"def {name}_row({params}):\n{body}\n    return (\n{values}    )\n"
+
+
+def _compile(name: str, source: str, env: Mapping[str, Any]) -> Callable[..., tuple[Any, ...]]:
+    """Compile a row function once; its source is kept for tracebacks and debuggers."""
+    filename = f"<table {name}>"
+    namespace: dict[str, Any] = {**HELPERS, **env}
+    exec(compile(source, filename, "exec"), namespace)
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    fn: Callable[..., tuple[Any, ...]] = namespace[f"{name}_row"]
+    return fn

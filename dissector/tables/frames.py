@@ -1,0 +1,275 @@
+"""The per-frame tables: frames, messages and anomalies, each declared once.
+
+Input: nothing (the declarations below). Output: `FRAMES` (row function frames_row(f, key):
+a Frame and its connection's FlowKey), `MESSAGES` (messages_row(m): an AppMessage) and
+`ANOMALIES` (anomalies_row(a): an Anomaly), `Table`s of dissector.tables.columns.
+Rule: each column names the expression that gives its value; names shared by several columns
+come from the table's prelude. Protocol uint64 ids are stored as int64 (see columns.i64).
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+from dissector.pulsar.wire import BODY_FIELDS, COMMAND_NAMES, BaseCommand
+from dissector.tables.columns import (
+    BIN,
+    BOOL,
+    I32,
+    I64,
+    STR,
+    STRINGS,
+    TS,
+    Column,
+    Table,
+    col,
+    endpoints,
+)
+
+# ------------------------------------------------------------------------------------ frames
+
+_ID_COLUMNS = ("request_id", "producer_id", "consumer_id", "sequence_id")
+
+
+def _id_fields() -> dict[int, tuple[frozenset[str], str | None, bool]]:
+    """type -> (id columns its body has, message-id field, repeated).
+
+    Computed once from the protobuf descriptors, so that per frame only the fields a command
+    has are read.
+    """
+    out = {}
+    for ctype, field in BODY_FIELDS.items():
+        desc = BaseCommand.DESCRIPTOR.fields_by_name[field].message_type
+        assert desc is not None
+        fields = desc.fields_by_name
+        present = frozenset(n for n in _ID_COLUMNS if n in fields and not fields[n].is_repeated)
+        mid_field = None
+        repeated = False
+        for candidate in ("message_id", "message_ids"):
+            f = desc.fields_by_name.get(candidate)
+            if (
+                f is not None
+                and f.message_type is not None
+                and f.message_type.name == "MessageIdData"
+            ):
+                mid_field, repeated = candidate, f.is_repeated
+                break
+        out[ctype] = (present, mid_field, repeated)
+    return out
+
+
+def _body_id(name: str, doc: str) -> Column:
+    """An id column: the body's field of that name, when the command has it and it is set."""
+    value = f"_i64(body.{name}) if {name!r} in ids and has({name!r}) else None"
+    return col(name, I64, value, doc)
+
+
+#: Row function frames_row(f, key): f is a Frame, key its connection's FlowKey (or no key).
+_FRAME_PRELUDE = """
+    client_ip, client_port, broker_ip, broker_port = key
+    body = f.body
+    ctype = f.command_type
+    ids = _NO_IDS
+    ledger_id = entry_id = num_messages = None
+    if body is not None:
+        ids, mid_field, repeated = _ID_FIELDS[ctype]
+        has = body.HasField
+        if mid_field is not None:
+            if repeated:
+                mids = getattr(body, mid_field)
+                num_messages = len(mids)
+                mid = mids[0] if mids else None
+            else:
+                mid = getattr(body, mid_field) if has(mid_field) else None
+            if mid is not None:
+                ledger_id, entry_id = _i64(mid.ledgerId), _i64(mid.entryId)
+    meta = f.metadata
+    if meta is not None:
+        if ctype == _SEND and body.HasField("num_messages"):
+            num_messages = body.num_messages
+        else:
+            num_messages = meta.num_messages_in_batch
+    entry_ts = entry_index = None
+    be = f.broker_entry
+    if be is not None:
+        if be.HasField("broker_timestamp"):
+            entry_ts = _ms(be.broker_timestamp)
+        if be.HasField("index"):
+            entry_index = _i64(be.index)
+"""
+
+FRAMES = Table(
+    "frames",
+    "f, key",
+    [
+        col("ts", TS, "f.last_ts", "time of the packet that completed the frame", False),
+        col("conn_id", I64, "f.conn_id", "connection id, joins every table", False),
+        col("direction", STR, "f.direction", "client_to_broker or broker_to_client", False),
+        *endpoints(),
+        col(
+            "first_packet",
+            I64,
+            "f.first_packet",
+            "capture packet number holding the frame's first byte",
+        ),
+        col(
+            "last_packet",
+            I64,
+            "f.last_packet",
+            "capture packet number holding the frame's last byte",
+        ),
+        col(
+            "stream_offset",
+            I64,
+            "f.stream_offset",
+            "offset of the frame in its direction's byte stream",
+        ),
+        col(
+            "frame_size",
+            I64,
+            "f.total_size + 4",
+            "bytes on the wire, the 4-byte size field included",
+        ),
+        col("command", STR, "f.command_name", "BaseCommand type name, e.g. SEND", False),
+        _body_id("request_id", "request_id of the command, if it has one"),
+        _body_id("producer_id", "producer_id of the command, if it has one"),
+        _body_id("consumer_id", "consumer_id of the command, if it has one"),
+        _body_id("sequence_id", "sequence_id (SEND, SEND_RECEIPT, SEND_ERROR)"),
+        col("topic", STR, "f.topic", "topic the frame names, or of its producer/consumer id"),
+        col("ledger_id", I64, "ledger_id", "ledger of the (first) message id the command carries"),
+        col("entry_id", I64, "entry_id", "entry of the (first) message id the command carries"),
+        col("checksum", STR, "f.checksum", "payload frames: valid, invalid, absent or unknown"),
+        col("checksum_expected", I64, "f.checksum_expected", "CRC32C carried by the frame"),
+        col("checksum_computed", I64, "f.checksum_computed", "CRC32C computed over the frame"),
+        col(
+            "broker_entry_timestamp",
+            TS,
+            "entry_ts",
+            "broker entry metadata: when the broker got it",
+        ),
+        col("broker_entry_index", I64, "entry_index", "broker entry metadata: the broker's index"),
+        col("num_messages", I32, "num_messages", "messages the frame carries or acknowledges"),
+        col(
+            "payload_size",
+            I64,
+            "None if f.payload is None else len(f.payload)",
+            "bytes of payload after the metadata (as sent)",
+        ),
+        col("complete", BOOL, "f.complete", "false when bytes of the frame are missing", False),
+    ],
+    prelude=_FRAME_PRELUDE,
+    env={
+        "_ID_FIELDS": _id_fields(),
+        "_NO_IDS": frozenset(),
+        "_SEND": next(t for t, n in COMMAND_NAMES.items() if n == "SEND"),
+    },
+)
+
+ANOMALIES = Table(
+    "anomalies",
+    "a",
+    [
+        col("ts", TS, "a.ts", "time of the packet where the fault was seen", False),
+        col("conn_id", I64, "a.conn_id", "connection id (0: not tied to a connection)", False),
+        col(
+            "direction",
+            STR,
+            "None if a.direction is None else a.direction.value",
+            "client_to_broker, broker_to_client or null",
+        ),
+        col("stream_offset", I64, "a.stream_offset", "offset in the direction's stream, if any"),
+        col("code", STR, "a.code", "stable dotted code, e.g. pulsar.bad_checksum", False),
+        col("severity", STR, "a.severity.value", "info, warning or error", False),
+        col("detail", STR, "a.detail", "what exactly was found"),
+        col("length", I64, "a.length", "bytes concerned (skipped, missing, ...), 0 if none"),
+        col("packet", I64, "a.packet", "capture packet number (0 if unknown)"),
+    ],
+)
+
+
+# ---------------------------------------------------------------------------------- messages
+
+#: Row function messages_row(m): m is an AppMessage.
+MESSAGES = Table(
+    "messages",
+    "m",
+    [
+        col("ts", TS, "m.ts", "time of the packet that completed the (last) frame", False),
+        col("conn_id", I64, "m.conn_id", "connection id, joins every table", False),
+        col("direction", STR, "m.direction", "client_to_broker (produced) or broker_to_client"),
+        col("kind", STR, "m.kind", "produced (SEND) or delivered (MESSAGE)", False),
+        col("topic", STR, "m.topic", "topic of the producer or consumer"),
+        col("producer_id", I64, "_opt64(m.producer_id)", "produced: the connection's producer id"),
+        col("consumer_id", I64, "_opt64(m.consumer_id)", "delivered: the connection's consumer id"),
+        col("producer_name", STR, "m.producer_name", "producer name from the message metadata"),
+        col(
+            "sequence_id",
+            I64,
+            "_opt64(m.sequence_id)",
+            "sequence id of this message (batch entries counted)",
+        ),
+        col("batch_index", I32, "m.batch_index", "index in its batch, null when not batched"),
+        col("batch_size", I32, "m.batch_size", "messages in the batch (1 when not batched)"),
+        col("publish_time", TS, "_ms(m.publish_time)", "publish time set by the producer"),
+        col(
+            "event_time",
+            TS,
+            "_ms(m.event_time)",
+            "event time set by the application, null when unset",
+        ),
+        col("key", STR, "m.key", "partition key"),
+        col("key_base64", BOOL, "m.key_base64", "the key is base64-encoded bytes"),
+        col("ordering_key", BIN, "m.ordering_key", "ordering key (Key_Shared)"),
+        col("properties", pa.map_(STR, STR), "m.properties", "application properties"),
+        col("compression", STR, "m.compression", "NONE, LZ4, ZLIB, ZSTD or SNAPPY"),
+        col(
+            "compressed_size",
+            I64,
+            "m.compressed_size",
+            "payload bytes as sent (whole batch / joined chunks)",
+        ),
+        col("payload_size", I64, "m.payload_size", "bytes of this message after decoding"),
+        col(
+            "payload_sha256",
+            STR,
+            "m.payload_sha256",
+            "sha256 of this message's decoded payload (hex)",
+        ),
+        col("chunked", BOOL, "m.chunked", "sent as a chunked message"),
+        col("num_chunks", I32, "m.num_chunks", "chunks of a chunked message"),
+        col("encrypted", BOOL, "m.encrypted", "end-to-end encrypted: payload not decoded"),
+        col("encryption_keys", STRINGS, "m.encryption_keys", "names of the encryption keys"),
+        col("schema_version", BIN, "m.schema_version", "schema version the producer used"),
+        col("ledger_id", I64, "_opt64(m.ledger_id)", "delivered: ledger of the message id"),
+        col("entry_id", I64, "_opt64(m.entry_id)", "delivered: entry of the message id"),
+        col("partition", I32, "m.partition", "delivered: partition of the message id (-1: none)"),
+        col(
+            "redelivery_count",
+            I32,
+            "m.redelivery_count",
+            "delivered: times the broker redelivered it",
+        ),
+        col(
+            "broker_entry_timestamp",
+            TS,
+            "_ms(m.broker_entry_timestamp)",
+            "broker entry metadata: when the broker got it",
+        ),
+        col(
+            "broker_entry_index",
+            I64,
+            "_opt64(m.broker_entry_index)",
+            "broker entry metadata: the broker's index",
+        ),
+        col("null_value", BOOL, "m.null_value", "the message has a null value (tombstone)"),
+        col("null_key", BOOL, "m.null_key", "the message has a null partition key"),
+        col("compacted_out", BOOL, "m.compacted_out", "batch entry removed by compaction"),
+        col("complete", BOOL, "m.complete", "false when the payload could not be decoded"),
+        col(
+            "first_packet", I64, "m.first_packet", "capture packet number of the frame's first byte"
+        ),
+        col("last_packet", I64, "m.last_packet", "capture packet number of the frame's last byte"),
+        col("stream_offset", I64, "m.stream_offset", "offset of the (first) frame in its stream"),
+        col("payload_preview", STR, "m.preview", "first N payload bytes, escaped (opt-in only)"),
+    ],
+)

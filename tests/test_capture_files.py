@@ -467,3 +467,38 @@ def test_fuzz_mutated_pcapng(tmp_path_factory, edits):
     path = tmp_path_factory.mktemp("fuzz") / "f.pcapng"
     path.write_bytes(bytes(data))
     consume(path)
+
+
+# --- timestamps no date can hold (fuzzing finding: one crashed jsonl, summary, pandas) ---
+
+YEAR_9999_END_US = 253_402_300_799_999_999  # 9999-12-31T23:59:59.999999Z, by hand
+
+
+@pytest.mark.parametrize(
+    ("tsoffset", "raw", "why"),
+    [
+        (None, 0x7FFFFFFF00000000, "after 9999"),
+        (None, YEAR_9999_END_US + 1, "one microsecond after 9999"),
+        (-2_000_000_000, 1_000_000, "before 1970 (if_tsoffset)"),
+    ],
+)
+def test_pcapng_timestamp_no_date_holds_is_replaced_and_reported(tmp_path, tsoffset, raw, why):
+    good = T0 * 1_000_000
+    path = write(
+        tmp_path / "t.pcapng",
+        shb(),
+        idb("<", 1),
+        idb("<", 1, tsoffset=tsoffset),
+        epb("<", 0, good, frame(1)),
+        epb("<", 1, raw, frame(2)),
+        epb("<", 0, good + 5, frame(3)),
+    )
+    packets, issues = read(path)
+    assert [p.ts for p in packets] == [good, good, good + 5], why  # the previous time kept
+    assert [(i.code, i.packet) for i in issues] == [("capture.bad_timestamp", 2)], why
+
+
+def test_pcapng_last_representable_microsecond_is_kept(tmp_path):
+    path = write(tmp_path / "t.pcapng", shb(), idb("<", 1), epb("<", 0, YEAR_9999_END_US, frame(1)))
+    packets, issues = read(path)
+    assert [p.ts for p in packets] == [YEAR_9999_END_US] and issues == []

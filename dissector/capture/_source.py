@@ -35,10 +35,15 @@ class Stream(Protocol):
     def close(self) -> None: ...
 
 
-class CaptureIssue(NamedTuple):
-    """Damage that ended the reading of a capture; every packet before it was yielded."""
+#: The last microsecond that dates, Python's datetime and every output can hold (9999-12-31).
+MAX_TS_US = 253_402_300_799_999_999
 
-    code: str  # "capture.truncated" or "capture.corrupt_record"
+
+class CaptureIssue(NamedTuple):
+    """Damage that ended the reading of a capture (every packet before it was yielded), or
+    a record read with a correction (`capture.bad_timestamp`)."""
+
+    code: str  # "capture.truncated", "capture.corrupt_record" or "capture.bad_timestamp"
     detail: str  # one line saying what is wrong
     packet: int  # number of the last good packet (0 if none)
     offset: int  # offset of the damaged record (in the decompressed stream for gzip files)
@@ -104,3 +109,9 @@ class ByteWindow:
     def corrupt(self, detail: str, packet: int, pos: int) -> CaptureIssue:
         """The issue for an impossible record at `buf[pos]`."""
         return CaptureIssue("capture.corrupt_record", detail, packet, self.base + pos)
+
+
+def bad_timestamp(ts: int, packet: int, offset: int) -> CaptureIssue:
+    """The issue for packet `packet`, whose time `ts` (µs) is outside 1970..9999."""
+    detail = f"packet {packet}: timestamp {ts} µs is outside 1970..9999; the previous one used"
+    return CaptureIssue("capture.bad_timestamp", detail, packet, offset)

@@ -17,6 +17,8 @@ Rules:
 - A block cut off by the end of the file gives `capture.truncated`; a block with an
   impossible length, mismatched trailing length, unknown interface or unsupported version
   gives `capture.corrupt_record`. Either ends the reading.
+- A timestamp before 1970 or after 9999 gives `capture.bad_timestamp`; the packet keeps the
+  previous packet's time.
 """
 
 from __future__ import annotations
@@ -25,7 +27,13 @@ import struct
 from collections.abc import Iterator
 from typing import NamedTuple
 
-from dissector.capture._source import MAX_RECORD_SIZE, ByteWindow, CaptureIssue
+from dissector.capture._source import (
+    MAX_RECORD_SIZE,
+    MAX_TS_US,
+    ByteWindow,
+    CaptureIssue,
+    bad_timestamp,
+)
 from dissector.events import RawPacket
 
 SHB_MAGIC = b"\x0a\x0d\x0d\x0a"
@@ -160,8 +168,12 @@ def packets(window: ByteWindow, issues: list[CaptureIssue]) -> Iterator[RawPacke
                                              number, pos))  # fmt: skip
                 return
             index, linktype, _snap, mul, div, offset = interfaces[ifid]
-            last_ts = ((high << 32 | low) * mul) // div + offset
             number += 1
+            ts = ((high << 32 | low) * mul) // div + offset
+            if not 0 <= ts <= MAX_TS_US:  # (if_tsoffset may make it negative)
+                issues.append(bad_timestamp(ts, number, window.base + pos))
+            else:
+                last_ts = ts
             data = buf[pos + 28 : pos + 28 + caplen]
             yield new(RawPacket, (number, last_ts, linktype, data, orig_len, index))
         elif btype == SPB:

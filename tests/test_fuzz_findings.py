@@ -17,8 +17,19 @@ from pathlib import Path
 
 import pytest
 
+from dissector.pulsar.encoder import encode_frame
+from dissector.pulsar.wire import BaseCommand, MessageMetadata
 from dissector.reader import read_capture
-from tests.support.crafted import Session, baseline_msgs, ts_of, write_pcapng
+from tests.support.crafted import (
+    B2C,
+    C2B,
+    Msg,
+    Session,
+    baseline_msgs,
+    ts_of,
+    write_pcap,
+    write_pcapng,
+)
 
 YEAR_9999_END_US = 253_402_300_799_999_999  # 9999-12-31T23:59:59.999999Z, by hand
 
@@ -76,3 +87,27 @@ def test_timestamps_no_date_holds_are_data_not_crashes(
     assert when == (dt.datetime.fromtimestamp(ts_of(3) / 1e6, dt.UTC) if reported else last)
     frames = read_capture(path).frames
     assert len(frames) == 2 and frames.ts.notna().all()
+
+
+# ------------------------------------------------- 2. payload command without its body
+
+
+@pytest.mark.parametrize("name", ["SEND", "MESSAGE"])
+def test_payload_command_without_its_sub_message(tmp_path: Path, name: str) -> None:
+    """BaseCommand says SEND (or MESSAGE) but carries no CommandSend; metadata and payload
+    follow as usual. The frame is a row with what it has, the fault an anomaly row."""
+    meta = MessageMetadata(producer_name="p", sequence_id=0, publish_time=1)
+    bodyless = BaseCommand(type=getattr(BaseCommand, name))
+    frame = encode_frame(bodyless, metadata=meta, payload=b"payload", checksum=False)
+    direction = C2B if name == "SEND" else B2C
+    s = Session()
+    s.handshake()
+    s.exchange(baseline_msgs()[:2] + [Msg(direction, name, frame)])
+    s.close()
+    rows = every_output_works(write_pcap(tmp_path / "t.pcap", s.segs).path)
+    last = rows["frames"][-1]
+    assert (last["command"], last["payload_size"], last["num_messages"]) == (name, 7, 1)
+    assert last["producer_id"] is None and last["consumer_id"] is None
+    (anomaly,) = rows["anomalies"]
+    assert anomaly["code"] == "pulsar.command_missing_body"
+    assert anomaly["stream_offset"] == last["stream_offset"]

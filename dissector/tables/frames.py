@@ -85,7 +85,7 @@ _FRAME_PRELUDE = """
                 ledger_id, entry_id = _i64(mid.ledgerId), _i64(mid.entryId)
     meta = f.metadata
     if meta is not None:
-        if ctype == _SEND and body.HasField("num_messages"):
+        if ctype == _SEND and body is not None and body.HasField("num_messages"):
             num_messages = body.num_messages
         else:
             num_messages = meta.num_messages_in_batch

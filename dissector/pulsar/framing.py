@@ -1,4 +1,4 @@
-"""Sans-IO Pulsar frame decoder for one direction of one connection.
+"""Sans-IO Pulsar frame decoder for one direction of one connection: where the frames are.
 
 Input: the direction's byte stream in arbitrary pieces (`feed`), plus the size of any bytes
 missing from the capture (`gap`), then `close`.
@@ -14,32 +14,34 @@ Rules:
   command decodes with its sub-message present, and for payload frames the metadata decodes
   and the CRC32C (when present) matches. Skipped bytes are reported, never zero-filled.
 - Every byte is accounted for: frame_bytes + skipped_bytes + gap_bytes == stream length.
+This module buffers and locates frames (sizes, gaps, resync); its base class
+`frame_events.FrameEmitter` turns each located frame into events with provenance.
 """
 
 from __future__ import annotations
 
 from bisect import bisect_right
-from dataclasses import dataclass
 
 from dissector.errors import UsageError
-from dissector.events import Anomaly, Checksum, Direction, Event, Frame
+from dissector.events import Direction, Event
+from dissector.pulsar.frame_events import FrameEmitter, StreamStats
 from dissector.pulsar.sections import (
     HEADER,
     MAGIC_BROKER_ENTRY,
     MAGIC_CHECKSUM,
     MIN_COMMAND_SIZE,
-    PayloadParts,
-    Problem,
     Reject,
     command_ok,
-    decode_command,
-    decode_payload_section,
     header_problem,
-    partial_metadata,
 )
-from dissector.pulsar.wire import COMMAND_NAMES, PAYLOAD_TYPES, command_name
 
-__all__ = ["DEFAULT_MAX_FRAME_SIZE", "MAGIC_BROKER_ENTRY", "MAGIC_CHECKSUM", "FrameDecoder"]
+__all__ = [
+    "DEFAULT_MAX_FRAME_SIZE",
+    "MAGIC_BROKER_ENTRY",
+    "MAGIC_CHECKSUM",
+    "FrameDecoder",
+    "StreamStats",
+]
 
 #: Largest totalSize accepted by default: Pulsar's 5 MiB message limit plus the 10 KiB of
 #: framing overhead its brokers allow on top (Commands.MESSAGE_SIZE_FRAME_PADDING).
@@ -50,23 +52,7 @@ DEFAULT_MAX_FRAME_SIZE = 5 * 1024 * 1024 + 10 * 1024
 _TYPE_TAG = 0x08
 
 
-@dataclass(slots=True)
-class StreamStats:
-    """Byte accounting of one direction; the three byte counts add up to its length."""
-
-    frames: int = 0
-    frame_bytes: int = 0
-    skipped_bytes: int = 0
-    gap_bytes: int = 0
-
-
-_NO_PAYLOAD = PayloadParts(None, None, None, None, None, None, None)
-_NO_PROBLEMS: list[Anomaly] = []  # shared, never mutated: returned when a frame is clean
-#: Builds a NamedTuple from a tuple without its keyword-aware __new__ (several times faster).
-_new_frame = tuple.__new__
-
-
-class FrameDecoder:
+class FrameDecoder(FrameEmitter):
     """Decode the frames of one direction; see the module docstring for the rules."""
 
     def __init__(
@@ -80,19 +66,12 @@ class FrameDecoder:
     ) -> None:
         if max_frame_size < 8:
             raise UsageError(f"max_frame_size must be at least 8, got {max_frame_size}")
-        self.conn_id = conn_id
-        self.direction = direction
+        super().__init__(conn_id, direction, offset)
         self.max_frame_size = max_frame_size
-        self.stats = StreamStats()
         self._pieces: list[bytes] = []  # pending bytes (joined lazily), from offset self._base
         self._pending_len = 0
-        self._base = offset  # stream offset of the first pending byte
         self._need = 8  # pending length needed before parsing is worth trying again
-        self._marks: list[tuple[int, int, int]] = []  # (stream offset, packet, ts) of pieces
         self._syncing = not synced
-        self._sync_reason = "capture starts mid-stream"
-        self._skip_start = -1  # stream offset where the current run of skipped bytes began
-        self._skip_len = 0
         self._discard = 0  # bytes still to drop: the rest of a frame cut by a gap
         self._closed = False
 
@@ -167,7 +146,9 @@ class FrameDecoder:
                 return out
             self._discard = 0
         elif self._pieces and not self._syncing:
-            frame_end = self._cut_frame(out, "bytes missing from the capture")
+            frame_end = self._cut_frame(
+                self._buf, self.max_frame_size, out, "bytes missing from the capture"
+            )
             if frame_end is not None and gap_end < frame_end:
                 self._discard = frame_end - gap_end
                 self._clear_pending()
@@ -199,7 +180,7 @@ class FrameDecoder:
             if self._syncing:
                 self._skip(self._base, self._pending_len)
             else:
-                self._cut_frame(out, "stream ended")
+                self._cut_frame(self._buf, self.max_frame_size, out, "stream ended")
             self._clear_pending()
         if self._discard:
             # The rest of a frame cut by a gap never arrived: nothing more to account for.
@@ -319,182 +300,3 @@ class FrameDecoder:
                 self._need = 4 + total
         else:
             self._need = 8
-
-    def _where(self, offset: int) -> tuple[int, int]:
-        """(packet, ts) of the piece that carried stream byte `offset`."""
-        marks = self._marks
-        if len(marks) == 1 or offset >= marks[-1][0]:
-            _, packet, ts = marks[-1]
-            return packet, ts
-        i = bisect_right(marks, (offset, 1 << 62)) - 1
-        _, packet, ts = marks[max(i, 0)]
-        return packet, ts
-
-    def _decode(
-        self, buf: bytes, mv: memoryview, pos: int, total: int, csize: int, *, strict: bool
-    ) -> tuple[Frame, list[Anomaly]]:
-        """Decode the whole frame at buf[pos:], whose header the caller has read.
-
-        Raise Reject if the command is unusable. strict (resync): anything wrong rejects the
-        candidate instead of being reported.
-        """
-        end = pos + 4 + total
-        cstart = pos + 8
-        cend = cstart + csize
-        cmd, ctype, body = decode_command(mv[cstart:cend])
-        offset = self._base + pos
-        problems: list[Problem] = []
-        if body is None:
-            if strict:
-                raise Reject("no sub-message")
-            if ctype in COMMAND_NAMES:
-                detail = f"{COMMAND_NAMES[ctype]} without its sub-message"
-                problems.append(("pulsar.command_missing_body", pos, detail, 0))
-            else:
-                problems.append(("pulsar.unknown_command_type", pos, f"type {ctype}", 0))
-        name = COMMAND_NAMES.get(ctype) or command_name(ctype)
-        if ctype in PAYLOAD_TYPES:
-            parts = decode_payload_section(buf, mv, cend, end, strict, problems)
-        else:
-            parts = _NO_PAYLOAD
-            if end > cend:
-                if strict:
-                    raise Reject("trailing bytes")
-                detail = f"{end - cend} bytes after the {name} command"
-                problems.append(("pulsar.trailing_bytes", cend, detail, end - cend))
-        marks = self._marks
-        if len(marks) == 1:
-            _, first_packet, first_ts = marks[0]
-            last_packet, last_ts = first_packet, first_ts
-        else:
-            first_packet, first_ts = self._where(offset)
-            last_packet, last_ts = self._where(self._base + end - 1)
-        frame = _new_frame(
-            Frame,
-            (
-                self.conn_id,
-                self.direction,
-                offset,
-                total,
-                csize,
-                ctype,
-                name,
-                cmd,
-                body,
-                *parts,
-                True,
-                first_packet,
-                last_packet,
-                first_ts,
-                last_ts,
-                None,
-            ),
-        )
-        if not problems:
-            return frame, _NO_PROBLEMS
-        base = self._base
-        anomalies = [
-            self._anomaly(code, base + at, detail, length=length)
-            for code, at, detail, length in problems
-        ]
-        return frame, anomalies
-
-    def _cut_frame(self, out: list[Event], why: str) -> int | None:
-        """The pending bytes start a frame that will not complete here.
-
-        Emit it as an incomplete frame when its command is whole and decodes, else count
-        the bytes as skipped. Return the frame's end offset when its header is plausible.
-        """
-        buf = self._buf
-        base = self._base
-        have = len(buf)
-        if have < 8:
-            self._skip(base, have)
-            out.append(self._anomaly("pulsar.truncated_frame", base, why, length=have))
-            return None
-        total: int
-        csize: int
-        total, csize = HEADER.unpack_from(buf, 0)
-        if header_problem(total, csize, self.max_frame_size) is not None:
-            self._skip(base, have)
-            return None
-        frame_end = base + 4 + total
-        truncated = self._anomaly(
-            "pulsar.truncated_frame",
-            base,
-            f"{why}: {have} of {4 + total} bytes present",
-            length=have,
-        )
-        try:
-            if 8 + csize > have:
-                raise Reject("command incomplete")
-            cmd, ctype, body = decode_command(memoryview(buf)[8 : 8 + csize])
-        except Reject:
-            self._skip(base, have)
-            out.append(truncated)
-            return frame_end
-        metadata = None
-        if ctype in PAYLOAD_TYPES:
-            metadata = partial_metadata(buf, 8 + csize)
-        first_packet, first_ts = self._where(base)
-        last_packet, last_ts = self._where(base + have - 1)
-        out.append(
-            Frame(
-                conn_id=self.conn_id,
-                direction=self.direction,
-                stream_offset=base,
-                total_size=total,
-                command_size=csize,
-                command_type=ctype,
-                command_name=command_name(ctype),
-                command=cmd,
-                body=body,
-                checksum=Checksum.UNKNOWN if ctype in PAYLOAD_TYPES else None,
-                metadata=metadata,
-                complete=False,
-                first_packet=first_packet,
-                last_packet=last_packet,
-                first_ts=first_ts,
-                last_ts=last_ts,
-            )
-        )
-        out.append(truncated)
-        self.stats.frames += 1
-        self.stats.frame_bytes += have
-        return frame_end
-
-    # ----------------------------------------------------------------- reporting
-
-    def _skip(self, offset: int, length: int) -> None:
-        if length <= 0:
-            return
-        if self._skip_len == 0:
-            self._skip_start = offset
-        self._skip_len += length
-        self.stats.skipped_bytes += length
-
-    def _flush_skip(self, out: list[Event]) -> None:
-        if self._skip_len:
-            out.append(
-                self._anomaly(
-                    "pulsar.skipped_bytes",
-                    self._skip_start,
-                    f"{self._skip_len} bytes skipped to resynchronise ({self._sync_reason})",
-                    length=self._skip_len,
-                )
-            )
-            self._skip_len = 0
-            self._skip_start = -1
-
-    def _anomaly(self, code: str, offset: int, detail: str, *, length: int = 0) -> Anomaly:
-        packet, ts = self._where(offset) if self._marks else (0, 0)
-        return Anomaly.of(
-            code,
-            conn_id=self.conn_id,
-            direction=self.direction,
-            stream_offset=offset,
-            detail=detail,
-            length=length,
-            packet=packet,
-            ts=ts,
-        )

@@ -18,12 +18,13 @@ from __future__ import annotations
 
 import struct
 import zlib
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import cramjam
 
 from dissector.pulsar.sections import parse
-from dissector.pulsar.wire import SingleMessageMetadata
+from dissector.pulsar.wire import COMPRESSION_NAMES, COMPRESSION_TYPES, SingleMessageMetadata
 
 #: Largest decompressed payload by default: Pulsar's 5 MiB message limit plus framing slack.
 DEFAULT_MAX_UNCOMPRESSED = 5 * 1024 * 1024 + 64 * 1024
@@ -34,8 +35,10 @@ MAX_OPEN_CHUNKED = 1024
 #: Bytes held for open chunked messages at once; the oldest are dropped beyond it.
 DEFAULT_MAX_OPEN_CHUNK_BYTES = 512 * 1024 * 1024
 
-NONE, LZ4, ZLIB, ZSTD, SNAPPY = 0, 1, 2, 3, 4
-CODEC_NAMES = {NONE: "NONE", LZ4: "LZ4", ZLIB: "ZLIB", ZSTD: "ZSTD", SNAPPY: "SNAPPY"}
+_CODEC = COMPRESSION_TYPES
+NONE, LZ4, ZLIB, ZSTD, SNAPPY = (_CODEC[n] for n in ("NONE", "LZ4", "ZLIB", "ZSTD", "SNAPPY"))
+#: CompressionType value -> name, from the schema.
+CODEC_NAMES = COMPRESSION_NAMES
 
 _U32 = struct.Struct(">I")
 
@@ -48,26 +51,18 @@ def decompress(
     """The decompressed bytes (None on failure) and the problems found."""
     if codec == NONE:
         return bytes(data), []
-    name = CODEC_NAMES.get(codec)
-    if name is None:
+    inflate = _DECOMPRESSORS.get(codec)
+    if inflate is None:
         return None, [("payload.decompression_failed", f"unknown compression type {codec}")]
+    name = CODEC_NAMES[codec]
     if uncompressed_size is not None and uncompressed_size > limit:
         detail = f"{name}: uncompressed_size {uncompressed_size} exceeds the {limit}-byte bound"
         return None, [("payload.decompression_bomb", detail)]
     size = limit if uncompressed_size is None else uncompressed_size
     try:
-        if codec == ZLIB:
-            out = _zlib(bytes(data), size, limit)
-        elif codec == SNAPPY:
-            claimed = cramjam.snappy.decompress_raw_len(bytes(data))
-            if claimed > limit:
-                detail = f"SNAPPY: stream claims {claimed} bytes, above the {limit}-byte bound"
-                return None, [("payload.decompression_bomb", detail)]
-            out = _into(cramjam.snappy.decompress_raw_into, data, max(claimed, 1))
-        elif codec == LZ4:
-            out = _into(cramjam.lz4.decompress_block_into, data, size)
-        else:
-            out = _into(cramjam.zstd.decompress_into, data, size)
+        out = inflate(data, size, limit)
+    except _Bomb as exc:
+        return None, [("payload.decompression_bomb", str(exc))]
     except _TooBig:
         if uncompressed_size is not None and uncompressed_size < limit:
             detail = f"{name}: output exceeds uncompressed_size {uncompressed_size}"
@@ -85,6 +80,10 @@ class _TooBig(Exception):
     """Decompressed output does not fit the buffer it was given."""
 
 
+class _Bomb(Exception):
+    """The stream itself claims more than the bound (the message is the detail)."""
+
+
 def _into(fn: Any, data: bytes | memoryview, size: int) -> bytes:
     buf = bytearray(size)
     try:
@@ -97,15 +96,39 @@ def _into(fn: Any, data: bytes | memoryview, size: int) -> bytes:
     return bytes(memoryview(buf)[:n])
 
 
-def _zlib(data: bytes, size: int, limit: int) -> bytes:
+def _zlib(data: bytes | memoryview, size: int, limit: int) -> bytes:
     d = zlib.decompressobj()
-    out = d.decompress(data, size + 1)
+    out = d.decompress(bytes(data), size + 1)
     if len(out) > size or d.unconsumed_tail:
         raise _TooBig
     out += d.flush()
     if len(out) > min(size, limit):
         raise _TooBig
     return out
+
+
+def _snappy(data: bytes | memoryview, size: int, limit: int) -> bytes:
+    claimed = cramjam.snappy.decompress_raw_len(bytes(data))
+    if claimed > limit:
+        raise _Bomb(f"SNAPPY: stream claims {claimed} bytes, above the {limit}-byte bound")
+    return _into(cramjam.snappy.decompress_raw_into, data, max(claimed, 1))
+
+
+def _lz4(data: bytes | memoryview, size: int, limit: int) -> bytes:
+    return _into(cramjam.lz4.decompress_block_into, data, size)
+
+
+def _zstd(data: bytes | memoryview, size: int, limit: int) -> bytes:
+    return _into(cramjam.zstd.decompress_into, data, size)
+
+
+#: CompressionType value -> decompressor(data, size, limit); keyed by the schema's names.
+_DECOMPRESSORS: dict[int, Callable[[bytes | memoryview, int, int], bytes]] = {
+    _CODEC["LZ4"]: _lz4,
+    _CODEC["ZLIB"]: _zlib,
+    _CODEC["ZSTD"]: _zstd,
+    _CODEC["SNAPPY"]: _snappy,
+}
 
 
 class BatchEntry(NamedTuple):

@@ -55,6 +55,9 @@ def parse(cls: type[M], data: bytes | memoryview) -> M:
     return cls.FromString(data)  # type: ignore[arg-type]  # upb accepts any buffer
 
 
+_parse_command = BaseCommand.FromString
+
+
 def header_problem(total: int, csize: int, max_size: int) -> tuple[str, str] | None:
     """(code, detail) when a frame header is impossible, else None."""
     if total > max_size:
@@ -69,7 +72,7 @@ def header_problem(total: int, csize: int, max_size: int) -> tuple[str, str] | N
 def decode_command(data: memoryview) -> tuple[Any, int, Any]:
     """(BaseCommand, type value, sub-message or None). Raise Reject if it does not decode."""
     try:
-        cmd = parse(BaseCommand, data)
+        cmd = _parse_command(data)  # type: ignore[arg-type]  # hot path: upb takes any buffer
     except DecodeError as exc:
         raise Reject(str(exc) or "DecodeError") from None
     if not cmd.HasField("type"):

@@ -1,0 +1,235 @@
+"""Who is on one connection: its handshake, its producers and consumers, each frame's topic.
+
+Input: the decoded frames of one connection in order (through `ENTITY_STEPS`), the
+request/response pairs completed (`responded`), then `close`.
+Output: the topic each frame concerns, and a `Summary` of what the connection said about
+itself (CONNECT, CONNECTED) with its `Entity` records (producers and consumers).
+Rules:
+- PRODUCER / SUBSCRIBE create an entity (pending) on the topic they name; their answer makes
+  it created (failed on ERROR); CLOSE_PRODUCER / CLOSE_CONSUMER close it, by the client or by
+  the broker according to the direction; FLOW adds permits; SEND and MESSAGE count messages
+  (batch entries counted).
+- A frame's topic is that of the producer or consumer it names, else the topic it names.
+- What a command does here is a dict on its type (`ENTITY_STEPS`), built from the schema.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from dissector.events import Direction, Frame
+from dissector.pulsar.wire import COMMAND_TYPES, enum_name, types_with
+
+T = COMMAND_TYPES
+C2B = Direction.CLIENT_TO_BROKER
+
+# Per-frame checks are set lookups, not descriptor walks: the hot path runs once per frame.
+WITH_PRODUCER = types_with("producer_id")
+WITH_CONSUMER = types_with("consumer_id")
+WITH_TOPIC = types_with("topic")
+
+
+@dataclass(slots=True)
+class Entity:
+    """A producer or consumer of the connection."""
+
+    kind: str  # producer | consumer
+    entity_id: int
+    topic: str | None
+    created_ts: int
+    name: str | None = None
+    subscription: str | None = None
+    sub_type: str | None = None
+    access_mode: str | None = None
+    state: str = "pending"  # pending | created | failed | closed_by_client | closed_by_broker
+    closed_ts: int | None = None
+    permits: int = 0  # consumers: FLOW permits granted
+    delivered: int = 0  # consumers: messages delivered (batch entries counted)
+    sent: int = 0  # producers: messages sent (batch entries counted)
+
+
+@dataclass(slots=True)
+class Summary:
+    """What the connection said about itself (for the conversations table)."""
+
+    client_version: str | None = None
+    server_version: str | None = None
+    client_protocol: int | None = None
+    server_protocol: int | None = None
+    auth_method: str | None = None
+    proxy_to_broker_url: str | None = None
+    original_principal: str | None = None
+    max_message_size: int | None = None
+    feature_flags: list[str] = field(default_factory=list)
+    entities: list[Entity] = field(default_factory=list)
+
+
+def _optional_enum(body: Any, name: str) -> str | None:
+    return enum_name(body, name) if body.HasField(name) else None
+
+
+class Entities:
+    """The producers, consumers and handshake of one connection; see the module docstring."""
+
+    __slots__ = ("consumers", "producers", "summary")
+
+    def __init__(self) -> None:
+        self.summary = Summary()
+        self.producers: dict[int, Entity] = {}
+        self.consumers: dict[int, Entity] = {}
+
+    def lookup(self, ctype: int, body: Any) -> str | None:
+        """Topic of a command: of the producer or consumer it names, else the one it names."""
+        if ctype in WITH_PRODUCER and body.HasField("producer_id"):
+            entity = self.producers.get(body.producer_id)
+            return None if entity is None else entity.topic
+        if ctype in WITH_CONSUMER and body.HasField("consumer_id"):
+            entity = self.consumers.get(body.consumer_id)
+            return None if entity is None else entity.topic
+        if ctype in WITH_TOPIC and body.HasField("topic"):
+            topic: str = body.topic
+            return topic
+        return None
+
+    def topic(self, frame: Frame | None) -> str | None:
+        """The topic of a frame already observed."""
+        if frame is None or frame.body is None:
+            return None
+        if frame.topic is not None:
+            return frame.topic
+        return self.lookup(frame.command_type, frame.body)
+
+    def responded(self, request: Frame | None, response: Frame) -> None:
+        """Entity lifecycle: PRODUCER / SUBSCRIBE answered."""
+        if request is None or request.body is None:
+            return
+        rtype = request.command_type
+        failed = response.command_type == T["ERROR"]
+        if rtype == T["PRODUCER"]:
+            entity = self.producers.get(request.body.producer_id)
+            if entity is not None:
+                entity.state = "failed" if failed else "created"
+                if response.command_type == T["PRODUCER_SUCCESS"]:
+                    entity.name = response.body.producer_name or entity.name
+        elif rtype == T["SUBSCRIBE"]:
+            entity = self.consumers.get(request.body.consumer_id)
+            if entity is not None:
+                entity.state = "failed" if failed else "created"
+
+    def connect(self, body: Any) -> None:
+        """The client's CONNECT."""
+        s = self.summary
+        s.client_version = body.client_version
+        s.client_protocol = body.protocol_version if body.HasField("protocol_version") else None
+        s.auth_method = body.auth_method_name if body.HasField("auth_method_name") else None
+        if s.auth_method is None and body.HasField("auth_method"):
+            s.auth_method = _optional_enum(body, "auth_method")
+        if body.HasField("proxy_to_broker_url"):
+            s.proxy_to_broker_url = body.proxy_to_broker_url
+        if body.HasField("original_principal"):
+            s.original_principal = body.original_principal
+        if body.HasField("feature_flags"):
+            s.feature_flags = [f.name for f, v in body.feature_flags.ListFields() if v]
+
+    def connected(self, body: Any) -> None:
+        """The broker's CONNECTED."""
+        s = self.summary
+        s.server_version = body.server_version
+        s.server_protocol = body.protocol_version if body.HasField("protocol_version") else None
+        if body.HasField("max_message_size"):
+            s.max_message_size = body.max_message_size
+
+    def close(self) -> None:
+        self.summary.entities = [*self.producers.values(), *self.consumers.values()]
+
+
+# ------------------------------------------------------------------ steps, one per command type
+# Each takes (entities, frame, type, sub-message) and returns the frame's topic.
+
+Step = Callable[[Entities, Frame, int, Any], str | None]
+
+
+def _lookup(ents: Entities, frame: Frame, ctype: int, body: Any) -> str | None:
+    return ents.lookup(ctype, body)
+
+
+def _new_producer(ents: Entities, frame: Frame, ctype: int, body: Any) -> str | None:
+    p = Entity("producer", body.producer_id, body.topic, frame.last_ts)
+    p.name = body.producer_name if body.HasField("producer_name") else None
+    p.access_mode = _optional_enum(body, "producer_access_mode")
+    ents.producers[body.producer_id] = p
+    return p.topic
+
+
+def _new_consumer(ents: Entities, frame: Frame, ctype: int, body: Any) -> str | None:
+    c = Entity("consumer", body.consumer_id, body.topic, frame.last_ts)
+    c.subscription = body.subscription
+    c.sub_type = _optional_enum(body, "subType")
+    c.name = body.consumer_name if body.HasField("consumer_name") else None
+    ents.consumers[body.consumer_id] = c
+    return c.topic
+
+
+def _closer(kind: str) -> Step:
+    id_field = f"{kind}_id"
+
+    def close(ents: Entities, frame: Frame, ctype: int, body: Any) -> str | None:
+        if not body.HasField(id_field):
+            return ents.lookup(ctype, body)
+        table = ents.producers if kind == "producer" else ents.consumers
+        entity = table.get(getattr(body, id_field))
+        if entity is None:
+            return None
+        entity.state = "closed_by_client" if frame.direction is C2B else "closed_by_broker"
+        entity.closed_ts = frame.last_ts
+        return entity.topic
+
+    return close
+
+
+def _flow(ents: Entities, frame: Frame, ctype: int, body: Any) -> str | None:
+    if not body.HasField("consumer_id"):
+        return ents.lookup(ctype, body)
+    entity = ents.consumers.get(body.consumer_id)
+    if entity is None:
+        return None
+    entity.permits += body.messagePermits
+    return entity.topic
+
+
+def _send(ents: Entities, frame: Frame, ctype: int, body: Any) -> str | None:
+    entity = ents.producers.get(body.producer_id)
+    if entity is not None:
+        entity.sent += body.num_messages if body.HasField("num_messages") else 1
+    if not body.HasField("producer_id"):
+        return ents.lookup(ctype, body)
+    return None if entity is None else entity.topic
+
+
+def _message(ents: Entities, frame: Frame, ctype: int, body: Any) -> str | None:
+    entity = ents.consumers.get(body.consumer_id)
+    if entity is not None:
+        meta = frame.metadata
+        entity.delivered += meta.num_messages_in_batch if meta is not None else 1
+    if not body.HasField("consumer_id"):
+        return ents.lookup(ctype, body)
+    return None if entity is None else entity.topic
+
+
+def _steps() -> dict[int, Step]:
+    steps: dict[int, Step] = dict.fromkeys(WITH_PRODUCER | WITH_CONSUMER | WITH_TOPIC, _lookup)
+    steps[T["PRODUCER"]] = _new_producer
+    steps[T["SUBSCRIBE"]] = _new_consumer
+    steps[T["CLOSE_PRODUCER"]] = _closer("producer")
+    steps[T["CLOSE_CONSUMER"]] = _closer("consumer")
+    steps[T["FLOW"]] = _flow
+    steps[T["SEND"]] = _send
+    steps[T["MESSAGE"]] = _message
+    return steps
+
+
+#: BaseCommand.type -> what the command does to the entities; returns the frame's topic.
+#: Commands absent here concern no topic.
+ENTITY_STEPS: dict[int, Step] = _steps()

@@ -4,11 +4,12 @@ Input: RawPackets in capture order (from a file reader or live capture), then `c
 Output: `ConversationOpened` (once a connection is known to be Pulsar or TLS), `Frame`,
 `Anomaly` and `Conversation` (when a connection ends) events.
 Rules:
-- Headers -> TCP reassembly -> (client stream: TLS / PROXY header sniffing) -> frame decoding.
-- A connection on a broker port is Pulsar; on any other port it is Pulsar only if one side
-  opens with a decodable CONNECT (that side is then the client, whatever the SYN said).
-  Anything else is dropped silently: other protocols in a capture are not our business.
-- TLS connections (TLS ports, or a ClientHello first) are reported, not decoded.
+- Headers -> TCP reassembly -> (client stream: TLS / PROXY header sniffing) -> frame decoding
+  -> conversation state (topics, pairs) -> application messages.
+- Which connections are Pulsar is decided by `flow.classify` (its table and rules): this
+  module only tells it what it saw and acts on the mode it returns: PENDING connections have
+  their events held, PULSAR ones are published, TLS ones reported as encrypted, IGNORED ones
+  dropped silently (other protocols in a capture are not our business).
 - Per direction, preamble + frame + skipped + gap bytes add up to the stream's length.
 """
 
@@ -19,32 +20,22 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from dissector.events import Anomaly, Direction, Frame, RawPacket, Segment
+from dissector.flow import classify
+from dissector.flow.classify import Event, Mode
 from dissector.flow.net import NetIssue, parse_packet
 from dissector.flow.preamble import Preamble, sniff
-from dissector.flow.tcp import (
-    ConnClosed,
-    ConnOpened,
-    FlowKey,
-    Reassembler,
-    StreamData,
-    StreamGap,
-)
+from dissector.flow.reassembly import StreamData, StreamGap
+from dissector.flow.tcp import ConnClosed, ConnOpened, FlowKey, Reassembler, TcpEvent
 from dissector.pulsar.conversations import ConversationState, Pair, Summary
-from dissector.pulsar.framing import DEFAULT_MAX_FRAME_SIZE, FrameDecoder
+from dissector.pulsar.framing import DEFAULT_MAX_FRAME_SIZE, FrameDecoder, StreamStats
 from dissector.pulsar.messages import AppMessage, MessageExtractor
 from dissector.pulsar.wire import COMMAND_TYPES, PAYLOAD_TYPES
-
-#: Bytes a connection off the broker ports may send without completing a first frame before
-#: it is judged not to be Pulsar (a CONNECT is well under 1 KiB, a few KiB with auth data).
-PENDING_LIMIT = 64 << 10
-
-#: Events held for a connection off the broker ports while its client side is unknown.
-_MAX_HELD = 1000
 
 DEFAULT_BROKER_PORTS = frozenset({6650, 6651})
 DEFAULT_TLS_PORTS = frozenset({6651})
 C2B, B2C = Direction.CLIENT_TO_BROKER, Direction.BROKER_TO_CLIENT
 _CONNECT = COMMAND_TYPES["CONNECT"]
+PENDING, PULSAR, TLS, IGNORED = Mode.PENDING, Mode.PULSAR, Mode.TLS, Mode.IGNORED
 
 
 class ConversationOpened(NamedTuple):
@@ -87,6 +78,7 @@ class Conversation:
 
 
 PipelineEvent = ConversationOpened | Frame | Anomaly | Conversation | AppMessage | Pair
+_Out = list[PipelineEvent]  # where a method appends the events it emits
 
 
 class _Conv:
@@ -95,24 +87,24 @@ class _Conv:
         "decoders",
         "head",
         "held",
+        "judged",
         "midstream",
         "mode",
         "opened",
         "preamble",
         "state",
-        "verdict",
     )
 
-    def __init__(self, opened: ConnOpened, mode: str) -> None:
+    def __init__(self, opened: ConnOpened) -> None:
         self.opened = opened
-        self.mode = mode  # pending | pulsar | tls | ignored
+        self.mode = Mode.NEW  # flow.classify's transitions only
         self.decoders: dict[Direction, FrameDecoder] = {}
         self.midstream = {C2B: False, B2C: False}
         self.head: bytes | None = b""  # client bytes awaiting preamble sniffing; None: done
         self.preamble: Preamble | None = None
         self.held: list[PipelineEvent] = []  # events of a pending connection
         self.state = ConversationState(opened.conn_id)
-        self.verdict: dict[Direction, bool] = {}  # pending: did this side open with CONNECT?
+        self.judged: set[Direction] = set()  # pending: sides that opened without CONNECT
         self.anomalies = 0
 
 
@@ -148,7 +140,7 @@ class Pipeline:
             ports = (seg.src_port, seg.dst_port)
             if seg.src_port is not None and not self.broker_ports.intersection(ports):
                 return []  # another protocol's packet: not ours to report
-            return [_net_anomaly(seg)]
+            return [seg.anomaly()]
         return self.feed_segment(seg)
 
     def feed_segment(self, seg: Segment) -> list[PipelineEvent]:
@@ -165,21 +157,21 @@ class Pipeline:
 
     # ------------------------------------------------------------------ routing
 
-    def _route(
-        self,
-        ev: ConnOpened | StreamData | StreamGap | ConnClosed | Anomaly,
-        out: list[PipelineEvent],
-    ) -> None:
+    def _route(self, ev: TcpEvent, out: _Out) -> None:
         if type(ev) is StreamData:
             conv = self._convs[ev.conn_id]
-            if conv.mode == "pulsar" or conv.mode == "pending":
-                self._data(conv, ev.direction, ev.data, ev.offset, ev.packet, ev.ts, out)
+            if conv.mode is PULSAR or conv.mode is PENDING:
+                self._data(conv, ev, out)
         elif type(ev) is StreamGap:
             conv = self._convs[ev.conn_id]
-            if conv.mode == "pulsar" or conv.mode == "pending":
+            if conv.mode is PULSAR or conv.mode is PENDING:
                 self._gap(conv, ev, out)
         elif type(ev) is ConnOpened:
-            self._opened(ev, out)
+            conv = self._convs[ev.conn_id] = _Conv(ev)
+            event = classify.on_open(
+                ev.key.broker_port, ev.guessed, self.broker_ports, self.tls_ports
+            )
+            self._step(conv, event, out)
         elif type(ev) is ConnClosed:
             self._closed(ev, out)
         elif isinstance(ev, Anomaly):
@@ -191,44 +183,77 @@ class Pipeline:
                 owner.midstream[ev.direction] = True
             self._emit(owner, ev, out)
 
-    def _emit(self, conv: _Conv, ev: PipelineEvent, out: list[PipelineEvent]) -> None:
-        if conv.mode == "pending":
+    def _emit(self, conv: _Conv, ev: PipelineEvent, out: _Out) -> None:
+        if conv.mode is PENDING:
             conv.held.append(ev)
-        elif conv.mode != "ignored":
+        elif conv.mode is not IGNORED:
             if type(ev) is Anomaly:
                 conv.anomalies += 1
             out.append(ev)
 
-    def _opened(self, ev: ConnOpened, out: list[PipelineEvent]) -> None:
-        key = ev.key
-        if key.broker_port in self.tls_ports:
-            conv = _Conv(ev, "tls")
-            self._convs[ev.conn_id] = conv
-            self._start_tls(conv, "TLS port", out)
-            return
-        known = key.broker_port in self.broker_ports and not ev.guessed
-        conv = _Conv(ev, "pulsar" if known else "pending")
-        self._convs[ev.conn_id] = conv
-        if known:
-            out.append(ConversationOpened(ev.conn_id, key, ev.ts, ev.packet))
+    # ------------------------------------------------------------------ modes
 
-    def _start_tls(self, conv: _Conv, why: str, out: list[PipelineEvent]) -> None:
+    def _step(self, conv: _Conv, event: Event, out: _Out) -> None:
+        """Give `event` to the classification table and act on the mode it leads to."""
+        old = conv.mode
+        mode = conv.mode = classify.transition(old, event)
         opened = conv.opened
-        conv.mode = "tls"
-        conv.held.clear()
-        self.tcp.ignore(opened.conn_id)
-        out.append(ConversationOpened(opened.conn_id, opened.key, opened.ts, opened.packet))
-        out.append(
-            Anomaly.of(
-                "pulsar.encrypted",
-                conn_id=opened.conn_id,
-                direction=None,
-                stream_offset=None,
-                detail=f"{why}: encrypted, not decoded",
-                packet=opened.packet,
-                ts=opened.ts,
+        if mode is TLS:
+            conv.held.clear()
+            self.tcp.ignore(opened.conn_id)
+            why = "TLS port" if event is Event.TLS_PORT else "TLS ClientHello"
+            out.append(ConversationOpened(opened.conn_id, opened.key, opened.ts, opened.packet))
+            out.append(
+                Anomaly.of(
+                    "pulsar.encrypted",
+                    conn_id=opened.conn_id,
+                    direction=None,
+                    stream_offset=None,
+                    detail=f"{why}: encrypted, not decoded",
+                    packet=opened.packet,
+                    ts=opened.ts,
+                )
             )
-        )
+        elif mode is IGNORED:
+            conv.held.clear()
+            conv.decoders.clear()
+            self.tcp.ignore(opened.conn_id)
+        elif mode is PULSAR and old is Mode.NEW:
+            out.append(ConversationOpened(opened.conn_id, opened.key, opened.ts, opened.packet))
+        elif mode is PULSAR:  # a PENDING connection's side opened with CONNECT
+            held, conv.held = conv.held, []
+            if event is Event.CONNECT_FROM_BROKER:
+                held = self._swap_roles(conv, held)
+            key = conv.opened.key
+            out.append(ConversationOpened(opened.conn_id, key, opened.ts, opened.packet))
+            self._publish(conv, held, out)
+
+    def _swap_roles(self, conv: _Conv, held: list[PipelineEvent]) -> list[PipelineEvent]:
+        """The side taken for the broker is the client: swap everything kept per side."""
+        key = self.tcp.swap_roles(conv.opened.conn_id)
+        conv.opened = conv.opened._replace(key=key)
+        decoders = conv.decoders
+        conv.decoders = {C2B: decoders[B2C], **({B2C: decoders[C2B]} if C2B in decoders else {})}
+        for direction, dec in conv.decoders.items():
+            dec.direction = direction  # FrameDecoder has no method for this yet
+        conv.midstream = {C2B: conv.midstream[B2C], B2C: conv.midstream[C2B]}
+        return [_flip(e) for e in held]
+
+    def _decide(self, conv: _Conv, events: list[Frame | Anomaly], out: _Out) -> None:
+        """A PENDING connection's decoded events: held, and each side judged on its first."""
+        first = events[0]
+        direction = first.direction
+        assert direction is not None
+        connect = isinstance(first, Frame) and first.command_type == _CONNECT
+        event = classify.judge(direction, connect, conv.judged)
+        conv.held.extend(events)
+        if event is not None:
+            conv.judged.add(direction)
+            self._step(conv, event, out)
+        if conv.mode is PENDING and len(conv.held) > classify.MAX_HELD:
+            self._step(conv, Event.OVER_LIMIT, out)
+
+    # ------------------------------------------------------------------ decoding
 
     def _decoder(self, conv: _Conv, direction: Direction, offset: int) -> FrameDecoder:
         dec = conv.decoders.get(direction)
@@ -243,16 +268,8 @@ class Pipeline:
             conv.decoders[direction] = dec
         return dec
 
-    def _data(
-        self,
-        conv: _Conv,
-        direction: Direction,
-        data: bytes,
-        offset: int,
-        packet: int,
-        ts: int,
-        out: list[PipelineEvent],
-    ) -> None:
+    def _data(self, conv: _Conv, ev: StreamData, out: _Out) -> None:
+        direction, data, offset = ev.direction, ev.data, ev.offset
         if direction is C2B and conv.head is not None:
             if conv.midstream[C2B]:
                 conv.head = None
@@ -265,11 +282,11 @@ class Pipeline:
                 conv.head = None
                 conv.preamble = found
                 if found.kind == "tls":
-                    self._start_tls(conv, "TLS ClientHello", out)
+                    self._step(conv, Event.CLIENT_HELLO, out)
                     return
                 if found.kind == "proxy_invalid":
                     # Skip what looked like the header and resynchronise on the first frame.
-                    self._emit(conv, self._proxy_anomaly(conv, found, packet, ts), out)
+                    self._emit(conv, found.anomaly(ev.conn_id, ev.packet, ev.ts), out)
                     conv.midstream[C2B] = True
                 data = head[found.length :]
                 offset = found.length
@@ -277,50 +294,31 @@ class Pipeline:
                     self._decoder(conv, C2B, offset)
                     return
         dec = self._decoder(conv, direction, offset)
-        events = dec.feed(data, packet=packet, ts=ts)
-        if conv.mode == "pending" and not events and dec.pending > PENDING_LIMIT:
-            self._ignore(conv)
+        events = dec.feed(data, packet=ev.packet, ts=ev.ts)
+        if conv.mode is PENDING and not events and dec.pending > classify.PENDING_LIMIT:
+            self._step(conv, Event.OVER_LIMIT, out)
         self._deliver(conv, events, out)
 
-    def _proxy_anomaly(self, conv: _Conv, found: Preamble, packet: int, ts: int) -> Anomaly:
-        return Anomaly.of(
-            "proxy.header_invalid",
-            conn_id=conv.opened.conn_id,
-            direction=C2B,
-            stream_offset=0,
-            detail=found.detail,
-            length=found.length,
-            packet=packet,
-            ts=ts,
-        )
-
-    def _gap(self, conv: _Conv, ev: StreamGap, out: list[PipelineEvent]) -> None:
+    def _gap(self, conv: _Conv, ev: StreamGap, out: _Out) -> None:
         if ev.direction is C2B:  # bytes lost before the preamble was known
             self._unsniffed(conv, out, ev.packet, ev.ts)
         events = self._decoder(conv, ev.direction, ev.offset).gap(ev.length)
         self._deliver(conv, events, out)
 
-    def _unsniffed(self, conv: _Conv, out: list[PipelineEvent], packet: int, ts: int) -> None:
+    def _unsniffed(self, conv: _Conv, out: _Out, packet: int, ts: int) -> None:
         """Client bytes too few to classify (the stream ended or lost bytes before the
         preamble was known) are still part of the stream: hand them to the decoder."""
         head, conv.head = conv.head, None
         if head:
             self._deliver(conv, self._decoder(conv, C2B, 0).feed(head, packet=packet, ts=ts), out)
 
-    def _deliver(
-        self, conv: _Conv, events: list[Frame | Anomaly], out: list[PipelineEvent]
-    ) -> None:
-        if conv.mode == "pending" and events:
+    def _deliver(self, conv: _Conv, events: list[Frame | Anomaly], out: _Out) -> None:
+        if conv.mode is PENDING and events:
             self._decide(conv, list(events), out)
-        elif conv.mode == "pulsar":
+        elif conv.mode is PULSAR:
             self._publish(conv, events, out)
 
-    def _publish(
-        self,
-        conv: _Conv,
-        events: Sequence[PipelineEvent],
-        out: list[PipelineEvent],
-    ) -> None:
+    def _publish(self, conv: _Conv, events: Sequence[PipelineEvent], out: _Out) -> None:
         """Emit a Pulsar connection's events: frames with their topic, pairs, messages."""
         state = conv.state
         messages = self.messages
@@ -342,61 +340,19 @@ class Pipeline:
                     conv.anomalies += 1
                 out.append(ev)
 
-    def _decide(self, conv: _Conv, events: list[Frame | Anomaly], out: list[PipelineEvent]) -> None:
-        """A connection off the broker ports is Pulsar if one side opens with a CONNECT.
-
-        Each direction gets one verdict, on its first event; events are held until a CONNECT
-        is seen (its sender is the client) or both sides opened with something else.
-        """
-        first = events[0]
-        direction = first.direction
-        assert direction is not None
-        if direction not in conv.verdict:
-            conv.verdict[direction] = isinstance(first, Frame) and first.command_type == _CONNECT
-        if not conv.verdict[direction]:
-            conv.held.extend(events)
-            if len(conv.verdict) == 2 or len(conv.held) > _MAX_HELD:
-                self._ignore(conv)
-            return
-        opened = conv.opened
-        key = opened.key
-        held = conv.held + list(events)
-        if direction is B2C:  # the side we took for the broker sent CONNECT
-            key = self.tcp.swap_roles(opened.conn_id)
-            conv.decoders = {
-                C2B: conv.decoders[B2C],
-                **({B2C: conv.decoders[C2B]} if C2B in conv.decoders else {}),
-            }
-            for direction, dec in conv.decoders.items():
-                dec.direction = direction
-            conv.midstream = {C2B: conv.midstream[B2C], B2C: conv.midstream[C2B]}
-            held = [_flip(e) for e in held]
-            conv.opened = opened._replace(key=key)
-        conv.mode = "pulsar"
-        conv.held = []
-        out.append(ConversationOpened(opened.conn_id, key, opened.ts, opened.packet))
-        self._publish(conv, held, out)
-
-    def _ignore(self, conv: _Conv) -> None:
-        conv.mode = "ignored"
-        conv.held.clear()
-        conv.decoders.clear()
-        self.tcp.ignore(conv.opened.conn_id)
-
-    def _closed(self, ev: ConnClosed, out: list[PipelineEvent]) -> None:
+    def _closed(self, ev: ConnClosed, out: _Out) -> None:
         conv = self._convs.pop(ev.conn_id)
-        if conv.mode in ("pulsar", "pending"):
+        if conv.mode in classify.DECODED:
             self._unsniffed(conv, out, 0, 0)  # their packets are no longer known
         for dec in list(conv.decoders.values()):
             self._deliver(conv, dec.close(), out)
-        if conv.mode == "pulsar":
+        conv.mode = classify.transition(conv.mode, Event.CLOSED)
+        if conv.mode not in classify.REPORTED:
+            return  # not Pulsar: nothing to report
+        if conv.mode is PULSAR:
             if self.messages is not None:
                 self._publish(conv, self.messages.close_conn(ev.conn_id), out)
             out.extend(conv.state.close())
-        if conv.mode == "pending":
-            conv.mode = "ignored"
-        if conv.mode == "ignored":
-            return
         opened = conv.opened
         proxied = conv.preamble.source if conv.preamble is not None else None
         pre = conv.preamble.length if conv.preamble is not None else 0
@@ -410,7 +366,7 @@ class Pipeline:
                 last_packet=ev.packet,
                 ended=ev.reason,
                 syn_seen=opened.syn_seen,
-                encrypted=conv.mode == "tls",
+                encrypted=conv.mode is TLS,
                 proxied_client=proxied,
                 c2b=_stats(conv.decoders.get(C2B), ev.packets_c2b, ev.bytes_c2b, pre),
                 b2c=_stats(conv.decoders.get(B2C), ev.packets_b2c, ev.bytes_b2c, 0),
@@ -421,22 +377,11 @@ class Pipeline:
 
 
 def _stats(dec: FrameDecoder | None, packets: int, wire: int, preamble: int) -> DirectionStats:
-    if dec is None:
-        return DirectionStats(
-            packets=packets,
-            wire_bytes=wire,
-            stream_bytes=preamble,
-            preamble_bytes=preamble,
-            frames=0,
-            frame_bytes=0,
-            skipped_bytes=0,
-            gap_bytes=0,
-        )
-    s = dec.stats
+    s = dec.stats if dec is not None else StreamStats()
     return DirectionStats(
         packets=packets,
         wire_bytes=wire,
-        stream_bytes=dec.offset,
+        stream_bytes=preamble if dec is None else dec.offset,
         preamble_bytes=preamble,
         frames=s.frames,
         frame_bytes=s.frame_bytes,
@@ -449,18 +394,3 @@ def _flip(ev: PipelineEvent) -> PipelineEvent:
     if isinstance(ev, Frame | Anomaly) and ev.direction is not None:
         return ev._replace(direction=B2C if ev.direction is C2B else C2B)
     return ev
-
-
-def _net_anomaly(issue: NetIssue) -> Anomaly:
-    where = ""
-    if issue.src_ip is not None:
-        where = f" ({issue.src_ip}:{issue.src_port} -> {issue.dst_ip}:{issue.dst_port})"
-    return Anomaly.of(
-        issue.code,
-        conn_id=0,
-        direction=None,
-        stream_offset=None,
-        detail=issue.detail + where,
-        packet=issue.number,
-        ts=issue.ts,
-    )

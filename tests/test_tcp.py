@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from dissector.events import Anomaly, Direction, Segment
-from dissector.flow import tcp
+from dissector.flow import reassembly
 from dissector.flow.tcp import (
     ACK,
     FIN,
@@ -232,7 +232,7 @@ def test_syn_with_new_isn_on_open_connection_is_reuse() -> None:
 
 
 def test_out_of_order_bound(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(tcp, "MAX_OUT_OF_ORDER_BYTES", 10)
+    monkeypatch.setattr(reassembly, "MAX_OUT_OF_ORDER_BYTES", 10)
     segs = handshake() + [seg(1011, b"x" * 6), seg(1021, b"y" * 6)]
     events = run(segs)
     assert "tcp.out_of_order_overflow" in codes(events)

@@ -2,7 +2,7 @@
 
 Input: a `RawPacket` (link type + captured bytes + length on the wire).
 Output: `parse_packet` returns a `Segment` for TCP over IPv4 or IPv6, `None` for anything
-else (ARP, UDP, ICMP, non-IP link payloads), or a `NetIssue` for a fault.
+else (ARP, UDP, ICMP, non-IP link payloads), or a `NetIssue` for a fault (`.anomaly()`: its row).
 Rules:
 - Link types: Ethernet (1) with any stack of 802.1Q/802.1ad/QinQ tags; Linux cooked SLL (113)
   and SLL2 (276); BSD NULL (0, family in the capturing host's byte order) and LOOP (108);
@@ -25,7 +25,7 @@ from collections.abc import Callable
 from socket import AF_INET, AF_INET6, inet_ntop
 from typing import NamedTuple
 
-from dissector.events import RawPacket, Segment
+from dissector.events import Anomaly, RawPacket, Segment
 
 ETH_IPV4, ETH_IPV6 = 0x0800, 0x86DD
 VLAN_TYPES = frozenset({0x8100, 0x88A8, 0x9100, 0x9200})
@@ -62,6 +62,21 @@ class NetIssue(NamedTuple):
     dst_ip: str | None = None
     src_port: int | None = None
     dst_port: int | None = None
+
+    def anomaly(self) -> Anomaly:
+        """This issue as an anomaly row (conn_id 0: it belongs to no connection)."""
+        where = ""
+        if self.src_ip is not None:
+            where = f" ({self.src_ip}:{self.src_port} -> {self.dst_ip}:{self.dst_port})"
+        return Anomaly.of(
+            self.code,
+            conn_id=0,
+            direction=None,
+            stream_offset=None,
+            detail=self.detail + where,
+            packet=self.number,
+            ts=self.ts,
+        )
 
 
 class _Fault(Exception):

@@ -2,7 +2,8 @@
 
 Input: the first bytes of a client->broker stream (as many as have arrived).
 Output: None while more bytes are needed, else a `Preamble`: its kind, how many header bytes
-precede the Pulsar frames, and for PROXY headers the original client and destination.
+precede the Pulsar frames, and for PROXY headers the original client and destination
+(`anomaly()` gives the row of an invalid PROXY header).
 Rule: pure and bounded: a PROXY v1 line is at most 107 bytes, a v2 header 16 bytes plus its
 stated length; anything that is not TLS or PROXY is handed to the frame decoder untouched.
 """
@@ -12,6 +13,8 @@ from __future__ import annotations
 import socket
 import struct
 from typing import NamedTuple
+
+from dissector.events import Anomaly, Direction
 
 PROXY_V1 = b"PROXY "
 PROXY_V2 = b"\r\n\r\n\x00\r\nQUIT\n"
@@ -26,6 +29,19 @@ class Preamble(NamedTuple):
     source: tuple[str, int] | None = None  # original client (PROXY header)
     destination: tuple[str, int] | None = None
     detail: str = ""
+
+    def anomaly(self, conn_id: int, packet: int, ts: int) -> Anomaly:
+        """A `proxy_invalid` preamble as an anomaly row (at the start of the client stream)."""
+        return Anomaly.of(
+            "proxy.header_invalid",
+            conn_id=conn_id,
+            direction=Direction.CLIENT_TO_BROKER,
+            stream_offset=0,
+            detail=self.detail,
+            length=self.length,
+            packet=packet,
+            ts=ts,
+        )
 
 
 PULSAR = Preamble("pulsar")

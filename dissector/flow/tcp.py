@@ -1,4 +1,4 @@
-"""Sans-IO TCP reassembly: segments in, ordered stream bytes and exact gaps out.
+"""The TCP flow table: segments in, connections with ordered stream bytes and exact gaps out.
 
 Input: `Segment`s (one per captured TCP packet) in capture order, then `close()`.
 Output: `ConnOpened`, `StreamData` (in-order bytes of one direction), `StreamGap` (bytes
@@ -6,14 +6,12 @@ missing from the capture, with their exact size), `ConnClosed`, and `Anomaly` ev
 Rules:
 - Connections are keyed by a normalised FlowKey (client side, broker side). The broker side
   is the one on a configured broker port, else the SYN receiver, else the first packet's
-  destination (`ConnOpened.guessed` tells the caller it may swap roles, e.g. on CONNECT).
-- Sequence numbers are compared modulo 2**32 (`seq_diff`), so wrap-around is transparent.
-- Retransmitted and overlapping bytes are dropped; when they differ from what was delivered
-  (within RETRANSMIT_WINDOW) that is reported. Keep-alive probes are ignored.
-- Out-of-order segments wait in a buffer bounded by MAX_OUT_OF_ORDER_BYTES. A hole becomes a
-  gap when the peer acknowledges bytes past it (they were sent but not captured), when the
-  bound is exceeded, or when the connection ends. Missing bytes are never zero-filled.
+  destination (`ConnOpened.guessed` tells the caller it may `swap_roles`, e.g. on CONNECT).
+- Each direction is reassembled by its own `reassembly.HalfStream` (sequence arithmetic,
+  reordering, retransmissions, gaps); this module finds the connection and its direction,
+  handles SYN/FIN/RST/ACK, and bounds the table (MAX_OPEN_FLOWS, MAX_CLOSED_KEPT).
 - FIN/RST close a connection; a new SYN on the same ports starts a new conversation.
+- A connection the caller `ignore`s is still tracked (its end is reported) but delivers nothing.
 """
 
 from __future__ import annotations
@@ -22,29 +20,20 @@ from collections import deque
 from typing import NamedTuple
 
 from dissector.events import Anomaly, Direction, Segment
+from dissector.flow.reassembly import HalfStream
+from dissector.flow.reassembly import StreamData as StreamData  # re-exported: tcp's output
+from dissector.flow.reassembly import StreamGap as StreamGap
+from dissector.flow.reassembly import seq_diff as seq_diff
 
 FIN, SYN, RST, ACK = 0x01, 0x02, 0x04, 0x10
 _MASK = 0xFFFFFFFF
-_HALF = 1 << 31
 
-#: Out-of-order bytes buffered per direction before the hole is declared a gap. Several
-#: loopback windows' worth (a window can reach a few MiB); beyond it memory must not grow.
-MAX_OUT_OF_ORDER_BYTES = 16 << 20
-#: Recently delivered bytes kept per direction to compare retransmissions with.
-RETRANSMIT_WINDOW = 256 << 10
 #: Open connections tracked at once; beyond it the least recently active one is closed.
 MAX_OPEN_FLOWS = 100_000
 #: Closed connections remembered (for trailing packets and port reuse) before being forgotten.
 MAX_CLOSED_KEPT = 10_000
-#: A sequence jump larger than this is not reordering or loss but a different stream.
-_MAX_JUMP = 1 << 30
 
 C2B, B2C = Direction.CLIENT_TO_BROKER, Direction.BROKER_TO_CLIENT
-
-
-def seq_diff(a: int, b: int) -> int:
-    """Signed distance from sequence number b to a, modulo 2**32."""
-    return ((a - b + _HALF) & _MASK) - _HALF
 
 
 class FlowKey(NamedTuple):
@@ -63,24 +52,6 @@ class ConnOpened(NamedTuple):
     guessed: bool  # neither a broker port nor a SYN told which side is the broker
 
 
-class StreamData(NamedTuple):
-    conn_id: int
-    direction: Direction
-    offset: int  # stream offset of data[0] (0 = first byte after the SYN or first seen)
-    data: bytes
-    packet: int
-    ts: int
-
-
-class StreamGap(NamedTuple):
-    conn_id: int
-    direction: Direction
-    offset: int
-    length: int
-    packet: int
-    ts: int
-
-
 class ConnClosed(NamedTuple):
     conn_id: int
     reason: str  # fin | rst | capture_end | port_reuse | evicted
@@ -94,38 +65,6 @@ class ConnClosed(NamedTuple):
 
 TcpEvent = ConnOpened | StreamData | StreamGap | ConnClosed | Anomaly
 
-#: Builds a NamedTuple from a tuple without its keyword-aware __new__ (several times faster).
-_new = tuple.__new__
-
-
-class _Half:
-    """State of one direction of one connection."""
-
-    __slots__ = (
-        "direction",
-        "done",
-        "fin_seq",
-        "midstream",
-        "next_seq",
-        "offset",
-        "ooo",
-        "ooo_bytes",
-        "recent",
-        "recent_bytes",
-    )
-
-    def __init__(self, direction: Direction) -> None:
-        self.direction = direction
-        self.next_seq: int | None = None  # sequence number of the next byte to deliver
-        self.offset = 0  # stream offset of next_seq
-        self.midstream = False
-        self.fin_seq: int | None = None
-        self.done = False  # FIN reached or RST seen
-        self.ooo: dict[int, tuple[bytes, int, int, int]] = {}  # offset -> data, missing, pkt, ts
-        self.ooo_bytes = 0
-        self.recent: deque[tuple[int, bytes]] = deque()  # (offset, data) last delivered
-        self.recent_bytes = 0
-
 
 class _Conn:
     __slots__ = (
@@ -133,7 +72,6 @@ class _Conn:
         "conn_id",
         "counts",
         "halves",
-        "ignored",
         "isn",
         "key",
         "last_packet",
@@ -143,10 +81,9 @@ class _Conn:
     def __init__(self, conn_id: int, key: FlowKey, ts: int) -> None:
         self.conn_id = conn_id
         self.key = key
-        self.halves = {C2B: _Half(C2B), B2C: _Half(B2C)}
+        self.halves = {C2B: HalfStream(conn_id, C2B), B2C: HalfStream(conn_id, B2C)}
         self.isn: int | None = None  # client's SYN sequence number
         self.closed = False
-        self.ignored = False  # the caller is not interested: track, deliver nothing
         self.last_ts = ts  # time and number of the connection's latest packet
         self.last_packet = 0
         self.counts = {C2B: [0, 0], B2C: [0, 0]}  # direction -> [packets, payload bytes]
@@ -184,18 +121,7 @@ class Reassembler:
         count[1] += len(seg.payload) + seg.missing
         if conn.closed:
             if seg.payload and not flags & RST:
-                half = conn.halves[direction]
-                if half.next_seq is not None and seq_diff(seg.seq, half.next_seq) >= 0:
-                    out.append(
-                        self._anomaly(
-                            conn,
-                            direction,
-                            half.offset,
-                            seg,
-                            "tcp.data_after_close",
-                            f"{len(seg.payload)} bytes",
-                        )
-                    )
+                conn.halves[direction].late_data(seg, out)
             return out
         half = conn.halves[direction]
         seq = seg.seq
@@ -209,8 +135,8 @@ class Reassembler:
             half.next_seq = seq
             half.midstream = True
             out.append(
-                self._anomaly(
-                    conn,
+                _anomaly(
+                    conn.conn_id,
                     direction,
                     0,
                     seg,
@@ -221,15 +147,15 @@ class Reassembler:
         payload = seg.payload
         if payload and seq == half.next_seq and not seg.missing and not half.ooo:
             # The common case, in order and whole: deliver without the general machinery.
-            self._deliver(conn, half, payload, 0, seg.number, seg.ts, out)
+            half.deliver(payload, 0, seg.number, seg.ts, out)
         elif payload or seg.missing:
-            self._segment(conn, half, seq, payload, seg.missing, seg, out)
+            half.segment(seq, payload, seg.missing, seg, out)
         if flags & FIN:
             half.fin_seq = (seq + len(payload) + seg.missing) & _MASK
         if flags & ACK:
             other = conn.halves[B2C if direction is C2B else C2B]
             if other.next_seq is not None and other.next_seq != seg.ack:
-                self._acked(conn, other, seg.ack, seg, out)
+                other.acked(seg.ack, seg, out)
         if flags & RST:
             self._close(conn, "rst", seg, out)
             return out
@@ -253,11 +179,8 @@ class Reassembler:
         """Stop delivering data for a connection (e.g. not Pulsar); it is still tracked."""
         conn = self._conns.get(conn_id)
         if conn is not None:
-            conn.ignored = True
             for half in conn.halves.values():
-                half.ooo.clear()
-                half.ooo_bytes = 0
-                half.recent.clear()
+                half.ignore()
 
     def swap_roles(self, conn_id: int) -> FlowKey:
         """The side taken for the client is the broker: swap them; returns the new key."""
@@ -265,12 +188,17 @@ class Reassembler:
         k = conn.key
         conn.key = FlowKey(k.broker_ip, k.broker_port, k.client_ip, k.client_port)
         c2b, b2c = conn.halves[C2B], conn.halves[B2C]
-        c2b.direction, b2c.direction = B2C, C2B
+        c2b.relabel(B2C)
+        b2c.relabel(C2B)
         conn.halves = {C2B: b2c, B2C: c2b}
         conn.counts = {C2B: conn.counts[B2C], B2C: conn.counts[C2B]}
-        for tup, (c, d) in list(self._flows.items()):
-            if c is conn:
-                self._flows[tup] = (conn, B2C if d is C2B else C2B)
+        flows = self._flows
+        for tup, now in (
+            ((k.client_ip, k.client_port, k.broker_ip, k.broker_port), B2C),
+            ((k.broker_ip, k.broker_port, k.client_ip, k.client_port), C2B),
+        ):
+            if flows.get(tup, (None,))[0] is conn:
+                flows[tup] = (conn, now)
         return conn.key
 
     # ------------------------------------------------------------------ internals
@@ -305,8 +233,8 @@ class Reassembler:
     def _evict(self, seg: Segment, out: list[TcpEvent]) -> None:
         oldest = min(self._conns.values(), key=lambda c: c.last_ts)
         out.append(
-            self._anomaly(
-                oldest,
+            _anomaly(
+                oldest.conn_id,
                 None,
                 None,
                 seg,
@@ -325,190 +253,11 @@ class Reassembler:
             if self._flows.get(tup, (None,))[0] is conn:
                 del self._flows[tup]
 
-    def _segment(
-        self,
-        conn: _Conn,
-        half: _Half,
-        seq: int,
-        data: bytes,
-        missing: int,
-        seg: Segment,
-        out: list[TcpEvent],
-    ) -> None:
-        assert half.next_seq is not None
-        d = seq_diff(seq, half.next_seq)
-        if d == 0:
-            self._deliver(conn, half, data, missing, seg.number, seg.ts, out)
-            if half.ooo:
-                self._drain(conn, half, out, seg.ts)
-        elif d > 0:
-            if d > _MAX_JUMP:
-                return
-            if conn.ignored:
-                return
-            offset = half.offset + d
-            old = half.ooo.get(offset)
-            if old is None or len(old[0]) + old[1] < len(data) + missing:
-                half.ooo_bytes += len(data) - (len(old[0]) if old else 0)
-                half.ooo[offset] = (data, missing, seg.number, seg.ts)
-            if half.ooo_bytes > MAX_OUT_OF_ORDER_BYTES:
-                out.append(
-                    self._anomaly(
-                        conn,
-                        half.direction,
-                        half.offset,
-                        seg,
-                        "tcp.out_of_order_overflow",
-                        f"{half.ooo_bytes} bytes buffered behind a hole",
-                    )
-                )
-                self._advance(conn, half, min(half.ooo), seg, out)
-        else:
-            end = d + len(data) + missing
-            if d == -1 and len(data) <= 1 and not missing:
-                return  # keep-alive probe: one old byte (or none) below next_seq
-            if d < -_MAX_JUMP:
-                return
-            self._compare(conn, half, half.offset + d, data[:-d], seg, out)
-            if end > 0:
-                cut = -d
-                if cut <= len(data):
-                    self._deliver(conn, half, data[cut:], missing, seg.number, seg.ts, out)
-                else:
-                    self._deliver(
-                        conn, half, b"", missing - (cut - len(data)), seg.number, seg.ts, out
-                    )
-                if half.ooo:
-                    self._drain(conn, half, out, seg.ts)
-
-    def _deliver(
-        self,
-        conn: _Conn,
-        half: _Half,
-        data: bytes,
-        missing: int,
-        packet: int,
-        ts: int,
-        out: list[TcpEvent],
-    ) -> None:
-        n = len(data)
-        if n:
-            if not conn.ignored:
-                offset = half.offset
-                out.append(
-                    _new(StreamData, (conn.conn_id, half.direction, offset, data, packet, ts))
-                )
-                recent = half.recent
-                recent.append((offset, data))
-                half.recent_bytes += n
-                if half.recent_bytes >= RETRANSMIT_WINDOW + n:
-                    while half.recent_bytes - len(recent[0][1]) >= RETRANSMIT_WINDOW:
-                        half.recent_bytes -= len(recent.popleft()[1])
-            half.offset += n
-        if missing:
-            if not conn.ignored:
-                out.append(
-                    StreamGap(conn.conn_id, half.direction, half.offset, missing, packet, ts)
-                )
-                out.append(
-                    Anomaly.of(
-                        "tcp.gap",
-                        conn_id=conn.conn_id,
-                        direction=half.direction,
-                        stream_offset=half.offset,
-                        length=missing,
-                        packet=packet,
-                        ts=ts,
-                        detail=f"{missing} bytes not captured",
-                    )
-                )
-            half.offset += missing
-        half.next_seq = ((half.next_seq or 0) + n + missing) & _MASK
-
-    def _drain(self, conn: _Conn, half: _Half, out: list[TcpEvent], now: int) -> None:
-        """Deliver buffered segments that now continue the stream.
-
-        They keep their own packet number (provenance) but are stamped `now`, the time the
-        hole before them was filled: stream bytes are never available before that.
-        """
-        ooo = half.ooo
-        while ooo:
-            start = min(ooo)
-            if start > half.offset:
-                return
-            data, missing, packet, ts = ooo.pop(start)
-            ts = max(ts, now)
-            half.ooo_bytes -= len(data)
-            cut = half.offset - start
-            if cut < len(data):
-                self._deliver(conn, half, data[cut:], missing, packet, ts, out)
-            elif cut < len(data) + missing:
-                self._deliver(conn, half, b"", len(data) + missing - cut, packet, ts, out)
-
-    def _advance(
-        self, conn: _Conn, half: _Half, target: int, seg: Segment | None, out: list[TcpEvent]
-    ) -> None:
-        """Declare everything up to stream offset `target` received: holes become gaps."""
-        packet, ts = (seg.number, seg.ts) if seg else (conn.last_packet, conn.last_ts)
-        while half.offset < target:
-            if half.ooo and min(half.ooo) <= half.offset:
-                self._drain(conn, half, out, ts)
-                continue
-            upto = min(target, min(half.ooo)) if half.ooo else target
-            self._deliver(conn, half, b"", upto - half.offset, packet, ts, out)
-        if half.ooo:
-            self._drain(conn, half, out, ts)
-
-    def _acked(self, conn: _Conn, half: _Half, ack: int, seg: Segment, out: list[TcpEvent]) -> None:
-        """The peer acknowledged up to `ack`: bytes before it were sent even if not captured."""
-        assert half.next_seq is not None
-        if half.fin_seq is not None and seq_diff(ack, half.fin_seq) > 0:
-            ack = half.fin_seq
-        d = seq_diff(ack, half.next_seq)
-        if 0 < d <= _MAX_JUMP:
-            self._advance(conn, half, half.offset + d, seg, out)
-
-    def _compare(
-        self,
-        conn: _Conn,
-        half: _Half,
-        offset: int,
-        data: bytes,
-        seg: Segment,
-        out: list[TcpEvent],
-    ) -> None:
-        """Report when retransmitted bytes at `offset` differ from those delivered."""
-        if conn.ignored or not data:
-            return
-        end = offset + len(data)
-        for start, old in half.recent:
-            old_end = start + len(old)
-            if old_end <= offset or start >= end:
-                continue
-            lo, hi = max(start, offset), min(old_end, end)
-            if old[lo - start : hi - start] != data[lo - offset : hi - offset]:
-                out.append(
-                    self._anomaly(
-                        conn,
-                        half.direction,
-                        lo,
-                        seg,
-                        "tcp.retransmission_mismatch",
-                        f"bytes {lo}..{hi} differ from the first copy",
-                    )
-                )
-                return
-
     def _close(self, conn: _Conn, reason: str, seg: Segment | None, out: list[TcpEvent]) -> None:
         """Flush what is buffered (holes become gaps, up to a seen FIN) and close."""
+        last, now = (seg.number, seg.ts) if seg else (conn.last_packet, conn.last_ts)
         for half in conn.halves.values():
-            ends = [k + len(v[0]) + v[1] for k, v in half.ooo.items()]
-            if half.fin_seq is not None and half.next_seq is not None:
-                ends.append(half.offset + max(0, seq_diff(half.fin_seq, half.next_seq)))
-            if ends:
-                self._advance(conn, half, max(ends), seg, out)
-            half.recent.clear()
-            half.recent_bytes = 0
+            half.finish(last, now, out)
         conn.closed = True
         if seg is not None and reason in ("fin", "rst"):
             ts, packet = seg.ts, seg.number
@@ -521,21 +270,21 @@ class Reassembler:
         if len(self._closed) > MAX_CLOSED_KEPT:
             self._forget(self._closed.popleft())
 
-    def _anomaly(
-        self,
-        conn: _Conn,
-        direction: Direction | None,
-        offset: int | None,
-        seg: Segment,
-        code: str,
-        detail: str,
-    ) -> Anomaly:
-        return Anomaly.of(
-            code,
-            conn_id=conn.conn_id,
-            direction=direction,
-            stream_offset=offset,
-            detail=detail,
-            packet=seg.number,
-            ts=seg.ts,
-        )
+
+def _anomaly(
+    conn_id: int,
+    direction: Direction | None,
+    offset: int | None,
+    seg: Segment,
+    code: str,
+    detail: str,
+) -> Anomaly:
+    return Anomaly.of(
+        code,
+        conn_id=conn_id,
+        direction=direction,
+        stream_offset=offset,
+        detail=detail,
+        packet=seg.number,
+        ts=seg.ts,
+    )

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from dissector.pulsar.wire import BODY_FIELDS, COMMAND_NAMES, BaseCommand
+from dissector.pulsar.wire import BODY_FIELDS, COMMAND_NAMES, MESSAGE_ID_FIELDS, SINGULAR_FIELDS
 from dissector.tables.columns import (
     BIN,
     BOOL,
@@ -32,30 +32,15 @@ _ID_COLUMNS = ("request_id", "producer_id", "consumer_id", "sequence_id")
 
 
 def _id_fields() -> dict[int, tuple[frozenset[str], str | None, bool]]:
-    """type -> (id columns its body has, message-id field, repeated).
-
-    Computed once from the protobuf descriptors, so that per frame only the fields a command
-    has are read.
-    """
-    out = {}
-    for ctype, field in BODY_FIELDS.items():
-        desc = BaseCommand.DESCRIPTOR.fields_by_name[field].message_type
-        assert desc is not None
-        fields = desc.fields_by_name
-        present = frozenset(n for n in _ID_COLUMNS if n in fields and not fields[n].is_repeated)
-        mid_field = None
-        repeated = False
-        for candidate in ("message_id", "message_ids"):
-            f = desc.fields_by_name.get(candidate)
-            if (
-                f is not None
-                and f.message_type is not None
-                and f.message_type.name == "MessageIdData"
-            ):
-                mid_field, repeated = candidate, f.is_repeated
-                break
-        out[ctype] = (present, mid_field, repeated)
-    return out
+    """type -> (id columns its body has, message-id field, repeated), from `wire`'s
+    descriptor tables: per frame only the fields a command has are read."""
+    return {
+        ctype: (
+            SINGULAR_FIELDS[ctype] & set(_ID_COLUMNS),
+            *MESSAGE_ID_FIELDS.get(ctype, (None, False)),
+        )
+        for ctype in BODY_FIELDS
+    }
 
 
 def _body_id(name: str, doc: str) -> Column:

@@ -1,0 +1,280 @@
+"""One direction of one TCP connection: sequence numbers in, ordered stream bytes and gaps out.
+
+Input: the segments of one direction (sequence number, payload, bytes known to be missing),
+the peer's acknowledgements, and the end of the connection; `tcp.Reassembler` (the flow
+table) routes each packet of a connection to its direction's `HalfStream`.
+Output: `StreamData` (in-order bytes at their stream offset), `StreamGap` (bytes missing from
+the capture, with their exact size) and `Anomaly` events, appended to the caller's list.
+Rules:
+- Sequence numbers are compared modulo 2**32 (`seq_diff`), so wrap-around is transparent.
+- Retransmitted and overlapping bytes are dropped; when they differ from what was delivered
+  (within RETRANSMIT_WINDOW) that is reported. Keep-alive probes are ignored.
+- Out-of-order segments wait in a buffer bounded by MAX_OUT_OF_ORDER_BYTES. A hole becomes a
+  gap when the peer acknowledges bytes past it (they were sent but not captured), when the
+  bound is exceeded, or when the connection ends. Missing bytes are never zero-filled.
+- An ignored direction keeps counting offsets but delivers nothing and buffers nothing.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import NamedTuple, Protocol
+
+from dissector.events import Anomaly, Direction, Segment
+
+_MASK = 0xFFFFFFFF
+_HALF = 1 << 31
+
+#: Out-of-order bytes buffered per direction before the hole is declared a gap. Several
+#: loopback windows' worth (a window can reach a few MiB); beyond it memory must not grow.
+MAX_OUT_OF_ORDER_BYTES = 16 << 20
+#: Recently delivered bytes kept per direction to compare retransmissions with.
+RETRANSMIT_WINDOW = 256 << 10
+#: A sequence jump larger than this is not reordering or loss but a different stream.
+MAX_JUMP = 1 << 30
+
+
+def seq_diff(a: int, b: int) -> int:
+    """Signed distance from sequence number b to a, modulo 2**32."""
+    return ((a - b + _HALF) & _MASK) - _HALF
+
+
+class StreamData(NamedTuple):
+    conn_id: int
+    direction: Direction
+    offset: int  # stream offset of data[0] (0 = first byte after the SYN or first seen)
+    data: bytes
+    packet: int
+    ts: int
+
+
+class StreamGap(NamedTuple):
+    conn_id: int
+    direction: Direction
+    offset: int
+    length: int
+    packet: int
+    ts: int
+
+
+class Sink(Protocol):
+    """Where events go: the caller's list of events."""
+
+    def append(self, event: StreamData | StreamGap | Anomaly, /) -> None: ...
+
+
+#: Builds a NamedTuple from a tuple without its keyword-aware __new__ (several times faster).
+_new = tuple.__new__
+
+
+class HalfStream:
+    """State of one direction of one connection; see the module docstring."""
+
+    __slots__ = (
+        "conn_id",
+        "direction",
+        "done",
+        "fin_seq",
+        "ignored",
+        "midstream",
+        "next_seq",
+        "offset",
+        "ooo",
+        "ooo_bytes",
+        "recent",
+        "recent_bytes",
+    )
+
+    def __init__(self, conn_id: int, direction: Direction) -> None:
+        self.conn_id = conn_id
+        self.direction = direction
+        self.next_seq: int | None = None  # sequence number of the next byte to deliver
+        self.offset = 0  # stream offset of next_seq
+        self.midstream = False
+        self.fin_seq: int | None = None
+        self.done = False  # FIN reached or RST seen
+        self.ignored = False  # the caller is not interested: count offsets, deliver nothing
+        self.ooo: dict[int, tuple[bytes, int, int, int]] = {}  # offset -> data, missing, pkt, ts
+        self.ooo_bytes = 0
+        self.recent: deque[tuple[int, bytes]] = deque()  # (offset, data) last delivered
+        self.recent_bytes = 0
+
+    def ignore(self) -> None:
+        """Deliver nothing from now on and drop what is buffered."""
+        self.ignored = True
+        self.ooo.clear()
+        self.ooo_bytes = 0
+        self.recent.clear()
+
+    def relabel(self, direction: Direction) -> None:
+        """The connection's roles were swapped: this half now carries `direction`."""
+        self.direction = direction
+
+    def segment(self, seq: int, data: bytes, missing: int, seg: Segment, out: Sink) -> None:
+        """Bytes at sequence number `seq` (general case: out of order, overlapping, lost)."""
+        assert self.next_seq is not None
+        d = seq_diff(seq, self.next_seq)
+        if d == 0:
+            self.deliver(data, missing, seg.number, seg.ts, out)
+            if self.ooo:
+                self.drain(out, seg.ts)
+        elif d > 0:
+            if d > MAX_JUMP:
+                return
+            if self.ignored:
+                return
+            offset = self.offset + d
+            old = self.ooo.get(offset)
+            if old is None or len(old[0]) + old[1] < len(data) + missing:
+                self.ooo_bytes += len(data) - (len(old[0]) if old else 0)
+                self.ooo[offset] = (data, missing, seg.number, seg.ts)
+            if self.ooo_bytes > MAX_OUT_OF_ORDER_BYTES:
+                out.append(
+                    self._anomaly(
+                        self.offset,
+                        seg,
+                        "tcp.out_of_order_overflow",
+                        f"{self.ooo_bytes} bytes buffered behind a hole",
+                    )
+                )
+                self.advance(min(self.ooo), seg.number, seg.ts, out)
+        else:
+            end = d + len(data) + missing
+            if d == -1 and len(data) <= 1 and not missing:
+                return  # keep-alive probe: one old byte (or none) below next_seq
+            if d < -MAX_JUMP:
+                return
+            self._compare(self.offset + d, data[:-d], seg, out)
+            if end > 0:
+                cut = -d
+                if cut <= len(data):
+                    self.deliver(data[cut:], missing, seg.number, seg.ts, out)
+                else:
+                    self.deliver(b"", missing - (cut - len(data)), seg.number, seg.ts, out)
+                if self.ooo:
+                    self.drain(out, seg.ts)
+
+    def deliver(self, data: bytes, missing: int, packet: int, ts: int, out: Sink) -> None:
+        """`data` continues the stream, then `missing` bytes were not captured."""
+        n = len(data)
+        if n:
+            if not self.ignored:
+                offset = self.offset
+                out.append(
+                    _new(StreamData, (self.conn_id, self.direction, offset, data, packet, ts))
+                )
+                recent = self.recent
+                recent.append((offset, data))
+                self.recent_bytes += n
+                if self.recent_bytes >= RETRANSMIT_WINDOW + n:
+                    while self.recent_bytes - len(recent[0][1]) >= RETRANSMIT_WINDOW:
+                        self.recent_bytes -= len(recent.popleft()[1])
+            self.offset += n
+        if missing:
+            if not self.ignored:
+                out.append(
+                    StreamGap(self.conn_id, self.direction, self.offset, missing, packet, ts)
+                )
+                out.append(
+                    Anomaly.of(
+                        "tcp.gap",
+                        conn_id=self.conn_id,
+                        direction=self.direction,
+                        stream_offset=self.offset,
+                        length=missing,
+                        packet=packet,
+                        ts=ts,
+                        detail=f"{missing} bytes not captured",
+                    )
+                )
+            self.offset += missing
+        self.next_seq = ((self.next_seq or 0) + n + missing) & _MASK
+
+    def drain(self, out: Sink, now: int) -> None:
+        """Deliver buffered segments that now continue the stream.
+
+        They keep their own packet number (provenance) but are stamped `now`, the time the
+        hole before them was filled: stream bytes are never available before that.
+        """
+        ooo = self.ooo
+        while ooo:
+            start = min(ooo)
+            if start > self.offset:
+                return
+            data, missing, packet, ts = ooo.pop(start)
+            ts = max(ts, now)
+            self.ooo_bytes -= len(data)
+            cut = self.offset - start
+            if cut < len(data):
+                self.deliver(data[cut:], missing, packet, ts, out)
+            elif cut < len(data) + missing:
+                self.deliver(b"", len(data) + missing - cut, packet, ts, out)
+
+    def advance(self, target: int, packet: int, ts: int, out: Sink) -> None:
+        """Declare everything up to stream offset `target` received: holes become gaps."""
+        while self.offset < target:
+            if self.ooo and min(self.ooo) <= self.offset:
+                self.drain(out, ts)
+                continue
+            upto = min(target, min(self.ooo)) if self.ooo else target
+            self.deliver(b"", upto - self.offset, packet, ts, out)
+        if self.ooo:
+            self.drain(out, ts)
+
+    def acked(self, ack: int, seg: Segment, out: Sink) -> None:
+        """The peer acknowledged up to `ack`: bytes before it were sent even if not captured."""
+        assert self.next_seq is not None
+        if self.fin_seq is not None and seq_diff(ack, self.fin_seq) > 0:
+            ack = self.fin_seq
+        d = seq_diff(ack, self.next_seq)
+        if 0 < d <= MAX_JUMP:
+            self.advance(self.offset + d, seg.number, seg.ts, out)
+
+    def finish(self, packet: int, ts: int, out: Sink) -> None:
+        """The connection ends: buffered bytes and holes up to a seen FIN are delivered."""
+        ends = [k + len(v[0]) + v[1] for k, v in self.ooo.items()]
+        if self.fin_seq is not None and self.next_seq is not None:
+            ends.append(self.offset + max(0, seq_diff(self.fin_seq, self.next_seq)))
+        if ends:
+            self.advance(max(ends), packet, ts, out)
+        self.recent.clear()
+        self.recent_bytes = 0
+
+    def late_data(self, seg: Segment, out: Sink) -> None:
+        """A segment after the connection closed: reported when it carries new bytes."""
+        if self.next_seq is not None and seq_diff(seg.seq, self.next_seq) >= 0:
+            out.append(
+                self._anomaly(self.offset, seg, "tcp.data_after_close", f"{len(seg.payload)} bytes")
+            )
+
+    def _compare(self, offset: int, data: bytes, seg: Segment, out: Sink) -> None:
+        """Report when retransmitted bytes at `offset` differ from those delivered."""
+        if self.ignored or not data:
+            return
+        end = offset + len(data)
+        for start, old in self.recent:
+            old_end = start + len(old)
+            if old_end <= offset or start >= end:
+                continue
+            lo, hi = max(start, offset), min(old_end, end)
+            if old[lo - start : hi - start] != data[lo - offset : hi - offset]:
+                out.append(
+                    self._anomaly(
+                        lo,
+                        seg,
+                        "tcp.retransmission_mismatch",
+                        f"bytes {lo}..{hi} differ from the first copy",
+                    )
+                )
+                return
+
+    def _anomaly(self, offset: int, seg: Segment, code: str, detail: str) -> Anomaly:
+        return Anomaly.of(
+            code,
+            conn_id=self.conn_id,
+            direction=self.direction,
+            stream_offset=offset,
+            detail=detail,
+            packet=seg.number,
+            ts=seg.ts,
+        )

@@ -1,0 +1,150 @@
+"""flow.classify: the connection-mode table checked against the README's rules.
+
+README, "Which connections are Pulsar": those on a broker port (6650, 6651 and every
+`--port`), and on any other port those whose client opens with a decodable CONNECT. Port
+6651 and connections opening with a TLS ClientHello are reported as encrypted, not decoded.
+A PROXY header before CONNECT is parsed (it is not a mode change). The expected table below
+is written from those sentences, not read from the module.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from dissector.errors import UsageError
+from dissector.events import Direction
+from dissector.flow.classify import (
+    DECODED,
+    REPORTED,
+    TRANSITIONS,
+    Event,
+    Mode,
+    judge,
+    on_open,
+    transition,
+)
+
+C2B, B2C = Direction.CLIENT_TO_BROKER, Direction.BROKER_TO_CLIENT
+M, E = Mode, Event
+BROKER_PORTS = frozenset({6650, 6651, 16650})  # the defaults and one `--port`
+TLS_PORTS = frozenset({6651})
+
+#: Every allowed transition, one README rule each.
+EXPECTED: dict[tuple[Mode, Event], Mode] = {
+    # Opening: 6651 is TLS, a broker port is Pulsar, anything else waits for a CONNECT.
+    (M.NEW, E.TLS_PORT): M.TLS,
+    (M.NEW, E.BROKER_PORT): M.PULSAR,
+    (M.NEW, E.OTHER_PORT): M.PENDING,
+    # A TLS ClientHello first: encrypted, whatever the port.
+    (M.PENDING, E.CLIENT_HELLO): M.TLS,
+    (M.PULSAR, E.CLIENT_HELLO): M.TLS,
+    # Off the broker ports: a side opening with CONNECT is the client, the connection Pulsar.
+    (M.PENDING, E.CONNECT): M.PULSAR,
+    (M.PENDING, E.CONNECT_FROM_BROKER): M.PULSAR,
+    # One side opening with something else proves nothing yet; both sides doing so does.
+    (M.PENDING, E.NOT_CONNECT): M.PENDING,
+    (M.PENDING, E.NEITHER_CONNECT): M.IGNORED,
+    # Bounds: too much without a frame or too many held events is not Pulsar.
+    (M.PENDING, E.OVER_LIMIT): M.IGNORED,
+    # The end: undecided is dropped; the others stay what they were.
+    (M.PENDING, E.CLOSED): M.IGNORED,
+    (M.PULSAR, E.CLOSED): M.PULSAR,
+    (M.TLS, E.CLOSED): M.TLS,
+    (M.IGNORED, E.CLOSED): M.IGNORED,
+}
+REFUSED = [pair for pair in itertools.product(Mode, Event) if pair not in EXPECTED]
+
+
+@pytest.mark.parametrize(("mode", "event"), sorted(EXPECTED, key=str))
+def test_every_allowed_transition(mode: Mode, event: Event) -> None:
+    assert transition(mode, event) is EXPECTED[mode, event]
+
+
+@pytest.mark.parametrize(("mode", "event"), REFUSED, ids=str)
+def test_every_other_transition_is_refused(mode: Mode, event: Event) -> None:
+    with pytest.raises(UsageError, match=f"{mode.value}: {event.value} refused"):
+        transition(mode, event)
+
+
+def test_the_table_is_exactly_the_rules() -> None:
+    assert TRANSITIONS == EXPECTED
+    assert len(REFUSED) == len(Mode) * len(Event) - len(EXPECTED)
+
+
+def test_final_modes() -> None:
+    """Nothing leaves TLS or IGNORED but the end; PULSAR only turns TLS on a ClientHello."""
+    for mode in (M.TLS, M.IGNORED):
+        assert {e for (m, e) in EXPECTED if m is mode} == {E.CLOSED}
+    assert {e for (m, e) in EXPECTED if m is M.PULSAR} == {E.CLIENT_HELLO, E.CLOSED}
+    assert {m for (m, e) in EXPECTED if e is E.CLOSED} == set(Mode) - {M.NEW}
+
+
+def test_decoded_and_reported() -> None:
+    assert {M.PENDING, M.PULSAR} == DECODED  # TLS is not decoded, IGNORED is dropped
+    assert {M.PULSAR, M.TLS} == REPORTED  # an undecided or other connection is not reported
+
+
+@pytest.mark.parametrize(
+    ("port", "guessed", "event"),
+    [
+        (6650, False, E.BROKER_PORT),
+        (16650, False, E.BROKER_PORT),  # a `--port`
+        (6651, False, E.TLS_PORT),
+        (6651, True, E.TLS_PORT),
+        (8080, False, E.OTHER_PORT),
+        (8080, True, E.OTHER_PORT),
+        (6650, True, E.OTHER_PORT),  # roles unknown: the CONNECT must tell
+    ],
+)
+def test_on_open(port: int, guessed: bool, event: Event) -> None:
+    assert on_open(port, guessed, BROKER_PORTS, TLS_PORTS) is event
+
+
+def test_on_open_with_other_ports() -> None:
+    assert on_open(6650, False, {7000}, set()) is E.OTHER_PORT
+    assert on_open(7000, False, {7000}, set()) is E.BROKER_PORT
+    assert on_open(6651, False, {6650, 6651}, set()) is E.BROKER_PORT  # no TLS ports
+
+
+def test_judge_each_side_once() -> None:
+    assert judge(C2B, True, set()) is E.CONNECT
+    assert judge(B2C, True, set()) is E.CONNECT_FROM_BROKER
+    assert judge(C2B, False, set()) is E.NOT_CONNECT
+    assert judge(B2C, False, set()) is E.NOT_CONNECT
+    assert judge(B2C, False, {C2B}) is E.NEITHER_CONNECT
+    assert judge(C2B, False, {B2C}) is E.NEITHER_CONNECT
+    assert judge(B2C, True, {C2B}) is E.CONNECT_FROM_BROKER  # the other side may still
+    assert judge(C2B, True, {C2B}) is None  # judged already: a later CONNECT changes nothing
+    assert judge(C2B, False, {C2B}) is None
+
+
+def walk(*events: Event) -> Mode:
+    mode = M.NEW
+    for event in events:
+        mode = transition(mode, event)
+    return mode
+
+
+@pytest.mark.parametrize(
+    ("events", "final"),
+    [
+        # CONNECT on port 8080 from the SYN's sender, then both FIN.
+        ((E.OTHER_PORT, E.CONNECT, E.CLOSED), M.PULSAR),
+        # The first packet seen goes broker->client and carries CONNECT: roles swap.
+        ((E.OTHER_PORT, E.CONNECT_FROM_BROKER, E.CLOSED), M.PULSAR),
+        # An HTTP exchange on port 8080: request then response, neither a CONNECT.
+        ((E.OTHER_PORT, E.NOT_CONNECT, E.NEITHER_CONNECT, E.CLOSED), M.IGNORED),
+        # A server that greets first (e.g. SMTP), then the client answers CONNECT.
+        ((E.OTHER_PORT, E.NOT_CONNECT, E.CONNECT, E.CLOSED), M.PULSAR),
+        ((E.OTHER_PORT, E.CLOSED), M.IGNORED),  # no complete frame before the end
+        ((E.OTHER_PORT, E.OVER_LIMIT, E.CLOSED), M.IGNORED),
+        ((E.OTHER_PORT, E.CLIENT_HELLO, E.CLOSED), M.TLS),
+        ((E.BROKER_PORT, E.CLIENT_HELLO, E.CLOSED), M.TLS),  # TLS on 6650
+        ((E.TLS_PORT, E.CLOSED), M.TLS),
+        ((E.BROKER_PORT, E.CLOSED), M.PULSAR),
+    ],
+)
+def test_connection_stories(events: tuple[Event, ...], final: Mode) -> None:
+    assert walk(*events) is final

@@ -235,7 +235,7 @@ class Pipeline:
         decoders = conv.decoders
         conv.decoders = {C2B: decoders[B2C], **({B2C: decoders[C2B]} if C2B in decoders else {})}
         for direction, dec in conv.decoders.items():
-            dec.direction = direction  # FrameDecoder has no method for this yet
+            dec.relabel(direction)
         conv.midstream = {C2B: conv.midstream[B2C], B2C: conv.midstream[C2B]}
         return [_flip(e) for e in held]
 

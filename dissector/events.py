@@ -1,7 +1,10 @@
-"""Event records passed between the sans-IO stages.
+"""Every record passed between the stages, and the closed vocabularies they use.
 
-Input: nothing. Output: frozen, slotted, keyword-only dataclasses.
-Rule: every event carries provenance (connection id, direction, stream offset, first/last
+Input: nothing. Output: the records capture, flow, pulsar and the pipeline hand on (packets,
+segments, stream bytes, frames, anomalies, messages, request/response pairs, entities,
+conversations) and enums for every closed vocabulary.
+Rule: records are defined here and nowhere else, so that no stage imports another just for
+its types. Every event carries provenance (connection id, direction, stream offset, first/last
 packet number and timestamp) so that every table row traces back to captured bytes.
 Records made per packet or per frame are NamedTuples: immutable, slotted, and about ten
 times cheaper to create than frozen dataclasses (the hot path makes one per frame).
@@ -11,6 +14,7 @@ Timestamps are integer microseconds since the Unix epoch; packet numbers count f
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, NamedTuple
 
@@ -29,6 +33,53 @@ class Checksum(StrEnum):
     INVALID = "invalid"
     ABSENT = "absent"  # no magic 0x0e01: brokers' MESSAGE frames, clients before protocol v6
     UNKNOWN = "unknown"  # bytes of the frame are missing from the capture
+
+
+class CloseReason(StrEnum):
+    """How a connection ended."""
+
+    FIN = "fin"
+    RST = "rst"
+    CAPTURE_END = "capture_end"  # still open when the capture ended
+    PORT_REUSE = "port_reuse"  # a new SYN on the same ports started another connection
+    EVICTED = "evicted"  # too many open connections: the least recently active was closed
+
+
+class PreambleKind(StrEnum):
+    """What a client stream starts with."""
+
+    PULSAR = "pulsar"
+    TLS = "tls"
+    PROXY = "proxy"  # an HAProxy PROXY header (v1 or v2), then Pulsar
+    PROXY_INVALID = "proxy_invalid"
+
+
+class MessageKind(StrEnum):
+    PRODUCED = "produced"  # SEND
+    DELIVERED = "delivered"  # MESSAGE
+
+
+class Outcome(StrEnum):
+    """How a request/response pair ended."""
+
+    SUCCESS = "success"
+    ERROR = "error"
+    UNANSWERED = "unanswered"
+    UNMATCHED = "unmatched"  # a response whose request is not in the capture
+    REDELIVERED = "redelivered"
+
+
+class EntityKind(StrEnum):
+    PRODUCER = "producer"
+    CONSUMER = "consumer"
+
+
+class EntityState(StrEnum):
+    PENDING = "pending"
+    CREATED = "created"
+    FAILED = "failed"
+    CLOSED_BY_CLIENT = "closed_by_client"
+    CLOSED_BY_BROKER = "closed_by_broker"
 
 
 class Frame(NamedTuple):
@@ -114,3 +165,247 @@ class Segment(NamedTuple):
     window: int  # window field as on the wire (unscaled)
     payload: bytes  # TCP payload bytes present in the capture
     missing: int = 0  # payload bytes cut off by the snaplen (on the wire, not captured)
+
+
+# ------------------------------------------------------------ flow: packets -> segments and streams
+
+
+class NetIssue(NamedTuple):
+    """A packet whose headers could not be taken to a TCP segment."""
+
+    code: str  # net.ip_fragment, net.truncated_header, net.bad_header, net.unsupported_linktype
+    detail: str
+    number: int  # packet number (provenance)
+    ts: int  # microseconds since the Unix epoch
+    src_ip: str | None = None
+    dst_ip: str | None = None
+    src_port: int | None = None
+    dst_port: int | None = None
+
+    def anomaly(self) -> Anomaly:
+        """This issue as an anomaly row (conn_id 0: it belongs to no connection)."""
+        where = ""
+        if self.src_ip is not None:
+            where = f" ({self.src_ip}:{self.src_port} -> {self.dst_ip}:{self.dst_port})"
+        return Anomaly.of(
+            self.code,
+            conn_id=0,
+            direction=None,
+            stream_offset=None,
+            detail=self.detail + where,
+            packet=self.number,
+            ts=self.ts,
+        )
+
+
+class Preamble(NamedTuple):
+    kind: PreambleKind
+    length: int = 0  # header bytes before the first Pulsar frame
+    source: tuple[str, int] | None = None  # original client (PROXY header)
+    destination: tuple[str, int] | None = None
+    detail: str = ""
+
+    def anomaly(self, conn_id: int, packet: int, ts: int) -> Anomaly:
+        """A `proxy_invalid` preamble as an anomaly row (at the start of the client stream)."""
+        return Anomaly.of(
+            "proxy.header_invalid",
+            conn_id=conn_id,
+            direction=Direction.CLIENT_TO_BROKER,
+            stream_offset=0,
+            detail=self.detail,
+            length=self.length,
+            packet=packet,
+            ts=ts,
+        )
+
+
+class FlowKey(NamedTuple):
+    client_ip: str
+    client_port: int
+    broker_ip: str
+    broker_port: int
+
+
+class ConnOpened(NamedTuple):
+    conn_id: int
+    key: FlowKey
+    ts: int
+    packet: int
+    syn_seen: bool  # the capture holds the connection's SYN
+    guessed: bool  # neither a broker port nor a SYN told which side is the broker
+
+
+class ConnClosed(NamedTuple):
+    conn_id: int
+    reason: CloseReason
+    ts: int
+    packet: int
+    packets_c2b: int = 0  # packets seen per direction (retransmissions included)
+    packets_b2c: int = 0
+    bytes_c2b: int = 0  # TCP payload bytes on the wire per direction (retransmissions included)
+    bytes_b2c: int = 0
+
+
+class StreamData(NamedTuple):
+    conn_id: int
+    direction: Direction
+    offset: int  # stream offset of data[0] (0 = first byte after the SYN or first seen)
+    data: bytes
+    packet: int
+    ts: int
+
+
+class StreamGap(NamedTuple):
+    conn_id: int
+    direction: Direction
+    offset: int
+    length: int
+    packet: int
+    ts: int
+
+
+TcpEvent = ConnOpened | StreamData | StreamGap | ConnClosed | Anomaly
+
+
+# ------------------------------------------- pulsar: frames -> messages, pairs, entities
+
+
+class AppMessage(NamedTuple):
+    ts: int
+    conn_id: int
+    direction: Direction
+    kind: MessageKind
+    topic: str | None
+    producer_id: int | None
+    consumer_id: int | None
+    producer_name: str | None
+    sequence_id: int | None
+    batch_index: int | None
+    batch_size: int
+    publish_time: int | None  # ms since epoch
+    event_time: int | None  # ms since epoch, None when unset (0 on the wire)
+    key: str | None
+    key_base64: bool
+    ordering_key: bytes | None
+    properties: list[tuple[str, str]]
+    compression: str
+    compressed_size: int | None  # bytes of the (whole, joined) payload as sent
+    payload_size: int | None  # bytes of this application message after decoding
+    payload_sha256: str | None
+    chunked: bool
+    num_chunks: int | None
+    encrypted: bool
+    encryption_keys: list[str]
+    schema_version: bytes | None
+    ledger_id: int | None
+    entry_id: int | None
+    partition: int | None
+    redelivery_count: int | None
+    broker_entry_timestamp: int | None  # ms
+    broker_entry_index: int | None
+    null_value: bool
+    null_key: bool
+    compacted_out: bool
+    complete: bool  # False when the payload could not be decoded (see anomalies)
+    first_packet: int
+    last_packet: int
+    stream_offset: int
+    preview: str | None
+
+
+class Pair(NamedTuple):
+    """One timeline row: a request and its response (either may be missing)."""
+
+    conn_id: int
+    request: Frame | None
+    response: Frame | None
+    outcome: Outcome
+    request_id: int | None
+    producer_id: int | None
+    consumer_id: int | None
+    sequence_id: int | None
+    ledger_id: int | None
+    entry_id: int | None
+    topic: str | None
+    error_code: str | None
+    error_message: str | None
+
+
+@dataclass(slots=True)
+class Entity:
+    """A producer or consumer of the connection."""
+
+    kind: EntityKind
+    entity_id: int
+    topic: str | None
+    created_ts: int
+    name: str | None = None
+    subscription: str | None = None
+    sub_type: str | None = None
+    access_mode: str | None = None
+    state: EntityState = EntityState.PENDING
+    closed_ts: int | None = None
+    permits: int = 0  # consumers: FLOW permits granted
+    delivered: int = 0  # consumers: messages delivered (batch entries counted)
+    sent: int = 0  # producers: messages sent (batch entries counted)
+
+
+@dataclass(slots=True)
+class Summary:
+    """What the connection said about itself (for the conversations table)."""
+
+    client_version: str | None = None
+    server_version: str | None = None
+    client_protocol: int | None = None
+    server_protocol: int | None = None
+    auth_method: str | None = None
+    proxy_to_broker_url: str | None = None
+    original_principal: str | None = None
+    max_message_size: int | None = None
+    feature_flags: list[str] = field(default_factory=list)
+    entities: list[Entity] = field(default_factory=list)
+
+
+# ------------------------------------------------------------ the pipeline's own: conversations
+
+
+class ConversationOpened(NamedTuple):
+    conn_id: int
+    key: FlowKey
+    ts: int
+    packet: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DirectionStats:
+    packets: int  # packets seen (retransmissions included)
+    wire_bytes: int  # TCP payload bytes on the wire (retransmissions included)
+    stream_bytes: int  # length of the reassembled stream
+    preamble_bytes: int  # PROXY protocol header
+    frames: int
+    frame_bytes: int
+    skipped_bytes: int  # seen but not part of any frame (resync)
+    gap_bytes: int  # missing from the capture
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Conversation:
+    """One TCP connection that carried Pulsar (or TLS on a Pulsar port), when it ended."""
+
+    conn_id: int
+    key: FlowKey
+    start_ts: int
+    end_ts: int
+    first_packet: int
+    last_packet: int
+    ended: CloseReason
+    syn_seen: bool
+    encrypted: bool
+    proxied_client: tuple[str, int] | None  # original client from a PROXY header
+    c2b: DirectionStats
+    b2c: DirectionStats
+    summary: Summary  # handshake and entities
+    anomalies: int  # anomaly rows of this connection
+
+
+PipelineEvent = ConversationOpened | Frame | Anomaly | Conversation | AppMessage | Pair

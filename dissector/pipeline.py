@@ -16,19 +16,33 @@ Rules:
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
-from typing import NamedTuple
 
-from dissector.events import Anomaly, Direction, Frame, RawPacket, Segment
+from dissector.events import (
+    Anomaly,
+    ConnClosed,
+    ConnOpened,
+    Conversation,
+    ConversationOpened,
+    Direction,
+    DirectionStats,
+    Frame,
+    NetIssue,
+    PipelineEvent,
+    Preamble,
+    RawPacket,
+    Segment,
+    StreamData,
+    StreamGap,
+    TcpEvent,
+)
 from dissector.flow import classify
 from dissector.flow.classify import Event, Mode
-from dissector.flow.net import NetIssue, parse_packet
-from dissector.flow.preamble import Preamble, sniff
-from dissector.flow.reassembly import StreamData, StreamGap
-from dissector.flow.tcp import ConnClosed, ConnOpened, FlowKey, Reassembler, TcpEvent
-from dissector.pulsar.conversations import ConversationState, Pair, Summary
+from dissector.flow.net import parse_packet
+from dissector.flow.preamble import sniff
+from dissector.flow.tcp import Reassembler
+from dissector.pulsar.conversations import ConversationState
 from dissector.pulsar.framing import DEFAULT_MAX_FRAME_SIZE, FrameDecoder, StreamStats
-from dissector.pulsar.messages import AppMessage, MessageExtractor
+from dissector.pulsar.messages import MessageExtractor
 from dissector.pulsar.wire import COMMAND_TYPES, PAYLOAD_TYPES
 
 DEFAULT_BROKER_PORTS = frozenset({6650, 6651})
@@ -38,46 +52,6 @@ _CONNECT = COMMAND_TYPES["CONNECT"]
 PENDING, PULSAR, TLS, IGNORED = Mode.PENDING, Mode.PULSAR, Mode.TLS, Mode.IGNORED
 
 
-class ConversationOpened(NamedTuple):
-    conn_id: int
-    key: FlowKey
-    ts: int
-    packet: int
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class DirectionStats:
-    packets: int  # packets seen (retransmissions included)
-    wire_bytes: int  # TCP payload bytes on the wire (retransmissions included)
-    stream_bytes: int  # length of the reassembled stream
-    preamble_bytes: int  # PROXY protocol header
-    frames: int
-    frame_bytes: int
-    skipped_bytes: int  # seen but not part of any frame (resync)
-    gap_bytes: int  # missing from the capture
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Conversation:
-    """One TCP connection that carried Pulsar (or TLS on a Pulsar port), when it ended."""
-
-    conn_id: int
-    key: FlowKey
-    start_ts: int
-    end_ts: int
-    first_packet: int
-    last_packet: int
-    ended: str  # fin | rst | capture_end | port_reuse | evicted
-    syn_seen: bool
-    encrypted: bool
-    proxied_client: tuple[str, int] | None  # original client from a PROXY header
-    c2b: DirectionStats
-    b2c: DirectionStats
-    summary: Summary  # handshake and entities
-    anomalies: int  # anomaly rows of this connection
-
-
-PipelineEvent = ConversationOpened | Frame | Anomaly | Conversation | AppMessage | Pair
 _Out = list[PipelineEvent]  # where a method appends the events it emits
 
 

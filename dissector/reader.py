@@ -22,13 +22,8 @@ import pandas as pd
 import pyarrow as pa
 
 from dissector.capture import open_capture, series
-from dissector.events import Anomaly
-from dissector.pipeline import (
-    DEFAULT_BROKER_PORTS,
-    DEFAULT_TLS_PORTS,
-    Pipeline,
-    PipelineEvent,
-)
+from dissector.events import Anomaly, PipelineEvent
+from dissector.pipeline import DEFAULT_BROKER_PORTS, DEFAULT_TLS_PORTS, Pipeline
 from dissector.pulsar.framing import DEFAULT_MAX_FRAME_SIZE
 from dissector.pulsar.messages import MessageExtractor
 from dissector.pulsar.payload import DEFAULT_MAX_UNCOMPRESSED

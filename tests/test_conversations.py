@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 import dissector.pulsar.conversations as conversations
-from dissector.events import Direction, Frame
-from dissector.pulsar.conversations import ConversationState, Entity, Pair
+from dissector.events import Direction, Entity, Frame, Pair
+from dissector.pulsar.conversations import ConversationState
 from dissector.pulsar.encoder import command, encode_frame
 from dissector.pulsar.framing import FrameDecoder
 from dissector.pulsar.wire import BaseCommand, MessageMetadata

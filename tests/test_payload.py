@@ -10,8 +10,8 @@ import cramjam
 import pytest
 
 from dissector import FrameDecoder, command, encode_frame
-from dissector.events import Anomaly, Frame
-from dissector.pulsar.messages import AppMessage, MessageExtractor
+from dissector.events import Anomaly, AppMessage, Frame
+from dissector.pulsar.messages import MessageExtractor
 from dissector.pulsar.payload import (
     LZ4,
     NONE,

@@ -11,9 +11,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from dissector.events import Anomaly, Frame, RawPacket
-from dissector.flow.tcp import FlowKey
-from dissector.pipeline import Conversation, ConversationOpened, Pipeline, PipelineEvent
+from dissector.events import (
+    Anomaly,
+    Conversation,
+    ConversationOpened,
+    FlowKey,
+    Frame,
+    PipelineEvent,
+    RawPacket,
+)
+from dissector.pipeline import Pipeline
 from tests.support.crafted import (
     B2C,
     C2B,

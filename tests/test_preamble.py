@@ -5,7 +5,8 @@ from __future__ import annotations
 import socket
 import struct
 
-from dissector.flow.preamble import PROXY_V2, Preamble, sniff
+from dissector.events import Preamble, PreambleKind
+from dissector.flow.preamble import PROXY_V2, sniff
 
 CONNECT_START = b"\x00\x00\x00\x2d\x00\x00\x00\x29\x08\x02"
 
@@ -15,21 +16,21 @@ def v2(family: int, addresses: bytes, command: int = 0x21) -> bytes:
 
 
 def test_plain_pulsar() -> None:
-    assert sniff(CONNECT_START) == Preamble("pulsar")
+    assert sniff(CONNECT_START) == Preamble(PreambleKind.PULSAR)
 
 
 def test_tls_client_hello() -> None:
-    assert sniff(b"\x16\x03\x01\x02\x00") == Preamble("tls")
+    assert sniff(b"\x16\x03\x01\x02\x00") == Preamble(PreambleKind.TLS)
     assert sniff(b"\x16") is None  # need more
 
 
 def test_proxy_v1_tcp4_and_tcp6() -> None:
     line = b"PROXY TCP4 192.0.2.7 10.0.0.2 51234 6650\r\n"
     got = sniff(line + CONNECT_START)
-    assert got == Preamble("proxy", len(line), ("192.0.2.7", 51234), ("10.0.0.2", 6650))
+    assert got == Preamble(PreambleKind.PROXY, len(line), ("192.0.2.7", 51234), ("10.0.0.2", 6650))
     line6 = b"PROXY TCP6 2001:db8::7 2001:db8::2 4000 6650\r\n"
     assert sniff(line6)[2] == ("2001:db8::7", 4000)  # type: ignore[index]
-    assert sniff(b"PROXY UNKNOWN\r\n") == Preamble("proxy", 15)
+    assert sniff(b"PROXY UNKNOWN\r\n") == Preamble(PreambleKind.PROXY, 15)
 
 
 def test_proxy_v1_incomplete_and_invalid() -> None:
@@ -48,7 +49,7 @@ def test_proxy_v2_ipv4_ipv6_local() -> None:
     )
     header = v2(0x11, addr4)
     assert sniff(header + CONNECT_START) == Preamble(
-        "proxy", len(header), ("198.51.100.9", 5555), ("10.0.0.2", 6650)
+        PreambleKind.PROXY, len(header), ("198.51.100.9", 5555), ("10.0.0.2", 6650)
     )
     assert sniff(header[:20]) is None
     addr6 = (
@@ -58,6 +59,6 @@ def test_proxy_v2_ipv4_ipv6_local() -> None:
     )
     assert sniff(v2(0x21, addr6))[2] == ("2001:db8::9", 7)  # type: ignore[index]
     local = v2(0x00, b"", command=0x20)
-    assert sniff(local) == Preamble("proxy", 16)
+    assert sniff(local) == Preamble(PreambleKind.PROXY, 16)
     tlv = v2(0x11, addr4 + b"\x04\x00\x02ab")  # addresses followed by a TLV
     assert sniff(tlv).length == len(tlv)  # type: ignore[union-attr]

@@ -16,12 +16,26 @@ import pyarrow as pa
 import pytest
 
 from dissector.anomalies import Severity
-from dissector.events import Anomaly, Checksum, Direction, Frame
-from dissector.flow.tcp import FlowKey
-from dissector.pipeline import Conversation, ConversationOpened, DirectionStats
-from dissector.pulsar.conversations import Entity, Pair, Summary
+from dissector.events import (
+    Anomaly,
+    AppMessage,
+    Checksum,
+    CloseReason,
+    Conversation,
+    ConversationOpened,
+    Direction,
+    DirectionStats,
+    Entity,
+    EntityKind,
+    EntityState,
+    FlowKey,
+    Frame,
+    MessageKind,
+    Outcome,
+    Pair,
+    Summary,
+)
 from dissector.pulsar.encoder import command
-from dissector.pulsar.messages import AppMessage
 from dissector.pulsar.wire import BODY_FIELDS, COMMAND_TYPES, BrokerEntryMetadata, MessageMetadata
 from dissector.reader import Capture
 from dissector.tables.builders import TableBuilder
@@ -147,7 +161,7 @@ def test_messages_columns_by_name() -> None:
         ts=1,
         conn_id=2,
         direction=B2C,
-        kind="delivered",
+        kind=MessageKind.DELIVERED,
         topic="topic-3",
         producer_id=4,
         consumer_id=BIG - 5,
@@ -273,24 +287,24 @@ def _stats(base: int) -> DirectionStats:
 
 def test_conversations_and_entities_columns_by_name() -> None:
     producer = Entity(
-        kind="producer",
+        kind=EntityKind.PRODUCER,
         entity_id=BIG - 1,
         topic="topic-b",
         created_ts=2,
         name="name-3",
         access_mode="Exclusive",
-        state="created",
+        state=EntityState.CREATED,
         sent=4,
     )
     consumer = Entity(
-        kind="consumer",
+        kind=EntityKind.CONSUMER,
         entity_id=5,
         topic="topic-a",
         created_ts=6,
         name="name-7",
         subscription="sub-8",
         sub_type="Shared",
-        state="closed_by_broker",
+        state=EntityState.CLOSED_BY_BROKER,
         closed_ts=9,
         permits=10,
         delivered=11,
@@ -314,7 +328,7 @@ def test_conversations_and_entities_columns_by_name() -> None:
         end_ts=121,
         first_packet=22,
         last_packet=23,
-        ended="rst",
+        ended=CloseReason.RST,
         syn_seen=True,
         encrypted=False,
         proxied_client=("10.0.0.24", 25),
@@ -417,7 +431,7 @@ def test_timeline_columns_by_name() -> None:
         conn_id=8,
         request=req,
         response=resp,
-        outcome="error",
+        outcome=Outcome.ERROR,
         request_id=9,
         producer_id=10,
         consumer_id=11,
@@ -428,7 +442,7 @@ def test_timeline_columns_by_name() -> None:
         error_code="code-16",
         error_message="message-17",
     )
-    unmatched = p._replace(request=None, outcome="unmatched")
+    unmatched = p._replace(request=None, outcome=Outcome.UNMATCHED)
     got = built(p, unmatched)["timeline"]
     assert got[0] == {
         "ts": 2,

@@ -8,20 +8,17 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dissector.events import Anomaly, Direction, Segment
-from dissector.flow import reassembly
-from dissector.flow.tcp import (
-    ACK,
-    FIN,
-    RST,
-    SYN,
+from dissector.events import (
+    Anomaly,
     ConnClosed,
     ConnOpened,
-    Reassembler,
+    Direction,
+    Segment,
     StreamData,
     StreamGap,
-    seq_diff,
 )
+from dissector.flow import reassembly
+from dissector.flow.tcp import ACK, FIN, RST, SYN, Reassembler, seq_diff
 
 CLIENT = ("10.0.0.1", 40000)
 BROKER = ("10.0.0.2", 6650)

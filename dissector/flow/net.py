@@ -23,9 +23,8 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable
 from socket import AF_INET, AF_INET6, inet_ntop
-from typing import NamedTuple
 
-from dissector.events import Anomaly, RawPacket, Segment
+from dissector.events import NetIssue, RawPacket, Segment
 
 ETH_IPV4, ETH_IPV6 = 0x0800, 0x86DD
 VLAN_TYPES = frozenset({0x8100, 0x88A8, 0x9100, 0x9200})
@@ -49,34 +48,6 @@ _IPV6_FRAG = struct.Struct("!BxH")  # next header, offset/flags
 _TCP = struct.Struct("!HHIIBBH")  # ports, seq, ack, data offset, flags, window
 #: `tuple.__new__(Segment, fields)` builds a Segment 4x faster than its keyword-aware __new__.
 _new_tuple = tuple.__new__
-
-
-class NetIssue(NamedTuple):
-    """A packet whose headers could not be taken to a TCP segment."""
-
-    code: str  # net.ip_fragment, net.truncated_header, net.bad_header, net.unsupported_linktype
-    detail: str
-    number: int  # packet number (provenance)
-    ts: int  # microseconds since the Unix epoch
-    src_ip: str | None = None
-    dst_ip: str | None = None
-    src_port: int | None = None
-    dst_port: int | None = None
-
-    def anomaly(self) -> Anomaly:
-        """This issue as an anomaly row (conn_id 0: it belongs to no connection)."""
-        where = ""
-        if self.src_ip is not None:
-            where = f" ({self.src_ip}:{self.src_port} -> {self.dst_ip}:{self.dst_port})"
-        return Anomaly.of(
-            self.code,
-            conn_id=0,
-            direction=None,
-            stream_offset=None,
-            detail=self.detail + where,
-            packet=self.number,
-            ts=self.ts,
-        )
 
 
 class _Fault(Exception):

@@ -12,9 +12,8 @@ from __future__ import annotations
 
 import socket
 import struct
-from typing import NamedTuple
 
-from dissector.events import Anomaly, Direction
+from dissector.events import Preamble, PreambleKind
 
 PROXY_V1 = b"PROXY "
 PROXY_V2 = b"\r\n\r\n\x00\r\nQUIT\n"
@@ -23,28 +22,7 @@ _V2_HEADER = struct.Struct(">12sBBH")
 _PORTS = struct.Struct(">HH")
 
 
-class Preamble(NamedTuple):
-    kind: str  # "pulsar" | "tls" | "proxy" | "proxy_invalid"
-    length: int = 0  # header bytes before the first Pulsar frame
-    source: tuple[str, int] | None = None  # original client (PROXY header)
-    destination: tuple[str, int] | None = None
-    detail: str = ""
-
-    def anomaly(self, conn_id: int, packet: int, ts: int) -> Anomaly:
-        """A `proxy_invalid` preamble as an anomaly row (at the start of the client stream)."""
-        return Anomaly.of(
-            "proxy.header_invalid",
-            conn_id=conn_id,
-            direction=Direction.CLIENT_TO_BROKER,
-            stream_offset=0,
-            detail=self.detail,
-            length=self.length,
-            packet=packet,
-            ts=ts,
-        )
-
-
-PULSAR = Preamble("pulsar")
+PULSAR = Preamble(PreambleKind.PULSAR)
 
 
 def sniff(head: bytes) -> Preamble | None:
@@ -55,7 +33,7 @@ def sniff(head: bytes) -> Preamble | None:
         if len(head) < 3:
             return None
         if head[1] == 0x03 and head[2] <= 0x04:
-            return Preamble("tls")
+            return Preamble(PreambleKind.TLS)
         return PULSAR
     if head[0] == PROXY_V1[0] and PROXY_V1.startswith(head[:6]):
         return _proxy_v1(head) if len(head) >= 6 else None
@@ -69,20 +47,24 @@ def _proxy_v1(head: bytes) -> Preamble | None:
     if end < 0:
         if len(head) < _V1_MAX:
             return None
-        return Preamble("proxy_invalid", detail="PROXY v1 line without CRLF in 107 bytes")
+        return Preamble(
+            PreambleKind.PROXY_INVALID, detail="PROXY v1 line without CRLF in 107 bytes"
+        )
     words = head[:end].decode("ascii", "replace").split(" ")
     length = end + 2
     if words[1:2] == ["UNKNOWN"]:
-        return Preamble("proxy", length)
+        return Preamble(PreambleKind.PROXY, length)
     try:
         _, family, src, dst, sport, dport = words
         if family not in ("TCP4", "TCP6"):
             raise ValueError(family)
         socket.inet_pton(socket.AF_INET if family == "TCP4" else socket.AF_INET6, src)
         socket.inet_pton(socket.AF_INET if family == "TCP4" else socket.AF_INET6, dst)
-        return Preamble("proxy", length, (src, int(sport)), (dst, int(dport)))
+        return Preamble(PreambleKind.PROXY, length, (src, int(sport)), (dst, int(dport)))
     except (ValueError, OSError):
-        return Preamble("proxy_invalid", length, detail=f"bad PROXY v1 line {head[:end]!r}")
+        return Preamble(
+            PreambleKind.PROXY_INVALID, length, detail=f"bad PROXY v1 line {head[:end]!r}"
+        )
 
 
 def _proxy_v2(head: bytes) -> Preamble | None:
@@ -91,11 +73,13 @@ def _proxy_v2(head: bytes) -> Preamble | None:
     _, ver_cmd, family, size = _V2_HEADER.unpack_from(head)
     length = 16 + size
     if ver_cmd >> 4 != 2:
-        return Preamble("proxy_invalid", 16, detail=f"PROXY v2 version byte 0x{ver_cmd:02x}")
+        return Preamble(
+            PreambleKind.PROXY_INVALID, 16, detail=f"PROXY v2 version byte 0x{ver_cmd:02x}"
+        )
     if len(head) < length:
         return None
     if ver_cmd & 0x0F == 0:  # LOCAL: health check from the proxy itself, no address
-        return Preamble("proxy", length)
+        return Preamble(PreambleKind.PROXY, length)
     body = head[16:length]
     if family >> 4 == 1 and size >= 12:
         src, dst = (
@@ -108,5 +92,5 @@ def _proxy_v2(head: bytes) -> Preamble | None:
         dst = socket.inet_ntop(socket.AF_INET6, body[16:32])
         sport, dport = _PORTS.unpack_from(body, 32)
     else:
-        return Preamble("proxy", length)  # UNSPEC or UNIX: no TCP address to record
-    return Preamble("proxy", length, (src, sport), (dst, dport))
+        return Preamble(PreambleKind.PROXY, length)  # UNSPEC or UNIX: no TCP address to record
+    return Preamble(PreambleKind.PROXY, length, (src, sport), (dst, dport))

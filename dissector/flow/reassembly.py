@@ -18,9 +18,9 @@ Rules:
 from __future__ import annotations
 
 from collections import deque
-from typing import NamedTuple, Protocol
+from typing import Protocol
 
-from dissector.events import Anomaly, Direction, Segment
+from dissector.events import Anomaly, Direction, Segment, StreamData, StreamGap
 
 _MASK = 0xFFFFFFFF
 _HALF = 1 << 31
@@ -37,24 +37,6 @@ MAX_JUMP = 1 << 30
 def seq_diff(a: int, b: int) -> int:
     """Signed distance from sequence number b to a, modulo 2**32."""
     return ((a - b + _HALF) & _MASK) - _HALF
-
-
-class StreamData(NamedTuple):
-    conn_id: int
-    direction: Direction
-    offset: int  # stream offset of data[0] (0 = first byte after the SYN or first seen)
-    data: bytes
-    packet: int
-    ts: int
-
-
-class StreamGap(NamedTuple):
-    conn_id: int
-    direction: Direction
-    offset: int
-    length: int
-    packet: int
-    ts: int
 
 
 class Sink(Protocol):

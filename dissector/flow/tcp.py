@@ -17,12 +17,20 @@ Rules:
 from __future__ import annotations
 
 from collections import deque
-from typing import NamedTuple
 
-from dissector.events import Anomaly, Direction, Segment
+from dissector.events import (
+    Anomaly,
+    CloseReason,
+    ConnClosed,
+    ConnOpened,
+    Direction,
+    FlowKey,
+    Segment,
+    TcpEvent,
+)
+from dissector.events import StreamData as StreamData  # re-exported: tcp's output
+from dissector.events import StreamGap as StreamGap
 from dissector.flow.reassembly import HalfStream
-from dissector.flow.reassembly import StreamData as StreamData  # re-exported: tcp's output
-from dissector.flow.reassembly import StreamGap as StreamGap
 from dissector.flow.reassembly import seq_diff as seq_diff
 
 FIN, SYN, RST, ACK = 0x01, 0x02, 0x04, 0x10
@@ -35,35 +43,7 @@ MAX_CLOSED_KEPT = 10_000
 
 C2B, B2C = Direction.CLIENT_TO_BROKER, Direction.BROKER_TO_CLIENT
 
-
-class FlowKey(NamedTuple):
-    client_ip: str
-    client_port: int
-    broker_ip: str
-    broker_port: int
-
-
-class ConnOpened(NamedTuple):
-    conn_id: int
-    key: FlowKey
-    ts: int
-    packet: int
-    syn_seen: bool  # the capture holds the connection's SYN
-    guessed: bool  # neither a broker port nor a SYN told which side is the broker
-
-
-class ConnClosed(NamedTuple):
-    conn_id: int
-    reason: str  # fin | rst | capture_end | port_reuse | evicted
-    ts: int
-    packet: int
-    packets_c2b: int = 0  # packets seen per direction (retransmissions included)
-    packets_b2c: int = 0
-    bytes_c2b: int = 0  # TCP payload bytes on the wire per direction (retransmissions included)
-    bytes_b2c: int = 0
-
-
-TcpEvent = ConnOpened | StreamData | StreamGap | ConnClosed | Anomaly
+_ENDED_BY_PEER = frozenset({CloseReason.FIN, CloseReason.RST})
 
 
 class _Conn:
@@ -109,7 +89,7 @@ class Reassembler:
         flags = seg.flags
         if entry is None or (flags & SYN and not flags & ACK and self._is_new_syn(entry[0], seg)):
             if entry is not None and not entry[0].closed:
-                self._close(entry[0], "port_reuse", seg, out)
+                self._close(entry[0], CloseReason.PORT_REUSE, seg, out)
             if not (flags & SYN or seg.payload or seg.missing):
                 return out  # a stray ACK/FIN/RST of a connection we never saw
             entry = self._open(seg, out)
@@ -157,19 +137,19 @@ class Reassembler:
             if other.next_seq is not None and other.next_seq != seg.ack:
                 other.acked(seg.ack, seg, out)
         if flags & RST:
-            self._close(conn, "rst", seg, out)
+            self._close(conn, CloseReason.RST, seg, out)
             return out
         if half.fin_seq is not None and half.next_seq == half.fin_seq:
             half.done = True
         if conn.halves[C2B].done and conn.halves[B2C].done:
-            self._close(conn, "fin", seg, out)
+            self._close(conn, CloseReason.FIN, seg, out)
         return out
 
     def close(self) -> list[TcpEvent]:
         """End of capture: flush buffered data (with gaps) and close every connection."""
         out: list[TcpEvent] = []
         for conn in list(self._conns.values()):
-            self._close(conn, "capture_end", None, out)
+            self._close(conn, CloseReason.CAPTURE_END, None, out)
         self._conns.clear()
         self._closed.clear()
         self._flows.clear()
@@ -242,7 +222,7 @@ class Reassembler:
                 f"more than {MAX_OPEN_FLOWS} open connections",
             )
         )
-        self._close(oldest, "evicted", seg, out)
+        self._close(oldest, CloseReason.EVICTED, seg, out)
 
     def _forget(self, conn: _Conn) -> None:
         k = conn.key
@@ -253,13 +233,15 @@ class Reassembler:
             if self._flows.get(tup, (None,))[0] is conn:
                 del self._flows[tup]
 
-    def _close(self, conn: _Conn, reason: str, seg: Segment | None, out: list[TcpEvent]) -> None:
+    def _close(
+        self, conn: _Conn, reason: CloseReason, seg: Segment | None, out: list[TcpEvent]
+    ) -> None:
         """Flush what is buffered (holes become gaps, up to a seen FIN) and close."""
         last, now = (seg.number, seg.ts) if seg else (conn.last_packet, conn.last_ts)
         for half in conn.halves.values():
             half.finish(last, now, out)
         conn.closed = True
-        if seg is not None and reason in ("fin", "rst"):
+        if seg is not None and reason in _ENDED_BY_PEER:
             ts, packet = seg.ts, seg.number
         else:  # capture end, eviction, port reuse: the connection's own last packet
             ts, packet = conn.last_ts, conn.last_packet

@@ -26,7 +26,7 @@ from dissector.pulsar.payload import DEFAULT_MAX_UNCOMPRESSED
 from dissector.reader import ReaderOptions, iter_events, read_tables
 from dissector.tables.filters import Filter, parse_time
 from dissector.tables.output import FORMATS, write_table
-from dissector.tables.schema import TABLES
+from dissector.tables.schema import TABLES, needs_payloads
 
 _DIST = "pulsar-dissector"
 _READ_SIZE = 1 << 20  # bytes read from a stream file at a time: memory stays bounded
@@ -97,7 +97,7 @@ def _options(args: argparse.Namespace, *, messages: bool = True) -> ReaderOption
         messages=messages,
         max_uncompressed=args.max_uncompressed,
         payload_preview=args.payload_preview,
-        series=args.series,
+        series=getattr(args, "series", "auto"),  # live reads no files: no series
     )
 
 
@@ -106,8 +106,8 @@ def _filter(args: argparse.Namespace) -> Filter:
         topics=frozenset(args.topic),
         commands=frozenset(c.upper() for c in args.command),
         conns=frozenset(args.conn),
-        since=None if args.since is None else parse_time(args.since),
-        until=None if args.until is None else parse_time(args.until),
+        since=None if getattr(args, "since", None) is None else parse_time(args.since),
+        until=None if getattr(args, "until", None) is None else parse_time(args.until),
     )
 
 
@@ -120,11 +120,12 @@ def cmd_read(args: argparse.Namespace, out: TextIO) -> int:
         if fmt == "parquet" and args.output in (None, "-") and out.isatty():
             raise DissectorError("parquet is binary: give -o PATH or redirect standard output")
         out.flush()
-        chosen = read_tables(args.captures, _options(args, messages=table == "messages"))[table]
+        options = _options(args, messages=needs_payloads([table]))
+        chosen = read_tables(args.captures, options)[table]
         write_table(rows.table(chosen), fmt, args.output)
         return 0
     lines = FrameLines(rows, show_secrets=args.show_secrets)
-    for _, ev in iter_events(args.captures, _options(args, messages=False)):
+    for _, ev in iter_events(args.captures, _options(args)):  # `!` lines need payloads
         text = lines.line(ev)
         if text is not None:
             out.write(text)
@@ -165,20 +166,10 @@ def cmd_live(args: argparse.Namespace, out: TextIO) -> int:
     options = LiveOptions(
         interface=args.interface,
         bpf=args.filter,
-        reader=ReaderOptions.make(
-            args.port,
-            tls_ports=frozenset(args.tls_port),
-            max_frame_size=args.max_frame_size,
-            max_uncompressed=args.max_uncompressed,
-            payload_preview=args.payload_preview,
-        ),
+        reader=_options(args),
         fmt=args.format,
         tables=tuple(args.table) or None,
-        rows=Filter(
-            topics=frozenset(args.topic),
-            commands=frozenset(c.upper() for c in args.command),
-            conns=frozenset(args.conn),
-        ),
+        rows=_filter(args),
         show_secrets=args.show_secrets,
         pcap=args.write,
         rotate_bytes=None if args.rotate_size is None else round(args.rotate_size * 1_000_000),
@@ -191,6 +182,12 @@ def cmd_live(args: argparse.Namespace, out: TextIO) -> int:
         buffer_bytes=args.buffer_size << 10,
     )
     return run(options, out, sys.stderr)
+
+
+def _secrets_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--show-secrets", action="store_true", help="print authentication data unredacted"
+    )
 
 
 def _live_arguments(live: argparse.ArgumentParser) -> None:
@@ -213,9 +210,7 @@ def _live_arguments(live: argparse.ArgumentParser) -> None:
     live.add_argument("--topic", action="append", default=[], help="print only rows of this topic")
     live.add_argument("--command", action="append", default=[], help="print only this command")
     live.add_argument("--conn", type=int, action="append", default=[], help="print only this conn")
-    live.add_argument(
-        "--show-secrets", action="store_true", help="print authentication data unredacted"
-    )
+    _secrets_argument(live)
     live.add_argument("-w", "--write", metavar="PATH", help="also write the packets as pcap")
     live.add_argument(
         "-C",
@@ -335,9 +330,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=DEFAULT_MAX_FRAME_SIZE,
         help=f"largest totalSize accepted (default {DEFAULT_MAX_FRAME_SIZE})",
     )
-    stream.add_argument(
-        "--show-secrets", action="store_true", help="print authentication data unredacted"
-    )
+    _secrets_argument(stream)
     stream.set_defaults(run=cmd_stream)
 
     read = sub.add_parser("read", help="dissect pcap / pcapng captures (gzip too)")
@@ -352,9 +345,7 @@ def build_parser() -> argparse.ArgumentParser:
     read.add_argument("--conn", type=int, action="append", default=[], help="only this conn_id")
     read.add_argument("--since", help="only rows at or after this time (ISO 8601 or Unix s)")
     read.add_argument("--until", help="only rows before this time (ISO 8601 or Unix s)")
-    read.add_argument(
-        "--show-secrets", action="store_true", help="print authentication data unredacted"
-    )
+    _secrets_argument(read)
     read.set_defaults(run=cmd_read)
 
     summary = sub.add_parser(

@@ -39,11 +39,16 @@ from dissector.capture.bpf import BpfProgram, broker_port_filter
 from dissector.capture.packet_socket import LINKTYPE_NAMES, ChooseFilter, PacketSocket
 from dissector.capture.pcap_filter import compile_expression
 from dissector.errors import InputError, UsageError
-from dissector.events import Anomaly, Frame, RawPacket
+from dissector.events import (
+    Anomaly,
+    AppMessage,
+    ConversationOpened,
+    Frame,
+    PipelineEvent,
+    RawPacket,
+)
 from dissector.frontends.live_files import ParquetParts, PcapFiles, check_parquet_root
 from dissector.frontends.text import FrameLines
-from dissector.pipeline import ConversationOpened, PipelineEvent
-from dissector.pulsar.messages import AppMessage
 from dissector.reader import ReaderOptions, make_pipeline
 from dissector.tables.builders import TableBuilder
 from dissector.tables.filters import Filter
@@ -157,16 +162,16 @@ def _n(count: int, one: str, many: str = "") -> str:
 class Counts:
     packets: int = 0
     frames: int = 0
-    messages: int | None = None  # None: messages not extracted (text output only)
+    messages: int = 0
     conversations: int = 0
     anomalies: int = 0
     dropped: int | None = None  # None: the platform does not say
 
     def line(self) -> str:
-        parts = [_n(self.packets, "packet") + " captured", _n(self.frames, "frame")]
-        if self.messages is not None:
-            parts.append(_n(self.messages, "message"))
-        parts += [
+        parts = [
+            _n(self.packets, "packet") + " captured",
+            _n(self.frames, "frame"),
+            _n(self.messages, "message"),
             _n(self.conversations, "conversation"),
             _n(self.anomalies, "anomaly", "anomalies"),
         ]
@@ -180,11 +185,11 @@ class Session:
     def __init__(self, opts: LiveOptions, source: Source, out: TextIO, err: TextIO) -> None:
         self.opts, self.source, self.out, self.err = opts, source, out, err
         tables = opts.fmt == "jsonl" or opts.parquet is not None
-        self.pipe = make_pipeline(replace(opts.reader, messages=tables))
+        self.pipe = make_pipeline(replace(opts.reader, messages=True))  # `!` lines need them
         self.lines = FrameLines(opts.rows, show_secrets=opts.show_secrets)
         self.builder = TableBuilder(capture=f"live:{source.name}") if tables else None
         self.printed = [n for n in TABLES if opts.tables is None or n in opts.tables]
-        self.counts = Counts(messages=0 if tables else None)
+        self.counts = Counts()
         self._files = contextlib.ExitStack()  # closes every file, whatever happens
         self.parquet: ParquetParts | None = None
         self.pcap: PcapFiles | None = None
@@ -218,7 +223,7 @@ class Session:
             if kind is Frame:
                 counts.frames += 1
             elif kind is AppMessage:
-                counts.messages = (counts.messages or 0) + 1
+                counts.messages += 1
             elif kind is Anomaly:
                 counts.anomalies += 1
             elif kind is ConversationOpened:

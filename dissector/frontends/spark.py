@@ -49,7 +49,7 @@ from dissector.capture import series as series_mod
 from dissector.errors import InputError, UsageError
 from dissector.reader import ReaderOptions, iter_series
 from dissector.tables.builders import TableBuilder
-from dissector.tables.schema import TABLES
+from dissector.tables.schema import TABLES, needs_payloads
 
 PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
 CAPTURE_SUFFIXES = (".pcap", ".pcapng", ".cap", ".pcap.gz", ".pcapng.gz", ".gz")
@@ -105,7 +105,7 @@ def options_from(opts: dict[str, str]) -> ReaderOptions:
             max_uncompressed=int(opts.get("max_uncompressed", base.max_uncompressed)),
             payload_preview=int(opts.get("payload_preview", 0)),
             series=opts.get("series", base.series),
-            messages=opts.get("table", "frames") == "messages",
+            messages=needs_payloads([opts.get("table", "frames")]),
         )
     except ValueError as exc:
         raise UsageError(f"bad pulsar data source option: {exc}") from None

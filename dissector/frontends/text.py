@@ -16,9 +16,16 @@ from typing import Any
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 
-from dissector.events import Anomaly, Direction, Frame
-from dissector.flow.tcp import FlowKey
-from dissector.pipeline import Conversation, ConversationOpened, PipelineEvent
+from dissector.events import (
+    Anomaly,
+    Conversation,
+    ConversationOpened,
+    Direction,
+    FlowKey,
+    Frame,
+    PipelineEvent,
+)
+from dissector.pulsar.wire import enum_value_name
 from dissector.tables.filters import Filter
 
 #: Field names whose values are credentials wherever they appear in a command.
@@ -43,17 +50,10 @@ def _scalar_text(field: FieldDescriptor, value: Any, show_secrets: bool) -> str:
         text = value if len(value) <= _MAX_TEXT else value[:_MAX_TEXT] + "..."
         return repr(text) if (not text or " " in text or "=" in text) else text
     if field.type == FieldDescriptor.TYPE_ENUM:
-        return str(_enum_name(field, value))
+        return enum_value_name(field, value) or str(value)
     if field.type == FieldDescriptor.TYPE_BOOL:
         return "true" if value else "false"
     return str(value)
-
-
-def _enum_name(field: FieldDescriptor, value: int) -> str | int:
-    """The enum value's name, or the number itself when the schema does not know it."""
-    enum = field.enum_type
-    known = enum.values_by_number.get(value) if enum is not None else None
-    return known.name if known is not None else value
 
 
 def message_text(msg: Message, *, show_secrets: bool = False) -> str:
@@ -94,7 +94,7 @@ def _value_json(field: FieldDescriptor, value: Any, show_secrets: bool) -> Any:
     if field.type == FieldDescriptor.TYPE_BYTES:
         return value[:_MAX_JSON_BYTES].hex() + ("..." if len(value) > _MAX_JSON_BYTES else "")
     if field.type == FieldDescriptor.TYPE_ENUM:
-        return _enum_name(field, value)
+        return enum_value_name(field, value) or value  # an unknown number stays a number
     return value
 
 

@@ -29,12 +29,12 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
-from dissector.events import Direction, Frame
-from dissector.pulsar.entities import ENTITY_STEPS, Entities, Entity, Summary
-from dissector.pulsar.pairs import Pair, make_pair
+from dissector.events import Direction, Frame, Outcome, Pair
+from dissector.pulsar.entities import ENTITY_STEPS, Entities
+from dissector.pulsar.pairs import make_pair
 from dissector.pulsar.wire import COMMAND_NAMES, COMMAND_TYPES, types_with
 
-__all__ = ["ACKED_MEMORY", "MAX_PENDING", "ConversationState", "Entity", "Pair", "Summary"]
+__all__ = ["ACKED_MEMORY", "MAX_PENDING", "ConversationState"]
 
 #: Requests (and deliveries) awaiting an answer per connection before the oldest is dropped.
 MAX_PENDING = 100_000
@@ -220,7 +220,7 @@ class ConversationState:
         key = (mid.ledgerId, mid.entryId)
         old = delivered.pop(key, None)
         if old is not None:  # delivered again before any ack: the broker redelivered it
-            pairs.append(self._pair(old, frame, None, ack_of=key, outcome="redelivered"))
+            pairs.append(self._pair(old, frame, None, ack_of=key, outcome=Outcome.REDELIVERED))
         else:
             self._pending += 1
         delivered[key] = frame

@@ -16,10 +16,9 @@ Rules:
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
-from dissector.events import Direction, Frame
+from dissector.events import Direction, Entity, EntityKind, EntityState, Frame, Summary
 from dissector.pulsar.wire import COMMAND_TYPES, enum_name, types_with
 
 T = COMMAND_TYPES
@@ -29,41 +28,6 @@ C2B = Direction.CLIENT_TO_BROKER
 WITH_PRODUCER = types_with("producer_id")
 WITH_CONSUMER = types_with("consumer_id")
 WITH_TOPIC = types_with("topic")
-
-
-@dataclass(slots=True)
-class Entity:
-    """A producer or consumer of the connection."""
-
-    kind: str  # producer | consumer
-    entity_id: int
-    topic: str | None
-    created_ts: int
-    name: str | None = None
-    subscription: str | None = None
-    sub_type: str | None = None
-    access_mode: str | None = None
-    state: str = "pending"  # pending | created | failed | closed_by_client | closed_by_broker
-    closed_ts: int | None = None
-    permits: int = 0  # consumers: FLOW permits granted
-    delivered: int = 0  # consumers: messages delivered (batch entries counted)
-    sent: int = 0  # producers: messages sent (batch entries counted)
-
-
-@dataclass(slots=True)
-class Summary:
-    """What the connection said about itself (for the conversations table)."""
-
-    client_version: str | None = None
-    server_version: str | None = None
-    client_protocol: int | None = None
-    server_protocol: int | None = None
-    auth_method: str | None = None
-    proxy_to_broker_url: str | None = None
-    original_principal: str | None = None
-    max_message_size: int | None = None
-    feature_flags: list[str] = field(default_factory=list)
-    entities: list[Entity] = field(default_factory=list)
 
 
 def _optional_enum(body: Any, name: str) -> str | None:
@@ -110,13 +74,13 @@ class Entities:
         if rtype == T["PRODUCER"]:
             entity = self.producers.get(request.body.producer_id)
             if entity is not None:
-                entity.state = "failed" if failed else "created"
+                entity.state = EntityState.FAILED if failed else EntityState.CREATED
                 if response.command_type == T["PRODUCER_SUCCESS"]:
                     entity.name = response.body.producer_name or entity.name
         elif rtype == T["SUBSCRIBE"]:
             entity = self.consumers.get(request.body.consumer_id)
             if entity is not None:
-                entity.state = "failed" if failed else "created"
+                entity.state = EntityState.FAILED if failed else EntityState.CREATED
 
     def connect(self, body: Any) -> None:
         """The client's CONNECT."""
@@ -156,7 +120,7 @@ def _lookup(ents: Entities, frame: Frame, ctype: int, body: Any) -> str | None:
 
 
 def _new_producer(ents: Entities, frame: Frame, ctype: int, body: Any) -> str | None:
-    p = Entity("producer", body.producer_id, body.topic, frame.last_ts)
+    p = Entity(EntityKind.PRODUCER, body.producer_id, body.topic, frame.last_ts)
     p.name = body.producer_name if body.HasField("producer_name") else None
     p.access_mode = _optional_enum(body, "producer_access_mode")
     ents.producers[body.producer_id] = p
@@ -164,7 +128,7 @@ def _new_producer(ents: Entities, frame: Frame, ctype: int, body: Any) -> str | 
 
 
 def _new_consumer(ents: Entities, frame: Frame, ctype: int, body: Any) -> str | None:
-    c = Entity("consumer", body.consumer_id, body.topic, frame.last_ts)
+    c = Entity(EntityKind.CONSUMER, body.consumer_id, body.topic, frame.last_ts)
     c.subscription = body.subscription
     c.sub_type = _optional_enum(body, "subType")
     c.name = body.consumer_name if body.HasField("consumer_name") else None
@@ -182,7 +146,9 @@ def _closer(kind: str) -> Step:
         entity = table.get(getattr(body, id_field))
         if entity is None:
             return None
-        entity.state = "closed_by_client" if frame.direction is C2B else "closed_by_broker"
+        entity.state = (
+            EntityState.CLOSED_BY_CLIENT if frame.direction is C2B else EntityState.CLOSED_BY_BROKER
+        )
         entity.closed_ts = frame.last_ts
         return entity.topic
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any, NamedTuple
 
-from dissector.events import Anomaly, Direction, Frame
+from dissector.events import Anomaly, AppMessage, Frame, MessageKind
 from dissector.pulsar.payload import (
     CODEC_NAMES,
     DEFAULT_MAX_CHUNKED_MESSAGE,
@@ -30,55 +30,12 @@ from dissector.pulsar.wire import COMMAND_TYPES
 _SEND = COMMAND_TYPES["SEND"]
 
 
-class AppMessage(NamedTuple):
-    ts: int
-    conn_id: int
-    direction: Direction
-    kind: str  # produced | delivered
-    topic: str | None
-    producer_id: int | None
-    consumer_id: int | None
-    producer_name: str | None
-    sequence_id: int | None
-    batch_index: int | None
-    batch_size: int
-    publish_time: int | None  # ms since epoch
-    event_time: int | None  # ms since epoch, None when unset (0 on the wire)
-    key: str | None
-    key_base64: bool
-    ordering_key: bytes | None
-    properties: list[tuple[str, str]]
-    compression: str
-    compressed_size: int | None  # bytes of the (whole, joined) payload as sent
-    payload_size: int | None  # bytes of this application message after decoding
-    payload_sha256: str | None
-    chunked: bool
-    num_chunks: int | None
-    encrypted: bool
-    encryption_keys: list[str]
-    schema_version: bytes | None
-    ledger_id: int | None
-    entry_id: int | None
-    partition: int | None
-    redelivery_count: int | None
-    broker_entry_timestamp: int | None  # ms
-    broker_entry_index: int | None
-    null_value: bool
-    null_key: bool
-    compacted_out: bool
-    complete: bool  # False when the payload could not be decoded (see anomalies)
-    first_packet: int
-    last_packet: int
-    stream_offset: int
-    preview: str | None
-
-
 class _Shared(NamedTuple):
     """What every message of one frame (or chunked message) has in common."""
 
     frame: Frame
     meta: Any
-    kind: str
+    kind: MessageKind
     producer_id: int | None
     consumer_id: int | None
     ledger_id: int | None
@@ -119,7 +76,9 @@ class MessageExtractor:
             and meta.HasField("num_chunks_from_msg")
             and (meta.num_chunks_from_msg > 1 or meta.chunk_id > 0)
         ):
-            owner = shared.producer_id if shared.kind == "produced" else shared.consumer_id
+            owner = (
+                shared.producer_id if shared.kind is MessageKind.PRODUCED else shared.consumer_id
+            )
             key = (frame.conn_id, shared.kind, owner, meta.producer_name)
             done, problems = self.chunks.add(key, meta, bytes(frame.payload), shared)
             self._problems(frame, problems, out)
@@ -132,7 +91,7 @@ class MessageExtractor:
     def close_conn(self, conn_id: int) -> list[AppMessage | Anomaly]:
         """The connection ended: chunked messages still open are reported incomplete."""
         out: list[AppMessage | Anomaly] = []
-        for kind in ("produced", "delivered"):
+        for kind in MessageKind:
             for partial, problem in self.chunks.close((conn_id, kind)):
                 shared: _Shared = partial.first_frame
                 self._problems(shared.frame, [problem], out)
@@ -145,13 +104,21 @@ class MessageExtractor:
         body = frame.body
         if frame.command_type == _SEND:
             return _Shared(
-                frame, frame.metadata, "produced", body.producer_id, None, None, None, None, None
+                frame,
+                frame.metadata,
+                MessageKind.PRODUCED,
+                body.producer_id,
+                None,
+                None,
+                None,
+                None,
+                None,
             )
         mid = body.message_id
         return _Shared(
             frame,
             frame.metadata,
-            "delivered",
+            MessageKind.DELIVERED,
             None,
             body.consumer_id,
             mid.ledgerId,

@@ -14,9 +14,9 @@ Rules:
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any
 
-from dissector.events import Frame
+from dissector.events import Frame, Outcome, Pair
 from dissector.pulsar.entities import WITH_CONSUMER, WITH_PRODUCER, Entities
 from dissector.pulsar.wire import COMMAND_TYPES, SINGULAR_FIELDS, enum_name, types_with
 
@@ -27,24 +27,6 @@ _MESSAGE, _SEND_RECEIPT = T["MESSAGE"], T["SEND_RECEIPT"]
 _REDELIVER, _ERROR = T["REDELIVER_UNACKNOWLEDGED_MESSAGES"], T["ERROR"]
 _FAILED = {T["LOOKUP_RESPONSE"]: 2, T["PARTITIONED_METADATA_RESPONSE"]: 1}  # response == Failed
 _NO_FIELDS: frozenset[str] = frozenset()
-
-
-class Pair(NamedTuple):
-    """One timeline row: a request and its response (either may be missing)."""
-
-    conn_id: int
-    request: Frame | None
-    response: Frame | None
-    outcome: str  # success | error | unanswered | unmatched | redelivered
-    request_id: int | None
-    producer_id: int | None
-    consumer_id: int | None
-    sequence_id: int | None
-    ledger_id: int | None
-    entry_id: int | None
-    topic: str | None
-    error_code: str | None
-    error_message: str | None
 
 
 def _error(body: Any, ctype: int) -> tuple[str | None, str | None]:
@@ -70,7 +52,7 @@ def make_pair(
     rid: int | None,
     *,
     ack_of: tuple[int, int] | None = None,
-    outcome: str | None = None,
+    outcome: Outcome | None = None,
 ) -> Pair:
     """The row of `request` and `response` (at least one of them given)."""
     ref = request if request is not None else response
@@ -100,14 +82,18 @@ def make_pair(
     if outcome is not None:
         pass
     elif response is None:
-        outcome = "unanswered"
+        outcome = Outcome.UNANSWERED
     elif request is None:
-        outcome = "unmatched"
+        outcome = Outcome.UNMATCHED
     elif response.command_type == _REDELIVER:
-        outcome = "redelivered"
+        outcome = Outcome.REDELIVERED
     else:
         code, message = _error(response.body, response.command_type)
-        outcome = "error" if code is not None or response.command_type == _ERROR else "success"
+        outcome = (
+            Outcome.ERROR
+            if code is not None or response.command_type == _ERROR
+            else Outcome.SUCCESS
+        )
     topic = entities.topic(request) or entities.topic(response)
     return Pair(
         conn_id,

@@ -114,8 +114,12 @@ def command_name(type_value: int) -> str:
 
 def enum_name(message: Any, name: str) -> str:
     """Name of the value of field `name` (which is set): its enum value's name, else str(value)."""
-    fd = message.DESCRIPTOR.fields_by_name[name]
     value = getattr(message, name)
-    enum = fd.enum_type
+    return enum_value_name(message.DESCRIPTOR.fields_by_name[name], value) or str(value)
+
+
+def enum_value_name(field: Any, value: int) -> str | None:
+    """The name of an enum field's value, None when the schema does not know the number."""
+    enum = field.enum_type
     known = enum.values_by_number.get(value) if enum is not None else None
-    return known.name if known is not None else str(value)
+    return known.name if known is not None else None

@@ -14,11 +14,16 @@ from typing import Any
 
 import pyarrow as pa
 
-from dissector.events import Anomaly, Frame
-from dissector.flow.tcp import FlowKey
-from dissector.pipeline import Conversation, ConversationOpened, PipelineEvent
-from dissector.pulsar.conversations import Pair
-from dissector.pulsar.messages import AppMessage
+from dissector.events import (
+    Anomaly,
+    AppMessage,
+    Conversation,
+    ConversationOpened,
+    FlowKey,
+    Frame,
+    Pair,
+    PipelineEvent,
+)
 from dissector.tables.schema import TABLES
 
 #: Rows gathered before they become an Arrow record batch.

@@ -2,14 +2,20 @@
 
 Input: the declarations of dissector.tables.frames and dissector.tables.conversations.
 Output: `TABLES`, table name -> `Table` (Arrow schema, row function, column descriptions);
-`SCHEMAS`, table name -> pyarrow.Schema, derived from it; `describe`.
+`SCHEMAS`, table name -> pyarrow.Schema, derived from it; `describe`; which tables may be
+read without payload decoding (`WITHOUT_PAYLOADS`, `needs_payloads`).
 Rules: readers, builders and every frontend take table names and schemas from here; `ts` first
 (UTC, microseconds) and `conn_id` in every table; no unsigned types (Spark has none): protocol
 uint64 ids are stored as int64, as Pulsar's Java implementation holds them; client/broker
-naming for endpoints.
+naming for endpoints. One capture, one truth: payload decoding (decompression, batches,
+chunks, and the anomalies they find) is skipped only for outputs whose rows cannot depend
+on it; the anomalies table, conversations (their anomaly counts), messages, the text view
+and summary always have it (tests/test_one_truth.py checks both sides).
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterable
 
 import pyarrow as pa
 
@@ -28,3 +34,12 @@ SCHEMAS: dict[str, pa.Schema] = {name: t.schema for name, t in TABLES.items()}
 def describe(table: str) -> dict[str, str]:
     """Column name -> one-line description, for docs and `--help`."""
     return TABLES[table].describe()
+
+
+#: Tables whose rows never depend on payload decoding: reading only these may skip it.
+WITHOUT_PAYLOADS = frozenset({"frames", "timeline", "entities"})
+
+
+def needs_payloads(tables: Iterable[str]) -> bool:
+    """Whether making these tables needs payload decoding (any other output always does)."""
+    return not set(tables) <= WITHOUT_PAYLOADS

@@ -311,6 +311,7 @@ class AppMessage(NamedTuple):
     last_packet: int
     stream_offset: int
     preview: str | None
+    problem: str | None = None  # why the payload was not decoded: an anomaly code
 
 
 class Pair(NamedTuple):

@@ -198,6 +198,7 @@ def test_messages_columns_by_name() -> None:
         last_packet=28,
         stream_offset=29,
         preview="preview-30",
+        problem="problem-31",
     )
     assert built(m)["messages"] == [
         {
@@ -237,6 +238,7 @@ def test_messages_columns_by_name() -> None:
             "null_key": False,
             "compacted_out": True,
             "complete": False,
+            "problem": "problem-31",
             "first_packet": 27,
             "last_packet": 28,
             "stream_offset": 29,

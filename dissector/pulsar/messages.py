@@ -83,7 +83,7 @@ class MessageExtractor:
             done, problems = self.chunks.add(key, meta, bytes(frame.payload), shared)
             self._problems(frame, problems, out)
             if done is not None:
-                self._chunked(done, out, shared)
+                self._chunked(done, out, shared, problems[0][0] if problems else None)
             return out
         self._decode(shared, meta, bytes(frame.payload), None, out)
         return out
@@ -95,7 +95,7 @@ class MessageExtractor:
             for partial, problem in self.chunks.close((conn_id, kind)):
                 shared: _Shared = partial.first_frame
                 self._problems(shared.frame, [problem], out)
-                self._chunked(partial, out)
+                self._chunked(partial, out, why=problem[0])
         return out
 
     # ------------------------------------------------------------------ internals
@@ -128,13 +128,17 @@ class MessageExtractor:
         )
 
     def _chunked(
-        self, done: ChunkedMessage, out: list[AppMessage | Anomaly], last: _Shared | None = None
+        self,
+        done: ChunkedMessage,
+        out: list[AppMessage | Anomaly],
+        last: _Shared | None = None,
+        why: str | None = None,
     ) -> None:
         """A chunked message: its id is the last chunk's (as clients report it), its
         provenance runs from the first chunk's first byte to the last chunk's last byte."""
         first: _Shared = done.first_frame
         shared = first if last is None else last._replace(first=first.frame)
-        self._decode(shared, done.first_meta, done.data, done, out)
+        self._decode(shared, done.first_meta, done.data, done, out, why)
 
     def _problems(self, frame: Frame, problems: list[Problem], out: list[Any]) -> None:
         for code, detail in problems:
@@ -157,7 +161,10 @@ class MessageExtractor:
         data: bytes | None,
         chunked: ChunkedMessage | None,
         out: list[AppMessage | Anomaly],
+        why: str | None = None,
     ) -> None:
+        """Rows of the message(s), each with `problem`: the code of the first payload anomaly
+        of its frame (or chunked message), `why` when one was found before."""
         frame = shared.frame
         encrypted = len(meta.encryption_keys) > 0
         batched = meta.HasField("num_messages_in_batch")
@@ -170,37 +177,38 @@ class MessageExtractor:
                 size = None
             plain, problems = decompress(meta.compression, data, size, limit)
             self._problems(frame, problems, out)
+            if problems and why is None:
+                why = problems[0][0]
         if encrypted:
+            why = why or "payload.encrypted"
             keys = ", ".join(k.key for k in meta.encryption_keys)
             self._problems(
                 frame, [("payload.encrypted", f"keys {keys}; algo {meta.encryption_algo}")], out
             )
         compressed = None if data is None else len(data)
         if plain is None or not batched:
-            out.append(
-                self._row(shared, meta, None, None, count, plain, compressed, chunked, encrypted)
-            )
+            row = self._row(shared, meta, None, None, count, plain, compressed, chunked, encrypted)
+            out.append(row._replace(problem=why) if why else row)
             return
         entries, problems = split_batch(plain, count)
         self._problems(frame, problems, out)
+        why = why or (problems[0][0] if problems else None)
         for entry in entries:
-            out.append(
-                self._row(
-                    shared,
-                    meta,
-                    entry.meta,
-                    entry.position,
-                    count,
-                    entry.payload,
-                    compressed,
-                    chunked,
-                    encrypted,
-                )
+            row = self._row(
+                shared,
+                meta,
+                entry.meta,
+                entry.position,
+                count,
+                entry.payload,
+                compressed,
+                chunked,
+                encrypted,
             )
+            out.append(row._replace(problem=why) if why else row)
         if problems and not entries:
-            out.append(
-                self._row(shared, meta, None, None, count, None, compressed, chunked, encrypted)
-            )
+            row = self._row(shared, meta, None, None, count, None, compressed, chunked, encrypted)
+            out.append(row._replace(problem=why))
 
     def _row(
         self,

@@ -251,6 +251,13 @@ MESSAGES = Table(
         col("compacted_out", BOOL, "m.compacted_out", "batch entry removed by compaction"),
         col("complete", BOOL, "m.complete", "false when the payload could not be decoded"),
         col(
+            "problem",
+            STR,
+            "m.problem",
+            "the first payload anomaly of this message's frame (its code): why it is incomplete,"
+            " or what was wrong though it decoded; null when nothing was",
+        ),
+        col(
             "first_packet", I64, "m.first_packet", "capture packet number of the frame's first byte"
         ),
         col("last_packet", I64, "m.last_packet", "capture packet number of the frame's last byte"),

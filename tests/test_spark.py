@@ -153,3 +153,29 @@ def test_fleet_cli(tmp_path: Path) -> None:
     )
     assert res.returncode == 0, res.stderr[-2000:]
     assert "Fleet summary" in res.stdout and (out / "summary.json").exists()
+
+
+def test_payload_anomalies_reach_spark_whatever_the_table(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """One truth: Spark's anomalies and conversations (with their anomaly counts) carry the
+    payload faults of crafted captures, as read_capture does."""
+    from tests.test_one_truth import crafted
+
+    made = crafted(tmp_path)
+    folder = tmp_path / "caps"
+    folder.mkdir()
+    for name in ("codec2_smaller", "bomb", "missing_chunk"):
+        shutil.copy(made[name][0], folder / f"{name}.pcap")
+    want = read_tables(ds.expand(str(folder)))
+    got = rows(ds.read(spark, str(folder), table="anomalies").select("conn_id", "code"))
+    table = want["anomalies"]
+    expected_codes = zip(table["conn_id"].to_pylist(), table["code"].to_pylist(), strict=True)
+    assert Counter((r["conn_id"], r["code"]) for r in got) == Counter(expected_codes)
+    assert {"payload.size_mismatch", "payload.decompression_bomb", "payload.chunk_missing"} <= {
+        r["code"] for r in got
+    }
+    convs = rows(ds.read(spark, str(folder), table="conversations").select("anomalies"))
+    assert sorted(r["anomalies"] for r in convs) == sorted(
+        want["conversations"]["anomalies"].to_pylist()
+    )

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from dissector.events import (
     Anomaly,
+    CloseReason,
     ConnClosed,
     ConnOpened,
     Direction,
@@ -280,3 +281,26 @@ def test_any_order_and_duplication_reassembles_exactly(
     events = run(handshake(isn) + pieces)
     assert stream(events) == (data, [])
     assert codes(events) == []
+
+
+def test_past_the_bound_the_least_recently_active_connection_is_evicted(monkeypatch) -> None:
+    """Fuzzing finding 4: the table is bounded, an eviction costs constant time, takes the
+    connection whose latest packet is the oldest in capture order (timestamps of merged
+    captures may run backwards), and is reported, then closed as `evicted`."""
+    from dissector.flow import tcp
+
+    monkeypatch.setattr(tcp, "MAX_OPEN_FLOWS", 3)
+    clients = [("10.0.0.1", 40001 + i) for i in range(5)]
+    segs = [seg(1000, b"x", frm=c) for c in clients[:3]]  # connections 1, 2, 3 open
+    late = seg(1001, b"y", frm=clients[0])  # 1 is active again, stamped before the others
+    segs.append(late._replace(ts=1))
+    segs += [seg(1000, b"x", frm=c) for c in clients[3:]]  # 4 evicts 2, 5 evicts 3
+    r = Reassembler(broker_ports={6650})
+    events: list[object] = []
+    for s in segs:
+        events.extend(r.feed(s))
+    evicted = [e.conn_id for e in events if isinstance(e, Anomaly) and e.code == "tcp.flow_evicted"]
+    closed = [(e.conn_id, e.reason) for e in events if isinstance(e, ConnClosed)]
+    assert evicted == [2, 3]
+    assert closed == [(2, CloseReason.EVICTED), (3, CloseReason.EVICTED)]
+    assert sorted(r._conns) == [1, 4, 5]

@@ -10,13 +10,15 @@ Rules:
 - Each direction is reassembled by its own `reassembly.HalfStream` (sequence arithmetic,
   reordering, retransmissions, gaps); this module finds the connection and its direction,
   handles SYN/FIN/RST/ACK, and bounds the table (MAX_OPEN_FLOWS, MAX_CLOSED_KEPT).
+- Open connections are kept in order of their latest packet, so that past MAX_OPEN_FLOWS the
+  least recently active one is evicted in constant time (`tcp.flow_evicted`, then closed).
 - FIN/RST close a connection; a new SYN on the same ports starts a new conversation.
 - A connection the caller `ignore`s is still tracked (its end is reported) but delivers nothing.
 """
 
 from __future__ import annotations
 
-from collections import deque
+from collections import OrderedDict, deque
 
 from dissector.events import (
     Anomaly,
@@ -77,7 +79,9 @@ class Reassembler:
     ) -> None:
         self.broker_ports = frozenset(broker_ports)
         self._flows: dict[tuple[str, int, str, int], tuple[_Conn, Direction]] = {}
-        self._conns: dict[int, _Conn] = {}  # open connections
+        # Open connections, least recently active first (moved to the end on every packet).
+        self._conns: OrderedDict[int, _Conn] = OrderedDict()
+        self._touch = self._conns.move_to_end
         self._closed: deque[_Conn] = deque()  # recently closed, oldest first
         self._next_id = first_id
 
@@ -96,6 +100,8 @@ class Reassembler:
         conn, direction = entry
         conn.last_ts = seg.ts
         conn.last_packet = seg.number
+        if not conn.closed:
+            self._touch(conn.conn_id)
         count = conn.counts[direction]
         count[0] += 1
         count[1] += len(seg.payload) + seg.missing
@@ -211,7 +217,7 @@ class Reassembler:
         return conn, (C2B if src == client else B2C)
 
     def _evict(self, seg: Segment, out: list[TcpEvent]) -> None:
-        oldest = min(self._conns.values(), key=lambda c: c.last_ts)
+        oldest = next(iter(self._conns.values()))  # the least recently active
         out.append(
             _anomaly(
                 oldest.conn_id,

@@ -58,6 +58,11 @@ _TABLE: tuple[tuple[str, Severity, str], ...] = (
     ("payload.chunk_missing", _W, "a chunked message lacks chunks (not all were captured)"),
     ("payload.chunk_duplicate", _W, "a chunk of a chunked message arrived twice"),
     ("payload.chunk_size_mismatch", _E, "chunk sizes disagree with total_chunk_msg_size"),
+    (
+        "payload.chunk_count_invalid",
+        _E,
+        "num_chunks_from_msg or chunk_id out of range (wrapped negative, too many, id >= count)",
+    ),
     ("payload.encrypted", _I, "an encrypted message: reported, payload not decoded"),
     # TCP reassembly.
     ("tcp.gap", _W, "bytes of a TCP stream are missing from the capture"),

@@ -438,8 +438,9 @@ def consume(path: Path) -> None:
         return
     for pkt in reader:
         assert isinstance(pkt, RawPacket)
-    assert len(reader.issues) <= 1
-    assert all(i.code in ("capture.truncated", "capture.corrupt_record") for i in reader.issues)
+    ending = [i for i in reader.issues if i.code != "capture.bad_timestamp"]
+    assert len(ending) <= 1  # at most one issue ends the reading; corrected timestamps go on
+    assert all(i.code in ("capture.truncated", "capture.corrupt_record") for i in ending)
 
 
 PCAP_HEAD = bytes.fromhex("d4c3b2a1") + struct.pack("<HHiIII", 2, 4, 0, 0, 65535, 1)

@@ -77,9 +77,7 @@ def test_bomb_is_not_expanded(codec: int) -> None:
     assert [c for c, _ in problems] in (["payload.size_mismatch"], ["payload.decompression_bomb"])
     out, problems = decompress(codec, data, None, 1 << 20)  # metadata claims nothing
     assert out is None
-    # A raw LZ4 block cannot tell "too long for the buffer" from "corrupt".
-    expected = ["payload.decompression_failed"] if codec == LZ4 else ["payload.decompression_bomb"]
-    assert [c for c, _ in problems] == expected
+    assert [c for c, _ in problems] == ["payload.decompression_bomb"]  # LZ4 too (finding 6)
 
 
 def batch(*entries: tuple[bytes, dict[str, str]]) -> bytes:

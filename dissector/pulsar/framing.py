@@ -13,6 +13,11 @@ Rules:
   decoder resynchronises: it scans forward for an offset where the sizes are plausible, the
   command decodes with its sub-message present, and for payload frames the metadata decodes
   and the CRC32C (when present) matches. Skipped bytes are reported, never zero-filled.
+- Resync work is linear in the input: offsets that cannot start a frame are passed over by a
+  C-level search; a candidate is checked cheapest part first (command, then where its
+  metadata lies and whether it decodes, then the checksum), each from the bytes present; and
+  the bytes all candidates may decode, checksum or wait for are bounded by
+  RESYNC_WORK_PER_BYTE times the bytes received (gaps excluded).
 - Every byte is accounted for: frame_bytes + skipped_bytes + gap_bytes == stream length.
 This module buffers and locates frames (sizes, gaps, resync); its base class
 `frame_events.FrameEmitter` turns each located frame into events with provenance.
@@ -31,9 +36,13 @@ from dissector.pulsar.sections import (
     MAGIC_CHECKSUM,
     MIN_COMMAND_SIZE,
     Reject,
-    command_ok,
+    candidate_type,
     header_problem,
+    payload_layout,
+    resync_pattern,
+    sections_decode,
 )
+from dissector.pulsar.wire import PAYLOAD_TYPES
 
 __all__ = [
     "DEFAULT_MAX_FRAME_SIZE",
@@ -48,8 +57,14 @@ __all__ = [
 #: It also bounds the bytes buffered while waiting for one frame.
 DEFAULT_MAX_FRAME_SIZE = 5 * 1024 * 1024 + 10 * 1024
 
-#: Every serializer writes BaseCommand.type (field 1, varint) first: tag byte 0x08.
-_TYPE_TAG = 0x08
+#: Resync work budget: all resync candidates of a stream together may decode, checksum or
+#: wait for at most this many bytes per byte received up to the furthest byte they look at.
+#: A frame after ordinary garbage always fits (its own checks cost at most its length); a
+#: flood of candidates that pass the cheap checks and fail the checksum cannot make resync
+#: quadratic (fuzzing finding 5: 5 MiB checksummed per 22-byte fake header).
+RESYNC_WORK_PER_BYTE = 4
+#: Shortest possible frame: totalSize, commandSize, type tag and a one-byte type.
+_MIN_FRAME = 10
 
 
 class FrameDecoder(FrameEmitter):
@@ -74,6 +89,12 @@ class FrameDecoder(FrameEmitter):
         self._syncing = not synced
         self._discard = 0  # bytes still to drop: the rest of a frame cut by a gap
         self._closed = False
+        self._pattern = resync_pattern(max_frame_size)
+        self._origin = offset
+        self._work = 0  # bytes resync candidates have looked at (see RESYNC_WORK_PER_BYTE)
+        self._cand = -1  # stream offset of the candidate whose reach is charged
+        self._reach = 0  # stream offset up to which that candidate has been charged
+        self._checked = -1  # stream offset of the candidate whose cheap checks passed
 
     # ----------------------------------------------------------------- public API
 
@@ -206,28 +227,26 @@ class FrameDecoder(FrameEmitter):
         base = self._base
         max_size = self.max_frame_size
         frames = fbytes = 0
+        wait = 8  # bytes needed from pos before parsing is worth trying again
         while n - pos >= 8:
-            total, csize = HEADER.unpack_from(buf, pos)
-            end = pos + 4 + total
             if self._syncing:
-                if (
-                    total > max_size
-                    or csize < MIN_COMMAND_SIZE
-                    or csize + 4 > total
-                    or (pos + 8 < n and buf[pos + 8] != _TYPE_TAG)
-                ):
-                    nxt = buf.find(b"\x08", pos + 9)
-                    step = max(1, (nxt - 8 if nxt >= 0 else n - 8) - pos)
-                    self._skip(base + pos, step)
-                    pos += step
-                    continue
-                if pos + 8 + csize <= n and not command_ok(mv[pos + 8 : pos + 8 + csize]):
-                    self._skip(base + pos, 1)
-                    pos += 1
-                    continue
-                if end > n:
-                    if not final:
-                        break
+                nxt = buf.find(b"\x08", pos + 8)  # the type tag: C speed over most garbage
+                m = self._pattern.search(buf, nxt - 8) if nxt >= 0 else None
+                if m is None:
+                    stop = n if final else max(pos, n - _MIN_FRAME + 1)
+                    self._skip(base + pos, stop - pos)
+                    pos = stop
+                    wait = _MIN_FRAME
+                    break
+                if m.start() > pos:
+                    self._skip(base + pos, m.start() - pos)
+                    pos = m.start()
+                total, csize = HEADER.unpack_from(buf, pos)
+                need = self._candidate(buf, mv, pos, total, csize, final)
+                if need > 0:
+                    wait = need - pos
+                    break
+                if need < 0:
                     self._skip(base + pos, 1)
                     pos += 1
                     continue
@@ -239,7 +258,10 @@ class FrameDecoder(FrameEmitter):
                     continue
                 self._syncing = False
                 self._flush_skip(out)
+                end = pos + 4 + total
             else:
+                total, csize = HEADER.unpack_from(buf, pos)
+                end = pos + 4 + total
                 if total > max_size or total < 6 or csize < MIN_COMMAND_SIZE or csize + 4 > total:
                     bad = header_problem(total, csize, max_size)
                     assert bad is not None
@@ -247,6 +269,7 @@ class FrameDecoder(FrameEmitter):
                     self._start_sync(f"after {bad[0]} at offset {base + pos}")
                     continue
                 if end > n:
+                    wait = 4 + total
                     break
                 try:
                     frame, problems = self._decode(buf, mv, pos, total, csize, strict=False)
@@ -270,14 +293,72 @@ class FrameDecoder(FrameEmitter):
             self._need = 8
             self._marks.clear()
         else:
-            self._keep(buf, pos)
+            self._keep(buf, pos, wait)
 
     def _start_sync(self, reason: str) -> None:
         self._syncing = True
         self._sync_reason = reason
 
-    def _keep(self, buf: bytes, pos: int) -> None:
-        """Keep buf[pos:] as pending bytes and work out how many are needed next."""
+    def _candidate(
+        self, buf: bytes, mv: memoryview, pos: int, total: int, csize: int, final: bool
+    ) -> int:
+        """Resync: check the candidate frame at buf[pos], cheapest part first, each from the
+        bytes present; every look further ahead is charged to the work budget first.
+
+        Returns 0 when the frame is whole and its command (and metadata) decode, leaving the
+        checksum to the full decode; -1 when the candidate is wrong; else the buffer length
+        needed to go on.
+        """
+        if total > self.max_frame_size or csize < MIN_COMMAND_SIZE or csize + 4 > total:
+            return -1
+        n = len(buf)
+        start = self._base + pos
+        end = pos + 4 + total
+        if self._checked != start:
+            cend = pos + 8 + csize
+            more = self._look(start, cend, n, final)
+            if more:
+                return more
+            ctype = candidate_type(mv[pos + 8 : cend])
+            if ctype < 0:
+                return -1
+            if ctype in PAYLOAD_TYPES:
+                layout = payload_layout(buf, cend, end)
+                if isinstance(layout, int):
+                    return -1 if layout < 0 else self._look(start, layout, n, final)
+                bstart, bend, mstart, mend = layout
+                more = self._look(start, mend, n, final)
+                if more:
+                    return more
+                if not sections_decode(mv, bstart, bend, mstart, mend):
+                    return -1
+            elif end != cend:
+                return -1  # a simple command fills its frame
+            self._checked = start
+        return self._look(start, end, n, final)
+
+    def _look(self, start: int, upto: int, n: int, final: bool) -> int:
+        """May the candidate at stream offset `start` look at the buffer up to `upto`?
+
+        -1 if the budget says no or those bytes will never come, 0 if they are here,
+        else `upto` (wait for them).
+        """
+        if upto > n and final:
+            return -1
+        reach = self._base + upto
+        if self._cand != start:
+            self._cand = self._reach = start
+        extra = reach - self._reach
+        if extra > 0:
+            received = reach - self._origin - self.stats.gap_bytes  # gaps earn nothing
+            if self._work + extra > RESYNC_WORK_PER_BYTE * received:
+                return -1
+            self._work += extra
+            self._reach = reach
+        return upto if upto > n else 0
+
+    def _keep(self, buf: bytes, pos: int, need: int) -> None:
+        """Keep buf[pos:] as pending bytes; parse again once `need` of them are here."""
         self._base += pos
         rest = buf[pos:] if pos else buf
         self._pieces = [rest] if rest else []
@@ -290,13 +371,4 @@ class FrameDecoder(FrameEmitter):
         i = bisect_right(marks, (self._base, 1 << 62)) - 1
         if i > 0:
             del marks[:i]
-        if len(rest) >= 8:
-            total, csize = HEADER.unpack_from(rest, 0)
-            if total > self.max_frame_size:
-                self._need = 8
-            elif self._syncing and 8 + csize > len(rest):
-                self._need = 8 + csize  # enough to check the candidate's command
-            else:
-                self._need = 4 + total
-        else:
-            self._need = 8
+        self._need = need

@@ -23,6 +23,7 @@ from dissector.pulsar.payload import (
     ChunkedMessage,
     Problem,
     decompress,
+    is_chunk,
     split_batch,
 )
 from dissector.pulsar.wire import COMMAND_TYPES
@@ -71,11 +72,7 @@ class MessageExtractor:
             return []
         out: list[AppMessage | Anomaly] = []
         shared = self._shared(frame)
-        if (
-            meta.HasField("uuid")
-            and meta.HasField("num_chunks_from_msg")
-            and (meta.num_chunks_from_msg > 1 or meta.chunk_id > 0)
-        ):
+        if is_chunk(meta):
             owner = (
                 shared.producer_id if shared.kind is MessageKind.PRODUCED else shared.consumer_id
             )

@@ -5,17 +5,22 @@ Output: the application payload(s) with their per-message metadata, and problems
 (anomaly code, detail) pairs.
 Rules:
 - Decompression is bounded: a claimed or produced size above the limit is reported as a
-  suspected decompression bomb and not expanded; output is checked against uncompressed_size.
+  suspected decompression bomb and not expanded, whatever the codec (a failed LZ4 block is
+  walked to tell a bomb from a corrupt block); output is checked against uncompressed_size.
 - A batch (num_messages_in_batch present) is a run of [u32 size][SingleMessageMetadata]
   [payload]; entries that do not add up are reported, the good ones still returned.
 - Chunks are joined by key (connection, producer or consumer, uuid) in chunk_id order; a
-  missing, duplicate or inconsistent chunk is reported and the open message dropped. Open
-  chunked messages are bounded in count (MAX_OPEN_CHUNKED), per message (max_message) and
-  in total bytes (max_open_bytes); beyond a bound the oldest are dropped and reported.
+  missing, duplicate or inconsistent chunk is reported and the open message dropped. A chunk
+  count or id out of range (wrapped negative as int32, above MAX_CHUNKS, id >= count, a
+  count that changes) is reported and the message returned incomplete; `is_chunk` says which
+  frames go to the assembler. Open chunked messages are bounded in count (MAX_OPEN_CHUNKED),
+  per message (max_message) and in total bytes (max_open_bytes); beyond a bound the oldest
+  are dropped and reported.
 """
 
 from __future__ import annotations
 
+import re
 import struct
 import zlib
 from collections.abc import Callable
@@ -34,6 +39,10 @@ DEFAULT_MAX_CHUNKED_MESSAGE = 256 * 1024 * 1024
 MAX_OPEN_CHUNKED = 1024
 #: Bytes held for open chunked messages at once; the oldest are dropped beyond it.
 DEFAULT_MAX_OPEN_CHUNK_BYTES = 512 * 1024 * 1024
+#: Most chunks per message: clients cut chunks of the max message size (5 MiB by default),
+#: each with payload; 65,536 cover DEFAULT_MAX_CHUNKED_MESSAGE in 4 KiB chunks. It bounds the
+#: parts held per open message too (an empty chunk adds a part but no bytes).
+MAX_CHUNKS = 65536
 
 _CODEC = COMPRESSION_TYPES
 NONE, LZ4, ZLIB, ZSTD, SNAPPY = (_CODEC[n] for n in ("NONE", "LZ4", "ZLIB", "ZSTD", "SNAPPY"))
@@ -115,7 +124,52 @@ def _snappy(data: bytes | memoryview, size: int, limit: int) -> bytes:
 
 
 def _lz4(data: bytes | memoryview, size: int, limit: int) -> bytes:
-    return _into(cramjam.lz4.decompress_block_into, data, size)
+    raw = bytes(data)
+    buf = bytearray(size)
+    try:  # output_len: no size prefix (without it cramjam retries as if there were one)
+        n = cramjam.lz4.decompress_block_into(raw, buf, output_len=size)
+    except cramjam.DecompressionError:
+        if _lz4_output_exceeds(raw, size):  # liblz4 reports a full buffer as a corrupt block
+            raise _TooBig from None
+        raise
+    return bytes(memoryview(buf)[:n])
+
+
+_FF_RUN = re.compile(b"\xff*")
+
+
+def _lz4_len(data: bytes, pos: int, base: int) -> tuple[int, int]:
+    """(LZ4 length field, position after it): 15 adds the bytes after it while they are 255
+    (a run measured in C); position -1 when the data ends first."""
+    if base < 15:
+        return base, pos
+    run = _FF_RUN.match(data, pos).end()  # type: ignore[union-attr]  # b"x*" always matches
+    return (base + 255 * (run - pos) + data[run], run + 1) if run < len(data) else (0, -1)
+
+
+def _lz4_output_exceeds(data: bytes, size: int) -> bool:
+    """Whether an LZ4 block describes more than `size` output bytes before its first fault
+    (cut short, offset 0 or before the output); sequence headers only, nothing written."""
+    n, pos, out = len(data), 0, 0
+    while 0 <= pos < n:
+        token = data[pos]
+        literals, pos = _lz4_len(data, pos + 1, token >> 4)
+        if pos < 0 or pos + literals > n:
+            return False
+        pos += literals
+        out += literals
+        if out > size:
+            return True
+        if pos + 2 > n:  # the last sequence (literals only), or cut short
+            return False
+        offset = data[pos] | data[pos + 1] << 8
+        if not 0 < offset <= out:
+            return False
+        match, pos = _lz4_len(data, pos + 2, token & 15)
+        out += match + 4
+        if out > size and pos >= 0:
+            return True
+    return False
 
 
 def _zstd(data: bytes | memoryview, size: int, limit: int) -> bytes:
@@ -192,6 +246,30 @@ class ChunkedMessage(NamedTuple):
     first_frame: Any  # whatever the caller attached to chunk 0 (e.g. its Frame)
 
 
+def is_chunk(meta: Any) -> bool:
+    """Whether a payload frame's MessageMetadata makes it one chunk of a chunked message:
+    uuid and num_chunks_from_msg present, other than the trivial single chunk (1 chunk,
+    chunk 0). Out-of-range counts (0, wrapped negative) count as chunks, so that
+    ChunkAssembler reports them instead of them passing for whole messages."""
+    return bool(
+        meta.HasField("uuid")
+        and meta.HasField("num_chunks_from_msg")
+        and (meta.num_chunks_from_msg != 1 or meta.chunk_id != 0)
+    )
+
+
+def _count_problem(meta: Any, open_count: int | None) -> str:
+    """Why a chunk's num_chunks_from_msg or chunk_id is out of range, or ''."""
+    num, chunk_id = meta.num_chunks_from_msg, meta.chunk_id
+    if num < 1 or num > MAX_CHUNKS:
+        return f"num_chunks_from_msg {num} outside 1..{MAX_CHUNKS}"
+    if chunk_id < 0 or chunk_id >= num:
+        return f"chunk_id {chunk_id} outside 0..{num - 1}"
+    if open_count is not None and num != open_count:
+        return f"num_chunks_from_msg {num} after {open_count} in chunk 0"
+    return ""
+
+
 class _Open:
     __slots__ = ("first_frame", "first_meta", "num_chunks", "parts", "size", "total")
 
@@ -231,11 +309,20 @@ class ChunkAssembler:
         full_key = (*key, uuid)
         chunk_id = meta.chunk_id
         current = self._open.get(full_key)
+        invalid = _count_problem(meta, None if current is None else current.num_chunks)
+        if invalid:
+            if current is None:
+                current = _Open(meta, frame)
+                current.parts.append(b"")  # seen, not kept
+            else:
+                self._pop(full_key)
+            detail = f"{uuid} chunk {chunk_id}: {invalid}"
+            return self._partial(full_key, current), [("payload.chunk_count_invalid", detail)]
         if current is None:
             if chunk_id != 0:
                 detail = f"chunk {chunk_id} of {uuid} without chunk 0"
                 return None, [("payload.chunk_missing", detail)]
-            if meta.num_chunks_from_msg < 1 or meta.total_chunk_msg_size > self.max_message:
+            if meta.total_chunk_msg_size > self.max_message:
                 detail = (
                     f"{uuid}: {meta.num_chunks_from_msg} chunks, "
                     f"{meta.total_chunk_msg_size} bytes (bound {self.max_message})"

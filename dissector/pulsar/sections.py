@@ -5,12 +5,16 @@ Output: the decoded command, the payload section's parts (broker entry metadata,
 status, MessageMetadata, payload view) and a list of problems (code, position, detail, length).
 Rule: no state and no provenance here (the FrameDecoder adds those); in strict mode (resync)
 any problem raises Reject instead, so that a candidate offset is accepted only when every part
-of the frame checks out.
+of the frame checks out. The resync helpers at the end check the cheap parts of a candidate
+(its first bytes, its command, where its metadata lies and whether it decodes) from the bytes
+present, before anything costs as much as the frame.
 """
 
 from __future__ import annotations
 
+import re
 import struct
+from functools import lru_cache
 from typing import Any, NamedTuple, TypeVar
 
 from crc32c import crc32c
@@ -19,7 +23,12 @@ from google.protobuf.message import Message as _Message
 from google.protobuf.unknown_fields import UnknownFieldSet
 
 from dissector.events import Checksum
-from dissector.pulsar.wire import BODY_FIELDS, BaseCommand, BrokerEntryMetadata, MessageMetadata
+from dissector.pulsar.wire import (
+    BODY_FIELDS,
+    BaseCommand,
+    BrokerEntryMetadata,
+    MessageMetadata,
+)
 
 U32 = struct.Struct(">I")
 HEADER = struct.Struct(">II")  # totalSize, commandSize
@@ -88,14 +97,6 @@ def decode_command(data: memoryview) -> tuple[Any, int, Any]:
     if field is not None and cmd.HasField(field):
         return cmd, ctype, getattr(cmd, field)
     return cmd, ctype, None
-
-
-def command_ok(data: memoryview) -> bool:
-    """Resync check: the command decodes, its type is known and its sub-message present."""
-    try:
-        return decode_command(data)[2] is not None
-    except Reject:
-        return False
 
 
 def decode_payload_section(
@@ -184,3 +185,71 @@ def partial_metadata(buf: bytes, p: int) -> Any:
         return parse(MessageMetadata, memoryview(buf)[p + 4 : p + 4 + msize])
     except DecodeError:
         return None
+
+
+# --------------------------------------------------------------------------- resync checks
+
+
+@lru_cache(maxsize=8)
+def resync_pattern(max_size: int) -> re.Pattern[bytes]:
+    """The first 10 bytes of a plausible frame: totalSize and commandSize at most `max_size`
+    (so their high byte is small), then tag 0x08 (every serializer writes BaseCommand.type,
+    field 1, first) and a one-byte type that has a sub-message. Searched in C, so bytes that
+    cannot start a frame cost no Python work."""
+    size = b"[\\x00-\\x%02x]" % min(max_size >> 24, 255)
+    types = b"".join(b"\\x%02x" % t for t in sorted(BODY_FIELDS) if t < 0x80)
+    return re.compile(b"(?s)" + size + b"..." + size + b"...\\x08[" + types + b"]")
+
+
+def candidate_type(data: memoryview) -> int:
+    """Resync check: the command's type when it decodes with its sub-message, else -1."""
+    try:
+        _, ctype, body = decode_command(data)
+    except Reject:
+        return -1
+    return -1 if body is None else ctype
+
+
+def payload_layout(buf: bytes, p: int, end: int) -> tuple[int, int, int, int] | int:
+    """Resync: where broker entry metadata and MessageMetadata lie in the payload section
+    buf[p:end], read from the bytes present (len(buf) may be less than end).
+
+    Returns (bstart, bend, mstart, mend) (bstart == -1 without broker entry metadata),
+    -1 when the sizes cannot fit the frame, or else the buffer length needed to read them.
+    """
+    n = len(buf)
+    if end - p < 4:
+        return -1
+    if n < p + 2:
+        return p + 2
+    bstart = bend = -1
+    if buf.startswith(MAGIC_BROKER_ENTRY, p):
+        if end - p < 6:
+            return -1
+        if n < p + 6:
+            return p + 6
+        bstart = p + 6
+        bend = p = bstart + U32.unpack_from(buf, p + 2)[0]
+        if end - p < 4:
+            return -1
+        if n < p + 2:
+            return p + 2
+    if buf.startswith(MAGIC_CHECKSUM, p) and end - p >= 6:
+        p += 6
+        if end - p < 4:
+            return -1
+    if n < p + 4:
+        return p + 4
+    mend = p + 4 + U32.unpack_from(buf, p)[0]
+    return (bstart, bend, p + 4, mend) if mend <= end else -1
+
+
+def sections_decode(mv: memoryview, bstart: int, bend: int, mstart: int, mend: int) -> bool:
+    """Resync check: broker entry metadata (when present) and MessageMetadata decode."""
+    try:
+        if bstart >= 0:
+            parse(BrokerEntryMetadata, mv[bstart:bend])
+        parse(MessageMetadata, mv[mstart:mend])
+    except DecodeError:
+        return False
+    return True

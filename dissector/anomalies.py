@@ -34,6 +34,7 @@ _TABLE: tuple[tuple[str, Severity, str], ...] = (
     ("pulsar.command_undecodable", _E, "the BaseCommand protobuf does not decode"),
     ("pulsar.unknown_command_type", _W, "BaseCommand.type is not a known command type"),
     ("pulsar.command_missing_body", _E, "the sub-message named by BaseCommand.type is absent"),
+    ("pulsar.invalid_utf8", _W, "a string field is not UTF-8: replaced with U+FFFD, bytes named"),
     ("pulsar.trailing_bytes", _W, "bytes after the command of a simple (payload-free) command"),
     ("pulsar.payload_missing", _E, "a payload command (SEND, MESSAGE) has no metadata section"),
     ("pulsar.bad_magic", _E, "neither magic 0x0e01 nor a plausible metadataSize after the command"),

@@ -14,10 +14,12 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from dissector.pulsar.encoder import encode_frame
+from dissector.events import Direction
+from dissector.pulsar.encoder import command, encode_frame
 from dissector.pulsar.wire import BaseCommand, MessageMetadata
 from dissector.reader import read_capture
 from tests.support.crafted import (
@@ -26,6 +28,7 @@ from tests.support.crafted import (
     Msg,
     Session,
     baseline_msgs,
+    msg,
     ts_of,
     write_pcap,
     write_pcapng,
@@ -43,10 +46,10 @@ def cli(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def every_output_works(path: Path) -> dict[str, list[dict[str, object]]]:
+def every_output_works(path: Path) -> dict[str, list[dict[str, Any]]]:
     """Run the text view, summary and every table as jsonl; all must succeed. Returns the
     jsonl rows by table."""
-    rows: dict[str, list[dict[str, object]]] = {}
+    rows: dict[str, list[dict[str, Any]]] = {}
     for args in (
         ["read", str(path)],
         ["summary", str(path)],
@@ -111,3 +114,71 @@ def test_payload_command_without_its_sub_message(tmp_path: Path, name: str) -> N
     (anomaly,) = rows["anomalies"]
     assert anomaly["code"] == "pulsar.command_missing_body"
     assert anomaly["stream_offset"] == last["stream_offset"]
+
+
+# ------------------------------------------------------------ 1. strings that are not UTF-8
+
+BAD = b"\xc3\x28"  # a two-byte sequence cut short: not UTF-8
+TEXT = BAD.decode("utf-8", "replace")  # Python's own replacement, the expected text
+
+
+def spoiled(message: Any) -> bytes:
+    """The message serialized with every `QQ` inside its strings turned into BAD."""
+    raw: bytes = message.SerializeToString()
+    assert b"QQ" in raw
+    return raw.replace(b"QQ", BAD)
+
+
+def bad(direction: Direction, name: str, **fields: Any) -> Msg:
+    return Msg(direction, name, encode_frame(spoiled(command(name, **fields))))
+
+
+def test_strings_that_are_not_utf8_become_text_and_anomalies(tmp_path: Path) -> None:
+    bad_meta = MessageMetadata(producer_name="pQQ", sequence_id=0, publish_time=1)
+    bad_meta.properties.add(key="kQQ", value="vQQ")
+    send = command("SEND", producer_id=1, sequence_id=0)
+    msgs = [
+        bad(C2B, "CONNECT", client_version="cQQ", protocol_version=21),
+        bad(B2C, "CONNECTED", server_version="sQQ", protocol_version=21),
+        bad(C2B, "LOOKUP", topic="tQQ-lookup", request_id=1),
+        msg(C2B, "PRODUCER", topic="good-topic", producer_id=1, request_id=2),
+        bad(C2B, "PRODUCER", topic="tQQ-prod", producer_id=2, request_id=3),
+        bad(B2C, "ERROR", request_id=3, error=1, message="mQQ"),
+        bad(
+            C2B,
+            "SUBSCRIBE",
+            topic="tQQ-sub",
+            subscription="subQQ",
+            subType=0,
+            consumer_id=1,
+            request_id=4,
+        ),
+        Msg(C2B, "SEND", encode_frame(send, metadata=spoiled(bad_meta), payload=b"x")),
+    ]
+    s = Session()
+    s.handshake()
+    s.exchange(msgs)
+    s.close()
+    path = write_pcap(tmp_path / "t.pcap", s.segs).path
+    rows = every_output_works(path)
+    for args in (["--format", "jsonl"], []):  # the raw-stream decoder too
+        stream = tmp_path / "c2b.bin"
+        stream.write_bytes(b"".join(m.data for m in msgs if m.direction is C2B))
+        res = cli("stream", str(stream), *args)
+        assert res.returncode == 0 and "Traceback" not in res.stderr, res.stderr
+        assert "invalid_utf8" in res.stdout
+    (conv,) = rows["conversations"]
+    assert (conv["client_version"], conv["server_version"]) == (f"c{TEXT}", f"s{TEXT}")
+    topics = {f["command"] + ":" + str(f["topic"]) for f in rows["frames"] if f["topic"]}
+    assert {f"LOOKUP:t{TEXT}-lookup", f"PRODUCER:t{TEXT}-prod", f"SUBSCRIBE:t{TEXT}-sub"} <= topics
+    assert "PRODUCER:good-topic" in topics  # one topic str, others repaired: they sort together
+    (error,) = [p for p in rows["timeline"] if p["outcome"] == "error"]
+    assert error["error_message"] == f"m{TEXT}"
+    (message,) = rows["messages"]
+    assert message["producer_name"] == f"p{TEXT}"
+    assert message["properties"] == {f"k{TEXT}": f"v{TEXT}"}
+    named = [a["detail"] for a in rows["anomalies"] if a["code"] == "pulsar.invalid_utf8"]
+    assert len(named) == 7  # one per frame with a bad string: all but the good PRODUCER
+    for field in ("client_version", "server_version", "LOOKUP.topic", "message", "subscription",
+                  "metadata.producer_name", "metadata.properties[0].value"):  # fmt: skip
+        assert any(field in d for d in named), (field, named)

@@ -23,6 +23,7 @@ from dissector.frontends.summary import render, summarize
 from dissector.frontends.text import FrameLines, frame_text, message_dict
 from dissector.pulsar.framing import DEFAULT_MAX_FRAME_SIZE, FrameDecoder
 from dissector.pulsar.payload import DEFAULT_MAX_UNCOMPRESSED
+from dissector.pulsar.text_fields import repair_metadata
 from dissector.reader import ReaderOptions, iter_events, read_tables
 from dissector.tables.filters import Filter, parse_time
 from dissector.tables.output import FORMATS, write_table
@@ -40,8 +41,18 @@ def _stream_events(path: Path, args: argparse.Namespace) -> Iterator[Event]:
     )
     with path.open("rb") as fh:
         while chunk := fh.read(_READ_SIZE):
-            yield from decoder.feed(chunk)
-    yield from decoder.close()
+            yield from _with_metadata_text(decoder.feed(chunk))
+    yield from _with_metadata_text(decoder.close())
+
+
+def _with_metadata_text(events: list[Event]) -> Iterator[Event]:
+    """Events, each payload frame followed by the anomaly of its metadata's invalid UTF-8
+    (as the message extractor reports it when captures are read)."""
+    for ev in events:
+        not_utf8 = repair_metadata(ev) if isinstance(ev, Frame) else None  # before rendering
+        yield ev
+        if not_utf8 is not None:
+            yield not_utf8
 
 
 def _event_json(name: str, event: Event, show_secrets: bool) -> dict[str, Any]:

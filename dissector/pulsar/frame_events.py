@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from dataclasses import dataclass
+from typing import Any
 
 from dissector.events import Anomaly, Checksum, Direction, Event, Frame
 from dissector.pulsar.sections import (
@@ -26,7 +27,8 @@ from dissector.pulsar.sections import (
     header_problem,
     partial_metadata,
 )
-from dissector.pulsar.wire import COMMAND_NAMES, PAYLOAD_TYPES, command_name
+from dissector.pulsar.text_fields import describe, has_strings, repair
+from dissector.pulsar.wire import BODY_DESCRIPTORS, COMMAND_NAMES, PAYLOAD_TYPES, command_name
 
 
 @dataclass(slots=True)
@@ -98,7 +100,10 @@ class FrameEmitter:
         name = COMMAND_NAMES.get(ctype) or command_name(ctype)
         if ctype in PAYLOAD_TYPES:
             parts = decode_payload_section(buf, mv, cend, end, strict, problems)
-        else:
+        why = _repaired(name, body)
+        if why is not None:
+            problems.append(("pulsar.invalid_utf8", pos, why, 0))
+        if ctype not in PAYLOAD_TYPES:
             parts = _NO_PAYLOAD
             if end > cend:
                 if strict:
@@ -178,6 +183,7 @@ class FrameEmitter:
         metadata = None
         if ctype in PAYLOAD_TYPES:
             metadata = partial_metadata(buf, 8 + csize)
+        not_utf8 = _repaired(command_name(ctype), body)
         first_packet, first_ts = self._where(base)
         last_packet, last_ts = self._where(base + have - 1)
         out.append(
@@ -200,6 +206,8 @@ class FrameEmitter:
                 last_ts=last_ts,
             )
         )
+        if not_utf8 is not None:
+            out.append(self._anomaly("pulsar.invalid_utf8", base, not_utf8))
         out.append(truncated)
         self.stats.frames += 1
         self.stats.frame_bytes += have
@@ -240,3 +248,16 @@ class FrameEmitter:
             packet=packet,
             ts=ts,
         )
+
+
+def _repaired(name: str, body: Any) -> str | None:
+    """Invalid UTF-8 in a command made text (in place): the anomaly's detail, or None when
+    every string was UTF-8 (nearly always). The metadata of SEND and MESSAGE is repaired
+    where its strings are read (`text_fields.repair_metadata`): walking it costs three
+    times its parse, and the frames table reads none of it."""
+    replaced = repair(body) if body is not None and body.DESCRIPTOR in _STRINGY else []
+    return describe(name, replaced) if replaced else None
+
+
+#: Command sub-message types with string fields: SEND, MESSAGE, ACK, FLOW ... are not.
+_STRINGY = frozenset(d for d in BODY_DESCRIPTORS.values() if has_strings(d))

@@ -26,6 +26,7 @@ from dissector.pulsar.payload import (
     is_chunk,
     split_batch,
 )
+from dissector.pulsar.text_fields import describe, repair, repair_metadata
 from dissector.pulsar.wire import COMMAND_TYPES
 
 _SEND = COMMAND_TYPES["SEND"]
@@ -67,10 +68,11 @@ class MessageExtractor:
         self.chunks = ChunkAssembler(max_chunked_message)
 
     def feed(self, frame: Frame) -> list[AppMessage | Anomaly]:
+        not_utf8 = repair_metadata(frame)  # before any string of it is read
+        out: list[AppMessage | Anomaly] = [] if not_utf8 is None else [not_utf8]
         meta = frame.metadata
         if meta is None or frame.payload is None or frame.body is None:
-            return []
-        out: list[AppMessage | Anomaly] = []
+            return out
         shared = self._shared(frame)
         if is_chunk(meta):
             owner = (
@@ -188,6 +190,11 @@ class MessageExtractor:
             out.append(row._replace(problem=why) if why else row)
             return
         entries, problems = split_batch(plain, count)
+        for entry in entries:  # strings of each entry made text once, as framing does
+            replaced = repair(entry.meta)
+            if replaced:
+                where = f"batch entry {entry.position}"
+                problems.append(("pulsar.invalid_utf8", describe(where, replaced)))
         self._problems(frame, problems, out)
         why = why or (problems[0][0] if problems else None)
         for entry in entries:

@@ -62,12 +62,12 @@ def _body_descriptors() -> dict[int, Any]:
     return out
 
 
-_BODY_DESCRIPTORS = _body_descriptors()
+BODY_DESCRIPTORS = _body_descriptors()  # command type -> its sub-message descriptor
 
 #: BaseCommand.type value -> names of the singular (not repeated) fields of its sub-message.
 SINGULAR_FIELDS: dict[int, frozenset[str]] = {
     ctype: frozenset(f.name for f in desc.fields if not f.is_repeated)
-    for ctype, desc in _BODY_DESCRIPTORS.items()
+    for ctype, desc in BODY_DESCRIPTORS.items()
 }
 
 
@@ -79,7 +79,7 @@ def types_with(name: str) -> frozenset[int]:
 
 def _message_id_fields() -> dict[int, tuple[str, bool]]:
     out = {}
-    for ctype, desc in _BODY_DESCRIPTORS.items():
+    for ctype, desc in BODY_DESCRIPTORS.items():
         for candidate in ("message_id", "message_ids"):
             f = desc.fields_by_name.get(candidate)
             if f is not None and f.message_type is MessageIdData.DESCRIPTOR:

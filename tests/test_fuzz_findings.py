@@ -182,3 +182,34 @@ def test_strings_that_are_not_utf8_become_text_and_anomalies(tmp_path: Path) -> 
     for field in ("client_version", "server_version", "LOOKUP.topic", "message", "subscription",
                   "metadata.producer_name", "metadata.properties[0].value"):  # fmt: skip
         assert any(field in d for d in named), (field, named)
+
+
+# ------------------------------------------------ 7. a chunked message whose chunk 0 is refused
+
+
+def test_chunked_message_whose_first_chunk_is_refused_still_has_its_row(tmp_path: Path) -> None:
+    """Chunk 0 claims a whole message far over the bound (2**31 - 1 bytes): the message gets
+    one incomplete row saying why, and its later chunks are not reported as orphans."""
+    sends = []
+    for i in range(3):
+        meta = MessageMetadata(
+            producer_name="p",
+            sequence_id=0,
+            publish_time=1,
+            uuid="u-7",
+            num_chunks_from_msg=3,
+            total_chunk_msg_size=(1 << 31) - 1,
+            chunk_id=i,
+        )
+        sends.append(
+            msg(C2B, "SEND", producer_id=1, sequence_id=0, payload=b"c" * 10, metadata=meta)
+        )
+    s = Session()
+    s.handshake()
+    s.exchange(baseline_msgs()[:4] + sends)
+    s.close()
+    rows = every_output_works(write_pcap(tmp_path / "t.pcap", s.segs).path)
+    (message,) = rows["messages"]
+    assert (message["chunked"], message["complete"]) == (True, False)
+    assert message["problem"] == "payload.chunk_size_mismatch"
+    assert [a["code"] for a in rows["anomalies"]] == ["payload.chunk_size_mismatch"]

@@ -294,6 +294,9 @@ class ChunkAssembler:
         self.max_open_bytes = max_open_bytes
         self.open_bytes = 0
         self._open: dict[tuple[Any, ...], _Open] = {}
+        # Chunked messages whose chunk 0 was rejected (reported with its row): their later
+        # chunks are theirs, not chunks "without chunk 0". Bounded like the open ones.
+        self._rejected: dict[tuple[Any, ...], None] = {}
 
     def _pop(self, key: tuple[Any, ...]) -> _Open:
         current = self._open.pop(key)
@@ -320,6 +323,10 @@ class ChunkAssembler:
             return self._partial(full_key, current), [("payload.chunk_count_invalid", detail)]
         if current is None:
             if chunk_id != 0:
+                if full_key in self._rejected:  # its message was reported with chunk 0
+                    if chunk_id + 1 >= meta.num_chunks_from_msg:
+                        del self._rejected[full_key]
+                    return None, []
                 detail = f"chunk {chunk_id} of {uuid} without chunk 0"
                 return None, [("payload.chunk_missing", detail)]
             if meta.total_chunk_msg_size > self.max_message:
@@ -327,7 +334,12 @@ class ChunkAssembler:
                     f"{uuid}: {meta.num_chunks_from_msg} chunks, "
                     f"{meta.total_chunk_msg_size} bytes (bound {self.max_message})"
                 )
-                return None, [("payload.chunk_size_mismatch", detail)]
+                rejected = _Open(meta, frame)
+                rejected.parts.append(b"")  # seen, not kept: the message's row, incomplete
+                self._rejected[full_key] = None
+                if len(self._rejected) > MAX_OPEN_CHUNKED:
+                    del self._rejected[next(iter(self._rejected))]
+                return self._partial(full_key, rejected), [("payload.chunk_size_mismatch", detail)]
             if len(self._open) >= MAX_OPEN_CHUNKED:
                 oldest = next(iter(self._open))
                 dropped = self._pop(oldest)

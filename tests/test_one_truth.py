@@ -34,8 +34,8 @@ from dissector.frontends.live import LiveOptions, run
 from dissector.pulsar.wire import MessageMetadata
 from dissector.reader import ReaderOptions, read_capture, read_tables
 from dissector.tables.schema import WITHOUT_PAYLOADS, needs_payloads
+from tests.frontends.test_live import FakeSource
 from tests.support.crafted import C2B, Msg, Session, baseline_msgs, msg, write_pcap
-from tests.test_live import FakeSource
 
 PCAPS = Path(__file__).resolve().parent.parent / "pcaps"
 SAMPLES = sorted(PCAPS.glob("*.pcap*"))

@@ -19,8 +19,8 @@ from typing import Any
 from dissector.events import Anomaly, Checksum, Direction, Event, Frame
 from dissector.pulsar.sections import (
     HEADER,
+    Fault,
     PayloadParts,
-    Problem,
     Reject,
     decode_command,
     decode_payload_section,
@@ -88,7 +88,7 @@ class FrameEmitter:
         cend = cstart + csize
         cmd, ctype, body = decode_command(mv[cstart:cend])
         offset = self._base + pos
-        problems: list[Problem] = []
+        problems: list[Fault] = []
         if body is None:
             if strict:
                 raise Reject("no sub-message")

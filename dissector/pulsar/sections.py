@@ -40,7 +40,7 @@ MAGIC_BROKER_ENTRY = b"\x0e\x02"
 MIN_COMMAND_SIZE = 2
 
 #: (anomaly code, position in the buffer, detail, bytes concerned)
-Problem = tuple[str, int, str, int]
+Fault = tuple[str, int, str, int]
 
 M = TypeVar("M", bound=_Message)
 
@@ -100,7 +100,7 @@ def decode_command(data: memoryview) -> tuple[Any, int, Any]:
 
 
 def decode_payload_section(
-    buf: bytes, mv: memoryview, p: int, end: int, strict: bool, problems: list[Problem]
+    buf: bytes, mv: memoryview, p: int, end: int, strict: bool, problems: list[Fault]
 ) -> PayloadParts:
     """Decode buf[p:end], what follows a SEND/MESSAGE command.
 

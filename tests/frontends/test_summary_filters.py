@@ -15,8 +15,8 @@ from dissector.frontends.summary import summarize
 from dissector.reader import read_tables, to_pandas
 from dissector.tables.filters import Filter, parse_time
 
-PCAP = Path(__file__).resolve().parent.parent / "pcaps" / "produce_consume.pcap"
-MULTI = Path(__file__).resolve().parent.parent / "pcaps" / "multi_producer.pcap"
+PCAP = Path(__file__).resolve().parents[2] / "pcaps" / "produce_consume.pcap"
+MULTI = Path(__file__).resolve().parents[2] / "pcaps" / "multi_producer.pcap"
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:

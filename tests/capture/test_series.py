@@ -11,7 +11,7 @@ from dissector.capture.series import group
 from dissector.errors import UsageError
 from dissector.reader import ReaderOptions, read_tables
 
-PCAP = Path(__file__).resolve().parent.parent / "pcaps" / "produce_consume.pcap"
+PCAP = Path(__file__).resolve().parents[2] / "pcaps" / "produce_consume.pcap"
 
 
 def test_tcpdump_size_rotation_names() -> None:

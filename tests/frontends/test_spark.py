@@ -19,9 +19,9 @@ from dissector.frontends import fleet
 from dissector.frontends import spark as ds
 from dissector.reader import ReaderOptions, read_tables
 from dissector.tables.schema import SCHEMAS
-from tests.test_series import split_pcap
+from tests.capture.test_series import split_pcap
 
-PCAPS = Path(__file__).resolve().parent.parent / "pcaps"
+PCAPS = Path(__file__).resolve().parents[2] / "pcaps"
 
 
 @pytest.fixture(scope="module")

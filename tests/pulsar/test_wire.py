@@ -13,7 +13,7 @@ from dissector.pulsar.wire import (
     BaseCommand,
 )
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _gen_proto():  # scripts/ is not a package: load the generator by path

@@ -17,7 +17,7 @@ from tests.framehelpers import (
     names,
     one_byte_at_a_time,
 )
-from tests.test_framing import CONNECT, MESSAGE_CMD, PING, SEND, SEND_CRC
+from tests.pulsar.test_framing import CONNECT, MESSAGE_CMD, PING, SEND, SEND_CRC
 
 
 def u32(n: int) -> bytes:

@@ -35,7 +35,7 @@ from dissector.capture.bpf import (
     default_filter_text,
 )
 
-PCAPS = Path(__file__).resolve().parent.parent / "pcaps"
+PCAPS = Path(__file__).resolve().parents[2] / "pcaps"
 _DLT = {LINKTYPE_ETHERNET: 1, LINKTYPE_RAW: 12}  # libpcap's names on Linux
 
 

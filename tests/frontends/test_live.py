@@ -50,7 +50,7 @@ from dissector.tables.schema import SCHEMAS
 from tests.support.capture import Tcpdump, TcpdumpMissing
 from tests.support.peers import PulsarLite, free_port, run_scenario
 
-SAMPLE = Path(__file__).resolve().parent.parent / "pcaps" / "produce_consume.pcap"
+SAMPLE = Path(__file__).resolve().parents[2] / "pcaps" / "produce_consume.pcap"
 SUMMARY = re.compile(
     r"^pulsar-dissect: (\d+) packets? captured, (\d+) frames?, (?:(\d+) messages?, )?"
     r"(\d+) conversations?, (\d+) anomal(?:y|ies), (\d+|n/a) dropped by the kernel$"

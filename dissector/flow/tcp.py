@@ -100,8 +100,6 @@ class Reassembler:
         conn, direction = entry
         conn.last_ts = seg.ts
         conn.last_packet = seg.number
-        if not conn.closed:
-            self._touch(conn.conn_id)
         count = conn.counts[direction]
         count[0] += 1
         count[1] += len(seg.payload) + seg.missing
@@ -109,6 +107,7 @@ class Reassembler:
             if seg.payload and not flags & RST:
                 conn.halves[direction].late_data(seg, out)
             return out
+        self._touch(conn.conn_id)  # the most recently active now
         half = conn.halves[direction]
         seq = seg.seq
         if flags & SYN:

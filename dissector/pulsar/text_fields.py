@@ -30,6 +30,7 @@ class _Plan(NamedTuple):
 
 
 _PLANS: dict[Any, _Plan | None] = {}
+_MISSING: Any = object()  # "not planned yet" (None means "no strings below")
 
 
 def _plan(desc: Any, visiting: frozenset[str] = frozenset()) -> _Plan | None:
@@ -88,9 +89,6 @@ def repair(message: Any, path: str = "") -> list[tuple[str, bytes]]:
         for i, item in enumerate(items):
             found += repair(item, f"{path}{name}[{i}].")
     return found
-
-
-_MISSING: Any = object()
 
 
 def describe(where: str, replaced: list[tuple[str, bytes]]) -> str:

@@ -11,8 +11,6 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +20,7 @@ from dissector.events import Direction
 from dissector.pulsar.encoder import command, encode_frame
 from dissector.pulsar.wire import BaseCommand, MessageMetadata
 from dissector.reader import read_capture
+from tests.support.cli import cli
 from tests.support.crafted import (
     B2C,
     C2B,
@@ -35,15 +34,6 @@ from tests.support.crafted import (
 )
 
 YEAR_9999_END_US = 253_402_300_799_999_999  # 9999-12-31T23:59:59.999999Z, by hand
-
-
-def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "dissector.frontends.cli", *args],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
 
 
 def every_output_works(path: Path) -> dict[str, list[dict[str, Any]]]:

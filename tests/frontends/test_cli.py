@@ -3,21 +3,11 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 from dissector import command, encode_frame
 from dissector.pulsar.wire import MessageMetadata
-
-
-def run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "dissector.frontends.cli", *args],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+from tests.support.cli import cli
 
 
 def write_stream(path: Path) -> Path:
@@ -35,7 +25,7 @@ def write_stream(path: Path) -> Path:
 
 def test_text_output(tmp_path: Path) -> None:
     f = write_stream(tmp_path / "s.bin")
-    res = run("stream", str(f))
+    res = cli("stream", str(f))
     assert res.returncode == 0, res.stderr
     lines = res.stdout.splitlines()
     assert "CONNECT" in lines[0] and "hunter2" not in res.stdout
@@ -48,7 +38,7 @@ def test_text_output(tmp_path: Path) -> None:
 
 def test_jsonl_output_and_show_secrets(tmp_path: Path) -> None:
     f = write_stream(tmp_path / "s.bin")
-    res = run("stream", "--format", "jsonl", "--show-secrets", str(f))
+    res = cli("stream", "--format", "jsonl", "--show-secrets", str(f))
     rows = [json.loads(line) for line in res.stdout.splitlines()]
     assert rows[0]["command"] == "CONNECT"
     assert rows[0]["fields"]["auth_data"] == b"hunter2".hex()
@@ -63,7 +53,7 @@ def test_jsonl_output_and_show_secrets(tmp_path: Path) -> None:
 
 
 def test_missing_file_is_one_line_without_traceback(tmp_path: Path) -> None:
-    res = run("stream", str(tmp_path / "nope.bin"))
+    res = cli("stream", str(tmp_path / "nope.bin"))
     assert res.returncode == 2
     assert res.stdout == ""
     assert res.stderr.strip().count("\n") == 0
@@ -71,5 +61,5 @@ def test_missing_file_is_one_line_without_traceback(tmp_path: Path) -> None:
 
 
 def test_directory_instead_of_file(tmp_path: Path) -> None:
-    res = run("stream", str(tmp_path))
+    res = cli("stream", str(tmp_path))
     assert res.returncode == 2 and "Traceback" not in res.stderr

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pyarrow as pa
@@ -14,18 +12,10 @@ from dissector.errors import UsageError
 from dissector.frontends.summary import summarize
 from dissector.reader import read_tables, to_pandas
 from dissector.tables.filters import Filter, parse_time
+from tests.support.cli import cli
 
 PCAP = Path(__file__).resolve().parents[2] / "pcaps" / "produce_consume.pcap"
 MULTI = Path(__file__).resolve().parents[2] / "pcaps" / "multi_producer.pcap"
-
-
-def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "dissector.frontends.cli", *args],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
 
 
 def test_summary_numbers_come_from_the_tables() -> None:

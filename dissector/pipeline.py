@@ -39,6 +39,7 @@ from dissector.flow import classify
 from dissector.flow.classify import Event, Mode
 from dissector.flow.net import parse_packet
 from dissector.flow.preamble import sniff
+from dissector.flow.shard import shard_of
 from dissector.flow.tcp import Reassembler
 from dissector.pulsar.conversations import ConversationState
 from dissector.pulsar.framing import DEFAULT_MAX_FRAME_SIZE, FrameDecoder, StreamStats
@@ -93,8 +94,14 @@ class Pipeline:
         max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
         first_conn_id: int = 1,
         messages: MessageExtractor | None = None,
+        shard: tuple[int, int] | None = None,
     ) -> None:
-        """messages: the extractor of application messages, or None not to extract them."""
+        """messages: the extractor of application messages, or None not to extract them.
+
+        shard (k, n): dissect only the connections whose endpoints hash to k modulo n (see
+        `shard_of`); `opened` then lists (packet, conn_id) of every connection opened, so
+        that the ids of several shards can be renumbered as one pipeline would have them.
+        """
         self.broker_ports = frozenset(broker_ports)
         self.tls_ports = frozenset(tls_ports)
         self.max_frame_size = max_frame_size
@@ -103,6 +110,8 @@ class Pipeline:
         self._convs: dict[int, _Conv] = {}
         self.packets = 0
         self.non_tcp_packets = 0
+        self.shard = shard
+        self.opened: list[tuple[int, int]] = []
 
     def feed(self, pkt: RawPacket) -> list[PipelineEvent]:
         self.packets += 1
@@ -110,11 +119,16 @@ class Pipeline:
         if seg is None:
             self.non_tcp_packets += 1
             return []
+        shard = self.shard
         if isinstance(seg, NetIssue):
             ports = (seg.src_port, seg.dst_port)
             if seg.src_port is not None and not self.broker_ports.intersection(ports):
                 return []  # another protocol's packet: not ours to report
+            if shard is not None and shard_of(seg, shard[1]) != shard[0]:
+                return []
             return [seg.anomaly()]
+        if shard is not None and shard_of(seg, shard[1]) != shard[0]:
+            return []
         return self.feed_segment(seg)
 
     def feed_segment(self, seg: Segment) -> list[PipelineEvent]:
@@ -142,6 +156,8 @@ class Pipeline:
                 self._gap(conv, ev, out)
         elif type(ev) is ConnOpened:
             conv = self._convs[ev.conn_id] = _Conv(ev)
+            if self.shard is not None:
+                self.opened.append((ev.packet, ev.conn_id))
             event = classify.on_open(
                 ev.key.broker_port, ev.guessed, self.broker_ports, self.tls_ports
             )

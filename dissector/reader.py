@@ -27,7 +27,7 @@ from dissector.pipeline import DEFAULT_BROKER_PORTS, DEFAULT_TLS_PORTS, Pipeline
 from dissector.pulsar.framing import DEFAULT_MAX_FRAME_SIZE
 from dissector.pulsar.messages import MessageExtractor
 from dissector.pulsar.payload import DEFAULT_MAX_UNCOMPRESSED
-from dissector.tables.builders import TableBuilder
+from dissector.tables.builders import Sink, TableBuilder
 from dissector.tables.schema import TABLES
 
 PathLike = str | os.PathLike[str]
@@ -42,6 +42,7 @@ class ReaderOptions:
     max_uncompressed: int = DEFAULT_MAX_UNCOMPRESSED
     payload_preview: int = 0  # bytes of each payload kept in the messages table (opt-in)
     series: str = "auto"  # how rotated files are grouped: auto, digits or none (see series.py)
+    shard: tuple[int, int] | None = None  # (k, n): only connections of shard k of n
 
     @classmethod
     def make(cls, ports: Iterable[int] = (), **kw: Any) -> ReaderOptions:
@@ -49,7 +50,7 @@ class ReaderOptions:
         return cls(broker_ports=DEFAULT_BROKER_PORTS | frozenset(ports), **kw)
 
 
-def _paths(paths: PathLike | Iterable[PathLike]) -> list[str]:
+def as_paths(paths: PathLike | Iterable[PathLike]) -> list[str]:
     if isinstance(paths, str | os.PathLike):
         return [os.fspath(paths)]
     return [os.fspath(p) for p in paths]
@@ -75,20 +76,27 @@ def make_pipeline(options: ReaderOptions, series_index: int = 0) -> Pipeline:
         )
         if options.messages
         else None,
+        shard=options.shard,
     )
 
 
 def iter_series(
-    files: list[str], options: ReaderOptions, series_index: int = 0
+    files: list[str],
+    options: ReaderOptions,
+    series_index: int = 0,
+    opened: list[tuple[int, int]] | None = None,
 ) -> Iterator[PipelineEvent]:
     """Events of a series of capture files read as one capture (rotated files in order).
 
     Packet numbers continue from file to file. Damage that ends a file's reading is an
-    anomaly; the next file of the series is still read.
+    anomaly (of shard 0 only, when sharded); the next file of the series is still read.
+    opened: sharded reads append (packet, conn_id) of every connection opened.
     """
     pipe = make_pipeline(options, series_index)
+    if opened is not None:
+        pipe.opened = opened
     with _fewer_collections():
-        yield from _read_files(pipe, files)
+        yield from _read_files(pipe, files, options.shard is None or options.shard[0] == 0)
     yield from pipe.close()
 
 
@@ -104,7 +112,9 @@ def _fewer_collections() -> Iterator[None]:
         gc.set_threshold(*before)
 
 
-def _read_files(pipe: Pipeline, files: list[str]) -> Iterator[PipelineEvent]:
+def _read_files(
+    pipe: Pipeline, files: list[str], capture_issues: bool = True
+) -> Iterator[PipelineEvent]:
     last_ts = 0
     offset = 0
     for path in files:
@@ -114,7 +124,7 @@ def _read_files(pipe: Pipeline, files: list[str]) -> Iterator[PipelineEvent]:
                 count = pkt.number
                 last_ts = pkt.ts
                 yield from pipe.feed(pkt._replace(number=pkt.number + offset) if offset else pkt)
-            for issue in reader.issues:
+            for issue in reader.issues if capture_issues else ():
                 yield Anomaly.of(
                     issue.code,
                     conn_id=0,
@@ -136,19 +146,43 @@ def iter_events(
     path given with an event is the series' first file.
     """
     options = options or ReaderOptions()
-    for index, files in enumerate(series.group(_paths(paths), options.series)):
+    for index, files in enumerate(series.group(as_paths(paths), options.series)):
         for ev in iter_series(files, options, index):
             yield files[0], ev
 
 
 def series_tables(
-    files: list[str], options: ReaderOptions, series_index: int = 0
+    files: list[str],
+    options: ReaderOptions,
+    series_index: int = 0,
+    tables: Iterable[str] | None = None,
 ) -> dict[str, pa.Table]:
-    """Every table of one series of capture files."""
-    builder = TableBuilder(capture=files[0])
+    """The tables (default: every table) of one series of capture files."""
+    builder = TableBuilder(capture=files[0], tables=tables)
+    add = builder.add
     for ev in iter_series(files, options, series_index):
-        builder.add(ev)
+        add(ev)
     return builder.tables()
+
+
+def stream_tables(
+    paths: PathLike | Iterable[PathLike],
+    options: ReaderOptions,
+    tables: Iterable[str],
+    sink: Sink,
+) -> None:
+    """Dissect the captures, handing each table's record batches to `sink` as they are made.
+
+    Memory holds one batch per table (BATCH_ROWS rows) and the state of open connections,
+    whatever the size of the captures. Batches of one table come in the order of its rows.
+    """
+    wanted = list(tables)
+    for index, files in enumerate(series.group(as_paths(paths), options.series)):
+        builder = TableBuilder(capture=files[0], tables=wanted, sink=sink)
+        add = builder.add
+        for ev in iter_series(files, options, index):
+            add(ev)
+        builder.flush()
 
 
 #: Arrow -> pandas: nullable integer and boolean columns stay integers and booleans.
@@ -196,15 +230,18 @@ class Capture:
 
 
 def read_tables(
-    paths: PathLike | Iterable[PathLike], options: ReaderOptions | None = None
+    paths: PathLike | Iterable[PathLike],
+    options: ReaderOptions | None = None,
+    tables: Iterable[str] | None = None,
 ) -> dict[str, pa.Table]:
-    """Every table of the captures, as Arrow tables."""
+    """The tables (default: every table) of the captures, as Arrow tables."""
     options = options or ReaderOptions()
-    groups = series.group(_paths(paths), options.series)
-    per_series = [series_tables(files, options, i) for i, files in enumerate(groups)]
+    names = list(TABLES) if tables is None else [n for n in TABLES if n in set(tables)]
+    groups = series.group(as_paths(paths), options.series)
+    per_series = [series_tables(files, options, i, names) for i, files in enumerate(groups)]
     if not per_series:
-        per_series = [TableBuilder().tables()]
-    return {n: pa.concat_tables([t[n] for t in per_series]) for n in TABLES}
+        per_series = [TableBuilder(tables=names).tables()]
+    return {n: pa.concat_tables([t[n] for t in per_series]) for n in names}
 
 
 def read_capture(

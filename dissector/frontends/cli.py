@@ -17,16 +17,19 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from dissector.errors import DissectorError
+from dissector.errors import DissectorError, UsageError
 from dissector.events import Anomaly, Direction, Event, Frame
-from dissector.frontends.summary import render, summarize
+from dissector.frontends.summary import TABLES as SUMMARY_TABLES
+from dissector.frontends.summary import TOP, Summary, render
 from dissector.frontends.text import FrameLines, frame_text, message_dict
+from dissector.parallel_reader import default_jobs, stream_tables_parallel
 from dissector.pulsar.framing import DEFAULT_MAX_FRAME_SIZE, FrameDecoder
 from dissector.pulsar.payload import DEFAULT_MAX_UNCOMPRESSED
 from dissector.pulsar.text_fields import repair_metadata
-from dissector.reader import ReaderOptions, iter_events, read_tables
+from dissector.reader import ReaderOptions, iter_events
+from dissector.tables.builders import Sink
 from dissector.tables.filters import Filter, parse_time
-from dissector.tables.output import FORMATS, write_table
+from dissector.tables.output import EXTENSIONS, FORMATS, TableWriter
 from dissector.tables.schema import TABLES, needs_payloads
 
 _DIST = "pulsar-dissector"
@@ -122,31 +125,91 @@ def _filter(args: argparse.Namespace) -> Filter:
     )
 
 
+#: Output file name suffix -> format, when --format is not given.
+_FORMAT_OF_SUFFIX = {ext: fmt for fmt, ext in EXTENSIONS.items()}
+
+
+def _outputs(args: argparse.Namespace) -> tuple[list[str], str, dict[str, str | None]] | None:
+    """The tables to write, their format and each one's path (None: stdout); None for the
+    text view. `-o` names a folder (every table, or those given, as FOLDER/TABLE.EXT) when it
+    is one, ends with a slash, has no suffix and no --table was given, or several were."""
+    tables = list(dict.fromkeys(args.table))
+    out = None if args.output in (None, "-") else str(args.output)
+    if out is not None and (
+        os.path.isdir(out)
+        or out.endswith(("/", os.sep))
+        or len(tables) > 1
+        or (not tables and not Path(out).suffix)
+    ):
+        fmt = "parquet" if args.format == "text" else args.format
+        names = tables or list(TABLES)
+        os.makedirs(out, exist_ok=True)
+        return names, fmt, {n: os.path.join(out, n + EXTENSIONS[fmt]) for n in names}
+    if len(tables) > 1:
+        raise UsageError("several tables need a folder: -o FOLDER")
+    if not tables and args.format == "text" and out is None:
+        return None
+    fmt = args.format
+    if fmt == "text":
+        suffix = Path(out).suffix.lower() if out is not None else ".jsonl"
+        if suffix not in _FORMAT_OF_SUFFIX:
+            raise UsageError(
+                f"{out}: cannot tell the format from the name: give --format "
+                f"({', '.join(FORMATS)}) or a folder"
+            )
+        fmt = _FORMAT_OF_SUFFIX[suffix]
+    return tables or ["frames"], fmt, {(tables or ["frames"])[0]: out}
+
+
+def _stream(args: argparse.Namespace, options: ReaderOptions, names: list[str], sink: Sink) -> None:
+    """Dissect the captures into the tables' record batches, in -j processes."""
+    stream_tables_parallel(args.captures, options, names, sink, args.jobs or default_jobs())
+
+
 def cmd_read(args: argparse.Namespace, out: TextIO) -> int:
-    """Dissect captures: one line per frame, or a whole table in a file format."""
+    """Dissect captures: one line per frame, or tables in a file format."""
     rows = _filter(args)
-    if args.table is not None or args.format != "text":
-        table = args.table or "frames"
-        fmt = "jsonl" if args.format == "text" else args.format
-        if fmt == "parquet" and args.output in (None, "-") and out.isatty():
-            raise DissectorError("parquet is binary: give -o PATH or redirect standard output")
-        out.flush()
-        options = _options(args, messages=needs_payloads([table]))
-        chosen = read_tables(args.captures, options)[table]
-        write_table(rows.table(chosen), fmt, args.output)
+    plan = _outputs(args)
+    if plan is None:
+        lines = FrameLines(rows, show_secrets=args.show_secrets)
+        for _, ev in iter_events(args.captures, _options(args)):  # `!` lines need payloads
+            text = lines.line(ev)
+            if text is not None:
+                out.write(text)
         return 0
-    lines = FrameLines(rows, show_secrets=args.show_secrets)
-    for _, ev in iter_events(args.captures, _options(args)):  # `!` lines need payloads
-        text = lines.line(ev)
-        if text is not None:
-            out.write(text)
+    names, fmt, paths = plan
+    if fmt == "parquet" and None in paths.values() and out.isatty():
+        raise DissectorError("parquet is binary: give -o PATH or redirect standard output")
+    out.flush()
+    options = _options(args, messages=needs_payloads(names))
+    writers = [TableWriter(fmt, paths[n], TABLES[n].schema) for n in names]
+    by_name = dict(zip(names, writers, strict=True))
+    try:
+        _stream(args, options, names, lambda name, batch: by_name[name].write(rows.table(batch)))
+        for writer in writers:
+            writer.close()
+    except BaseException:
+        for writer in writers:
+            writer.abort()
+        raise
     return 0
 
 
 def cmd_summary(args: argparse.Namespace, out: TextIO) -> int:
-    """Per-connection overview, latency percentiles per command, errors, unanswered."""
-    tables = read_tables(args.captures, _options(args))
-    result = summarize(tables)
+    """Overview, the busiest connections, latency percentiles per command, errors."""
+    summary = Summary(args.top)
+    names = [*SUMMARY_TABLES, "frames", "messages"]
+
+    def sink(name: str, batch: Any) -> None:
+        if name == "frames":
+            summary.frames += batch.num_rows
+        elif name == "messages":
+            summary.messages += batch.num_rows
+        else:
+            summary.add(name, batch)
+
+    _stream(args, _options(args), names, sink)
+    result = summary.result()
     if args.format == "json":
         out.write(json.dumps(result, indent=1) + "\n")
     else:
@@ -193,6 +256,18 @@ def cmd_live(args: argparse.Namespace, out: TextIO) -> int:
         buffer_bytes=args.buffer_size << 10,
     )
     return run(options, out, sys.stderr)
+
+
+def _jobs_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "-j",
+        "--jobs",
+        type=int,
+        default=0,
+        metavar="N",
+        help="worker processes, each dissecting a share of the connections (default: one per "
+        "core); rows are those of -j 1, in another order (sort by conn_id to compare)",
+    )
 
 
 def _secrets_argument(parser: argparse.ArgumentParser) -> None:
@@ -346,9 +421,27 @@ def build_parser() -> argparse.ArgumentParser:
 
     read = sub.add_parser("read", help="dissect pcap / pcapng captures (gzip too)")
     _reader_arguments(read)
-    read.add_argument("--table", choices=sorted(TABLES), help="write a whole table")
-    read.add_argument("--format", choices=["text", *FORMATS], default="text")
-    read.add_argument("-o", "--output", help="output file for --table (default: stdout)")
+    read.add_argument(
+        "--table",
+        choices=sorted(TABLES),
+        action="append",
+        default=[],
+        help="write this table (repeatable; several need -o FOLDER)",
+    )
+    read.add_argument(
+        "--format",
+        choices=["text", *FORMATS],
+        default="text",
+        help="text view, or a table format (default: told by -o's suffix; parquet for a folder)",
+    )
+    read.add_argument(
+        "-o",
+        "--output",
+        metavar="PATH",
+        help="a table's file (default: stdout), or a folder: every table (or each --table) as "
+        "FOLDER/TABLE.EXT",
+    )
+    _jobs_argument(read)
     read.add_argument("--topic", action="append", default=[], help="only rows of this topic")
     read.add_argument(
         "--command", action="append", default=[], help="only frames (or pairs) of this command"
@@ -364,6 +457,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _reader_arguments(summary)
     summary.add_argument("--format", choices=["text", "json"], default="text")
+    summary.add_argument(
+        "--top", type=int, default=TOP, metavar="N", help=f"connections listed (default {TOP})"
+    )
+    _jobs_argument(summary)
     summary.set_defaults(run=cmd_summary)
 
     fleet = sub.add_parser("spark", help="fleet job: captures -> Parquet tables + summary")

@@ -1,76 +1,139 @@
-"""Summaries of dissected captures: per-connection overview, latencies, errors, unanswered.
+"""Summaries of dissected captures: overview, busiest connections, latencies, errors.
 
-Input: the Arrow tables of one or more captures (as from `read_tables`).
-Output: a JSON-ready dict (`summarize`) and its text rendering (`render`).
-Rule: every number is computed from the tables alone, so a summary can always be checked
-against them; latency percentiles use answered pairs only (outcome success or error).
+Input: the record batches of the conversations, timeline and anomalies tables (as a streaming
+read hands them over, in any order), and the row counts of frames and messages; or whole
+tables (`summarize`).
+Output: a JSON-ready dict (`Summary.result`) and its text rendering (`render`).
+Rules: every number is computed from the tables alone, so a summary can always be checked
+against them; latency percentiles are exact (linear interpolation, as pandas and numpy) over
+answered pairs only (outcome success or error). Memory is bounded by the lists shown: the
+`top` busiest connections (by frames) and counts per command, code and outcome; latencies
+are kept as 8-byte integers per answered request.
 """
 
 from __future__ import annotations
 
+import heapq
+from collections import Counter
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
-from dissector.reader import to_pandas
-
 PERCENTILES = (0.5, 0.9, 0.99)
+#: Connections listed by default: the busiest, by frames.
+TOP = 20
+#: Tables a summary reads.
+TABLES = ("conversations", "timeline", "anomalies")
 
 
-def summarize(tables: dict[str, pa.Table]) -> dict[str, Any]:
-    conv = to_pandas(tables["conversations"])
-    timeline = to_pandas(tables["timeline"])
-    anomalies = to_pandas(tables["anomalies"])
-    connections = []
-    for row in conv.sort_values("conn_id").itertuples():
-        connections.append(
-            {
-                "conn_id": int(row.conn_id),
-                "client": f"{row.client_ip}:{row.client_port}",
-                "broker": f"{row.broker_ip}:{row.broker_port}",
-                "start": row.ts.isoformat(),
-                "duration_s": round(int(row.duration_us) / 1e6, 6),
-                "ended": row.ended,
-                "encrypted": bool(row.encrypted),
-                "client_version": _opt(row.client_version),
-                "server_version": _opt(row.server_version),
-                "frames": [int(row.frames_c2b), int(row.frames_b2c)],
-                "bytes": [int(row.stream_bytes_c2b), int(row.stream_bytes_b2c)],
-                "gap_bytes": int(row.gap_bytes_c2b) + int(row.gap_bytes_b2c),
-                "producers": _int(row.producers),
-                "consumers": _int(row.consumers),
-                "topics": list(row.topics) if row.topics is not None else [],
-                "anomalies": int(row.anomalies),
-            }
+class Summary:
+    """A summary made from record batches as they come; see the module docstring."""
+
+    def __init__(self, top: int = TOP) -> None:
+        self.top = top
+        self.connections = 0
+        self.frames = self.messages = 0
+        self._busiest: list[tuple[int, int, dict[str, Any]]] = []  # heap (frames, -id, row)
+        self._latency: dict[str, list[np.ndarray]] = {}
+        self._errors: Counter[str] = Counter()
+        self._unanswered: Counter[str] = Counter()
+        self._unmatched: Counter[str] = Counter()
+        self._anomalies: Counter[str] = Counter()
+
+    def add(self, table: str, batch: pa.RecordBatch) -> None:
+        if table == "conversations":
+            self._conversations(batch)
+        elif table == "timeline":
+            self._timeline(batch)
+        elif table == "anomalies":
+            self._anomalies.update(batch.column("code").to_pylist())
+
+    def _conversations(self, batch: pa.RecordBatch) -> None:
+        for row in batch.to_pylist():
+            self.connections += 1
+            frames = int(row["frames_c2b"]) + int(row["frames_b2c"])
+            item = (frames, -int(row["conn_id"]), row)
+            if len(self._busiest) < self.top:
+                heapq.heappush(self._busiest, item)
+            elif self.top and item[:2] > self._busiest[0][:2]:
+                heapq.heapreplace(self._busiest, item)
+
+    def _timeline(self, batch: pa.RecordBatch) -> None:
+        outcome = np.asarray(batch.column("outcome").to_pylist(), dtype=object)
+        request = np.asarray(batch.column("request_command").to_pylist(), dtype=object)
+        answered = (outcome == "success") | (outcome == "error")
+        if answered.any():
+            latency = batch.column("latency_us").to_numpy(zero_copy_only=False)[answered]
+            commands = request[answered]
+            for command in set(commands.tolist()):
+                values = latency[commands == command].astype(np.int64)
+                self._latency.setdefault(str(command), []).append(values)
+        codes = batch.column("error_code").to_pylist()
+        self._errors.update(
+            "?" if c is None else c for c, o in zip(codes, outcome, strict=True) if o == "error"
         )
-    answered = timeline[timeline["outcome"].isin(["success", "error"])]
-    latency: dict[str, dict[str, float | int]] = {}
-    for command, group in answered.groupby("request_command"):
-        us = group["latency_us"].astype("float64")
-        stats: dict[str, float | int] = {"count": len(us)}
-        for p in PERCENTILES:
-            stats[f"p{round(p * 100)}_ms"] = round(float(us.quantile(p)) / 1000, 3)
-        stats["max_ms"] = round(float(us.max()) / 1000, 3)
-        latency[str(command)] = stats
-    errors = timeline[timeline["outcome"] == "error"]
-    unanswered = timeline[timeline["outcome"] == "unanswered"]
-    unmatched = timeline[timeline["outcome"] == "unmatched"]
+        self._unanswered.update(
+            str(r) for r, o in zip(request, outcome, strict=True) if o == "unanswered"
+        )
+        responses = batch.column("response_command").to_pylist()
+        self._unmatched.update(
+            str(r) for r, o in zip(responses, outcome, strict=True) if o == "unmatched"
+        )
+
+    def result(self) -> dict[str, Any]:
+        busiest = sorted(self._busiest, key=lambda item: -item[1])  # by conn_id
+        latency: dict[str, dict[str, float | int]] = {}
+        for command, parts in self._latency.items():
+            us = np.concatenate(parts).astype("float64")
+            stats: dict[str, float | int] = {"count": len(us)}
+            for p in PERCENTILES:
+                stats[f"p{round(p * 100)}_ms"] = round(float(np.quantile(us, p)) / 1000, 3)
+            stats["max_ms"] = round(float(us.max()) / 1000, 3)
+            latency[command] = stats
+        return {
+            "connection_count": self.connections,
+            "connections": [_connection(row) for _, _, row in busiest],
+            "latency": latency,
+            "errors": dict(self._errors),
+            "unanswered": dict(self._unanswered),
+            "unmatched": dict(self._unmatched),
+            "anomalies": dict(self._anomalies),
+            "frames": self.frames,
+            "messages": self.messages,
+        }
+
+
+def _connection(row: dict[str, Any]) -> dict[str, Any]:
     return {
-        "connections": connections,
-        "latency": latency,
-        "errors": {
-            str(k): int(v) for k, v in errors["error_code"].fillna("?").value_counts().items()
-        },
-        "unanswered": {
-            str(k): int(v) for k, v in unanswered["request_command"].value_counts().items()
-        },
-        "unmatched": {
-            str(k): int(v) for k, v in unmatched["response_command"].value_counts().items()
-        },
-        "anomalies": {str(k): int(v) for k, v in anomalies["code"].value_counts().items()},
-        "frames": int(tables["frames"].num_rows),
-        "messages": int(tables["messages"].num_rows),
+        "conn_id": int(row["conn_id"]),
+        "client": f"{row['client_ip']}:{row['client_port']}",
+        "broker": f"{row['broker_ip']}:{row['broker_port']}",
+        "start": row["ts"].isoformat(),
+        "duration_s": round(int(row["duration_us"]) / 1e6, 6),
+        "ended": row["ended"],
+        "encrypted": bool(row["encrypted"]),
+        "client_version": _opt(row["client_version"]),
+        "server_version": _opt(row["server_version"]),
+        "frames": [int(row["frames_c2b"]), int(row["frames_b2c"])],
+        "bytes": [int(row["stream_bytes_c2b"]), int(row["stream_bytes_b2c"])],
+        "gap_bytes": int(row["gap_bytes_c2b"]) + int(row["gap_bytes_b2c"]),
+        "producers": _int(row["producers"]),
+        "consumers": _int(row["consumers"]),
+        "topics": list(row["topics"]) if row["topics"] is not None else [],
+        "anomalies": int(row["anomalies"]),
     }
+
+
+def summarize(tables: dict[str, pa.Table], top: int = TOP) -> dict[str, Any]:
+    """The summary of whole tables (those of `read_tables`)."""
+    summary = Summary(top)
+    for name in TABLES:
+        for batch in tables[name].to_batches():
+            summary.add(name, batch)
+    summary.frames = int(tables["frames"].num_rows)
+    summary.messages = int(tables["messages"].num_rows)
+    return summary.result()
 
 
 def _opt(value: Any) -> Any:
@@ -83,12 +146,10 @@ def _int(value: Any) -> int | None:
 
 def render(summary: dict[str, Any]) -> str:
     """The summary as text, one section per heading."""
-    lines = [
-        f"{summary['frames']} frames, {summary['messages']} messages, "
-        f"{len(summary['connections'])} connections"
-    ]
+    count, shown = summary["connection_count"], len(summary["connections"])
+    lines = [f"{summary['frames']} frames, {summary['messages']} messages, {count} connections"]
     lines.append("")
-    lines.append("Connections")
+    lines.append("Connections" + (f" (the {shown} busiest, by frames)" if shown < count else ""))
     for c in summary["connections"]:
         versions = f"{c['client_version'] or '?'} / {c['server_version'] or '?'}"
         lines.append(

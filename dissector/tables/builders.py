@@ -1,15 +1,16 @@
 """Rows of the tables, built from pipeline events into Arrow record batches.
 
 Input: pipeline events (ConversationOpened, Frame, AppMessage, Anomaly, Pair, Conversation).
-Output: one pyarrow.Table (or a stream of record batches) per table of the registry
-(dissector.tables.schema), with its schema.
+Output: one pyarrow.Table per table asked for, or its record batches handed to a sink as
+they are made (streaming: memory holds one batch per table, not the tables).
 Rule: the row functions are the tables' own (declared once, in dissector.tables.frames and
 .conversations): one tuple per row in the hot path, transposed into Arrow columns every
-BATCH_ROWS rows, so memory stays proportional to one batch plus the finished batches.
+BATCH_ROWS rows. Rows of tables nobody asked for are never made.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import pyarrow as pa
@@ -38,11 +39,15 @@ pair_row = TABLES["timeline"].row  # (Pair)
 entity_row = TABLES["entities"].row  # (conn_id, Entity)
 
 
+#: Where finished record batches go when streaming: (table name, batch).
+Sink = Callable[[str, pa.RecordBatch], None]
+
+
 class _Batches:
-    def __init__(self, schema: pa.Schema) -> None:
-        self.schema = schema
+    def __init__(self, name: str, schema: pa.Schema, sink: Sink | None = None) -> None:
+        self.name, self.schema, self.sink = name, schema, sink
         self.rows: list[tuple[Any, ...]] = []
-        self.batches: list[pa.RecordBatch] = []
+        self.batches: list[pa.RecordBatch] = []  # kept when there is no sink
         self.count = 0
 
     def add(self, row: tuple[Any, ...]) -> None:
@@ -55,9 +60,13 @@ class _Batches:
             return
         columns = list(zip(*self.rows, strict=True))
         arrays = [pa.array(col, type=f.type) for col, f in zip(columns, self.schema, strict=True)]
-        self.batches.append(pa.RecordBatch.from_arrays(arrays, schema=self.schema))
+        batch = pa.RecordBatch.from_arrays(arrays, schema=self.schema)
         self.count += len(self.rows)
         self.rows = []
+        if self.sink is not None:
+            self.sink(self.name, batch)
+        else:
+            self.batches.append(batch)
 
     def take(self) -> list[pa.RecordBatch]:
         """Finished record batches so far (for streaming writers); they are handed over."""
@@ -71,39 +80,58 @@ class _Batches:
 
 
 class TableBuilder:
-    """Accumulate every table of the registry from the events of one or more captures.
+    """Accumulate tables of the registry from the events of one or more captures.
 
-    `batches[name]` holds a table's rows; the attributes named after the tables are the same
-    objects, for the hot path.
+    tables: the names of the tables to make (default: every table); `batches` holds one
+    `_Batches` per table made. sink: when given, each finished record batch is handed to it
+    (call `flush` at the end) instead of being kept for `tables()`.
     """
 
-    def __init__(self, capture: str = "") -> None:
+    def __init__(
+        self, capture: str = "", tables: Iterable[str] | None = None, sink: Sink | None = None
+    ) -> None:
         self.capture = capture
-        self.batches = {name: _Batches(t.schema) for name, t in TABLES.items()}
-        self.frames = self.batches["frames"]
-        self.messages = self.batches["messages"]
-        self.anomalies = self.batches["anomalies"]
-        self.conversations = self.batches["conversations"]
-        self.timeline = self.batches["timeline"]
-        self.entities = self.batches["entities"]
+        wanted = TABLES if tables is None else set(tables)
+        unknown = set(wanted) - set(TABLES)
+        if unknown:
+            raise ValueError(f"unknown tables {sorted(unknown)}; choose from {sorted(TABLES)}")
+        self.batches = {
+            name: _Batches(name, t.schema, sink) for name, t in TABLES.items() if name in wanted
+        }
+        get = self.batches.get
+        self.frames, self.messages = get("frames"), get("messages")
+        self.anomalies, self.conversations = get("anomalies"), get("conversations")
+        self.timeline, self.entities = get("timeline"), get("entities")
         self._keys: dict[int, FlowKey] = {}  # FlowKey is a tuple: client ip/port, broker ip/port
 
     def add(self, ev: PipelineEvent) -> None:
         if type(ev) is Frame:
-            self.frames.add(frame_row(ev, self._keys.get(ev.conn_id, _NO_KEY)))
+            if self.frames is not None:
+                self.frames.add(frame_row(ev, self._keys.get(ev.conn_id, _NO_KEY)))
+        elif type(ev) is Pair:
+            if self.timeline is not None:
+                self.timeline.add(pair_row(ev))
         elif type(ev) is AppMessage:
-            self.messages.add(message_row(ev))
+            if self.messages is not None:
+                self.messages.add(message_row(ev))
         elif type(ev) is Anomaly:
-            self.anomalies.add(anomaly_row(ev))
+            if self.anomalies is not None:
+                self.anomalies.add(anomaly_row(ev))
         elif type(ev) is ConversationOpened:
             self._keys[ev.conn_id] = ev.key
-        elif type(ev) is Pair:
-            self.timeline.add(pair_row(ev))
         elif type(ev) is Conversation:
-            self.conversations.add(conversation_row(ev, self.capture))
-            for entity in ev.summary.entities:
-                self.entities.add(entity_row(ev.conn_id, entity))
+            if self.conversations is not None:
+                self.conversations.add(conversation_row(ev, self.capture))
+            if self.entities is not None:
+                for entity in ev.summary.entities:
+                    self.entities.add(entity_row(ev.conn_id, entity))
             self._keys.pop(ev.conn_id, None)
 
+    def flush(self) -> None:
+        """Make the rows gathered so far into record batches (handed to the sink, if any)."""
+        for batches in self.batches.values():
+            batches.flush()
+
     def tables(self) -> dict[str, pa.Table]:
+        """The tables made (every batch kept: only without a sink)."""
         return {name: batches.table() for name, batches in self.batches.items()}

@@ -1,17 +1,23 @@
-"""EDGE: write tables as JSON lines, CSV or Parquet, to a file or standard output.
+"""EDGE: write tables as JSON lines, CSV or Parquet, batch by batch, to a file or standard output.
 
-Input: a pyarrow.Table and a format name. Output: bytes on a file or stdout.
-Rule: the table's Arrow schema is written as is (Parquet keeps the column descriptions);
+Input: a format name, a destination and a table's schema; then Arrow record batches.
+Output: bytes on a file or stdout.
+Rules: the table's Arrow schema is written as is (Parquet keeps the column descriptions);
 timestamps in JSON lines are ISO 8601 UTC strings with microseconds; maps become JSON objects
-(and JSON text in CSV), binary values hex.
+(and JSON text in CSV), binary values hex. Batches are written as they come, so memory holds
+one batch, not the table. A file is written under a hidden temporary name in its folder and
+renamed when complete: a reader never sees half a file, and a failed or interrupted write
+leaves nothing behind (`abort`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
+import os
 import sys
-from pathlib import Path
+import tempfile
 from typing import Any, BinaryIO
 
 import pyarrow as pa
@@ -19,6 +25,8 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 FORMATS = ("jsonl", "csv", "parquet")
+#: File name extension of each format (a folder of tables holds NAME.EXT files).
+EXTENSIONS = {"jsonl": ".jsonl", "csv": ".csv", "parquet": ".parquet"}
 
 
 def _json_default(value: Any) -> Any:
@@ -42,43 +50,121 @@ def json_row(row: dict[str, Any]) -> str:
     return json.dumps(_plain(row), default=_json_default)
 
 
-def write_table(table: pa.Table, fmt: str, path: str | None) -> None:
-    """Write `table` in `fmt` to `path`, or to standard output when path is None or '-'."""
-    if path in (None, "-"):
-        _write(table, fmt, sys.stdout.buffer)
-        sys.stdout.buffer.flush()
-        return
-    with Path(path).open("wb") as fh:
-        _write(table, fmt, fh)
+def _nested(t: pa.DataType) -> bool:
+    return bool(pa.types.is_map(t) or pa.types.is_list(t) or pa.types.is_struct(t))
 
 
-def _flat(table: pa.Table) -> pa.Table:
+def flat_schema(schema: pa.Schema) -> pa.Schema:
+    """The schema of a table as CSV holds it: nested and binary columns become text."""
+    fields = [
+        f.with_type(pa.string()) if _nested(f.type) or pa.types.is_binary(f.type) else f
+        for f in schema
+    ]
+    return pa.schema(fields, metadata=schema.metadata)
+
+
+def flat(batch: pa.RecordBatch) -> pa.RecordBatch:
     """CSV holds no nested or binary values: those columns become JSON / hex text."""
-    for i, field in enumerate(table.schema):
+    arrays = list(batch.columns)
+    for i, field in enumerate(batch.schema):
         t = field.type
-        if pa.types.is_map(t) or pa.types.is_list(t) or pa.types.is_struct(t):
+        if _nested(t):
             values = [
                 None
                 if v is None
                 else json.dumps(dict(v) if pa.types.is_map(t) else v, default=_json_default)
-                for v in table.column(i).to_pylist()
+                for v in arrays[i].to_pylist()
             ]
         elif pa.types.is_binary(t):
-            values = [None if v is None else v.hex() for v in table.column(i).to_pylist()]
+            values = [None if v is None else v.hex() for v in arrays[i].to_pylist()]
         else:
             continue
-        table = table.set_column(i, field.name, pa.array(values, type=pa.string()))
-    return table
+        arrays[i] = pa.array(values, type=pa.string())
+    return pa.RecordBatch.from_arrays(arrays, schema=flat_schema(batch.schema))
 
 
-def _write(table: pa.Table, fmt: str, out: BinaryIO) -> None:
-    if fmt == "parquet":
-        pq.write_table(table, out)
-    elif fmt == "csv":
-        pacsv.write_csv(_flat(table), out)
-    elif fmt == "jsonl":
-        for batch in table.to_batches(max_chunksize=8192):
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+class TableWriter:
+    """Write one table's record batches in a format to a path (None or '-': stdout).
+
+    Use as a context manager: leaving it normally completes the file (`close`); leaving it by
+    an exception removes what was written (`abort`).
+    """
+
+    def __init__(self, fmt: str, path: str | None, schema: pa.Schema) -> None:
+        if fmt not in FORMATS:
+            raise ValueError(f"unknown format {fmt!r}; choose from {', '.join(FORMATS)}")
+        self.fmt, self.schema, self.rows = fmt, schema, 0
+        self.path = None if path is None or path == "-" else os.fspath(path)
+        self._hidden: str | None = None
+        if self.path is None:
+            self._out: BinaryIO = sys.stdout.buffer
+        else:
+            folder, name = os.path.split(os.path.abspath(self.path))
+            fd, self._hidden = tempfile.mkstemp(prefix=f".{name}.", suffix=".part", dir=folder)
+            os.fchmod(fd, 0o666 & ~_umask())  # as open() would have made it
+            self._out = os.fdopen(fd, "wb")
+        self._parquet: pq.ParquetWriter | None = None
+        self._csv: pacsv.CSVWriter | None = None
+
+    def write(self, batch: pa.RecordBatch) -> None:
+        self.rows += batch.num_rows
+        if self.fmt == "parquet":
+            if self._parquet is None:
+                self._parquet = pq.ParquetWriter(self._out, self.schema)
+            if batch.num_rows:
+                self._parquet.write_batch(batch)
+        elif self.fmt == "csv":
+            if self._csv is None:
+                self._csv = pacsv.CSVWriter(self._out, flat_schema(self.schema))
+            if batch.num_rows:
+                self._csv.write_batch(flat(batch))
+        elif batch.num_rows:
             lines = (json_row(row) for row in batch.to_pylist())
-            out.write(("\n".join(lines) + "\n").encode() if batch.num_rows else b"")
-    else:
-        raise ValueError(f"unknown format {fmt!r}; choose from {', '.join(FORMATS)}")
+            self._out.write(("\n".join(lines) + "\n").encode())
+
+    def close(self) -> None:
+        """Complete the output: end the format, then give the file its name."""
+        if self.fmt == "parquet" and self._parquet is None:
+            self._parquet = pq.ParquetWriter(self._out, self.schema)  # an empty table
+        if self.fmt == "csv" and self._csv is None:
+            self._csv = pacsv.CSVWriter(self._out, flat_schema(self.schema))  # header only
+        for writer in (self._parquet, self._csv):
+            if writer is not None:
+                writer.close()
+        self._out.flush()
+        if self._hidden is not None and self.path is not None:
+            self._out.close()
+            os.replace(self._hidden, self.path)
+            self._hidden = None
+
+    def abort(self) -> None:
+        """Give up: nothing of the output is left on disk."""
+        if self._hidden is None:
+            return
+        with contextlib.suppress(Exception):
+            self._out.close()
+        with contextlib.suppress(OSError):
+            os.unlink(self._hidden)
+        self._hidden = None
+
+    def __enter__(self) -> TableWriter:
+        return self
+
+    def __exit__(self, kind: object, *_: object) -> None:
+        if kind is None:
+            self.close()
+        else:
+            self.abort()
+
+
+def write_table(table: pa.Table, fmt: str, path: str | None) -> None:
+    """Write a whole table in `fmt` to `path`, or to standard output when path is None or '-'."""
+    with TableWriter(fmt, path, table.schema) as writer:
+        for batch in table.to_batches(max_chunksize=8192):
+            writer.write(batch)

@@ -1,0 +1,145 @@
+"""EDGE: dissect captures in several processes, each one shard of the connections.
+
+Input: capture paths, reader options, table names, a job count and a sink for record batches.
+Output: the tables' record batches, handed to the sink table after table; within a table,
+the rows of worker 0, then of worker 1, and so on.
+Rules:
+- Every worker reads every packet, parses its headers and dissects only the connections of
+  its shard (dissector.flow.shard): a connection is whole in one worker, so its rows are the
+  rows one process makes. Capture damage is reported by worker 0 only.
+- conn_id is renumbered as one process numbers connections: by the packet that opened them
+  (each worker lists what it opened), so `-j N` gives the rows of `-j 1`. Only their order
+  differs: sort by conn_id (then the table's own order, e.g. direction and stream_offset)
+  to compare. The flow table's bound on open connections applies per worker.
+- Workers are forked (they share the parent's string hash, on which shards depend) and
+  write Arrow IPC files to a scratch folder that is removed at the end; memory per process
+  stays that of a one-process read.
+- Inputs that are not regular files (standard input, pipes) are read by one process.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import multiprocessing
+import os
+import tempfile
+from collections.abc import Iterable
+from concurrent.futures import ProcessPoolExecutor
+
+import numpy as np
+import pyarrow as pa
+
+from dissector.capture import series
+from dissector.reader import (
+    CONN_ID_STRIDE,
+    PathLike,
+    ReaderOptions,
+    as_paths,
+    iter_series,
+    stream_tables,
+)
+from dissector.tables.builders import Sink, TableBuilder
+from dissector.tables.schema import TABLES
+
+#: series index -> [(packet that opened it, local conn_id)] in opening order.
+Opened = dict[int, list[tuple[int, int]]]
+
+
+def default_jobs() -> int:
+    """The number of cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def stream_tables_parallel(
+    paths: PathLike | Iterable[PathLike],
+    options: ReaderOptions,
+    tables: Iterable[str],
+    sink: Sink,
+    jobs: int,
+) -> None:
+    """As reader.stream_tables, with `jobs` worker processes (see the module docstring)."""
+    names = list(tables)
+    files = as_paths(paths)
+    if jobs <= 1 or not all(os.path.isfile(f) for f in files):
+        stream_tables(files, options, names, sink)
+        return
+    groups = series.group(files, options.series)
+    context = multiprocessing.get_context("fork")
+    with tempfile.TemporaryDirectory(prefix="pulsar-dissect-") as scratch:
+        with ProcessPoolExecutor(jobs, mp_context=context) as pool:
+            futures = [
+                pool.submit(_work, groups, options, names, (k, jobs), scratch) for k in range(jobs)
+            ]
+            opened = [f.result() for f in futures]
+        tables_of = _renumbering(opened)
+        for name in names:
+            for k in range(jobs):
+                with pa.memory_map(_part(scratch, k, name)) as source:
+                    reader = pa.ipc.open_file(source)
+                    for i in range(reader.num_record_batches):
+                        sink(name, _renumber(reader.get_batch(i), tables_of[k]))
+
+
+def _part(scratch: str, worker: int, table: str) -> str:
+    return os.path.join(scratch, f"{worker}-{table}.arrow")
+
+
+def _work(
+    groups: list[list[str]],
+    options: ReaderOptions,
+    names: list[str],
+    shard: tuple[int, int],
+    scratch: str,
+) -> Opened:
+    """Worker: dissect one shard of every series into IPC files; list what it opened."""
+    mine = dataclasses.replace(options, shard=shard)
+    sinks = {name: pa.OSFile(_part(scratch, shard[0], name), "wb") for name in names}
+    writers = {name: pa.ipc.new_file(sinks[name], TABLES[name].schema) for name in names}
+    opened: Opened = {}
+    try:
+        for index, files in enumerate(groups):
+            log = opened[index] = []
+            builder = TableBuilder(
+                capture=files[0], tables=names, sink=lambda n, b: writers[n].write_batch(b)
+            )
+            add = builder.add
+            for ev in iter_series(files, mine, index, log):
+                add(ev)
+            builder.flush()
+    finally:
+        for name in names:
+            writers[name].close()
+            sinks[name].close()
+    return opened
+
+
+def _renumbering(opened: list[Opened]) -> list[dict[int, np.ndarray]]:
+    """Per worker, per series: local connection number -> conn_id of a one-process read."""
+    out: list[dict[int, np.ndarray]] = [{} for _ in opened]
+    for index in {i for worker in opened for i in worker}:
+        base = index * CONN_ID_STRIDE + 1
+        order = sorted(
+            (packet, k, local)
+            for k, worker in enumerate(opened)
+            for packet, local in worker.get(index, [])
+        )
+        luts = {k: np.zeros(len(w.get(index, [])), dtype=np.int64) for k, w in enumerate(opened)}
+        for rank, (_, k, local) in enumerate(order):
+            luts[k][local - base] = base + rank
+        for k, lut in luts.items():
+            out[k][index] = lut
+    return out
+
+
+def _renumber(batch: pa.RecordBatch, luts: dict[int, np.ndarray]) -> pa.RecordBatch:
+    at = batch.schema.get_field_index("conn_id")
+    ids = batch.column(at).to_numpy(zero_copy_only=False)
+    new = ids.copy()
+    for index, lut in luts.items():
+        local = ids - (index * CONN_ID_STRIDE + 1)
+        hit = (local >= 0) & (local < len(lut))
+        new[hit] = lut[local[hit]]
+    return batch.set_column(at, batch.schema.field(at), pa.array(new, type=pa.int64()))

@@ -70,7 +70,7 @@ class _Conv:
         "state",
     )
 
-    def __init__(self, opened: ConnOpened) -> None:
+    def __init__(self, opened: ConnOpened, pairs: bool) -> None:
         self.opened = opened
         self.mode = Mode.NEW  # flow.classify's transitions only
         self.decoders: dict[Direction, FrameDecoder] = {}
@@ -78,7 +78,7 @@ class _Conv:
         self.head: bytes | None = b""  # client bytes awaiting preamble sniffing; None: done
         self.preamble: Preamble | None = None
         self.held: list[PipelineEvent] = []  # events of a pending connection
-        self.state = ConversationState(opened.conn_id)
+        self.state = ConversationState(opened.conn_id, pairs=pairs)
         self.judged: set[Direction] = set()  # pending: sides that opened without CONNECT
         self.anomalies = 0
 
@@ -95,6 +95,7 @@ class Pipeline:
         first_conn_id: int = 1,
         messages: MessageExtractor | None = None,
         shard: tuple[int, int] | None = None,
+        pairs: bool = True,
     ) -> None:
         """messages: the extractor of application messages, or None not to extract them.
 
@@ -111,6 +112,7 @@ class Pipeline:
         self.packets = 0
         self.non_tcp_packets = 0
         self.shard = shard
+        self.pairs = pairs
         self.opened: list[tuple[int, int]] = []
 
     def feed(self, pkt: RawPacket) -> list[PipelineEvent]:
@@ -155,7 +157,7 @@ class Pipeline:
             if conv.mode is PULSAR or conv.mode is PENDING:
                 self._gap(conv, ev, out)
         elif type(ev) is ConnOpened:
-            conv = self._convs[ev.conn_id] = _Conv(ev)
+            conv = self._convs[ev.conn_id] = _Conv(ev, self.pairs)
             if self.shard is not None:
                 self.opened.append((ev.packet, ev.conn_id))
             event = classify.on_open(

@@ -16,9 +16,8 @@ import os
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
 import pyarrow as pa
 
 from dissector.capture import open_capture, series
@@ -30,6 +29,9 @@ from dissector.pulsar.payload import DEFAULT_MAX_UNCOMPRESSED
 from dissector.tables.builders import Sink, TableBuilder
 from dissector.tables.schema import TABLES
 
+if TYPE_CHECKING:
+    import pandas as pd
+
 PathLike = str | os.PathLike[str]
 
 
@@ -39,6 +41,7 @@ class ReaderOptions:
     tls_ports: frozenset[int] = DEFAULT_TLS_PORTS
     max_frame_size: int = DEFAULT_MAX_FRAME_SIZE
     messages: bool = True  # extract application messages (the messages table)
+    pairs: bool = True  # make request/response pairs (the timeline table)
     max_uncompressed: int = DEFAULT_MAX_UNCOMPRESSED
     payload_preview: int = 0  # bytes of each payload kept in the messages table (opt-in)
     series: str = "auto"  # how rotated files are grouped: auto, digits or none (see series.py)
@@ -77,6 +80,7 @@ def make_pipeline(options: ReaderOptions, series_index: int = 0) -> Pipeline:
         if options.messages
         else None,
         shard=options.shard,
+        pairs=options.pairs,
     )
 
 
@@ -185,17 +189,19 @@ def stream_tables(
         builder.flush()
 
 
-#: Arrow -> pandas: nullable integer and boolean columns stay integers and booleans.
-_PANDAS_TYPES = {
-    pa.int64(): pd.Int64Dtype(),
-    pa.int32(): pd.Int32Dtype(),
-    pa.bool_(): pd.BooleanDtype(),
-}
-
-
 def to_pandas(table: pa.Table) -> pd.DataFrame:
-    """A table as a DataFrame with nullable Int64/Int32/boolean columns (not float/object)."""
-    return table.to_pandas(types_mapper=_PANDAS_TYPES.get)
+    """A table as a DataFrame with nullable Int64/Int32/boolean columns (not float/object).
+
+    pandas is imported here, when a DataFrame is asked for: it takes half a second, more
+    than the command line needs to start and read a small capture."""
+    import pandas as pd
+
+    types = {
+        pa.int64(): pd.Int64Dtype(),
+        pa.int32(): pd.Int32Dtype(),
+        pa.bool_(): pd.BooleanDtype(),
+    }
+    return table.to_pandas(types_mapper=types.get)
 
 
 @dataclass

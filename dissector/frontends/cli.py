@@ -30,7 +30,7 @@ from dissector.reader import ReaderOptions, iter_events
 from dissector.tables.builders import Sink
 from dissector.tables.filters import Filter, parse_time
 from dissector.tables.output import EXTENSIONS, FORMATS, TableWriter
-from dissector.tables.schema import TABLES, needs_payloads
+from dissector.tables.schema import TABLES, needs_pairs, needs_payloads
 
 _DIST = "pulsar-dissector"
 _READ_SIZE = 1 << 20  # bytes read from a stream file at a time: memory stays bounded
@@ -103,12 +103,15 @@ def cmd_stream(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
-def _options(args: argparse.Namespace, *, messages: bool = True) -> ReaderOptions:
+def _options(
+    args: argparse.Namespace, *, messages: bool = True, pairs: bool = True
+) -> ReaderOptions:
     return ReaderOptions.make(
         args.port,
         tls_ports=frozenset(args.tls_port),
         max_frame_size=args.max_frame_size,
         messages=messages,
+        pairs=pairs,
         max_uncompressed=args.max_uncompressed,
         payload_preview=args.payload_preview,
         series=getattr(args, "series", "auto"),  # live reads no files: no series
@@ -181,7 +184,7 @@ def cmd_read(args: argparse.Namespace, out: TextIO) -> int:
     if fmt == "parquet" and None in paths.values() and out.isatty():
         raise DissectorError("parquet is binary: give -o PATH or redirect standard output")
     out.flush()
-    options = _options(args, messages=needs_payloads(names))
+    options = _options(args, messages=needs_payloads(names), pairs=needs_pairs(names))
     writers = [TableWriter(fmt, paths[n], TABLES[n].schema) for n in names]
     by_name = dict(zip(names, writers, strict=True))
     try:

@@ -62,6 +62,17 @@ _NO_ID = (1 << 64) - 1  # request_id -1: brokers' CLOSE_PRODUCER/CONSUMER notifi
 _CLOSES = frozenset({T["CLOSE_PRODUCER"], T["CLOSE_CONSUMER"]})
 
 
+#: Made in place of a Pair when pairs are not wanted (ConversationState(pairs=False)).
+_NO_PAIR = Pair(
+    0, None, None, Outcome.SUCCESS, None, None, None, None, None, None, None, None, None
+)
+_NO_PAIRS: list[Pair] = []  # shared, never mutated
+
+
+def _no_pair(*args: Any, **kwargs: Any) -> Pair:
+    return _NO_PAIR
+
+
 def _opposite(d: Direction) -> Direction:
     return B2C if d is C2B else C2B
 
@@ -69,13 +80,16 @@ def _opposite(d: Direction) -> Direction:
 class ConversationState:
     """State of one connection; see the module docstring."""
 
-    def __init__(self, conn_id: int) -> None:
+    def __init__(self, conn_id: int, *, pairs: bool = True) -> None:
+        """pairs: False when nobody reads the timeline: requests are still matched (entities
+        learn from their answers) but no Pair is made or returned."""
         self.conn_id = conn_id
+        self.pairing = pairs
         self.entities = Entities()
         self.summary = self.entities.summary
         self.producers = self.entities.producers
         self.consumers = self.entities.consumers
-        self._pair = partial(make_pair, conn_id, self.entities)
+        self._pair = partial(make_pair, conn_id, self.entities) if pairs else _no_pair
         self._by_request: dict[tuple[Direction, int], Frame] = {}  # (direction, request_id)
         self._sends: dict[tuple[int, int], deque[Frame]] = {}  # (producer_id, sequence_id)
         self._fifo: dict[tuple[Direction, int], deque[Frame]] = {}  # (direction, type)
@@ -102,7 +116,7 @@ class ConversationState:
             on(self, frame, ctype, body, pairs)
         if self._pending > MAX_PENDING:
             pairs.extend(self._shed())
-        return topic, pairs
+        return topic, pairs if self.pairing else _NO_PAIRS
 
     def close(self) -> list[Pair]:
         """End of the connection: every request still pending is unanswered."""
@@ -121,7 +135,7 @@ class ConversationState:
         self._acked_ids.clear()
         self._pending = 0
         self.entities.close()
-        return [self._pair(f, None, None) for f in pending]
+        return [self._pair(f, None, None) for f in pending] if self.pairing else []
 
     # ------------------------------------------------------------------ handlers
     # Each takes (frame, type, sub-message, pairs so far) and appends the pairs it completes.

@@ -3,7 +3,8 @@
 Input: the declarations of dissector.tables.frames and dissector.tables.conversations.
 Output: `TABLES`, table name -> `Table` (Arrow schema, row function, column descriptions);
 `SCHEMAS`, table name -> pyarrow.Schema, derived from it; `describe`; which tables may be
-read without payload decoding (`WITHOUT_PAYLOADS`, `needs_payloads`).
+read without payload decoding (`WITHOUT_PAYLOADS`, `needs_payloads`) and which need
+pairing (`needs_pairs`).
 Rules: readers, builders and every frontend take table names and schemas from here; `ts` first
 (UTC, microseconds) and `conn_id` in every table; no unsigned types (Spark has none): protocol
 uint64 ids are stored as int64, as Pulsar's Java implementation holds them; client/broker
@@ -38,6 +39,11 @@ def describe(table: str) -> dict[str, str]:
 
 #: Tables whose rows never depend on payload decoding: reading only these may skip it.
 WITHOUT_PAYLOADS = frozenset({"frames", "timeline", "entities"})
+
+
+def needs_pairs(tables: Iterable[str]) -> bool:
+    """Whether making these tables needs request/response pairing (only the timeline does)."""
+    return "timeline" in set(tables)
 
 
 def needs_payloads(tables: Iterable[str]) -> bool:

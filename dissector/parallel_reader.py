@@ -9,8 +9,9 @@ Rules:
   rows one process makes. Capture damage is reported by worker 0 only.
 - conn_id is renumbered as one process numbers connections: by the packet that opened them
   (each worker lists what it opened), so `-j N` gives the rows of `-j 1`. Only their order
-  differs: sort by conn_id (then the table's own order, e.g. direction and stream_offset)
-  to compare. The flow table's bound on open connections applies per worker.
+  differs: a stable sort by conn_id (and by packet for anomalies tied to no connection,
+  conn_id 0) gives the order of `-j 1`, since a connection's rows keep their order. The
+  flow table's bound on open connections applies per worker.
 - Workers are forked (they share the parent's string hash, on which shards depend) and
   write Arrow IPC files to a scratch folder that is removed at the end; memory per process
   stays that of a one-process read.
@@ -33,6 +34,7 @@ from dissector.capture import series
 from dissector.reader import (
     CONN_ID_STRIDE,
     PathLike,
+    Progress,
     ReaderOptions,
     as_paths,
     iter_series,
@@ -53,23 +55,38 @@ def default_jobs() -> int:
         return os.cpu_count() or 1
 
 
+def workers(paths: PathLike | Iterable[PathLike], jobs: int) -> int:
+    """The processes a read of `paths` with `jobs` uses: one unless they are regular files."""
+    if jobs <= 1 or not all(os.path.isfile(f) for f in as_paths(paths)):
+        return 1
+    return jobs
+
+
 def stream_tables_parallel(
     paths: PathLike | Iterable[PathLike],
     options: ReaderOptions,
     tables: Iterable[str],
     sink: Sink,
     jobs: int,
+    progress: Progress | None = None,
 ) -> None:
-    """As reader.stream_tables, with `jobs` worker processes (see the module docstring)."""
+    """As reader.stream_tables, with `jobs` worker processes (see the module docstring).
+
+    progress: counts bytes of capture read, by every worker: up to `jobs` times their size
+    (a shared value such as multiprocessing.RawValue("q"), inherited by the workers).
+    """
     names = list(tables)
     files = as_paths(paths)
-    if jobs <= 1 or not all(os.path.isfile(f) for f in files):
-        stream_tables(files, options, names, sink)
+    jobs = workers(files, jobs)
+    if jobs == 1:
+        stream_tables(files, options, names, sink, progress)
         return
     groups = series.group(files, options.series)
     context = multiprocessing.get_context("fork")
     with tempfile.TemporaryDirectory(prefix="pulsar-dissect-") as scratch:
-        with ProcessPoolExecutor(jobs, mp_context=context) as pool:
+        with ProcessPoolExecutor(
+            jobs, mp_context=context, initializer=_count_into, initargs=(progress,)
+        ) as pool:
             futures = [
                 pool.submit(_work, groups, options, names, (k, jobs), scratch) for k in range(jobs)
             ]
@@ -81,6 +98,15 @@ def stream_tables_parallel(
                     reader = pa.ipc.open_file(source)
                     for i in range(reader.num_record_batches):
                         sink(name, _renumber(reader.get_batch(i), tables_of[k]))
+
+
+#: A worker's Progress, set when it starts (inherited through fork, never pickled).
+_progress: Progress | None = None
+
+
+def _count_into(progress: Progress | None) -> None:
+    global _progress
+    _progress = progress
 
 
 def _part(scratch: str, worker: int, table: str) -> str:
@@ -106,7 +132,7 @@ def _work(
                 capture=files[0], tables=names, sink=lambda n, b: writers[n].write_batch(b)
             )
             add = builder.add
-            for ev in iter_series(files, mine, index, log):
+            for ev in iter_series(files, mine, index, log, _progress):
                 add(ev)
             builder.flush()
     finally:

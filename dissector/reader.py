@@ -16,7 +16,7 @@ import os
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import pyarrow as pa
 
@@ -84,23 +84,38 @@ def make_pipeline(options: ReaderOptions, series_index: int = 0) -> Pipeline:
     )
 
 
+def _size(path: str) -> int:
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0
+
+
+def capture_bytes(paths: PathLike | Iterable[PathLike]) -> int:
+    """The size of the capture files on disk (what a read's Progress counts up to)."""
+    return sum(_size(p) for p in as_paths(paths))
+
+
 def iter_series(
     files: list[str],
     options: ReaderOptions,
     series_index: int = 0,
     opened: list[tuple[int, int]] | None = None,
+    progress: Progress | None = None,
 ) -> Iterator[PipelineEvent]:
     """Events of a series of capture files read as one capture (rotated files in order).
 
     Packet numbers continue from file to file. Damage that ends a file's reading is an
     anomaly (of shard 0 only, when sharded); the next file of the series is still read.
     opened: sharded reads append (packet, conn_id) of every connection opened.
+    progress: counts the bytes of the files read.
     """
     pipe = make_pipeline(options, series_index)
     if opened is not None:
         pipe.opened = opened
     with _fewer_collections():
-        yield from _read_files(pipe, files, options.shard is None or options.shard[0] == 0)
+        first = options.shard is None or options.shard[0] == 0
+        yield from _read_files(pipe, files, first, progress)
     yield from pipe.close()
 
 
@@ -116,18 +131,38 @@ def _fewer_collections() -> Iterator[None]:
         gc.set_threshold(*before)
 
 
+class Progress(Protocol):
+    """Where a read counts the bytes of capture files it has read (e.g. a shared RawValue)."""
+
+    value: int
+
+
+#: Packets between two updates of a read's Progress.
+PROGRESS_EVERY = 8192
+
+
 def _read_files(
-    pipe: Pipeline, files: list[str], capture_issues: bool = True
+    pipe: Pipeline,
+    files: list[str],
+    capture_issues: bool = True,
+    progress: Progress | None = None,
 ) -> Iterator[PipelineEvent]:
     last_ts = 0
     offset = 0
     for path in files:
         count = 0
+        counted = 0  # bytes of this file already added to progress
         with open_capture(path) as reader:
             for pkt in reader:
                 count = pkt.number
                 last_ts = pkt.ts
                 yield from pipe.feed(pkt._replace(number=pkt.number + offset) if offset else pkt)
+                if progress is not None and count % PROGRESS_EVERY == 0:
+                    at = reader.position
+                    progress.value += at - counted
+                    counted = at
+            if progress is not None:
+                progress.value += _size(path) - counted
             for issue in reader.issues if capture_issues else ():
                 yield Anomaly.of(
                     issue.code,
@@ -174,6 +209,7 @@ def stream_tables(
     options: ReaderOptions,
     tables: Iterable[str],
     sink: Sink,
+    progress: Progress | None = None,
 ) -> None:
     """Dissect the captures, handing each table's record batches to `sink` as they are made.
 
@@ -184,7 +220,7 @@ def stream_tables(
     for index, files in enumerate(series.group(as_paths(paths), options.series)):
         builder = TableBuilder(capture=files[0], tables=wanted, sink=sink)
         add = builder.add
-        for ev in iter_series(files, options, index):
+        for ev in iter_series(files, options, index, progress=progress):
             add(ev)
         builder.flush()
 

@@ -95,6 +95,14 @@ class CaptureReader:
                 return
         self._release()
 
+    @property
+    def position(self) -> int:
+        """Bytes of the file read so far (compressed bytes for gzip), for progress."""
+        try:
+            return int(self._raw.tell())
+        except (OSError, ValueError):  # a pipe, or closed
+            return 0
+
     def close(self) -> None:
         """Close the file; safe to call more than once. Iteration ends after this."""
         self._closed = True

@@ -19,14 +19,15 @@ from typing import Any, TextIO
 
 from dissector.errors import DissectorError, UsageError
 from dissector.events import Anomaly, Direction, Event, Frame
+from dissector.frontends.progress import ReadProgress
 from dissector.frontends.summary import TABLES as SUMMARY_TABLES
 from dissector.frontends.summary import TOP, Summary, render
 from dissector.frontends.text import FrameLines, frame_text, message_dict
-from dissector.parallel_reader import default_jobs, stream_tables_parallel
+from dissector.parallel_reader import default_jobs, stream_tables_parallel, workers
 from dissector.pulsar.framing import DEFAULT_MAX_FRAME_SIZE, FrameDecoder
 from dissector.pulsar.payload import DEFAULT_MAX_UNCOMPRESSED
 from dissector.pulsar.text_fields import repair_metadata
-from dissector.reader import ReaderOptions, iter_events
+from dissector.reader import ReaderOptions, capture_bytes, iter_events
 from dissector.tables.builders import Sink
 from dissector.tables.filters import Filter, parse_time
 from dissector.tables.output import EXTENSIONS, FORMATS, TableWriter
@@ -165,8 +166,11 @@ def _outputs(args: argparse.Namespace) -> tuple[list[str], str, dict[str, str | 
 
 
 def _stream(args: argparse.Namespace, options: ReaderOptions, names: list[str], sink: Sink) -> None:
-    """Dissect the captures into the tables' record batches, in -j processes."""
-    stream_tables_parallel(args.captures, options, names, sink, args.jobs or default_jobs())
+    """Dissect the captures into the tables' record batches, in -j processes; a progress bar
+    on stderr when it is a terminal."""
+    jobs = workers(args.captures, args.jobs or default_jobs())
+    with ReadProgress(capture_bytes(args.captures) * jobs) as progress:
+        stream_tables_parallel(args.captures, options, names, sink, jobs, progress.counter)
 
 
 def cmd_read(args: argparse.Namespace, out: TextIO) -> int:
@@ -261,12 +265,22 @@ def cmd_live(args: argparse.Namespace, out: TextIO) -> int:
     return run(options, out, sys.stderr)
 
 
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"not a positive whole number: {text!r}")
+    return value
+
+
 def _jobs_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "-j",
         "--jobs",
-        type=int,
-        default=0,
+        type=_positive,
+        default=None,
         metavar="N",
         help="worker processes, each dissecting a share of the connections (default: one per "
         "core); rows are those of -j 1, in another order (sort by conn_id to compare)",

@@ -214,11 +214,11 @@ class ConversationState:
         waiting.sort(key=lambda w: w[0])
         target = MAX_PENDING * 9 // 10
         pairs = []
-        for _, frame, store, key in waiting[: max(1, len(waiting) - target)]:
-            if key is None:
+        for _, frame, store, where in waiting[: max(1, len(waiting) - target)]:
+            if where is None:
                 store.remove(frame)
             else:
-                del store[key]
+                del store[where]
             pairs.append(self._pair(frame, None, None))
         self._pending = sum(len(q) for q in self._sends.values())
         self._pending += sum(len(q) for q in self._fifo.values())

@@ -70,8 +70,8 @@ def decompress(
     size = limit if uncompressed_size is None else uncompressed_size
     try:
         out = inflate(data, size, limit)
-    except _Bomb as exc:
-        return None, [("payload.decompression_bomb", str(exc))]
+    except _Bomb as bomb:
+        return None, [("payload.decompression_bomb", str(bomb))]
     except _TooBig:
         if uncompressed_size is not None and uncompressed_size < limit:
             detail = f"{name}: output exceeds uncompressed_size {uncompressed_size}"

@@ -1,0 +1,61 @@
+"""Build: the pure-Python package, with its hot modules compiled by mypyc when possible.
+
+Input: the environment of `pip install` (a C compiler, mypyc from the build requirements).
+Output: the `dissector` package; the modules in HOT also as C extensions beside their source.
+Rule: compiled or not, the package behaves the same (the test suite runs on both, see
+tests/test_pure_python.py); compiling is about twice as fast in the per-packet path. It is
+skipped, with one line saying so, when PULSAR_DISSECTOR_PURE=1 is set or when no C compiler
+or mypyc is available: the pure-Python package is then installed.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from typing import Any
+
+from setuptools import setup
+
+#: The per-packet path: packet records, headers, TCP, framing, decoding, conversation state,
+#: the pipeline and the table builder (mypyc needs their type hints to be exact).
+HOT = [
+    "dissector/capture/_source.py",
+    "dissector/capture/pcap.py",
+    "dissector/capture/pcapng.py",
+    "dissector/flow/classify.py",
+    "dissector/flow/net.py",
+    "dissector/flow/preamble.py",
+    "dissector/flow/reassembly.py",
+    "dissector/flow/shard.py",
+    "dissector/flow/tcp.py",
+    "dissector/pulsar/conversations.py",
+    "dissector/pulsar/entities.py",
+    "dissector/pulsar/frame_events.py",
+    "dissector/pulsar/framing.py",
+    "dissector/pulsar/messages.py",
+    "dissector/pulsar/pairs.py",
+    "dissector/pulsar/payload.py",
+    "dissector/pulsar/sections.py",
+    "dissector/pulsar/text_fields.py",
+    "dissector/pipeline.py",
+    "dissector/tables/builders.py",
+]
+
+
+def _extensions() -> list[Any]:
+    if os.environ.get("PULSAR_DISSECTOR_PURE") == "1":
+        print("pulsar-dissector: PULSAR_DISSECTOR_PURE=1: pure Python", file=sys.stderr)
+        return []
+    if shutil.which(os.environ.get("CC", "cc")) is None:
+        print("pulsar-dissector: no C compiler: pure Python (slower)", file=sys.stderr)
+        return []
+    try:
+        from mypyc.build import mypycify
+    except ImportError:
+        print("pulsar-dissector: mypyc not available: pure Python (slower)", file=sys.stderr)
+        return []
+    return list(mypycify(HOT, opt_level="3"))
+
+
+setup(ext_modules=_extensions())

@@ -1,0 +1,141 @@
+"""`read` and `summary` as streams: tables written batch by batch, in one or several processes.
+
+- `-j 2` gives the rows of `-j 1` for every table (after sorting by conn_id and the table's
+  own order), conn_ids included, across several captures and a capture with many connections.
+- `-o FOLDER` writes every table from one read, equal to `read_capture`'s tables.
+- A read that fails half way leaves no output file behind, and names the failing file.
+- The format follows the output's suffix; several --table need a folder.
+- `summary --top N` lists the N busiest connections and counts all of them.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
+import pytest
+
+from dissector.reader import read_tables
+from dissector.tables.schema import TABLES
+from tests.support.cli import cli
+from tests.support.crafted import Conn, baseline_session, write_pcap
+from tests.support.samples import CAPTURES
+
+#: The documented sort (dissector.parallel_reader): stable by conn_id; anomalies tied to no
+#: connection (conn_id 0) by packet.
+ORDER = {name: ["conn_id"] for name in TABLES} | {"anomalies": ["conn_id", "packet"]}
+
+
+def _sorted(table_path: Path, name: str) -> pd.DataFrame:
+    df = pq.read_table(table_path).to_pandas()
+    return df.sort_values(ORDER[name], kind="stable").reset_index(drop=True)
+
+
+@pytest.fixture(scope="module")
+def many(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A capture with 40 interleaved connections (every third left open), so that each
+    worker has several."""
+    path = tmp_path_factory.mktemp("many") / "many.pcap"
+    sessions = [
+        baseline_session(
+            Conn(client_ip=f"10.0.{i % 3}.{i + 1}", client_port=40000 + i), close=i % 3 != 0
+        )
+        for i in range(40)
+    ]
+    longest = max(len(s.segs) for s in sessions)
+    items = [s.segs[k] for k in range(longest) for s in sessions if k < len(s.segs)]
+    write_pcap(path, items)
+    return path
+
+
+def test_two_workers_give_the_rows_of_one(tmp_path: Path, many: Path) -> None:
+    captures = [str(p) for p in CAPTURES] + [str(many)]
+    one, two = tmp_path / "one", tmp_path / "two"
+    assert cli("read", *captures, "-o", str(one), "-j", "1").returncode == 0
+    done = cli("read", *captures, "-o", str(two), "-j", "2")
+    assert done.returncode == 0, done.stderr
+    conns = pq.read_table(one / "conversations.parquet").column("conn_id").to_pylist()
+    assert len(conns) > 40 and len({c >> 32 for c in conns}) == len(captures)
+    for name in TABLES:
+        a, b = _sorted(one / f"{name}.parquet", name), _sorted(two / f"{name}.parquet", name)
+        assert len(a) == len(b), name
+        pd.testing.assert_frame_equal(a, b, obj=name)
+
+
+def test_a_folder_gets_every_table_of_one_read(tmp_path: Path) -> None:
+    capture = next(p for p in CAPTURES if p.name.startswith("produce_consume"))
+    done = cli("read", str(capture), "-o", str(tmp_path / "out"), "-j", "1")
+    assert done.returncode == 0, done.stderr
+    expected = read_tables(capture)
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == sorted(
+        f"{n}.parquet" for n in TABLES
+    )
+    for name in TABLES:
+        written = pq.read_table(tmp_path / "out" / f"{name}.parquet")
+        assert written.schema.equals(TABLES[name].schema), name
+        assert written.equals(expected[name]), name
+
+
+def test_several_tables_in_csv_to_a_folder(tmp_path: Path) -> None:
+    capture = next(p for p in CAPTURES if p.name.startswith("acks"))
+    out = tmp_path / "csv"
+    done = cli(
+        "read", str(capture), "--table", "frames", "--table", "timeline", "--format", "csv",
+        "-o", str(out),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert sorted(p.name for p in out.iterdir()) == ["frames.csv", "timeline.csv"]
+    expected = read_tables(capture)
+    for name in ("frames", "timeline"):
+        got = pacsv.read_csv(out / f"{name}.csv")
+        assert got.column_names == TABLES[name].names
+        assert got.num_rows == expected[name].num_rows
+
+
+def test_a_failed_read_leaves_no_file(tmp_path: Path) -> None:
+    good = next(p for p in CAPTURES if p.name.startswith("produce_consume"))
+    bad = tmp_path / "not_a_capture.pcap"
+    bad.write_bytes(b"this is not a capture file at all")
+    for target in ("frames.parquet", "frames.csv", "frames.jsonl", "folder"):
+        out = tmp_path / "out" / target
+        out.parent.mkdir(exist_ok=True)
+        done = cli("read", str(good), str(bad), "-o", str(out), "-j", "1")
+        assert done.returncode == 2
+        assert str(bad) in done.stderr and "Traceback" not in done.stderr
+        leftovers = [p.name for p in out.parent.rglob("*") if p.is_file()]
+        assert leftovers == [], leftovers
+
+
+def test_the_format_follows_the_suffix(tmp_path: Path) -> None:
+    capture = next(p for p in CAPTURES if p.name.startswith("keepalive"))
+    frames = read_tables(capture)["frames"]
+    for suffix in (".parquet", ".csv", ".jsonl"):
+        out = tmp_path / f"f{suffix}"
+        assert cli("read", str(capture), "--table", "frames", "-o", str(out)).returncode == 0
+        if suffix == ".parquet":
+            assert pq.read_table(out).num_rows == frames.num_rows
+        elif suffix == ".csv":
+            assert out.read_text().splitlines()[0].startswith('"ts","conn_id"')
+        else:
+            rows = [json.loads(line) for line in out.read_text().splitlines()]
+            assert [r["command"] for r in rows] == frames.column("command").to_pylist()
+    done = cli("read", str(capture), "--table", "frames", "-o", str(tmp_path / "f.txt"))
+    assert done.returncode == 2 and "--format" in done.stderr
+    done = cli("read", str(capture), "--table", "frames", "--table", "anomalies")
+    assert done.returncode == 2 and "-o FOLDER" in done.stderr
+
+
+def test_summary_lists_the_busiest_connections(many: Path) -> None:
+    done = cli("summary", str(many), "--format", "json", "--top", "5")
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout)
+    conversations = read_tables(many)["conversations"].to_pandas()
+    assert summary["connection_count"] == len(conversations) == 40
+    busiest = conversations.assign(frames=conversations.frames_c2b + conversations.frames_b2c)
+    busiest = busiest.sort_values(["frames", "conn_id"], ascending=[False, True]).head(5)
+    assert sorted(c["conn_id"] for c in summary["connections"]) == sorted(busiest.conn_id)
+    text = cli("summary", str(many), "--top", "5").stdout
+    assert "40 connections" in text and "the 5 busiest" in text

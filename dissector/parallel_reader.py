@@ -12,9 +12,8 @@ Rules:
   differs: a stable sort by conn_id (and by packet for anomalies tied to no connection,
   conn_id 0) gives the order of `-j 1`, since a connection's rows keep their order. The
   flow table's bound on open connections applies per worker.
-- Workers are forked (they share the parent's string hash, on which shards depend) and
-  write Arrow IPC files to a scratch folder that is removed at the end; memory per process
-  stays that of a one-process read.
+- Workers are forked and write Arrow IPC files to a scratch folder that is removed at the
+  end; memory per process stays that of a one-process read.
 - Inputs that are not regular files (standard input, pipes) are read by one process.
 """
 

@@ -39,7 +39,7 @@ from dissector.flow import classify
 from dissector.flow.classify import Event, Mode
 from dissector.flow.net import parse_packet
 from dissector.flow.preamble import sniff
-from dissector.flow.shard import shard_of
+from dissector.flow.shard import Sharder
 from dissector.flow.tcp import Reassembler
 from dissector.pulsar.conversations import ConversationState
 from dissector.pulsar.framing import DEFAULT_MAX_FRAME_SIZE, FrameDecoder, StreamStats
@@ -54,6 +54,11 @@ PENDING, PULSAR, TLS, IGNORED = Mode.PENDING, Mode.PULSAR, Mode.TLS, Mode.IGNORE
 
 
 _Out = list[PipelineEvent]  # where a method appends the events it emits
+#: A Frame with its topic set, built from a tuple: NamedTuple._replace costs several times
+#: more, once per frame. `topic` is Frame's last field.
+_new_frame = tuple.__new__
+_TOPIC = Frame._fields.index("topic")
+assert len(Frame._fields) - 1 == _TOPIC
 
 
 class _Conv:
@@ -99,9 +104,9 @@ class Pipeline:
     ) -> None:
         """messages: the extractor of application messages, or None not to extract them.
 
-        shard (k, n): dissect only the connections whose endpoints hash to k modulo n (see
-        `shard_of`); `opened` then lists (packet, conn_id) of every connection opened, so
-        that the ids of several shards can be renumbered as one pipeline would have them.
+        shard (k, n): dissect only the connections of shard k of n (dissector.flow.shard);
+        `opened` then lists (packet, conn_id) of every connection opened, so that the ids
+        of several shards can be renumbered as one pipeline would have them.
         """
         self.broker_ports = frozenset(broker_ports)
         self.tls_ports = frozenset(tls_ports)
@@ -112,6 +117,8 @@ class Pipeline:
         self.packets = 0
         self.non_tcp_packets = 0
         self.shard = shard
+        self._sharder = None if shard is None else Sharder(shard[1])
+        self._mine = 0 if shard is None else shard[0]
         self.pairs = pairs
         self.opened: list[tuple[int, int]] = []
 
@@ -121,15 +128,15 @@ class Pipeline:
         if seg is None:
             self.non_tcp_packets += 1
             return []
-        shard = self.shard
+        sharder = self._sharder
         if isinstance(seg, NetIssue):
             ports = (seg.src_port, seg.dst_port)
             if seg.src_port is not None and not self.broker_ports.intersection(ports):
                 return []  # another protocol's packet: not ours to report
-            if shard is not None and shard_of(seg, shard[1]) != shard[0]:
+            if sharder is not None and sharder.of(seg) != self._mine:
                 return []
             return [seg.anomaly()]
-        if shard is not None and shard_of(seg, shard[1]) != shard[0]:
+        if sharder is not None and sharder.of(seg) != self._mine:
             return []
         return self.feed_segment(seg)
 
@@ -318,7 +325,7 @@ class Pipeline:
             if type(ev) is Frame:
                 topic, pairs = state.observe(ev)
                 if topic is not None:
-                    ev = ev._replace(topic=topic)
+                    ev = _new_frame(Frame, (*ev[:_TOPIC], topic))  # ev._replace(topic=...)
                 out.append(ev)
                 if pairs:
                     out.extend(pairs)

@@ -171,10 +171,13 @@ class ConversationState:
 
     def _on_receipt(self, frame: Frame, ctype: int, body: Any, pairs: list[Pair]) -> None:
         """SEND_RECEIPT or SEND_ERROR: answers the oldest SEND of its (producer, sequence)."""
-        queue = self._sends.get((body.producer_id, body.sequence_id))
+        key = (body.producer_id, body.sequence_id)
+        queue = self._sends.get(key)
         request = queue.popleft() if queue else None
         if request is not None:
             self._pending -= 1
+            if not queue:  # one key per message: an emptied queue would stay for good
+                del self._sends[key]
         pairs.append(self._pair(request, frame, None))
 
     def _on_fifo_request(self, frame: Frame, ctype: int, body: Any, pairs: list[Pair]) -> None:
@@ -220,6 +223,7 @@ class ConversationState:
             else:
                 del store[where]
             pairs.append(self._pair(frame, None, None))
+        self._sends = {key: queue for key, queue in self._sends.items() if queue}
         self._pending = sum(len(q) for q in self._sends.values())
         self._pending += sum(len(q) for q in self._fifo.values())
         self._pending += len(self._by_request) + sum(len(d) for d in self._delivered.values())

@@ -958,3 +958,24 @@ def test_pending_requests_are_bounded_and_the_oldest_reported_unanswered(
     assert [p.request for p in shed + left] == [s.frame for s in sent]
     assert len(shed) >= total - bound
     assert link.state.overflowed > 0
+
+
+@pytest.mark.parametrize("pairs", [True, False])
+def test_answered_sends_leave_no_state_behind(pairs: bool) -> None:
+    """Memory follows pending requests, not the messages of the connection: after 2,000
+    SENDs each answered by its SEND_RECEIPT, nothing of them is kept (with or without
+    pairs being made)."""
+    link = Link()
+    link.state = ConversationState(1, pairs=pairs)
+    answered = []
+    for i in range(2000):
+        link.send(C2B, "SEND", producer_id=1, sequence_id=i)
+        receipt = link.send(
+            B2C, "SEND_RECEIPT", producer_id=1, sequence_id=i, message_id=mid(3, i)
+        )
+        answered.extend(receipt.pairs)
+    assert link.state._pending == 0
+    assert link.state._sends == {}
+    assert len(answered) == (2000 if pairs else 0)
+    assert all(p.outcome == "success" for p in answered)
+    assert link.close() == []

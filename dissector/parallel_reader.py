@@ -23,6 +23,7 @@ import dataclasses
 import multiprocessing
 import os
 import tempfile
+from collections import Counter
 from collections.abc import Iterable
 from concurrent.futures import ProcessPoolExecutor
 
@@ -44,6 +45,8 @@ from dissector.tables.schema import TABLES
 
 #: series index -> [(packet that opened it, local conn_id)] in opening order.
 Opened = dict[int, list[tuple[int, int]]]
+#: What a worker reports: the connections it opened, and its rows per table.
+Report = tuple[Opened, Counter[str]]
 
 
 def default_jobs() -> int:
@@ -68,7 +71,7 @@ def stream_tables_parallel(
     sink: Sink,
     jobs: int,
     progress: Progress | None = None,
-) -> None:
+) -> Counter[str]:
     """As reader.stream_tables, with `jobs` worker processes (see the module docstring).
 
     progress: counts bytes of capture read, by every worker: up to `jobs` times their size
@@ -78,8 +81,7 @@ def stream_tables_parallel(
     files = as_paths(paths)
     jobs = workers(files, jobs)
     if jobs == 1:
-        stream_tables(files, options, names, sink, progress)
-        return
+        return stream_tables(files, options, names, sink, progress)
     groups = series.group(files, options.series)
     context = multiprocessing.get_context("fork")
     with tempfile.TemporaryDirectory(prefix="pulsar-dissect-") as scratch:
@@ -89,14 +91,15 @@ def stream_tables_parallel(
             futures = [
                 pool.submit(_work, groups, options, names, (k, jobs), scratch) for k in range(jobs)
             ]
-            opened = [f.result() for f in futures]
-        tables_of = _renumbering(opened)
+            reports = [f.result() for f in futures]
+        tables_of = _renumbering([opened for opened, _ in reports])
         for name in names:
             for k in range(jobs):
                 with pa.memory_map(_part(scratch, k, name)) as source:
                     reader = pa.ipc.open_file(source)
                     for i in range(reader.num_record_batches):
                         sink(name, _renumber(reader.get_batch(i), tables_of[k]))
+    return sum((counts for _, counts in reports), Counter())
 
 
 #: A worker's Progress, set when it starts (inherited through fork, never pickled).
@@ -118,12 +121,13 @@ def _work(
     names: list[str],
     shard: tuple[int, int],
     scratch: str,
-) -> Opened:
+) -> Report:
     """Worker: dissect one shard of every series into IPC files; list what it opened."""
     mine = dataclasses.replace(options, shard=shard)
     sinks = {name: pa.OSFile(_part(scratch, shard[0], name), "wb") for name in names}
     writers = {name: pa.ipc.new_file(sinks[name], TABLES[name].schema) for name in names}
     opened: Opened = {}
+    counts: Counter[str] = Counter()
     try:
         for index, files in enumerate(groups):
             log = opened[index] = []
@@ -134,11 +138,12 @@ def _work(
             for ev in iter_series(files, mine, index, log, _progress):
                 add(ev)
             builder.flush()
+            counts.update(builder.counts())
     finally:
         for name in names:
             writers[name].close()
             sinks[name].close()
-    return opened
+    return opened, counts
 
 
 def _renumbering(opened: list[Opened]) -> list[dict[int, np.ndarray]]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import gc
 import os
+from collections import Counter
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -210,19 +211,23 @@ def stream_tables(
     tables: Iterable[str],
     sink: Sink,
     progress: Progress | None = None,
-) -> None:
-    """Dissect the captures, handing each table's record batches to `sink` as they are made.
+) -> Counter[str]:
+    """Dissect the captures, handing each table's record batches to `sink` as they are made;
+    return the rows of each table made, and of frames and messages (made or not).
 
     Memory holds one batch per table (BATCH_ROWS rows) and the state of open connections,
     whatever the size of the captures. Batches of one table come in the order of its rows.
     """
     wanted = list(tables)
+    counts: Counter[str] = Counter()
     for index, files in enumerate(series.group(as_paths(paths), options.series)):
         builder = TableBuilder(capture=files[0], tables=wanted, sink=sink)
         add = builder.add
         for ev in iter_series(files, options, index, progress=progress):
             add(ev)
         builder.flush()
+        counts.update(builder.counts())
+    return counts
 
 
 def to_pandas(table: pa.Table) -> pd.DataFrame:

@@ -61,7 +61,8 @@ def test_the_pure_python_package_passes_the_core_tests(tmp_path: Path) -> None:
     shutil.copytree(ROOT / "dissector", copy / "dissector", ignore=shutil.ignore_patterns("*.so"))
     shutil.copytree(ROOT / "tests", copy / "tests", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(ROOT / "pyproject.toml", copy / "pyproject.toml")
-    (copy / "pcaps").symlink_to(ROOT / "pcaps")
+    for shared in ("pcaps", "proto", "scripts"):
+        (copy / shared).symlink_to(ROOT / shared)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     where = subprocess.run(
         [sys.executable, "-c", "import dissector.pipeline as p; print(p.__file__)"],

@@ -13,6 +13,7 @@ import importlib.metadata
 import json
 import os
 import sys
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, TextIO
@@ -165,12 +166,14 @@ def _outputs(args: argparse.Namespace) -> tuple[list[str], str, dict[str, str | 
     return tables or ["frames"], fmt, {(tables or ["frames"])[0]: out}
 
 
-def _stream(args: argparse.Namespace, options: ReaderOptions, names: list[str], sink: Sink) -> None:
+def _stream(
+    args: argparse.Namespace, options: ReaderOptions, names: list[str], sink: Sink
+) -> Counter[str]:
     """Dissect the captures into the tables' record batches, in -j processes; a progress bar
     on stderr when it is a terminal."""
     jobs = workers(args.captures, args.jobs or default_jobs())
     with ReadProgress(capture_bytes(args.captures) * jobs) as progress:
-        stream_tables_parallel(args.captures, options, names, sink, jobs, progress.counter)
+        return stream_tables_parallel(args.captures, options, names, sink, jobs, progress.counter)
 
 
 def cmd_read(args: argparse.Namespace, out: TextIO) -> int:
@@ -205,17 +208,10 @@ def cmd_read(args: argparse.Namespace, out: TextIO) -> int:
 def cmd_summary(args: argparse.Namespace, out: TextIO) -> int:
     """Overview, the busiest connections, latency percentiles per command, errors."""
     summary = Summary(args.top)
-    names = [*SUMMARY_TABLES, "frames", "messages"]
-
-    def sink(name: str, batch: Any) -> None:
-        if name == "frames":
-            summary.frames += batch.num_rows
-        elif name == "messages":
-            summary.messages += batch.num_rows
-        else:
-            summary.add(name, batch)
-
-    _stream(args, _options(args), names, sink)
+    # frames and messages are counted, not made (the messages still are extracted: their
+    # anomalies are the summary's too).
+    counts = _stream(args, _options(args), list(SUMMARY_TABLES), summary.add)
+    summary.frames, summary.messages = counts["frames"], counts["messages"]
     result = summary.result()
     if args.format == "json":
         out.write(json.dumps(result, indent=1) + "\n")

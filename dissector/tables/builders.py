@@ -28,8 +28,10 @@ from dissector.events import (
 )
 from dissector.tables.schema import TABLES
 
-#: Rows gathered before they become an Arrow record batch.
-BATCH_ROWS = 65536
+#: Rows gathered before they become an Arrow record batch: Python tuples cost about ten times
+#: the memory of the Arrow columns they become, so batches are kept small (writers group
+#: them into larger Parquet row groups).
+BATCH_ROWS = 16384
 _NO_KEY = (None, None, None, None)
 
 frame_row = TABLES["frames"].row  # (Frame, FlowKey or no key)
@@ -106,15 +108,18 @@ class TableBuilder:
         self.anomalies, self.conversations = get("anomalies"), get("conversations")
         self.timeline, self.entities = get("timeline"), get("entities")
         self._keys: dict[int, FlowKey] = {}  # FlowKey is a tuple: client ip/port, broker ip/port
+        self.frame_count = self.message_count = 0  # rows of frames / messages, made or not
 
     def add(self, ev: PipelineEvent) -> None:
         if type(ev) is Frame:
+            self.frame_count += 1
             if self.frames is not None:
                 self.frames.add(frame_row(ev, self._keys.get(ev.conn_id, _NO_KEY)))
         elif type(ev) is Pair:
             if self.timeline is not None:
                 self.timeline.add(pair_row(ev))
         elif type(ev) is AppMessage:
+            self.message_count += 1
             if self.messages is not None:
                 self.messages.add(message_row(ev))
         elif type(ev) is Anomaly:
@@ -129,6 +134,11 @@ class TableBuilder:
                 for entity in ev.summary.entities:
                     self.entities.add(entity_row(ev.conn_id, entity))
             self._keys.pop(ev.conn_id, None)
+
+    def counts(self) -> dict[str, int]:
+        """Rows per table so far: of the tables made, and of frames and messages always."""
+        made = {name: b.count + len(b.rows) for name, b in self.batches.items()}
+        return {**made, "frames": self.frame_count, "messages": self.message_count}
 
     def flush(self) -> None:
         """Make the rows gathered so far into record batches (handed to the sink, if any)."""

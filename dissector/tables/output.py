@@ -25,6 +25,8 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 FORMATS = ("jsonl", "csv", "parquet")
+#: Rows of one Parquet row group: record batches are gathered (as Arrow, compact) up to it.
+ROW_GROUP_ROWS = 131072
 #: File name extension of each format (a folder of tables holds NAME.EXT files).
 EXTENSIONS = {"jsonl": ".jsonl", "csv": ".csv", "parquet": ".parquet"}
 
@@ -111,14 +113,17 @@ class TableWriter:
             self._out = os.fdopen(fd, "wb")
         self._parquet: pq.ParquetWriter | None = None
         self._csv: pacsv.CSVWriter | None = None
+        self._group: list[pa.RecordBatch] = []  # Parquet: batches of the next row group
+        self._group_rows = 0
 
     def write(self, batch: pa.RecordBatch) -> None:
         self.rows += batch.num_rows
         if self.fmt == "parquet":
-            if self._parquet is None:
-                self._parquet = pq.ParquetWriter(self._out, self.schema)
             if batch.num_rows:
-                self._parquet.write_batch(batch)
+                self._group.append(batch)
+                self._group_rows += batch.num_rows
+                if self._group_rows >= ROW_GROUP_ROWS:
+                    self._write_group()
         elif self.fmt == "csv":
             if self._csv is None:
                 self._csv = pacsv.CSVWriter(self._out, flat_schema(self.schema))
@@ -128,10 +133,18 @@ class TableWriter:
             lines = (json_row(row) for row in batch.to_pylist())
             self._out.write(("\n".join(lines) + "\n").encode())
 
+    def _write_group(self) -> None:
+        if self._parquet is None:
+            self._parquet = pq.ParquetWriter(self._out, self.schema)
+        if self._group:
+            group = pa.Table.from_batches(self._group, schema=self.schema)
+            self._parquet.write_table(group, row_group_size=max(group.num_rows, 1))
+        self._group, self._group_rows = [], 0
+
     def close(self) -> None:
         """Complete the output: end the format, then give the file its name."""
-        if self.fmt == "parquet" and self._parquet is None:
-            self._parquet = pq.ParquetWriter(self._out, self.schema)  # an empty table
+        if self.fmt == "parquet":
+            self._write_group()  # the last rows, or an empty table
         if self.fmt == "csv" and self._csv is None:
             self._csv = pacsv.CSVWriter(self._out, flat_schema(self.schema))  # header only
         for writer in (self._parquet, self._csv):

@@ -6,11 +6,13 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: install java testdeps demo test lint typecheck pytest proto bench clean
+.PHONY: install java testdeps demo test lint typecheck pytest proto bench bench-quick clean
 
 install: $(STAMP) java
 
-$(STAMP): pyproject.toml
+# Sources are dependencies: setup.py compiles the hot modules with mypyc, and a module
+# edited since would otherwise run its old compiled code.
+$(STAMP): pyproject.toml setup.py $(shell find dissector -name '*.py')
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[dev,spark]'
@@ -23,12 +25,14 @@ java:
 	  apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q default-jre-headless; }
 
 # Test-only system packages, installed with apt only when missing: tcpdump (the reference
-# capture the live tests compare with) and libpcap (the reference compiler of BPF filters,
-# and what `live -f EXPR` uses). The product's default path needs neither.
+# capture the live tests compare with), libpcap (the reference compiler of BPF filters,
+# and what `live -f EXPR` uses) and tshark (the benchmark's yardstick, whose quick mode the
+# tests run and cross-check). The product's default path needs none of them.
 testdeps:
 	@missing=""; \
 	  { command -v tcpdump || test -x /usr/sbin/tcpdump; } >/dev/null 2>&1 || missing="$$missing tcpdump"; \
 	  /sbin/ldconfig -p 2>/dev/null | grep -q 'libpcap\.so' || missing="$$missing libpcap0.8"; \
+	  command -v tshark >/dev/null 2>&1 || missing="$$missing tshark"; \
 	  if [ -n "$$missing" ]; then \
 	    echo "for the tests:$$missing not found: installing with apt"; \
 	    apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $$missing; \
@@ -55,11 +59,22 @@ pytest: install testdeps
 test: lint typecheck pytest
 
 # Benchmarks against tshark (installed with apt only here: never a runtime dependency).
+# bench: issue 12's captures (cached in /tmp/pulsar-dissector-bench), every command timed
+# as a process, reports/benchmark.md and reports/benchmark.json (about 15 minutes); then the
+# frame decoder alone (reports/bench_framing.json). py-spy, which profiles inside the
+# mypyc-compiled modules, is installed into .venv here only.
+# bench-quick: the same suite on tiny captures in a temporary folder (proves it works).
 bench: install
 	@command -v tshark >/dev/null 2>&1 || { apt-get update -q && \
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -q tshark; }
+	@test -x $(VENV)/bin/py-spy || $(PY) -m pip install -q py-spy
+	$(PY) -m benchmarks.run
 	$(PY) -m benchmarks.bench_framing
-	$(PY) -m benchmarks.bench_pipeline
+
+bench-quick: install
+	@command -v tshark >/dev/null 2>&1 || { apt-get update -q && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -q tshark; }
+	$(PY) -m benchmarks.run --quick
 
 # Regenerate the protobuf bindings from proto/pulsar_api.proto.
 proto: install

@@ -124,19 +124,24 @@ class Pipeline:
 
     def feed(self, pkt: RawPacket) -> list[PipelineEvent]:
         self.packets += 1
+        sharder = self._sharder
+        shard = -1
+        if sharder is not None:
+            shard = sharder.of_raw(pkt.linktype, pkt.data)  # -1: not told without parsing
+            if shard >= 0 and shard != self._mine:
+                return []  # another worker's connection: not even parsed
         seg = parse_packet(pkt)
         if seg is None:
             self.non_tcp_packets += 1
             return []
-        sharder = self._sharder
         if isinstance(seg, NetIssue):
             ports = (seg.src_port, seg.dst_port)
             if seg.src_port is not None and not self.broker_ports.intersection(ports):
                 return []  # another protocol's packet: not ours to report
-            if sharder is not None and sharder.of(seg) != self._mine:
+            if sharder is not None and shard < 0 and sharder.of(seg) != self._mine:
                 return []
             return [seg.anomaly()]
-        if sharder is not None and sharder.of(seg) != self._mine:
+        if sharder is not None and shard < 0 and sharder.of(seg) != self._mine:
             return []
         return self.feed_segment(seg)
 

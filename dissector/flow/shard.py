@@ -9,16 +9,22 @@ connections as each other (a hash of the endpoints leaves 8 connections split 6 
 often as not). Every worker sees every packet and deals the same way, so they agree without
 talking. Endpoints are remembered for the MAX_OPEN_FLOWS most recently seen connections (as
 the flow table bounds itself); a packet without ports or addresses belongs to shard 0.
+- `of_raw` finds the shard of a plain Ethernet IPv4/IPv6 TCP packet from its bytes, without
+  parsing it (a worker skips the other shards' packets for a fraction of a parse); any other
+  packet gets -1, to be parsed and given to `of`. Both key connections the same way
+  (address bytes and ports), so a connection gets one shard whichever way its packets go.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
+from socket import AF_INET, AF_INET6, inet_pton
 
 from dissector.events import NetIssue, Segment
 from dissector.flow.tcp import MAX_OPEN_FLOWS
 
-Endpoint = tuple[str, int]
+Endpoint = tuple[bytes, int]
+_ETHERNET = 1
 
 
 class Sharder:
@@ -35,8 +41,36 @@ class Sharder:
         if seg.src_port is None or seg.dst_port is None or seg.src_ip is None:
             return 0
         assert seg.dst_ip is not None
-        a: Endpoint = (seg.src_ip, seg.src_port)
-        b: Endpoint = (seg.dst_ip, seg.dst_port)
+        family = AF_INET6 if ":" in seg.src_ip else AF_INET
+        a: Endpoint = (inet_pton(family, seg.src_ip), seg.src_port)
+        b: Endpoint = (inet_pton(family, seg.dst_ip), seg.dst_port)
+        return self._deal(a, b)
+
+    def of_raw(self, linktype: int, data: bytes) -> int:
+        """The shard of a plain Ethernet IPv4/IPv6 TCP packet, or -1: parse it, then `of`."""
+        if linktype != _ETHERNET or len(data) < 54:
+            return -1
+        ethertype = data[12] << 8 | data[13]
+        if ethertype == 0x0800:
+            ihl = (data[14] & 0x0F) * 4
+            # TCP, not a fragment (MF clear, offset 0), the header and the ports present
+            if data[23] != 6 or ihl < 20 or (data[20] & 0x3F) or data[21]:
+                return -1
+            at = 14 + ihl
+            if len(data) < at + 4:
+                return -1
+            a: Endpoint = (data[26:30], data[at] << 8 | data[at + 1])
+            b: Endpoint = (data[30:34], data[at + 2] << 8 | data[at + 3])
+        elif ethertype == 0x86DD:
+            if data[20] != 6 or len(data) < 58:  # TCP right after the fixed header
+                return -1
+            a = (data[22:38], data[54] << 8 | data[55])
+            b = (data[38:54], data[56] << 8 | data[57])
+        else:
+            return -1
+        return self._deal(a, b)
+
+    def _deal(self, a: Endpoint, b: Endpoint) -> int:
         key = (a, b) if a <= b else (b, a)
         flows = self._flows
         k = flows.get(key)

@@ -9,6 +9,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from dissector.events import NetIssue, Segment
 from dissector.flow.shard import Sharder
 
@@ -45,3 +47,45 @@ def test_memory_is_bounded_by_the_flow_table_capacity() -> None:
     for c in CLIENTS:
         s.of(seg(c, BROKER))
     assert len(s._flows) == 3
+
+
+def _ether(l3: object) -> bytes:
+    from scapy.layers.l2 import Ether
+
+    return bytes(Ether(src="02:00:00:00:00:01", dst="02:00:00:00:00:02") / l3)
+
+
+def test_the_raw_bytes_give_the_shard_of_the_parsed_packet() -> None:
+    """A worker tells another worker's packets from their bytes: the same shard as parsing
+    them gives, for IPv4 and IPv6, both ways; anything else is left to the parser (-1)."""
+    from scapy.layers.inet import IP, TCP, UDP
+    from scapy.layers.inet6 import IPv6
+    from scapy.layers.l2 import Dot1Q, Ether
+
+    from dissector.events import RawPacket
+    from dissector.flow.net import parse_packet
+
+    raw, parsed = Sharder(3), Sharder(3)
+    packets = []
+    client: Any
+    broker: Any
+    for i in range(6):
+        if i % 2:
+            client, broker = IP(src=f"10.1.0.{i + 1}"), IP(src="10.1.0.100")
+            client.dst, broker.dst = broker.src, client.src
+        else:
+            client, broker = IPv6(src=f"fd00::{i + 1}"), IPv6(src="fd00::100")
+            client.dst, broker.dst = broker.src, client.src
+        packets.append(_ether(client / TCP(sport=50000 + i, dport=6650, flags="PA") / b"x"))
+        packets.append(_ether(broker / TCP(sport=6650, dport=50000 + i, flags="PA") / b"y"))
+    for n, data in enumerate(packets, start=1):
+        shard = raw.of_raw(1, data)
+        seg = parse_packet(RawPacket(n, 0, 1, data, len(data)))
+        assert isinstance(seg, Segment)
+        assert shard == parsed.of(seg) >= 0
+    vlan = bytes(Ether() / Dot1Q(vlan=7) / IP(src="10.1.0.1", dst="10.1.0.100") / TCP())
+    fragment = _ether(IP(src="10.1.0.1", dst="10.1.0.100", flags="MF") / TCP())
+    udp = _ether(IP(src="10.1.0.1", dst="10.1.0.100") / UDP())
+    for data in (vlan, fragment, udp, packets[0][:40]):
+        assert raw.of_raw(1, data) == -1
+    assert raw.of_raw(113, packets[0]) == -1  # Linux cooked capture: parsed

@@ -13,7 +13,8 @@ Rules:
   conn_id 0) gives the order of `-j 1`, since a connection's rows keep their order. The
   flow table's bound on open connections applies per worker.
 - Workers are forked and write Arrow IPC files to a scratch folder that is removed at the
-  end; memory per process stays that of a one-process read.
+  end; memory per process stays that of a one-process read. A worker's error is raised in
+  the parent; Ctrl-C reaches the parent alone, which stops every worker.
 - Inputs that are not regular files (standard input, pipes) are read by one process.
 """
 
@@ -22,15 +23,18 @@ from __future__ import annotations
 import dataclasses
 import multiprocessing
 import os
+import signal
 import tempfile
 from collections import Counter
 from collections.abc import Iterable
-from concurrent.futures import ProcessPoolExecutor
+from multiprocessing.connection import Connection, wait
+from multiprocessing.process import BaseProcess
 
 import numpy as np
 import pyarrow as pa
 
 from dissector.capture import series
+from dissector.errors import DissectorError
 from dissector.reader import (
     CONN_ID_STRIDE,
     PathLike,
@@ -83,15 +87,8 @@ def stream_tables_parallel(
     if jobs == 1:
         return stream_tables(files, options, names, sink, progress)
     groups = series.group(files, options.series)
-    context = multiprocessing.get_context("fork")
     with tempfile.TemporaryDirectory(prefix="pulsar-dissect-") as scratch:
-        with ProcessPoolExecutor(
-            jobs, mp_context=context, initializer=_count_into, initargs=(progress,)
-        ) as pool:
-            futures = [
-                pool.submit(_work, groups, options, names, (k, jobs), scratch) for k in range(jobs)
-            ]
-            reports = [f.result() for f in futures]
+        reports = _run_workers(groups, options, names, jobs, scratch, progress)
         tables_of = _renumbering([opened for opened, _ in reports])
         for name in names:
             for k in range(jobs):
@@ -102,13 +99,70 @@ def stream_tables_parallel(
     return sum((counts for _, counts in reports), Counter())
 
 
-#: A worker's Progress, set when it starts (inherited through fork, never pickled).
-_progress: Progress | None = None
+def _run_workers(
+    groups: list[list[str]],
+    options: ReaderOptions,
+    names: list[str],
+    jobs: int,
+    scratch: str,
+    progress: Progress | None,
+) -> list[Report]:
+    """Fork the workers and gather their reports. A worker's error is raised here; on any
+    error or interruption (Ctrl-C reaches the parent: workers ignore SIGINT) every worker
+    still running is stopped."""
+    context = multiprocessing.get_context("fork")
+    running: list[tuple[BaseProcess, Connection]] = []
+    try:
+        for k in range(jobs):
+            receive, send = context.Pipe(duplex=False)
+            args = (send, groups, options, names, (k, jobs), scratch, progress)
+            worker = context.Process(target=_worker, args=args, name=f"shard-{k}")
+            worker.start()
+            send.close()
+            running.append((worker, receive))
+        reports: dict[int, Report] = {}
+        waiting = {receive: k for k, (_, receive) in enumerate(running)}
+        while waiting:
+            for ready in wait(list(waiting)):
+                assert isinstance(ready, Connection)
+                k = waiting.pop(ready)
+                try:
+                    kind, value = ready.recv()
+                except EOFError:
+                    code = running[k][0].exitcode
+                    raise DissectorError(f"worker {k} of {jobs} died (exit code {code})") from None
+                if kind == "error":
+                    raise value
+                reports[k] = value
+        return [reports[k] for k in range(jobs)]
+    finally:
+        for process, receive in running:
+            if process.is_alive():
+                process.terminate()
+            process.join()
+            receive.close()
 
 
-def _count_into(progress: Progress | None) -> None:
-    global _progress
-    _progress = progress
+def _worker(
+    send: Connection,
+    groups: list[list[str]],
+    options: ReaderOptions,
+    names: list[str],
+    shard: tuple[int, int],
+    scratch: str,
+    progress: Progress | None,
+) -> None:
+    """A worker process: its report, or the error that stopped it, goes to the parent."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops the workers
+    try:
+        send.send(("report", _work(groups, options, names, shard, scratch, progress)))
+    except Exception as exc:  # handed over, raised by the parent
+        try:
+            send.send(("error", exc))
+        except Exception:  # not picklable
+            send.send(("error", DissectorError(f"worker {shard[0]}: {exc!r}")))
+    finally:
+        send.close()
 
 
 def _part(scratch: str, worker: int, table: str) -> str:
@@ -121,8 +175,9 @@ def _work(
     names: list[str],
     shard: tuple[int, int],
     scratch: str,
+    progress: Progress | None = None,
 ) -> Report:
-    """Worker: dissect one shard of every series into IPC files; list what it opened."""
+    """Dissect one shard of every series into IPC files; list what it opened."""
     mine = dataclasses.replace(options, shard=shard)
     sinks = {name: pa.OSFile(_part(scratch, shard[0], name), "wb") for name in names}
     writers = {name: pa.ipc.new_file(sinks[name], TABLES[name].schema) for name in names}
@@ -135,7 +190,7 @@ def _work(
                 capture=files[0], tables=names, sink=lambda n, b: writers[n].write_batch(b)
             )
             add = builder.add
-            for ev in iter_series(files, mine, index, log, _progress):
+            for ev in iter_series(files, mine, index, log, progress):
                 add(ev)
             builder.flush()
             counts.update(builder.counts())

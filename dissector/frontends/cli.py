@@ -503,6 +503,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (DissectorError, OSError) as exc:
         print(f"pulsar-dissect: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # Ctrl-C: outputs were removed on the way out (TableWriter)
+        print("pulsar-dissect: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

@@ -99,12 +99,14 @@ def test_a_failed_read_leaves_no_file(tmp_path: Path) -> None:
     good = next(p for p in CAPTURES if p.name.startswith("produce_consume"))
     bad = tmp_path / "not_a_capture.pcap"
     bad.write_bytes(b"this is not a capture file at all")
-    for target in ("frames.parquet", "frames.csv", "frames.jsonl", "folder"):
+    targets = ("frames.parquet", "frames.csv", "frames.jsonl", "folder")
+    for target, jobs in [(t, "1") for t in targets] + [("folder", "2")]:
         out = tmp_path / "out" / target
         out.parent.mkdir(exist_ok=True)
-        done = cli("read", str(good), str(bad), "-o", str(out), "-j", "1")
+        done = cli("read", str(good), str(bad), "-o", str(out), "-j", jobs)
         assert done.returncode == 2
         assert str(bad) in done.stderr and "Traceback" not in done.stderr
+        assert len(done.stderr.strip().splitlines()) == 1, done.stderr
         leftovers = [p.name for p in out.parent.rglob("*") if p.is_file()]
         assert leftovers == [], leftovers
 
@@ -139,3 +141,33 @@ def test_summary_lists_the_busiest_connections(many: Path) -> None:
     assert sorted(c["conn_id"] for c in summary["connections"]) == sorted(busiest.conn_id)
     text = cli("summary", str(many), "--top", "5").stdout
     assert "40 connections" in text and "the 5 busiest" in text
+
+
+def test_ctrl_c_stops_with_one_line_and_no_file(tmp_path: Path) -> None:
+    """SIGINT in the middle of a read: exit 130, one line on stderr, nothing left on disk."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    big = next(p for p in CAPTURES if p.name.startswith("large_1mib"))
+    links = []
+    for i in range(400):  # separate captures (not a rotated series): a read of seconds
+        link = tmp_path / f"copy{i:03d}-x.pcap"
+        link.symlink_to(big)
+        links.append(str(link))
+    out = tmp_path / "out"
+    out.mkdir()
+    for jobs in ("1", "2"):
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "dissector.frontends.cli", "read", *links, "--table",
+             "messages", "-o", str(out / "m.parquet"), "-j", jobs],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        time.sleep(2.0)
+        assert proc.poll() is None, "the read ended before it could be interrupted"
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+        assert proc.returncode == 130, err
+        assert err.strip() == "pulsar-dissect: interrupted", err
+        assert list(out.iterdir()) == []

@@ -970,9 +970,7 @@ def test_answered_sends_leave_no_state_behind(pairs: bool) -> None:
     answered = []
     for i in range(2000):
         link.send(C2B, "SEND", producer_id=1, sequence_id=i)
-        receipt = link.send(
-            B2C, "SEND_RECEIPT", producer_id=1, sequence_id=i, message_id=mid(3, i)
-        )
+        receipt = link.send(B2C, "SEND_RECEIPT", producer_id=1, sequence_id=i, message_id=mid(3, i))
         answered.extend(receipt.pairs)
     assert link.state._pending == 0
     assert link.state._sends == {}

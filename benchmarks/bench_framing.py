@@ -2,15 +2,18 @@
 
 Input: none (builds a synthetic stream of typical small frames with the encoder).
 Output: frames/s and MB/s printed, and written to reports/bench_framing.json.
-Rule: measures the frame decoder alone (no capture reading, no TCP); the whole-pipeline
-comparison against tshark lives in the capture benchmark.
+Rule: measures the frame decoder alone (no capture reading, no TCP), in-process; whole
+commands against tshark are benchmarks/run.py's job.
 """
 
 from __future__ import annotations
 
+import json
+import os
+import platform
 import time
+from pathlib import Path
 
-from benchmarks.report import save
 from benchmarks.synthetic import small_frames
 from dissector import FrameDecoder
 
@@ -47,7 +50,11 @@ def run(rounds: int = 100_000, repeats: int = 3) -> dict[str, object]:
 
 
 def main() -> None:
-    save("framing", run())
+    result = {**run(), "python": platform.python_version(), "cpus": os.cpu_count()}
+    text = json.dumps(result, indent=2)
+    print(text)
+    out = Path(__file__).resolve().parent.parent / "reports" / "bench_framing.json"
+    out.write_text(text + "\n")
 
 
 if __name__ == "__main__":

@@ -92,7 +92,8 @@ def stream_tables_parallel(
         tables_of = _renumbering([opened for opened, _ in reports])
         for name in names:
             for k in range(jobs):
-                with pa.memory_map(_part(scratch, k, name)) as source:
+                # read, not memory-mapped: mapped pages would count in the parent's memory
+                with pa.OSFile(_part(scratch, k, name)) as source:
                     reader = pa.ipc.open_file(source)
                     for i in range(reader.num_record_batches):
                         sink(name, _renumber(reader.get_batch(i), tables_of[k]))

@@ -26,7 +26,7 @@ import pyarrow.parquet as pq
 
 FORMATS = ("jsonl", "csv", "parquet")
 #: Rows of one Parquet row group: record batches are gathered (as Arrow, compact) up to it.
-ROW_GROUP_ROWS = 131072
+ROW_GROUP_ROWS = 65536
 #: File name extension of each format (a folder of tables holds NAME.EXT files).
 EXTENSIONS = {"jsonl": ".jsonl", "csv": ".csv", "parquet": ".parquet"}
 

@@ -43,6 +43,7 @@ class CloseReason(StrEnum):
     CAPTURE_END = "capture_end"  # still open when the capture ended
     PORT_REUSE = "port_reuse"  # a new SYN on the same ports started another connection
     EVICTED = "evicted"  # too many open connections: the least recently active was closed
+    TIMEOUT = "timeout"  # no packet for longer than the idle timeout
 
 
 class PreambleKind(StrEnum):

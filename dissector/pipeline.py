@@ -101,6 +101,7 @@ class Pipeline:
         messages: MessageExtractor | None = None,
         shard: tuple[int, int] | None = None,
         pairs: bool = True,
+        idle_timeout: int | None = None,
     ) -> None:
         """messages: the extractor of application messages, or None not to extract them.
 
@@ -112,7 +113,7 @@ class Pipeline:
         self.tls_ports = frozenset(tls_ports)
         self.max_frame_size = max_frame_size
         self.messages = messages
-        self.tcp = Reassembler(self.broker_ports, first_id=first_conn_id)
+        self.tcp = Reassembler(self.broker_ports, first_id=first_conn_id, idle_timeout=idle_timeout)
         self._convs: dict[int, _Conv] = {}
         self.packets = 0
         self.non_tcp_packets = 0
@@ -148,6 +149,13 @@ class Pipeline:
     def feed_segment(self, seg: Segment) -> list[PipelineEvent]:
         out: list[PipelineEvent] = []
         for ev in self.tcp.feed(seg):
+            self._route(ev, out)
+        return out
+
+    def expire(self, now: int) -> list[PipelineEvent]:
+        """End the connections idle past the idle timeout at `now` (µs since the epoch)."""
+        out: list[PipelineEvent] = []
+        for ev in self.tcp.expire(now):
             self._route(ev, out)
         return out
 

@@ -47,6 +47,7 @@ class ReaderOptions:
     payload_preview: int = 0  # bytes of each payload kept in the messages table (opt-in)
     series: str = "auto"  # how rotated files are grouped: auto, digits or none (see series.py)
     shard: tuple[int, int] | None = None  # (k, n): only connections of shard k of n
+    idle_timeout: float | None = None  # seconds without a packet that end a connection
 
     @classmethod
     def make(cls, ports: Iterable[int] = (), **kw: Any) -> ReaderOptions:
@@ -82,6 +83,7 @@ def make_pipeline(options: ReaderOptions, series_index: int = 0) -> Pipeline:
         else None,
         shard=options.shard,
         pairs=options.pairs,
+        idle_timeout=None if options.idle_timeout is None else round(options.idle_timeout * 1e6),
     )
 
 

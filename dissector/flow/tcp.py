@@ -13,6 +13,10 @@ Rules:
 - Open connections are kept in order of their latest packet, so that past MAX_OPEN_FLOWS the
   least recently active one is evicted in constant time (`tcp.flow_evicted`, then closed).
 - FIN/RST close a connection; a new SYN on the same ports starts a new conversation.
+- Idle timeout (optional, as Zeek's inactivity timeout): a connection without a packet for
+  longer than `idle_timeout` µs (capture time, or the caller's clock through `expire`) is
+  closed (`timeout`) and forgotten: a later packet of it starts a new connection. The least
+  recently active connection is the first of the table, so each check costs O(1).
 - A connection the caller `ignore`s is still tracked (its end is reported) but delivers nothing.
 """
 
@@ -75,9 +79,14 @@ class Reassembler:
     """Reassemble every TCP connection of a capture; see the module docstring."""
 
     def __init__(
-        self, broker_ports: frozenset[int] | set[int] = frozenset({6650, 6651}), first_id: int = 1
+        self,
+        broker_ports: frozenset[int] | set[int] = frozenset({6650, 6651}),
+        first_id: int = 1,
+        idle_timeout: int | None = None,
     ) -> None:
+        """idle_timeout: microseconds without a packet after which a connection is closed."""
         self.broker_ports = frozenset(broker_ports)
+        self.idle_timeout = idle_timeout
         self._flows: dict[tuple[str, int, str, int], tuple[_Conn, Direction]] = {}
         # Open connections, least recently active first (moved to the end on every packet).
         self._conns: OrderedDict[int, _Conn] = OrderedDict()
@@ -89,6 +98,8 @@ class Reassembler:
 
     def feed(self, seg: Segment) -> list[TcpEvent]:
         out: list[TcpEvent] = []
+        if self.idle_timeout is not None and self._conns:
+            self._expire(seg.ts, out)
         entry = self._flows.get((seg.src_ip, seg.src_port, seg.dst_ip, seg.dst_port))
         flags = seg.flags
         if entry is None or (flags & SYN and not flags & ACK and self._is_new_syn(entry[0], seg)):
@@ -159,6 +170,25 @@ class Reassembler:
         self._closed.clear()
         self._flows.clear()
         return out
+
+    def expire(self, now: int) -> list[TcpEvent]:
+        """Close the connections idle for longer than the idle timeout at `now` (µs since
+        the epoch): for a caller whose clock runs without packets (live capture)."""
+        out: list[TcpEvent] = []
+        if self.idle_timeout is not None:
+            self._expire(now, out)
+        return out
+
+    def _expire(self, now: int, out: list[TcpEvent]) -> None:
+        assert self.idle_timeout is not None
+        limit = now - self.idle_timeout
+        conns = self._conns
+        while conns:
+            oldest = next(iter(conns.values()))  # the least recently active
+            if oldest.last_ts >= limit:
+                return
+            self._close(oldest, CloseReason.TIMEOUT, None, out)
+            self._forget(oldest)  # its next packet starts a new connection
 
     def ignore(self, conn_id: int) -> None:
         """Stop delivering data for a connection (e.g. not Pulsar); it is still tracked."""
@@ -248,7 +278,7 @@ class Reassembler:
         conn.closed = True
         if seg is not None and reason in _ENDED_BY_PEER:
             ts, packet = seg.ts, seg.number
-        else:  # capture end, eviction, port reuse: the connection's own last packet
+        else:  # capture end, eviction, port reuse, timeout: the connection's own last packet
             ts, packet = conn.last_ts, conn.last_packet
         (p1, b1), (p2, b2) = conn.counts[C2B], conn.counts[B2C]
         out.append(ConnClosed(conn.conn_id, reason, ts, packet, p1, p2, b1, b2))

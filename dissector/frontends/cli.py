@@ -35,6 +35,8 @@ from dissector.tables.output import EXTENSIONS, FORMATS, TableWriter
 from dissector.tables.schema import TABLES, needs_pairs, needs_payloads
 
 _DIST = "pulsar-dissector"
+#: Seconds without a packet after which live capture ends a connection (Zeek's default).
+LIVE_IDLE_TIMEOUT = 300.0
 _READ_SIZE = 1 << 20  # bytes read from a stream file at a time: memory stays bounded
 
 
@@ -117,6 +119,7 @@ def _options(
         max_uncompressed=args.max_uncompressed,
         payload_preview=args.payload_preview,
         series=getattr(args, "series", "auto"),  # live reads no files: no series
+        idle_timeout=args.idle_timeout or None,  # 0: never
     )
 
 
@@ -261,6 +264,16 @@ def cmd_live(args: argparse.Namespace, out: TextIO) -> int:
     return run(options, out, sys.stderr)
 
 
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}")
+    return value
+
+
 def _positive(text: str) -> int:
     try:
         value = int(text)
@@ -292,6 +305,7 @@ def _secrets_argument(parser: argparse.ArgumentParser) -> None:
 def _live_arguments(live: argparse.ArgumentParser) -> None:
     live.add_argument("-i", "--interface", help="interface to sniff (default: the default route's)")
     _decode_arguments(live)
+    live.set_defaults(idle_timeout=LIVE_IDLE_TIMEOUT)
     live.add_argument(
         "-f",
         "--filter",
@@ -378,6 +392,15 @@ def _decode_arguments(p: argparse.ArgumentParser) -> None:
         default=DEFAULT_MAX_UNCOMPRESSED,
         help="decompression bound: larger payloads are reported as bombs, not expanded "
         f"(default {DEFAULT_MAX_UNCOMPRESSED})",
+    )
+    p.add_argument(
+        "--idle-timeout",
+        type=_seconds,
+        default=None,
+        metavar="SECONDS",
+        help="end a connection after this long without a packet (ended=timeout; a later "
+        "packet starts a new one); capture time when reading, the clock when live "
+        "(default: never when reading, 300 live; 0: never)",
     )
     p.add_argument(
         "--payload-preview",

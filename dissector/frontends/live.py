@@ -14,7 +14,8 @@ Rules:
   when no packet arrives. Stopping drains what the kernel holds, ends open conversations
   (`capture_end`), writes the last rows and closes every file; a second signal aborts.
 - Memory is bounded: events are not kept, rows wait at most one flush interval (or
-  PART_ROWS rows), and the pipeline forgets finished connections.
+  PART_ROWS rows), and the pipeline forgets finished connections; a connection idle for
+  longer than --idle-timeout (default 300 s, by the clock) ends with `timeout`.
 - Parquet: `PATH/TABLE/part-NNNNNN.parquet`, one part per table and flush, written under a
   hidden name then renamed: every file on disk is valid, a crash loses one interval at most.
 """
@@ -251,7 +252,11 @@ class Session:
             self.pcap.flush()
 
     def tick(self) -> None:
-        """Periodic work: Parquet parts, kernel drop warnings."""
+        """Periodic work: idle connections ended, Parquet parts, kernel drop warnings."""
+        ended = self.pipe.expire(time.time_ns() // 1000)  # packets carry the kernel's clock
+        if ended:
+            self._events(ended)
+            self._emit()
         now = time.monotonic()
         if now < self._next_flush:
             return

@@ -51,7 +51,7 @@ CONVERSATIONS = Table(
         *endpoints(),
         col("end_ts", TS, "c.end_ts", "time of the last packet (or of the FIN/RST that closed it)"),
         col("duration_us", I64, "c.end_ts - c.start_ts", "end_ts - ts in microseconds"),
-        col("ended", STR, "c.ended", "fin, rst, capture_end, port_reuse or evicted"),
+        col("ended", STR, "c.ended", "fin, rst, capture_end, port_reuse, evicted or timeout"),
         col("syn_seen", BOOL, "c.syn_seen", "the capture holds the connection's SYN"),
         col("encrypted", BOOL, "c.encrypted", "TLS: reported, not decoded"),
         col(

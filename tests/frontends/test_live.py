@@ -757,3 +757,27 @@ def test_options_are_checked() -> None:
         LiveOptions(rotate_bytes=10)
     with pytest.raises(UsageError):
         LiveOptions(fmt="csv")
+
+
+def test_an_idle_connection_ends_by_the_clock_with_timeout() -> None:
+    """Live: a connection quiet for longer than --idle-timeout (by the clock, no packet
+    needed) ends with `timeout` on the next tick and is forgotten; the sample's packets are
+    from a capture made long before this test, far more than the hour allowed."""
+    pkts = sample_packets()
+    half = pkts[: len(pkts) // 2]  # the connection still open: no FIN yet
+    out = io.StringIO()
+    opts = LiveOptions(fmt="jsonl", reader=ReaderOptions(idle_timeout=3600.0))
+    session = Session(opts, FakeSource(half, 1), out, io.StringIO())
+    session.packets(half)
+    assert len(session.pipe._convs) == 1
+    session.tick()
+    assert session.pipe._convs == {}
+    rows = [json.loads(line) for line in out.getvalue().splitlines()]
+    conversations = [r for r in rows if r["table"] == "conversations"]
+    assert [r["ended"] for r in conversations] == ["timeout"]
+    last = max(ts for ts, _ in half)
+    ended_at = dt.datetime.fromisoformat(conversations[0]["end_ts"]).timestamp()
+    assert round(ended_at * 1_000_000) == last  # its own last packet
+    session.close()
+    assert [r for r in (json.loads(x) for x in out.getvalue().splitlines())
+            if r["table"] == "conversations"] == conversations  # fmt: skip

@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 
@@ -171,3 +172,28 @@ def test_ctrl_c_stops_with_one_line_and_no_file(tmp_path: Path) -> None:
         assert proc.returncode == 130, err
         assert err.strip() == "pulsar-dissect: interrupted", err
         assert list(out.iterdir()) == []
+
+
+def test_idle_timeout_when_reading_follows_capture_time(tmp_path: Path) -> None:
+    """`read --idle-timeout T`: with T above the capture's longest silence nothing changes;
+    with T under it, a connection ends with `timeout`. Silences come from the packet
+    timestamps, read here with scapy."""
+    from scapy.utils import RawPcapReader
+
+    capture = next(p for p in CAPTURES if p.name.startswith("keepalive"))
+    stamps = [sec + usec / 1e6 for _, (sec, usec, *_rest) in RawPcapReader(str(capture))]
+    longest = max(b - a for a, b in itertools.pairwise(stamps))
+    assert longest > 0.5
+
+    def ended(*extra: str) -> list[str]:
+        out = tmp_path / "c.parquet"
+        done = cli("read", str(capture), "--table", "conversations", "-o", str(out), *extra)
+        assert done.returncode == 0, done.stderr
+        return pq.read_table(out).column("ended").to_pylist()
+
+    plain = ended()
+    assert "timeout" not in plain
+    assert ended("--idle-timeout", str(longest + 1)) == plain
+    assert "timeout" in ended("--idle-timeout", str(longest / 2))
+    bad = cli("read", str(capture), "--idle-timeout", "-1")
+    assert bad.returncode == 2 and "not a number of seconds" in bad.stderr

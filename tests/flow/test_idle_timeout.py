@@ -9,6 +9,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from dissector.events import CloseReason, ConnClosed, ConnOpened, Segment
 from dissector.flow.tcp import Reassembler
 
@@ -22,7 +24,7 @@ def seg(n: int, ts: int, client: int, seq: int, payload: bytes = b"x", to_broker
     return Segment(n, ts, src[0], dst[0], src[1], dst[1], seq, 0, 0x18, 65535, payload)
 
 
-def kinds(events: list) -> list:
+def kinds(events: list[Any]) -> list[Any]:
     return [
         (type(e).__name__, e.conn_id, getattr(e, "reason", None), getattr(e, "packet", None))
         for e in events

@@ -189,7 +189,8 @@ def test_idle_timeout_when_reading_follows_capture_time(tmp_path: Path) -> None:
         out = tmp_path / "c.parquet"
         done = cli("read", str(capture), "--table", "conversations", "-o", str(out), *extra)
         assert done.returncode == 0, done.stderr
-        return pq.read_table(out).column("ended").to_pylist()
+        values: list[str] = pq.read_table(out).column("ended").to_pylist()
+        return values
 
     plain = ended()
     assert "timeout" not in plain

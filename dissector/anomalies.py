@@ -81,6 +81,7 @@ _TABLE: tuple[tuple[str, Severity, str], ...] = (
     ("capture.truncated", _E, "the capture file ends in the middle of a record"),
     ("capture.corrupt_record", _E, "a capture record with an impossible length or block"),
     ("capture.bad_timestamp", _W, "a timestamp before 1970 or after 9999: the previous one used"),
+    ("capture.kernel_drops", _E, "live: the kernel dropped packets (its buffer was full)"),
 )
 
 REGISTRY: dict[str, AnomalyKind] = {

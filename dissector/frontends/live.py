@@ -23,6 +23,7 @@ Rules:
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import os
 import select
 import signal
@@ -59,6 +60,7 @@ from dissector.tables.schema import TABLES
 TICK = 0.5  # seconds: longest wait before signals, time limits and flushes are looked at
 READ_BATCH = 1024  # packets read in one go before output is flushed (prompt lines under load)
 DRAIN_SECONDS = 1.0  # after a stop, reading what the kernel holds takes at most this
+COUNT_SECONDS = 0.5  # then counting (not dissecting) what is still queued, at most this
 DEFAULT_BUFFER = 64 << 20  # kernel receive buffer: loopback bursts of 64 KiB segments
 
 
@@ -167,6 +169,8 @@ class Counts:
     conversations: int = 0
     anomalies: int = 0
     dropped: int | None = None  # None: the platform does not say
+    unread: int = 0  # still queued at stop: counted (and written by -w), not dissected
+    unread_more: bool = False  # and more still, when counting ran out of time
 
     def line(self) -> str:
         parts = [
@@ -177,7 +181,11 @@ class Counts:
             _n(self.anomalies, "anomaly", "anomalies"),
         ]
         dropped = "n/a" if self.dropped is None else self.dropped
-        return ", ".join(parts) + f", {dropped} dropped by the kernel"
+        line = ", ".join(parts) + f", {dropped} dropped by the kernel"
+        if self.unread:
+            more = "at least " if self.unread_more else ""
+            line += f", {more}{_n(self.unread, 'packet')} still queued at stop (not dissected)"
+        return line
 
 
 class Session:
@@ -207,6 +215,7 @@ class Session:
             )
             self._files.callback(self.pcap.close)
         self._next_flush = time.monotonic() + opts.flush_interval
+        self._drops_checked = time.time_ns() // 1000  # start of the window of the next drops
 
     def packets(self, batch: list[tuple[int, bytes]]) -> None:
         linktype, pcap, feed = self.source.linktype, self.pcap, self.pipe.feed
@@ -263,17 +272,59 @@ class Session:
         self._next_flush = now + self.opts.flush_interval
         if self.parquet is not None:
             self.parquet.flush()
-        dropped, before = self.source.drops(), self.counts.dropped
-        if dropped and dropped != before:
-            self.err.write(f"pulsar-dissect: the kernel dropped {dropped} packets (raise -B)\n")
+        self._drops()
+
+    def unread(self, until: float) -> None:
+        """After the drain deadline: count the packets still queued (writing them to the
+        pcap files, so that -w loses nothing), without dissecting them."""
+        counts, pcap = self.counts, self.pcap
+        while time.monotonic() < until:
+            batch = self.source.read(READ_BATCH)
+            if not batch:
+                return
+            counts.unread += len(batch)
+            if pcap is not None:
+                for ts, data in batch:
+                    pcap.write(ts, data, len(data))
+        counts.unread_more = True
+
+    def _drops(self) -> None:
+        """Packets the kernel dropped since the last look: a warning on stderr and an anomaly
+        row (conn_id 0) naming the time window, so the tables show where data is missing."""
+        dropped, before = self.source.drops(), self.counts.dropped or 0
+        now = time.time_ns() // 1000
+        if dropped is not None and dropped > before:
+            start = dt.datetime.fromtimestamp(self._drops_checked / 1e6, dt.UTC)
+            end = dt.datetime.fromtimestamp(now / 1e6, dt.UTC)
+            detail = (
+                f"{dropped - before} packets dropped by the kernel between "
+                f"{start.isoformat()} and {end.isoformat()} (raise -B)"
+            )
+            self.err.write(f"pulsar-dissect: {detail}\n")
             self.err.flush()
-        self.counts.dropped = dropped
+            anomaly = Anomaly.of(
+                "capture.kernel_drops",
+                conn_id=0,
+                direction=None,
+                stream_offset=None,
+                detail=detail,
+                length=dropped - before,
+                packet=self.counts.packets,
+                ts=now,
+            )
+            self._events([anomaly])
+            self._emit()
+        if dropped is not None:
+            self.counts.dropped = dropped
+        self._drops_checked = now
 
     def close(self) -> None:
         with self._files:
+            self._drops()  # the last window's drops are rows too
             self._events(self.pipe.close())
             self._emit()
-        self.counts.dropped = self.source.drops()
+        if self.counts.dropped is None:
+            self.counts.dropped = self.source.drops()
 
 
 class Stopper:
@@ -335,8 +386,10 @@ def capture(session: Session, source: Source, stop: Stopper, opts: LiveOptions) 
     while left is None and time.monotonic() < until:  # what arrived before the stop
         batch = source.read(READ_BATCH)
         if not batch:
-            break
+            return
         session.packets(batch)
+    if left is None:  # the deadline passed with packets still queued: say how many
+        session.unread(time.monotonic() + COUNT_SECONDS)
 
 
 def run(opts: LiveOptions, out: TextIO, err: TextIO, source: Source | None = None) -> int:

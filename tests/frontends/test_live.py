@@ -781,3 +781,55 @@ def test_an_idle_connection_ends_by_the_clock_with_timeout() -> None:
     session.close()
     assert [r for r in (json.loads(x) for x in out.getvalue().splitlines())
             if r["table"] == "conversations"] == conversations  # fmt: skip
+
+
+class DroppingSource(FakeSource):
+    """A source whose kernel says how many packets it dropped: `reported`, set by the test."""
+
+    def __init__(self, pkts: list[tuple[int, bytes]]) -> None:
+        super().__init__(pkts, 1)
+        self.reported = 0
+
+    def drops(self) -> int | None:
+        return self.reported
+
+
+def test_kernel_drops_become_an_anomaly_row_with_their_time_window() -> None:
+    pkts = sample_packets()
+    out, err = io.StringIO(), io.StringIO()
+    source = DroppingSource(pkts)
+    session = Session(LiveOptions(fmt="jsonl", flush_interval=0.001), source, out, err)
+    before = dt.datetime.now(dt.UTC)
+    session.packets(pkts[:10])
+    time.sleep(0.01)
+    session.tick()  # nothing dropped yet
+    source.reported = 7
+    session.packets(pkts[10:])
+    time.sleep(0.01)
+    session.tick()
+    after = dt.datetime.now(dt.UTC)
+    session.close()
+    rows = [json.loads(line) for line in out.getvalue().splitlines()]
+    drops = [r for r in rows if r["table"] == "anomalies" and r["code"] == "capture.kernel_drops"]
+    assert len(drops) == 1, drops
+    row = drops[0]
+    assert row["conn_id"] == 0 and row["length"] == 7 and row["severity"] == "error"
+    start, end = re.findall(r"between (\S+) and (\S+) ", row["detail"])[0]
+    assert before <= dt.datetime.fromisoformat(start) <= dt.datetime.fromisoformat(end) <= after
+    assert "7 packets dropped by the kernel" in err.getvalue()
+    assert session.counts.dropped == 7
+
+
+def test_packets_still_queued_at_stop_are_counted_and_kept(tmp_path: Path) -> None:
+    pkts = sample_packets()
+    err = io.StringIO()
+    opts = LiveOptions(fmt="text", pcap=str(tmp_path / "w.pcap"))
+    session = Session(opts, FakeSource(pkts, 1), io.StringIO(), err)
+    session.unread(time.monotonic() + 30)  # the drain's deadline passed: count the rest
+    session.close()
+    assert session.counts.unread == len(pkts) and not session.counts.unread_more
+    assert session.counts.packets == 0  # counted, not dissected
+    line = session.counts.line()
+    assert line.endswith(f", {len(pkts)} packets still queued at stop (not dissected)")
+    with open_capture(tmp_path / "w.pcap") as reader:  # -w kept every one of them
+        assert [(p.ts, p.data) for p in reader] == pkts

@@ -1,0 +1,83 @@
+"""`live` under a steady load: a few thousand SEND frames/s on loopback, all accounted for.
+
+The machinery of benchmarks/live_rate: a sink on a free broker port, a client process
+sending one small SEND frame per send() at a fixed rate (its own count is the independent
+source), `pulsar-dissect live -i lo --port P --format jsonl --table frames` as a subprocess,
+then SIGINT. Needs capture permission (root or CAP_NET_RAW): skips without it, except under
+CI=true, where it fails. The 100,000 frames/s figure belongs to the benchmark, not here.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+
+import pytest
+
+from benchmarks.live_rate import RateResult, measure
+
+RATE = 3000  # frames/s
+SECONDS = 2.5
+STOP_DEADLINE = 3.0  # seconds from SIGINT to exit
+
+
+def require_capture() -> None:
+    why = None
+    if not sys.platform.startswith("linux"):
+        why = "live capture needs Linux"
+    else:
+        try:
+            socket.socket(socket.AF_PACKET, socket.SOCK_RAW).close()
+        except PermissionError:
+            why = "capturing needs root or CAP_NET_RAW"
+    if why is None:
+        return
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"CI=true, but {why}: the live tests must run in CI")
+    pytest.skip(why)
+
+
+@pytest.fixture(scope="module", params=[True, False], ids=["connect", "mid-stream-sends"])
+def steady(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> RateResult:
+    require_capture()
+    connect: bool = request.param
+    return measure(RATE, SECONDS, connect=connect, workdir=tmp_path_factory.mktemp("live_rate"))
+
+
+def test_the_client_offered_the_load(steady: RateResult) -> None:
+    # the load is real: nearly RATE * SECONDS frames, and the sink got every one of them
+    assert steady.offered >= 0.9 * RATE * SECONDS, steady.client
+    assert steady.sink_frames == steady.offered
+
+
+def test_live_stops_cleanly_within_the_deadline(steady: RateResult) -> None:
+    live = steady.live
+    assert live.returncode == 0, live.stderr
+    assert live.stop_seconds < STOP_DEADLINE, live.stop_seconds
+    assert live.summary is not None, live.stderr
+
+
+def test_every_frame_offered_is_seen_or_accounted_for(steady: RateResult) -> None:
+    live, summary = steady.live, steady.live.summary
+    assert summary is not None, live.stderr
+    assert summary["dropped"] is not None, "the kernel's drop count must be known on Linux"
+    # the summary's numbers add up to what the client sent ...
+    assert live.send_rows + steady.dropped + steady.unread >= steady.offered, live.stderr
+    # ... and at this rate nothing is lost, nothing is left queued, nothing is invented
+    assert steady.dropped == 0, live.stderr
+    assert steady.unread == 0 and not live.unread_more, live.stderr
+    assert live.send_rows == steady.offered, (live.commands, steady.client)
+    assert steady.lossless
+
+
+def test_summary_frames_are_the_rows_printed(steady: RateResult) -> None:
+    live, summary = steady.live, steady.live.summary
+    assert summary is not None, live.stderr
+    assert summary["frames"] == live.frame_rows, (summary, live.commands)
+    others = {k: v for k, v in live.commands.items() if k != "SEND"}
+    assert others == ({"CONNECT": 1} if steady.client.connect else {}), live.commands
+    assert summary["conversations"] == 1, live.stderr
+    assert summary["anomalies"] == 0, live.stderr
+    packets = summary["packets"]
+    assert packets is not None and packets >= steady.offered  # data segments, and ACKs

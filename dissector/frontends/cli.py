@@ -274,6 +274,26 @@ def _seconds(text: str) -> float:
     return value
 
 
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if not 1 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"not a TCP port (1-65535): {text!r}")
+    return value
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"not a whole number >= 0: {text!r}")
+    return value
+
+
 def _positive(text: str) -> int:
     try:
         value = int(text)
@@ -322,7 +342,7 @@ def _live_arguments(live: argparse.ArgumentParser) -> None:
     )
     live.add_argument("--topic", action="append", default=[], help="print only rows of this topic")
     live.add_argument("--command", action="append", default=[], help="print only this command")
-    live.add_argument("--conn", type=int, action="append", default=[], help="print only this conn")
+    live.add_argument("--conn", type=_count, action="append", default=[], help="print only this conn")
     _secrets_argument(live)
     live.add_argument("-w", "--write", metavar="PATH", help="also write the packets as pcap")
     live.add_argument(
@@ -372,23 +392,23 @@ def _decode_arguments(p: argparse.ArgumentParser) -> None:
     """Broker ports and decoding bounds: shared by every command that dissects packets."""
     p.add_argument(
         "--port",
-        type=int,
+        type=_port,
         action="append",
         default=[],
         help="extra broker port (repeatable; 6650 and 6651 always are)",
     )
     p.add_argument(
-        "--tls-port", type=int, action="append", default=[6651], help="broker port with TLS"
+        "--tls-port", type=_port, action="append", default=[6651], help="broker port with TLS"
     )
     p.add_argument(
         "--max-frame-size",
-        type=int,
+        type=_positive,
         default=DEFAULT_MAX_FRAME_SIZE,
         help=f"largest totalSize accepted (default {DEFAULT_MAX_FRAME_SIZE})",
     )
     p.add_argument(
         "--max-uncompressed",
-        type=int,
+        type=_count,
         default=DEFAULT_MAX_UNCOMPRESSED,
         help="decompression bound: larger payloads are reported as bombs, not expanded "
         f"(default {DEFAULT_MAX_UNCOMPRESSED})",
@@ -404,7 +424,7 @@ def _decode_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--payload-preview",
-        type=int,
+        type=_count,
         default=0,
         metavar="N",
         help="messages table: keep the first N bytes of each payload (escaped); off by default",
@@ -448,7 +468,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     stream.add_argument(
         "--max-frame-size",
-        type=int,
+        type=_positive,
         default=DEFAULT_MAX_FRAME_SIZE,
         help=f"largest totalSize accepted (default {DEFAULT_MAX_FRAME_SIZE})",
     )
@@ -482,7 +502,7 @@ def build_parser() -> argparse.ArgumentParser:
     read.add_argument(
         "--command", action="append", default=[], help="only frames (or pairs) of this command"
     )
-    read.add_argument("--conn", type=int, action="append", default=[], help="only this conn_id")
+    read.add_argument("--conn", type=_count, action="append", default=[], help="only this conn_id")
     read.add_argument("--since", help="only rows at or after this time (ISO 8601 or Unix s)")
     read.add_argument("--until", help="only rows before this time (ISO 8601 or Unix s)")
     _secrets_argument(read)
@@ -494,7 +514,7 @@ def build_parser() -> argparse.ArgumentParser:
     _reader_arguments(summary)
     summary.add_argument("--format", choices=["text", "json"], default="text")
     summary.add_argument(
-        "--top", type=int, default=TOP, metavar="N", help=f"connections listed (default {TOP})"
+        "--top", type=_count, default=TOP, metavar="N", help=f"connections listed (default {TOP})"
     )
     _jobs_argument(summary)
     summary.set_defaults(run=cmd_summary)

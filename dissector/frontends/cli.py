@@ -14,7 +14,7 @@ import json
 import os
 import sys
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -264,44 +264,27 @@ def cmd_live(args: argparse.Namespace, out: TextIO) -> int:
     return run(options, out, sys.stderr)
 
 
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not value >= 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}")
-    return value
+def _number(
+    kind: Callable[[str], float], low: float, high: float, what: str
+) -> Callable[[str], Any]:
+    """An argparse type: `kind(text)` within [low, high], else one line naming `what`."""
+
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            value = float("nan")
+        if not low <= value <= high:  # NaN fails too
+            raise argparse.ArgumentTypeError(f"{what}: {text!r}")
+        return value
+
+    return parse
 
 
-def _port(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if not 1 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"not a TCP port (1-65535): {text!r}")
-    return value
-
-
-def _count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"not a whole number >= 0: {text!r}")
-    return value
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"not a positive whole number: {text!r}")
-    return value
+_seconds = _number(float, 0, sys.float_info.max, "not a number of seconds")
+_port = _number(int, 1, 65535, "not a TCP port (1-65535)")
+_count = _number(int, 0, sys.maxsize, "not a whole number >= 0")
+_positive = _number(int, 1, sys.maxsize, "not a positive whole number")
 
 
 def _jobs_argument(parser: argparse.ArgumentParser) -> None:
@@ -342,7 +325,9 @@ def _live_arguments(live: argparse.ArgumentParser) -> None:
     )
     live.add_argument("--topic", action="append", default=[], help="print only rows of this topic")
     live.add_argument("--command", action="append", default=[], help="print only this command")
-    live.add_argument("--conn", type=_count, action="append", default=[], help="print only this conn")
+    live.add_argument(
+        "--conn", type=_count, action="append", default=[], help="print only this conn"
+    )
     _secrets_argument(live)
     live.add_argument("-w", "--write", metavar="PATH", help="also write the packets as pcap")
     live.add_argument(

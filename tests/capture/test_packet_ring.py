@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import socket
-import sys
 import threading
 import time
 from itertools import pairwise
@@ -22,22 +21,7 @@ from dissector.capture import open_capture
 from dissector.capture.bpf import broker_port_filter
 from dissector.capture.packet_socket import BLOCK_SIZE, PacketSocket
 from tests.support.capture import Tcpdump, TcpdumpMissing, tcpdump_path
-
-
-def require_capture() -> None:
-    why = None
-    if not sys.platform.startswith("linux"):
-        why = "live capture needs Linux"
-    else:
-        try:
-            socket.socket(socket.AF_PACKET, socket.SOCK_RAW).close()
-        except PermissionError:
-            why = "capturing needs root or CAP_NET_RAW"
-    if why is None:
-        return
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"CI=true, but {why}: the live tests must run in CI")
-    pytest.skip(why)
+from tests.support.live import require_capture
 
 
 def require_tcpdump() -> None:

@@ -48,6 +48,7 @@ from dissector.reader import ReaderOptions, read_tables
 from dissector.tables.filters import Filter
 from dissector.tables.schema import SCHEMAS
 from tests.support.capture import Tcpdump, TcpdumpMissing
+from tests.support.live import capture_denied, require_capture
 from tests.support.peers import PulsarLite, free_port, run_scenario
 
 SAMPLE = Path(__file__).resolve().parents[2] / "pcaps" / "produce_consume.pcap"
@@ -59,26 +60,6 @@ _ALL = Filter()
 
 
 # --------------------------------------------------------------------------- helpers
-
-
-def capture_denied() -> str | None:
-    """Why this process cannot capture packets, or None when it can."""
-    if not sys.platform.startswith("linux"):
-        return "live capture needs Linux"
-    try:
-        socket.socket(socket.AF_PACKET, socket.SOCK_RAW).close()
-    except PermissionError:
-        return "capturing needs root or CAP_NET_RAW"
-    return None
-
-
-def require_capture() -> None:
-    why = capture_denied()
-    if why is None:
-        return
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"CI=true, but {why}: the live tests must run in CI")
-    pytest.skip(why)
 
 
 def live_argv(*args: str) -> list[str]:

@@ -9,33 +9,14 @@ CI=true, where it fails. The 100,000 frames/s figure belongs to the benchmark, n
 
 from __future__ import annotations
 
-import os
-import socket
-import sys
-
 import pytest
 
 from benchmarks.live_rate import RateResult, measure
+from tests.support.live import require_capture
 
 RATE = 3000  # frames/s
 SECONDS = 2.5
 STOP_DEADLINE = 3.0  # seconds from SIGINT to exit
-
-
-def require_capture() -> None:
-    why = None
-    if not sys.platform.startswith("linux"):
-        why = "live capture needs Linux"
-    else:
-        try:
-            socket.socket(socket.AF_PACKET, socket.SOCK_RAW).close()
-        except PermissionError:
-            why = "capturing needs root or CAP_NET_RAW"
-    if why is None:
-        return
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"CI=true, but {why}: the live tests must run in CI")
-    pytest.skip(why)
 
 
 @pytest.fixture(scope="module", params=[True, False], ids=["connect", "mid-stream-sends"])

@@ -4,9 +4,10 @@ Input: capture paths, reader options, table names, a job count and a sink for re
 Output: the tables' record batches, handed to the sink table after table; within a table,
 the rows of worker 0, then of worker 1, and so on.
 Rules:
-- Every worker reads every packet, parses its headers and dissects only the connections of
-  its shard (dissector.flow.shard): a connection is whole in one worker, so its rows are the
-  rows one process makes. Capture damage is reported by worker 0 only.
+- Every worker reads every packet record and dissects only the connections of its shard
+  (dissector.flow.shard; other shards' packets are told from their bytes, unparsed where
+  the link and IP headers are plain): a connection is whole in one worker, so its rows are
+  the rows one process makes. Capture damage is reported by worker 0 only.
 - conn_id is renumbered as one process numbers connections: by the packet that opened them
   (each worker lists what it opened), so `-j N` gives the rows of `-j 1`. Only their order
   differs: a stable sort by conn_id (and by packet for anomalies tied to no connection,
@@ -14,7 +15,7 @@ Rules:
   flow table's bound on open connections applies per worker.
 - Workers are forked and write Arrow IPC files to a scratch folder that is removed at the
   end; memory per process stays that of a one-process read. A worker's error is raised in
-  the parent; Ctrl-C reaches the parent alone, which stops every worker.
+  the parent; workers ignore Ctrl-C (SIGINT), and the parent, interrupted, stops them all.
 - Inputs that are not regular files (standard input, pipes) are read by one process.
 """
 

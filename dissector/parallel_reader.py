@@ -27,7 +27,7 @@ import os
 import signal
 import tempfile
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
 
@@ -48,6 +48,8 @@ from dissector.reader import (
 from dissector.tables.builders import Sink, TableBuilder
 from dissector.tables.schema import TABLES
 
+#: Seconds between two calls of `waiting` while the workers run.
+WAIT_TICK = 0.25
 #: series index -> [(packet that opened it, local conn_id)] in opening order.
 Opened = dict[int, list[tuple[int, int]]]
 #: What a worker reports: the connections it opened, and its rows per table.
@@ -76,8 +78,12 @@ def stream_tables_parallel(
     sink: Sink,
     jobs: int,
     progress: Progress | None = None,
+    waiting: Callable[[], None] | None = None,
 ) -> Counter[str]:
     """As reader.stream_tables, with `jobs` worker processes (see the module docstring).
+
+    waiting: called about every WAIT_TICK seconds while the workers run (to redraw a
+    progress bar from this thread: no thread may run here when the workers are forked).
 
     progress: counts bytes of capture read, by every worker: up to `jobs` times their size
     (a shared value such as multiprocessing.RawValue("q"), inherited by the workers).
@@ -89,7 +95,7 @@ def stream_tables_parallel(
         return stream_tables(files, options, names, sink, progress)
     groups = series.group(files, options.series)
     with tempfile.TemporaryDirectory(prefix="pulsar-dissect-") as scratch:
-        reports = _run_workers(groups, options, names, jobs, scratch, progress)
+        reports = _run_workers(groups, options, names, jobs, scratch, progress, waiting)
         tables_of = _renumbering([opened for opened, _ in reports])
         for name in names:
             for k in range(jobs):
@@ -108,6 +114,7 @@ def _run_workers(
     jobs: int,
     scratch: str,
     progress: Progress | None,
+    waiting: Callable[[], None] | None = None,
 ) -> list[Report]:
     """Fork the workers and gather their reports. A worker's error is raised here; on any
     error or interruption (Ctrl-C reaches the parent: workers ignore SIGINT) every worker
@@ -123,11 +130,13 @@ def _run_workers(
             send.close()
             running.append((worker, receive))
         reports: dict[int, Report] = {}
-        waiting = {receive: k for k, (_, receive) in enumerate(running)}
-        while waiting:
-            for ready in wait(list(waiting)):
+        pending = {receive: k for k, (_, receive) in enumerate(running)}
+        while pending:
+            if waiting is not None:
+                waiting()
+            for ready in wait(list(pending), WAIT_TICK):
                 assert isinstance(ready, Connection)
-                k = waiting.pop(ready)
+                k = pending.pop(ready)
                 try:
                     kind, value = ready.recv()
                 except EOFError:

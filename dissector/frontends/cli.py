@@ -175,8 +175,11 @@ def _stream(
     """Dissect the captures into the tables' record batches, in -j processes; a progress bar
     on stderr when it is a terminal."""
     jobs = workers(args.captures, args.jobs or default_jobs())
-    with ReadProgress(capture_bytes(args.captures) * jobs) as progress:
-        return stream_tables_parallel(args.captures, options, names, sink, jobs, progress.counter)
+    total = capture_bytes(args.captures) * jobs
+    with ReadProgress(total, threaded=jobs == 1) as progress:  # no thread when forking
+        return stream_tables_parallel(
+            args.captures, options, names, sink, jobs, progress.counter, progress.draw
+        )
 
 
 def cmd_read(args: argparse.Namespace, out: TextIO) -> int:

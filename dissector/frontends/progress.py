@@ -24,17 +24,26 @@ INTERVAL = 0.25
 
 
 class ReadProgress:
-    """Context manager: `counter` is what the read adds to; the bar runs while inside."""
+    """Context manager: `counter` is what the read adds to.
 
-    def __init__(self, total: int, *, enabled: bool | None = None) -> None:
+    Two ways to draw, so that no thread runs when worker processes are forked (a lock held
+    by a thread at fork time stays held in the child: it would hang there):
+    - `threaded=True`: a background thread redraws (the read runs in this process);
+    - `threaded=False`: the caller calls `draw()` while it waits (for its workers).
+    """
+
+    def __init__(self, total: int, *, threaded: bool, enabled: bool | None = None) -> None:
         self.total = total
         self.counter: Any = multiprocessing.RawValue("q", 0)  # shared with forked workers
-        self.enabled = sys.stderr.isatty() if enabled is None else enabled
+        self.enabled = (sys.stderr.isatty() if enabled is None else enabled) and total > 0
+        self.threaded = threaded
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._bar: Any = None
+        self._shown = 0
 
     def __enter__(self) -> ReadProgress:
-        if self.enabled and self.total > 0:
+        if self.enabled and self.threaded:
             self._thread = threading.Thread(target=self._run, name="progress", daemon=True)
             self._thread.start()
         return self
@@ -48,22 +57,32 @@ class ReadProgress:
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
+        if self._bar is not None:
+            self._bar.close()
+
+    def draw(self) -> None:
+        """Redraw the bar from the counter (made on first use)."""
+        if not self.enabled:
+            return
+        if self._bar is None:
+            from tqdm import tqdm  # only when a bar is drawn
+
+            tqdm.monitor_interval = 0  # no monitor thread either
+            self._bar = tqdm(
+                total=self.total,
+                unit="B",
+                unit_scale=True,
+                unit_divisor=1024,
+                delay=float(os.environ.get("PULSAR_DISSECT_PROGRESS_DELAY", DELAY)),
+                file=sys.stderr,
+                leave=False,
+                dynamic_ncols=True,
+            )
+        done = min(self.counter.value, self.total)
+        self._bar.update(done - self._shown)
+        self._shown = done
 
     def _run(self) -> None:
-        from tqdm import tqdm  # only when a bar is drawn
-
-        with tqdm(
-            total=self.total,
-            unit="B",
-            unit_scale=True,
-            unit_divisor=1024,
-            delay=float(os.environ.get("PULSAR_DISSECT_PROGRESS_DELAY", DELAY)),
-            file=sys.stderr,
-            leave=False,
-            dynamic_ncols=True,
-        ) as bar:
-            shown = 0
-            while not self._stop.wait(INTERVAL):
-                done = min(self.counter.value, self.total)
-                bar.update(done - shown)
-                shown = done
+        self.draw()
+        while not self._stop.wait(INTERVAL):
+            self.draw()

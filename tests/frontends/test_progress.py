@@ -75,3 +75,21 @@ def test_a_pipe_gets_nothing(tmp_path: Path) -> None:
         check=False,
     )
     assert done.returncode == 0 and done.stderr == b""
+
+
+def test_no_thread_runs_while_workers_are_forked() -> None:
+    """With workers, the bar is redrawn by the waiting parent, not by a thread: a thread
+    holding a lock (stderr's, the import lock) when a worker is forked would leave that
+    lock held in the worker forever (a -j 2 read hung that way once)."""
+    import threading
+
+    from dissector.frontends.progress import ReadProgress
+
+    before = threading.active_count()
+    with ReadProgress(100, threaded=False, enabled=True) as progress:
+        assert threading.active_count() == before
+        progress.counter.value = 40
+        progress.draw()
+        assert threading.active_count() == before
+    with ReadProgress(100, threaded=True, enabled=True):
+        assert threading.active_count() == before + 1  # one process: a thread is fine

@@ -34,7 +34,6 @@ from multiprocessing.process import BaseProcess
 import numpy as np
 import pyarrow as pa
 
-from dissector.capture import series
 from dissector.errors import DissectorError
 from dissector.reader import (
     CONN_ID_STRIDE,
@@ -42,10 +41,9 @@ from dissector.reader import (
     Progress,
     ReaderOptions,
     as_paths,
-    iter_series,
     stream_tables,
 )
-from dissector.tables.builders import Sink, TableBuilder
+from dissector.tables.builders import Sink
 from dissector.tables.schema import TABLES
 
 #: Seconds between two calls of `waiting` while the workers run.
@@ -93,9 +91,8 @@ def stream_tables_parallel(
     jobs = workers(files, jobs)
     if jobs == 1:
         return stream_tables(files, options, names, sink, progress)
-    groups = series.group(files, options.series)
     with tempfile.TemporaryDirectory(prefix="pulsar-dissect-") as scratch:
-        reports = _run_workers(groups, options, names, jobs, scratch, progress, waiting)
+        reports = _run_workers(files, options, names, jobs, scratch, progress, waiting)
         tables_of = _renumbering([opened for opened, _ in reports])
         for name in names:
             for k in range(jobs):
@@ -108,7 +105,7 @@ def stream_tables_parallel(
 
 
 def _run_workers(
-    groups: list[list[str]],
+    files: list[str],
     options: ReaderOptions,
     names: list[str],
     jobs: int,
@@ -124,7 +121,7 @@ def _run_workers(
     try:
         for k in range(jobs):
             receive, send = context.Pipe(duplex=False)
-            args = (send, groups, options, names, (k, jobs), scratch, progress)
+            args = (send, files, options, names, (k, jobs), scratch, progress)
             worker = context.Process(target=_worker, args=args, name=f"shard-{k}")
             worker.start()
             send.close()
@@ -156,7 +153,7 @@ def _run_workers(
 
 def _worker(
     send: Connection,
-    groups: list[list[str]],
+    files: list[str],
     options: ReaderOptions,
     names: list[str],
     shard: tuple[int, int],
@@ -166,7 +163,7 @@ def _worker(
     """A worker process: its report, or the error that stopped it, goes to the parent."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops the workers
     try:
-        send.send(("report", _work(groups, options, names, shard, scratch, progress)))
+        send.send(("report", _work(files, options, names, shard, scratch, progress)))
     except Exception as exc:  # handed over, raised by the parent
         try:
             send.send(("error", exc))
@@ -181,30 +178,22 @@ def _part(scratch: str, worker: int, table: str) -> str:
 
 
 def _work(
-    groups: list[list[str]],
+    files: list[str],
     options: ReaderOptions,
     names: list[str],
     shard: tuple[int, int],
     scratch: str,
     progress: Progress | None = None,
 ) -> Report:
-    """Dissect one shard of every series into IPC files; list what it opened."""
+    """Dissect one shard of the captures into IPC files; list what it opened."""
     mine = dataclasses.replace(options, shard=shard)
     sinks = {name: pa.OSFile(_part(scratch, shard[0], name), "wb") for name in names}
     writers = {name: pa.ipc.new_file(sinks[name], TABLES[name].schema) for name in names}
     opened: Opened = {}
-    counts: Counter[str] = Counter()
     try:
-        for index, files in enumerate(groups):
-            log = opened[index] = []
-            builder = TableBuilder(
-                capture=files[0], tables=names, sink=lambda n, b: writers[n].write_batch(b)
-            )
-            add = builder.add
-            for ev in iter_series(files, mine, index, log, progress):
-                add(ev)
-            builder.flush()
-            counts.update(builder.counts())
+        counts = stream_tables(
+            files, mine, names, lambda n, b: writers[n].write_batch(b), progress, opened
+        )
     finally:
         for name in names:
             writers[name].close()

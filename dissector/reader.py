@@ -213,19 +213,23 @@ def stream_tables(
     tables: Iterable[str],
     sink: Sink,
     progress: Progress | None = None,
+    opened: dict[int, list[tuple[int, int]]] | None = None,
 ) -> Counter[str]:
     """Dissect the captures, handing each table's record batches to `sink` as they are made;
     return the rows of each table made, and of frames and messages (made or not).
 
     Memory holds one batch per table (BATCH_ROWS rows) and the state of open connections,
     whatever the size of the captures. Batches of one table come in the order of its rows.
+    opened: sharded reads get, per series index, (packet, conn_id) of every connection
+    opened (see iter_series).
     """
     wanted = list(tables)
     counts: Counter[str] = Counter()
     for index, files in enumerate(series.group(as_paths(paths), options.series)):
         builder = TableBuilder(capture=files[0], tables=wanted, sink=sink)
         add = builder.add
-        for ev in iter_series(files, options, index, progress=progress):
+        log = None if opened is None else opened.setdefault(index, [])
+        for ev in iter_series(files, options, index, log, progress):
             add(ev)
         builder.flush()
         counts.update(builder.counts())

@@ -52,7 +52,7 @@ SUMMARY = re.compile(
     r"(?:(?P<messages>\d+) messages?, )?(?P<conversations>\d+) conversations?, "
     r"(?P<anomalies>\d+) anomal(?:y|ies), (?P<dropped>\d+|n/a) dropped by the kernel"
     r"(?:, (?P<more>at least )?(?P<unread>\d+) packets? still queued at stop "
-    r"\(not dissected\))?$"
+    r"\(not dissected\))?(?:, (?P<skipped>\d+) packets? skipped \(dissection fell behind\))?$"
 )
 
 
@@ -321,6 +321,7 @@ def parse_summary(stderr: str) -> tuple[dict[str, int | None] | None, bool]:
         dropped = m.group("dropped")
         numbers["dropped"] = None if dropped == "n/a" else int(dropped)
         numbers["unread"] = int(m.group("unread") or 0)
+        numbers["skipped"] = int(m.group("skipped") or 0)
         return numbers, m.group("more") is not None
     return None, False
 
@@ -346,10 +347,20 @@ class RateResult:
         return 0 if s is None or s["dropped"] is None else s["dropped"]
 
     @property
-    def packets(self) -> int:
-        """Packets live dissected (captured, less those counted unread at stop)."""
+    def captured(self) -> int:
+        """Packets live's capturing process took from the kernel."""
         s = self.live.summary
         return 0 if s is None or s["packets"] is None else s["packets"]
+
+    @property
+    def packets(self) -> int:
+        """Packets live dissected (captured, less those unread at stop or skipped)."""
+        return self.captured - self.unread - self.skipped
+
+    @property
+    def skipped(self) -> int:
+        s = self.live.summary
+        return 0 if s is None or s["skipped"] is None else s["skipped"]
 
     @property
     def unread(self) -> int:
@@ -364,6 +375,7 @@ class RateResult:
             and self.live.send_rows == self.offered == self.sink_frames
             and self.dropped == 0
             and self.unread == 0
+            and self.skipped == 0
         )
 
 
@@ -398,9 +410,10 @@ def measure(
 
 HEADER = (
     "| asked frames/s | offered (client sent) | client frames/s | sink got | seen by live "
-    "| packets dissected | dropped by kernel (packets) | unread at stop (packets) | stop s "
+    "| packets captured | packets dissected | dropped by kernel (packets) "
+    "| unread at stop (packets) | skipped (packets) | stop s "
     "| live CPU s | client CPU s | all seen |\n"
-    "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|:---:|\n"
+    "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|:---:|\n"
 )
 
 
@@ -410,8 +423,8 @@ def row(r: RateResult) -> str:
     summary = "" if r.live.summary is not None else " (no summary line)"
     return (
         f"| {r.rate:,.0f} | {r.offered:,} | {r.client.rate:,.0f} | {r.sink_frames:,} "
-        f"| {r.live.send_rows:,} | {r.packets:,} | {r.dropped:,} | {more}{r.unread:,} "
-        f"| {r.live.stop_seconds:.2f} "
+        f"| {r.live.send_rows:,} | {r.captured:,} | {r.packets:,} | {r.dropped:,} "
+        f"| {more}{r.unread:,} | {r.skipped:,} | {r.live.stop_seconds:.2f} "
         f"| {r.live.cpu_seconds:.2f} | {r.client.cpu_seconds:.2f} | {seen}{summary} |\n"
     )
 

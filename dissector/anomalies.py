@@ -82,6 +82,7 @@ _TABLE: tuple[tuple[str, Severity, str], ...] = (
     ("capture.corrupt_record", _E, "a capture record with an impossible length or block"),
     ("capture.bad_timestamp", _W, "a timestamp before 1970 or after 9999: the previous one used"),
     ("capture.kernel_drops", _E, "live: the kernel dropped packets (its buffer was full)"),
+    ("capture.not_dissected", _E, "live: packets captured (kept by -w) but not dissected"),
 )
 
 REGISTRY: dict[str, AnomalyKind] = {

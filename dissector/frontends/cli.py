@@ -16,7 +16,7 @@ import sys
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, NoReturn, TextIO
 
 from dissector.errors import DissectorError, UsageError
 from dissector.events import Anomaly, Direction, Event, Frame
@@ -263,6 +263,7 @@ def cmd_live(args: argparse.Namespace, out: TextIO) -> int:
         count=args.count,
         duration=args.duration,
         buffer_bytes=args.buffer_size << 10,
+        queue_bytes=args.queue_size << 20,
     )
     return run(options, out, sys.stderr)
 
@@ -285,6 +286,7 @@ def _number(
 
 
 _seconds = _number(float, 0, sys.float_info.max, "not a number of seconds")
+_above_zero = _number(float, sys.float_info.min, sys.float_info.max, "not a positive number")
 _port = _number(int, 1, 65535, "not a TCP port (1-65535)")
 _count = _number(int, 0, sys.maxsize, "not a whole number >= 0")
 _positive = _number(int, 1, sys.maxsize, "not a positive whole number")
@@ -336,19 +338,23 @@ def _live_arguments(live: argparse.ArgumentParser) -> None:
     live.add_argument(
         "-C",
         dest="rotate_size",
-        type=float,
+        type=_above_zero,
         metavar="MB",
         help="-w: start a new file (PATH1, PATH2, ...) once one exceeds MB million bytes",
     )
     live.add_argument(
         "-G",
         dest="rotate_seconds",
-        type=float,
+        type=_above_zero,
         metavar="S",
         help="-w: start a new file every S seconds (strftime codes in PATH are expanded)",
     )
     live.add_argument(
-        "-W", dest="max_files", type=int, metavar="N", help="-w with -C/-G: keep the newest N files"
+        "-W",
+        dest="max_files",
+        type=_positive,
+        metavar="N",
+        help="-w with -C/-G: keep the newest N files",
     )
     live.add_argument(
         "-o",
@@ -358,20 +364,28 @@ def _live_arguments(live: argparse.ArgumentParser) -> None:
     )
     live.add_argument(
         "--flush-interval",
-        type=float,
+        type=_above_zero,
         default=5.0,
         metavar="S",
         help="-o: seconds between Parquet parts (what a crash can lose; default 5)",
     )
-    live.add_argument("-c", "--count", type=int, metavar="N", help="stop after N packets")
-    live.add_argument("--duration", type=float, metavar="S", help="stop after S seconds")
+    live.add_argument("-c", "--count", type=_positive, metavar="N", help="stop after N packets")
+    live.add_argument("--duration", type=_above_zero, metavar="S", help="stop after S seconds")
     live.add_argument(
         "-B",
         "--buffer-size",
-        type=int,
+        type=_positive,
         default=65536,
         metavar="KIB",
         help="kernel capture buffer in KiB (default 65536)",
+    )
+    live.add_argument(
+        "--queue-size",
+        type=_positive,
+        default=1024,
+        metavar="MIB",
+        help="packets captured but not yet dissected are held in memory up to MIB (default "
+        "1024); beyond it they are still written by -w but skipped by dissection (reported)",
     )
     live.set_defaults(run=cmd_live)
 
@@ -431,15 +445,22 @@ def _reader_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line (what was wrong, and where help is), exit 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="pulsar-dissect",
         description="Decode Apache Pulsar binary-protocol traffic into frames and tables.",
     )
     parser.add_argument(
         "--version", action="version", version=f"%(prog)s {importlib.metadata.version(_DIST)}"
     )
-    sub = parser.add_subparsers(dest="command", required=True)
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     stream = sub.add_parser(
         "stream",
         help="decode raw one-direction TCP byte streams (e.g. Wireshark 'Follow TCP stream' raw)",

@@ -2,16 +2,22 @@
 
 Input: one network interface (a Linux packet socket, `capture.packet_socket`) and a kernel
 filter: by default built in for `tcp port P or ...` on the broker ports (no libpcap), or a
-`-f` expression compiled by libpcap.
+`-f` expression compiled by libpcap. A capturing process (`live_capturer`, as dumpcap is
+Wireshark's) reads the kernel's ring, writes -w and hands packets over through a pipe.
 Output: as packets arrive, the `read` text view (one line per frame) or one JSON line per
 table row (`{"table": NAME, ...columns}`); optionally the raw packets as pcap files rotated
 like tcpdump's `-C/-G/-W`, and the tables as Parquet datasets; a summary line on stderr.
 Rules:
-- Packets feed the same sans-IO Pipeline as offline reading, one at a time; the pcap files
-  hold exactly the packets fed, so reading them back gives the same tables.
+- Packets feed the same sans-IO Pipeline as offline reading, in capture order; the pcap
+  files hold every packet captured, so reading them back gives the same tables.
+- Capturing never waits for dissecting: packets wait in the capturer's memory (at most
+  --queue-size), not in the kernel's buffer. Every packet captured is dissected, or counted
+  as skipped (the dissector fell further behind than the queue) or unread at stop, and
+  kernel drops and skips become anomaly rows naming their time window: never silent.
 - Loopback: each packet is kept once, as libpcap does (see `capture.packet_socket`).
 - No wait lasts longer than TICK: Ctrl-C, SIGTERM, --duration and periodic flushes act even
-  when no packet arrives. Stopping drains what the kernel holds, ends open conversations
+  when no packet arrives. Stopping drains what the kernel holds, dissects what was queued
+  for at most DISSECT_SECONDS (then counts the rest as unread), ends open conversations
   (`capture_end`), writes the last rows and closes every file; a second signal aborts.
 - Memory is bounded: events are not kept, rows wait at most one flush interval (or
   PART_ROWS rows), and the pipeline forgets finished connections; a connection idle for
@@ -29,7 +35,6 @@ import select
 import signal
 import threading
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import FrameType
@@ -49,17 +54,18 @@ from dissector.events import (
     PipelineEvent,
     RawPacket,
 )
+from dissector.frontends.live_capturer import DEFAULT_QUEUE, Capturer
 from dissector.frontends.live_files import ParquetParts, PcapFiles, check_parquet_root
 from dissector.frontends.text import FrameLines
 from dissector.reader import ReaderOptions, make_pipeline
 from dissector.tables.builders import TableBuilder
 from dissector.tables.filters import Filter
-from dissector.tables.output import json_row
-from dissector.tables.schema import TABLES
+from dissector.tables.output import json_lines as encode
+from dissector.tables.schema import TABLES, needs_pairs, needs_payloads
 
 TICK = 0.5  # seconds: longest wait before signals, time limits and flushes are looked at
-READ_BATCH = 1024  # packets read in one go before output is flushed (prompt lines under load)
-DRAIN_SECONDS = 1.0  # after a stop, reading what the kernel holds takes at most this
+READ_BYTES = 256 << 10  # packets taken from the capturer in one go before output is flushed
+DISSECT_SECONDS = 1.5  # after a stop, dissecting what is queued takes at most this
 COUNT_SECONDS = 0.5  # then counting (not dissecting) what is still queued, at most this
 DEFAULT_BUFFER = 64 << 20  # kernel receive buffer: loopback bursts of 64 KiB segments
 
@@ -82,6 +88,7 @@ class LiveOptions:
     count: int | None = None
     duration: float | None = None
     buffer_bytes: int = DEFAULT_BUFFER
+    queue_bytes: int = DEFAULT_QUEUE  # packets waiting for the dissector, at most
 
     def __post_init__(self) -> None:
         if self.fmt not in ("text", "jsonl"):
@@ -96,8 +103,8 @@ class LiveOptions:
             value = getattr(self, name)
             if value is not None and value <= 0:
                 raise UsageError(f"{name.replace('_', ' ')} must be positive")
-        if self.flush_interval <= 0 or self.buffer_bytes <= 0:
-            raise UsageError("flush interval and buffer size must be positive")
+        if self.flush_interval <= 0 or self.buffer_bytes <= 0 or self.queue_bytes <= 0:
+            raise UsageError("flush interval, buffer size and queue size must be positive")
 
 
 # --------------------------------------------------------------------------- the source
@@ -121,6 +128,15 @@ class Source(Protocol):
         ...
 
     def close(self) -> None: ...
+
+
+class Link(Protocol):
+    """What a Session needs to know of where packets come from."""
+
+    name: str
+    linktype: int
+
+    def drops(self) -> int | None: ...
 
 
 def choose_filter(opts: LiveOptions) -> ChooseFilter:
@@ -150,11 +166,10 @@ def filter_words(program: BpfProgram | None) -> str:
 # --------------------------------------------------------------------------- one run
 
 
-def json_lines(name: str, batch: pa.RecordBatch, rows: Filter) -> Iterator[str]:
+def json_lines(name: str, batch: pa.RecordBatch, rows: Filter) -> str:
     """The JSON lines of a batch of table rows, each `{"table": name, ...columns}`."""
     table = rows.table(pa.Table.from_batches([batch]))
-    for row in table.to_pylist():
-        yield json_row({"table": name, **row}) + "\n"
+    return "".join(encode(b, {"table": name}).decode() for b in table.to_batches())
 
 
 def _n(count: int, one: str, many: str = "") -> str:
@@ -163,9 +178,11 @@ def _n(count: int, one: str, many: str = "") -> str:
 
 @dataclass(slots=True)
 class Counts:
-    packets: int = 0
+    packets: int = 0  # dissected
+    captured: int | None = None  # by the capturer (None: not known, as many as dissected)
+    skipped: int = 0  # captured while the dissector was too far behind: not dissected
     frames: int = 0
-    messages: int = 0
+    messages: int | None = 0  # None: payloads not decoded (the tables asked need none)
     conversations: int = 0
     anomalies: int = 0
     dropped: int | None = None  # None: the platform does not say
@@ -173,10 +190,11 @@ class Counts:
     unread_more: bool = False  # and more still, when counting ran out of time
 
     def line(self) -> str:
+        captured = self.packets if self.captured is None else self.captured
         parts = [
-            _n(self.packets, "packet") + " captured",
+            _n(captured, "packet") + " captured",
             _n(self.frames, "frame"),
-            _n(self.messages, "message"),
+            *([] if self.messages is None else [_n(self.messages, "message")]),
             _n(self.conversations, "conversation"),
             _n(self.anomalies, "anomaly", "anomalies"),
         ]
@@ -185,45 +203,48 @@ class Counts:
         if self.unread:
             more = "at least " if self.unread_more else ""
             line += f", {more}{_n(self.unread, 'packet')} still queued at stop (not dissected)"
+        if self.skipped:
+            line += f", {_n(self.skipped, 'packet')} skipped (dissection fell behind)"
         return line
 
 
 class Session:
-    """Packets in; printed lines, pcap and Parquet files out. `close()` finishes everything."""
+    """Packets in; printed lines and Parquet files out. `close()` finishes everything.
 
-    def __init__(self, opts: LiveOptions, source: Source, out: TextIO, err: TextIO) -> None:
+    `source` says the link type and name, and the losses so far: `drops()` (the kernel's)
+    and, for the capturing process, `skipped()`."""
+
+    def __init__(self, opts: LiveOptions, source: Link, out: TextIO, err: TextIO) -> None:
         self.opts, self.source, self.out, self.err = opts, source, out, err
-        tables = opts.fmt == "jsonl" or opts.parquet is not None
-        self.pipe = make_pipeline(replace(opts.reader, messages=True))  # `!` lines need them
-        self.lines = FrameLines(opts.rows, show_secrets=opts.show_secrets)
-        self.builder = TableBuilder(capture=f"live:{source.name}") if tables else None
         self.printed = [n for n in TABLES if opts.tables is None or n in opts.tables]
-        self.counts = Counts()
+        # Only what is asked for is made: Parquet files get every table; jsonl its tables
+        # (frames alone need no payload decoding); the text view's `!` lines need messages.
+        made: list[str] = []
+        if opts.parquet is not None:
+            made = list(TABLES)
+        elif opts.fmt == "jsonl":
+            made = self.printed
+        decode = opts.fmt == "text" or needs_payloads(made)
+        reader = replace(opts.reader, messages=decode, pairs=needs_pairs(made))
+        self.pipe = make_pipeline(reader)
+        self.lines = FrameLines(opts.rows, show_secrets=opts.show_secrets)
+        self.builder = None
+        if made:
+            self.builder = TableBuilder(capture=f"live:{source.name}", tables=made)
+        self.counts = Counts(messages=0 if decode else None)
         self._files = contextlib.ExitStack()  # closes every file, whatever happens
         self.parquet: ParquetParts | None = None
-        self.pcap: PcapFiles | None = None
         if opts.parquet is not None:
             self.parquet = ParquetParts(opts.parquet)
             self._files.callback(self.parquet.close)
-        if opts.pcap is not None:
-            self.pcap = PcapFiles(
-                opts.pcap,
-                source.linktype,
-                rotate_bytes=opts.rotate_bytes,
-                rotate_seconds=opts.rotate_seconds,
-                max_files=opts.max_files,
-            )
-            self._files.callback(self.pcap.close)
         self._next_flush = time.monotonic() + opts.flush_interval
         self._drops_checked = time.time_ns() // 1000  # start of the window of the next drops
 
     def packets(self, batch: list[tuple[int, bytes]]) -> None:
-        linktype, pcap, feed = self.source.linktype, self.pcap, self.pipe.feed
+        linktype, feed, counts = self.source.linktype, self.pipe.feed, self.counts
         for ts, data in batch:
-            self.counts.packets += 1
-            if pcap is not None:
-                pcap.write(ts, data, len(data))
-            self._events(feed(RawPacket(self.counts.packets, ts, linktype, data, len(data))))
+            counts.packets += 1
+            self._events(feed(RawPacket(counts.packets, ts, linktype, data, len(data))))
         self._emit()
 
     def _events(self, events: list[PipelineEvent]) -> None:
@@ -232,7 +253,7 @@ class Session:
             kind = type(ev)
             if kind is Frame:
                 counts.frames += 1
-            elif kind is AppMessage:
+            elif kind is AppMessage and counts.messages is not None:
                 counts.messages += 1
             elif kind is Anomaly:
                 counts.anomalies += 1
@@ -255,10 +276,8 @@ class Session:
             if self.opts.fmt == "jsonl":
                 for name in self.printed:
                     for batch in made[name]:
-                        self.out.writelines(json_lines(name, batch, self.opts.rows))
+                        self.out.write(json_lines(name, batch, self.opts.rows))
         self.out.flush()
-        if self.pcap is not None:
-            self.pcap.flush()
 
     def tick(self) -> None:
         """Periodic work: idle connections ended, Parquet parts, kernel drop warnings."""
@@ -274,49 +293,43 @@ class Session:
             self.parquet.flush()
         self._drops()
 
-    def unread(self, until: float) -> None:
-        """After the drain deadline: count the packets still queued (writing them to the
-        pcap files, so that -w loses nothing), without dissecting them."""
-        counts, pcap = self.counts, self.pcap
-        while time.monotonic() < until:
-            batch = self.source.read(READ_BATCH)
-            if not batch:
-                return
-            counts.unread += len(batch)
-            if pcap is not None:
-                for ts, data in batch:
-                    pcap.write(ts, data, len(data))
-        counts.unread_more = True
-
     def _drops(self) -> None:
-        """Packets the kernel dropped since the last look: a warning on stderr and an anomaly
-        row (conn_id 0) naming the time window, so the tables show where data is missing."""
-        dropped, before = self.source.drops(), self.counts.dropped or 0
+        """Packets lost since the last look, each kind a warning on stderr and an anomaly row
+        (conn_id 0) naming the time window, so the tables show where data is missing: those
+        the kernel dropped, and those captured (kept by -w) but skipped by dissection."""
         now = time.time_ns() // 1000
+        dropped, before = self.source.drops(), self.counts.dropped or 0
         if dropped is not None and dropped > before:
-            start = dt.datetime.fromtimestamp(self._drops_checked / 1e6, dt.UTC)
-            end = dt.datetime.fromtimestamp(now / 1e6, dt.UTC)
-            detail = (
-                f"{dropped - before} packets dropped by the kernel between "
-                f"{start.isoformat()} and {end.isoformat()} (raise -B)"
-            )
-            self.err.write(f"pulsar-dissect: {detail}\n")
-            self.err.flush()
-            anomaly = Anomaly.of(
-                "capture.kernel_drops",
-                conn_id=0,
-                direction=None,
-                stream_offset=None,
-                detail=detail,
-                length=dropped - before,
-                packet=self.counts.packets,
-                ts=now,
-            )
-            self._events([anomaly])
-            self._emit()
+            self._loss("capture.kernel_drops", dropped - before, "dropped by the kernel", now)
         if dropped is not None:
             self.counts.dropped = dropped
+        skipped = getattr(self.source, "skipped", None)
+        if skipped is not None and skipped() > self.counts.skipped:
+            more, self.counts.skipped = skipped() - self.counts.skipped, skipped()
+            self._loss("capture.not_dissected", more, "captured but not dissected", now)
         self._drops_checked = now
+
+    def _loss(self, code: str, count: int, what: str, now: int) -> None:
+        start = dt.datetime.fromtimestamp(self._drops_checked / 1e6, dt.UTC)
+        end = dt.datetime.fromtimestamp(now / 1e6, dt.UTC)
+        hint = "raise -B" if code == "capture.kernel_drops" else "raise --queue-size"
+        detail = (
+            f"{count} packets {what} between {start.isoformat()} and {end.isoformat()} ({hint})"
+        )
+        self.err.write(f"pulsar-dissect: {detail}\n")
+        self.err.flush()
+        anomaly = Anomaly.of(
+            code,
+            conn_id=0,
+            direction=None,
+            stream_offset=None,
+            detail=detail,
+            length=count,
+            packet=self.counts.packets,
+            ts=now,
+        )
+        self._events([anomaly])
+        self._emit()
 
     def close(self) -> None:
         with self._files:
@@ -366,30 +379,38 @@ class Stopper:
         os.close(self._write)
 
 
-def capture(session: Session, source: Source, stop: Stopper, opts: LiveOptions) -> None:
-    """Read packets until a signal, --count or --duration; then drain the kernel's queue."""
+def capture(session: Session, cap: Capturer, stop: Stopper, opts: LiveOptions) -> None:
+    """Dissect what the capturer hands over until a signal or --duration (then it drains the
+    kernel and hands the rest over) or until it ends by itself (--count). After a stop,
+    dissecting lasts at most DISSECT_SECONDS; what is still queued then is counted."""
     deadline = None if opts.duration is None else time.monotonic() + opts.duration
-    left = opts.count
-    fds = [source.fileno(), stop.fileno()]
-    while not stop.requested and left != 0:
-        wait = TICK if deadline is None else min(TICK, deadline - time.monotonic())
-        if wait <= 0:
+    stopped: float | None = None  # when the stop was asked
+    fds = [cap.fileno(), stop.fileno()]
+    while not cap.eof:
+        now = time.monotonic()
+        if stopped is None and (stop.requested or (deadline is not None and now >= deadline)):
+            cap.stop()
+            stopped = now
+        if stopped is not None and now >= stopped + DISSECT_SECONDS:
             break
-        ready, _, _ = select.select(fds, [], [], wait)
+        wait = TICK if deadline is None or stopped is not None else min(TICK, deadline - now)
+        ready, _, _ = select.select(fds, [], [], max(wait, 0))
         if fds[0] in ready:
-            batch = source.read(READ_BATCH if left is None else min(READ_BATCH, left))
-            session.packets(batch)
-            left = None if left is None else left - len(batch)
+            batch = cap.read(READ_BYTES)
+            if batch:
+                session.packets(batch)
         stop.clear()
         session.tick()
-    until = time.monotonic() + DRAIN_SECONDS
-    while left is None and time.monotonic() < until:  # what arrived before the stop
-        batch = source.read(READ_BATCH)
-        if not batch:
-            return
-        session.packets(batch)
-    if left is None:  # the deadline passed with packets still queued: say how many
-        session.unread(time.monotonic() + COUNT_SECONDS)
+    counts = session.counts
+    if not cap.eof:  # the deadline passed with packets still queued: say how many
+        cap.abandon()
+        counts.unread, counts.unread_more = cap.count_rest(time.monotonic() + COUNT_SECONDS)
+        if counts.unread_more:
+            cap.kill()
+    cap.finish()
+    unread, more = cap.unread()
+    counts.unread += unread
+    counts.unread_more = counts.unread_more or more
 
 
 def run(opts: LiveOptions, out: TextIO, err: TextIO, source: Source | None = None) -> int:
@@ -397,8 +418,19 @@ def run(opts: LiveOptions, out: TextIO, err: TextIO, source: Source | None = Non
     if opts.parquet is not None:
         check_parquet_root(Path(opts.parquet))  # before the capture starts, not after
     src: Source = source or PacketSocket(opts.interface, choose_filter(opts), opts.buffer_bytes)
+    cap: Capturer | None = None
+    pcap: PcapFiles | None = None
     try:
-        session = Session(opts, src, out, err)  # opens the output files
+        if opts.pcap is not None:  # opened here: a path that cannot be written fails now
+            pcap = PcapFiles(
+                opts.pcap,
+                src.linktype,
+                rotate_bytes=opts.rotate_bytes,
+                rotate_seconds=opts.rotate_seconds,
+                max_files=opts.max_files,
+            )
+        cap = Capturer(src, pcap, count=opts.count, queue_bytes=opts.queue_bytes)
+        session = Session(opts, cap, out, err)  # opens the output files
         kind = LINKTYPE_NAMES.get(src.linktype, str(src.linktype))
         buffer = getattr(src, "buffer_bytes", 0) >> 10
         err.write(f"pulsar-dissect: listening on {src.name}, link-type {kind}, ")
@@ -406,14 +438,20 @@ def run(opts: LiveOptions, out: TextIO, err: TextIO, source: Source | None = Non
         err.write(f", buffer {buffer} KiB\n" if buffer else "\n")
         err.flush()
         with Stopper() as stop:
+            cap.start()
             try:
-                capture(session, src, stop, opts)
+                capture(session, cap, stop, opts)
             finally:
+                cap.kill()  # only if still running: after an error or a second signal
+                session.counts.captured = cap.captured()
                 session.close()
                 err.write(f"pulsar-dissect: {session.counts.line()}\n")
     except KeyboardInterrupt:
         err.write("pulsar-dissect: interrupted\n")
         return 130
     finally:
-        src.close()
+        if cap is None or not cap.started:  # else the capturer's (closed at its start)
+            src.close()
+            if pcap is not None:
+                pcap.close()
     return 0

@@ -42,7 +42,8 @@ from dissector.capture import open_capture
 from dissector.capture.bpf import BpfProgram, default_filter_text
 from dissector.errors import InputError, UsageError
 from dissector.frontends.cli import build_parser, cmd_read
-from dissector.frontends.live import LiveOptions, Session, json_lines, run
+from dissector.frontends.live import Counts, LiveOptions, Session, json_lines, run
+from dissector.frontends.live_capturer import Capturer
 from dissector.frontends.live_files import ParquetParts, PcapFiles
 from dissector.reader import ReaderOptions, read_tables
 from dissector.tables.filters import Filter
@@ -156,7 +157,8 @@ def plain(tables: dict[str, pa.Table]) -> dict[str, list[dict[str, Any]]]:
     """Tables as JSON-ready rows (as `live --format jsonl` prints them), capture column aside."""
     out: dict[str, list[dict[str, Any]]] = {}
     for name, table in tables.items():
-        rows = [json.loads(line) for b in table.to_batches() for line in json_lines(name, b, _ALL)]
+        text = "".join(json_lines(name, b, _ALL) for b in table.to_batches())
+        rows = [json.loads(line) for line in text.splitlines()]
         for row in rows:
             row.pop("table")
             row.pop("capture", None)
@@ -214,7 +216,7 @@ def jsonl_run(tmp_path_factory: pytest.TempPathFactory) -> LiveRun:
                     dump = None
                 manifest = run_scenario(broker.url, messages=12, batching=False)
                 # The conversation's row is printed when its FIN is seen: before any stop.
-                live.wait_for('"table": "conversations"')
+                live.wait_for('"table":"conversations"')
         finally:
             rc = live.stop(signal.SIGINT)
     return LiveRun(
@@ -494,7 +496,7 @@ def test_without_libpcap_live_sees_everything_the_client_did(tmp_path: Path) -> 
                     peer.recv(100)
                 noise.close()
                 peer.close()
-            live.wait_for('"table": "conversations"')
+            live.wait_for('"table":"conversations"')
         finally:
             rc = live.stop(signal.SIGINT)
     assert rc == 0, live.stderr
@@ -562,7 +564,7 @@ def test_without_permission_one_line_says_what_is_needed(tmp_path: Path) -> None
         (("-C", "1"), "give -w"),
         (("-w", "x.pcap", "-W", "3"), "give -C or -G too"),
         (("--table", "frames"), "--table takes --format jsonl"),
-        (("--duration", "0"), "duration must be positive"),
+        (("--duration", "0"), "argument --duration: not a positive number"),
     ],
 )
 def test_usage_errors_are_one_line(args: tuple[str, ...], message: str) -> None:
@@ -801,16 +803,77 @@ def test_kernel_drops_become_an_anomaly_row_with_their_time_window() -> None:
     assert session.counts.dropped == 7
 
 
+class TricklingSource(FakeSource):
+    """Four packets per read, as a socket under a steady load."""
+
+    def read(self, limit: int) -> list[tuple[int, bytes]]:
+        return super().read(min(limit, 4))
+
+
+def big_packets() -> list[tuple[int, bytes]]:
+    """64 Ethernet frames of 60 kB of a local experimental type: 4 MB, more than a pipe
+    holds; they dissect to nothing."""
+    frame = b"\xff" * 6 + b"\x02" + b"\x00" * 5 + b"\x88\xb5"
+    return [(1_700_000_000_000_000 + i, frame + bytes([i]) * 60_000) for i in range(64)]
+
+
 def test_packets_still_queued_at_stop_are_counted_and_kept(tmp_path: Path) -> None:
-    pkts = sample_packets()
-    err = io.StringIO()
-    opts = LiveOptions(fmt="text", pcap=str(tmp_path / "w.pcap"))
-    session = Session(opts, FakeSource(pkts, 1), io.StringIO(), err)
-    session.unread(time.monotonic() + 30)  # the drain's deadline passed: count the rest
-    session.close()
-    assert session.counts.unread == len(pkts) and not session.counts.unread_more
-    assert session.counts.packets == 0  # counted, not dissected
-    line = session.counts.line()
-    assert line.endswith(f", {len(pkts)} packets still queued at stop (not dissected)")
+    """The capturer hands packets over only as fast as they are read; when the dissector
+    gives up waiting (abandon), what was not handed over is counted as unread, and -w
+    still holds every packet captured."""
+    pkts = big_packets()
+    pcap = PcapFiles(str(tmp_path / "w.pcap"), 1)
+    cap = Capturer(FakeSource(pkts, 1), pcap, queue_bytes=1 << 30)
+    cap.start()
+    while cap.captured() < len(pkts):  # captured, none read by the dissector yet
+        time.sleep(0.01)
+    got = cap.read(200_000)  # the dissector takes a few
+    cap.stop()
+    cap.abandon()
+    counted, more = cap.count_rest(time.monotonic() + 5)
+    cap.finish()
+    unread, unread_more = cap.unread()
+    assert not more and not unread_more
+    assert got and len(got) + counted + unread == len(pkts) and unread > 0
+    assert got == pkts[: len(got)]
     with open_capture(tmp_path / "w.pcap") as reader:  # -w kept every one of them
+        assert [(p.ts, p.data) for p in reader] == pkts
+
+
+def test_the_summary_line_says_what_was_not_dissected() -> None:
+    line = Counts(packets=90, captured=100, unread=6, skipped=4, dropped=3).line()
+    assert line.startswith("100 packets captured, ")
+    assert line.endswith(
+        ", 3 dropped by the kernel, 6 packets still queued at stop (not dissected)"
+        ", 4 packets skipped (dissection fell behind)"
+    )
+
+
+def test_a_dissector_too_far_behind_skips_packets_and_says_so(tmp_path: Path) -> None:
+    """With a queue of one byte, a dissector that does not read makes the capturer skip
+    (but keep in -w) what fits neither the pipe nor the queue; the skip becomes an anomaly
+    row. The packets: 64 large Ethernet frames of a local experimental type (4 MB in all,
+    more than a pipe holds), which dissect to nothing."""
+    pkts = big_packets()
+    pcap = PcapFiles(str(tmp_path / "w.pcap"), 1)
+    cap = Capturer(TricklingSource(pkts, 1), pcap, queue_bytes=1)
+    out, err = io.StringIO(), io.StringIO()
+    session = Session(LiveOptions(fmt="jsonl", flush_interval=0.001), cap, out, err)
+    cap.start()
+    while cap.captured() < len(pkts):
+        time.sleep(0.01)
+    cap.stop()
+    while not cap.eof:
+        session.packets(cap.read())
+    cap.finish()
+    time.sleep(0.01)
+    session.tick()
+    session.close()
+    skipped = cap.skipped()
+    assert skipped > 0 and session.counts.packets + skipped == len(pkts)
+    rows = [json.loads(line) for line in out.getvalue().splitlines()]
+    lost = [r for r in rows if r["table"] == "anomalies" and r["code"] == "capture.not_dissected"]
+    assert [r["length"] for r in lost] == [skipped]
+    assert f"{skipped} packets captured but not dissected" in err.getvalue()
+    with open_capture(tmp_path / "w.pcap") as reader:
         assert [(p.ts, p.data) for p in reader] == pkts

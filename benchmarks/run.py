@@ -249,7 +249,7 @@ def main(argv: list[str] | None = None) -> int:
     data["facts"]["code_at_end"] = facts.code_state()
     data["duration_s"] = time.perf_counter() - started
     (out / "benchmark.json").write_text(json.dumps(data, indent=1) + "\n")
-    (out / "benchmark.md").write_text(render(data))
+    (out / "benchmark.md").write_text(render(data, out / "live_rate.md"))
     log(f"report: {out / 'benchmark.md'} ({data['duration_s']:.0f} s)")
     print(out)
     return 0

@@ -34,7 +34,7 @@ from multiprocessing.process import BaseProcess
 import numpy as np
 import pyarrow as pa
 
-from dissector.errors import DissectorError
+from dissector.errors import DissectorError, OutputError, os_reason
 from dissector.reader import (
     CONN_ID_STRIDE,
     PathLike,
@@ -185,19 +185,27 @@ def _work(
     scratch: str,
     progress: Progress | None = None,
 ) -> Report:
-    """Dissect one shard of the captures into IPC files; list what it opened."""
+    """Dissect one shard of the captures into IPC files; list what it opened. A scratch file
+    that cannot be written (a full disk) is our OutputError naming the scratch folder."""
     mine = dataclasses.replace(options, shard=shard)
-    sinks = {name: pa.OSFile(_part(scratch, shard[0], name), "wb") for name in names}
-    writers = {name: pa.ipc.new_file(sinks[name], TABLES[name].schema) for name in names}
-    opened: Opened = {}
     try:
-        counts = stream_tables(
-            files, mine, names, lambda n, b: writers[n].write_batch(b), progress, opened
-        )
-    finally:
-        for name in names:
-            writers[name].close()
-            sinks[name].close()
+        sinks = {name: pa.OSFile(_part(scratch, shard[0], name), "wb") for name in names}
+        writers = {name: pa.ipc.new_file(sinks[name], TABLES[name].schema) for name in names}
+        opened: Opened = {}
+        try:
+            counts = stream_tables(
+                files, mine, names, lambda n, b: writers[n].write_batch(b), progress, opened
+            )
+        finally:
+            for name in names:
+                writers[name].close()
+                sinks[name].close()
+    except OSError as exc:
+        raise OutputError(
+            f"{os.path.dirname(scratch)}: cannot write the workers' scratch files: "
+            f"{os_reason(exc)} "
+            "(free space there, set TMPDIR to another folder, or read with -j 1)"
+        ) from None
     return opened, counts
 
 

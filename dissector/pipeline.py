@@ -117,6 +117,9 @@ class Pipeline:
         self._convs: dict[int, _Conv] = {}
         self.packets = 0
         self.non_tcp_packets = 0
+        # TCP conversations found not to be Pulsar, by server port (what a user may have
+        # meant with --port when no Pulsar traffic is found).
+        self.other_ports: dict[int, int] = {}
         self.shard = shard
         self._sharder = None if shard is None else Sharder(shard[1])
         self._mine = 0 if shard is None else shard[0]
@@ -227,6 +230,8 @@ class Pipeline:
                 )
             )
         elif mode is IGNORED:
+            port = opened.key.broker_port
+            self.other_ports[port] = self.other_ports.get(port, 0) + 1
             conv.held.clear()
             conv.decoders.clear()
             self.tcp.ignore(opened.conn_id)

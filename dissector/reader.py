@@ -105,6 +105,7 @@ def iter_series(
     series_index: int = 0,
     opened: list[tuple[int, int]] | None = None,
     progress: Progress | None = None,
+    other_ports: Counter[int] | None = None,
 ) -> Iterator[PipelineEvent]:
     """Events of a series of capture files read as one capture (rotated files in order).
 
@@ -112,6 +113,7 @@ def iter_series(
     anomaly (of shard 0 only, when sharded); the next file of the series is still read.
     opened: sharded reads append (packet, conn_id) of every connection opened.
     progress: counts the bytes of the files read.
+    other_ports: gets, per server port, the TCP conversations found not to be Pulsar.
     """
     pipe = make_pipeline(options, series_index)
     if opened is not None:
@@ -120,6 +122,8 @@ def iter_series(
         first = options.shard is None or options.shard[0] == 0
         yield from _read_files(pipe, files, first, progress)
     yield from pipe.close()
+    if other_ports is not None:
+        other_ports.update(pipe.other_ports)
 
 
 @contextmanager
@@ -180,16 +184,18 @@ def _read_files(
 
 
 def iter_events(
-    paths: PathLike | Iterable[PathLike], options: ReaderOptions | None = None
+    paths: PathLike | Iterable[PathLike],
+    options: ReaderOptions | None = None,
+    other_ports: Counter[int] | None = None,
 ) -> Iterator[tuple[str, PipelineEvent]]:
     """(capture path, event) for every event of every capture, in order.
 
     Rotated files of one capture point are read as one series (see dissector.capture.series); the
-    path given with an event is the series' first file.
+    path given with an event is the series' first file. other_ports: see iter_series.
     """
     options = options or ReaderOptions()
     for index, files in enumerate(series.group(as_paths(paths), options.series)):
-        for ev in iter_series(files, options, index):
+        for ev in iter_series(files, options, index, other_ports=other_ports):
             yield files[0], ev
 
 
@@ -225,15 +231,40 @@ def stream_tables(
     """
     wanted = list(tables)
     counts: Counter[str] = Counter()
+    other: Counter[int] = Counter()
     for index, files in enumerate(series.group(as_paths(paths), options.series)):
         builder = TableBuilder(capture=files[0], tables=wanted, sink=sink)
         add = builder.add
         log = None if opened is None else opened.setdefault(index, [])
-        for ev in iter_series(files, options, index, log, progress):
+        for ev in iter_series(files, options, index, log, progress, other):
             add(ev)
         builder.flush()
         counts.update(builder.counts())
+    counts.update({f"{OTHER_PORT}{port}": n for port, n in other.items()})
     return counts
+
+
+#: stream_tables counts TCP conversations that are not Pulsar as OTHER_PORT + server port.
+OTHER_PORT = "other_port:"
+
+
+def no_pulsar_hint(counts: Counter[str], ports: Iterable[int]) -> str | None:
+    """When a read found no Pulsar frame: one line saying so, and which --port to try when
+    TCP conversations were seen on other ports; None when frames were found."""
+    if counts["frames"]:
+        return None
+    broker = ", ".join(str(p) for p in sorted(ports))
+    other = Counter(
+        {int(k[len(OTHER_PORT) :]): n for k, n in counts.items() if k.startswith(OTHER_PORT)}
+    )
+    if not other:
+        return f"no Pulsar frame found on the broker ports ({broker})"
+    listed = ", ".join(f"{port} ({n})" for port, n in other.most_common(5))
+    best = other.most_common(1)[0][0]
+    return (
+        f"no Pulsar frame found on the broker ports ({broker}); TCP conversations on "
+        f"other ports: {listed}; if Pulsar listens there, try --port {best}"
+    )
 
 
 def to_pandas(table: pa.Table) -> pd.DataFrame:

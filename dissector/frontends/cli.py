@@ -9,6 +9,7 @@ Rule: bad input never shows a traceback: DissectorError and OSError become one c
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.metadata
 import json
 import os
@@ -18,7 +19,13 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, NoReturn, TextIO
 
-from dissector.errors import DissectorError, UsageError
+from dissector.errors import (
+    DissectorError,
+    OutputError,
+    UsageError,
+    describe_os_error,
+    os_reason,
+)
 from dissector.events import Anomaly, Direction, Event, Frame
 from dissector.frontends.progress import ReadProgress
 from dissector.frontends.summary import TABLES as SUMMARY_TABLES
@@ -28,7 +35,7 @@ from dissector.parallel_reader import default_jobs, stream_tables_parallel, work
 from dissector.pulsar.framing import DEFAULT_MAX_FRAME_SIZE, FrameDecoder
 from dissector.pulsar.payload import DEFAULT_MAX_UNCOMPRESSED
 from dissector.pulsar.text_fields import repair_metadata
-from dissector.reader import ReaderOptions, capture_bytes, iter_events
+from dissector.reader import OTHER_PORT, ReaderOptions, capture_bytes, iter_events, no_pulsar_hint
 from dissector.tables.builders import Sink
 from dissector.tables.filters import Filter, parse_time
 from dissector.tables.output import EXTENSIONS, FORMATS, TableWriter
@@ -151,7 +158,6 @@ def _outputs(args: argparse.Namespace) -> tuple[list[str], str, dict[str, str | 
     ):
         fmt = "parquet" if args.format == "text" else args.format
         names = tables or list(TABLES)
-        os.makedirs(out, exist_ok=True)
         return names, fmt, {n: os.path.join(out, n + EXTENSIONS[fmt]) for n in names}
     if len(tables) > 1:
         raise UsageError("several tables need a folder: -o FOLDER")
@@ -186,29 +192,64 @@ def cmd_read(args: argparse.Namespace, out: TextIO) -> int:
     """Dissect captures: one line per frame, or tables in a file format."""
     rows = _filter(args)
     plan = _outputs(args)
+    options = _options(args)
     if plan is None:
         lines = FrameLines(rows, show_secrets=args.show_secrets)
-        for _, ev in iter_events(args.captures, _options(args)):  # `!` lines need payloads
+        other: Counter[int] = Counter()
+        frames = 0
+        for _, ev in iter_events(args.captures, options, other):  # `!` lines need payloads
+            frames += type(ev) is Frame
             text = lines.line(ev)
             if text is not None:
                 out.write(text)
+        seen = Counter({"frames": frames, **{f"{OTHER_PORT}{p}": n for p, n in other.items()}})
+        _hint(seen, options)
         return 0
     names, fmt, paths = plan
     if fmt == "parquet" and None in paths.values() and out.isatty():
         raise DissectorError("parquet is binary: give -o PATH or redirect standard output")
     out.flush()
     options = _options(args, messages=needs_payloads(names), pairs=needs_pairs(names))
-    writers = [TableWriter(fmt, paths[n], TABLES[n].schema) for n in names]
-    by_name = dict(zip(names, writers, strict=True))
+    counts: Counter[str] = Counter()
+    folder = _folder_made(args.output) if len(paths) > 1 or args.output != paths[names[0]] else None
+    writers: list[TableWriter] = []
     try:
-        _stream(args, options, names, lambda name, batch: by_name[name].write(rows.table(batch)))
+        writers += [TableWriter(fmt, paths[n], TABLES[n].schema) for n in names]
+        by_name = dict(zip(names, writers, strict=True))
+        counts = _stream(
+            args, options, names, lambda name, batch: by_name[name].write(rows.table(batch))
+        )
+        for writer in writers:  # every file complete before any gets its name
+            writer.finish()
         for writer in writers:
-            writer.close()
+            writer.publish()
     except BaseException:
         for writer in writers:
             writer.abort()
+        if folder is not None:  # a folder made for this run and left empty goes too
+            with contextlib.suppress(OSError):
+                os.rmdir(folder)
         raise
+    _hint(counts, options)
     return 0
+
+
+def _hint(counts: Counter[str], options: ReaderOptions) -> None:
+    """A read that found no Pulsar frame says so on stderr (still exit 0), with a --port to
+    try when TCP conversations were seen on other ports."""
+    hint = no_pulsar_hint(counts, options.broker_ports)
+    if hint is not None:
+        print(f"pulsar-dissect: {hint}", file=sys.stderr)
+
+
+def _folder_made(path: str) -> str | None:
+    """Make the -o folder (and its parents); its path when this run made it, else None."""
+    existed = os.path.isdir(path)
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as exc:
+        raise OutputError(f"{path}: cannot make this folder: {os_reason(exc)}") from None
+    return None if existed else path
 
 
 def cmd_summary(args: argparse.Namespace, out: TextIO) -> int:
@@ -216,8 +257,10 @@ def cmd_summary(args: argparse.Namespace, out: TextIO) -> int:
     summary = Summary(args.top)
     # frames and messages are counted, not made (the messages still are extracted: their
     # anomalies are the summary's too).
-    counts = _stream(args, _options(args), list(SUMMARY_TABLES), summary.add)
+    options = _options(args)
+    counts = _stream(args, options, list(SUMMARY_TABLES), summary.add)
     summary.frames, summary.messages = counts["frames"], counts["messages"]
+    _hint(counts, options)
     result = summary.result()
     if args.format == "json":
         out.write(json.dumps(result, indent=1) + "\n")
@@ -552,8 +595,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         # interpreter's final flush does not complain either.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
-    except (DissectorError, OSError) as exc:
+    except DissectorError as exc:
         print(f"pulsar-dissect: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(f"pulsar-dissect: {describe_os_error(exc)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:  # Ctrl-C: outputs were removed on the way out (TableWriter)
         print("pulsar-dissect: interrupted", file=sys.stderr)

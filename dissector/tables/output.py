@@ -25,6 +25,8 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
+from dissector.errors import OutputError, os_reason
+
 FORMATS = ("jsonl", "csv", "parquet")
 #: Rows of one Parquet row group: record batches are gathered (as Arrow, compact) up to it.
 ROW_GROUP_ROWS = 65536
@@ -115,7 +117,10 @@ class TableWriter:
             self._out: BinaryIO = sys.stdout.buffer
         else:
             folder, name = os.path.split(os.path.abspath(self.path))
-            fd, self._hidden = tempfile.mkstemp(prefix=f".{name}.", suffix=".part", dir=folder)
+            try:
+                fd, self._hidden = tempfile.mkstemp(prefix=f".{name}.", suffix=".part", dir=folder)
+            except OSError as exc:
+                raise self._cannot(exc) from None
             os.fchmod(fd, 0o666 & ~_umask())  # as open() would have made it
             self._out = os.fdopen(fd, "wb")
         self._parquet: pq.ParquetWriter | None = None
@@ -123,7 +128,24 @@ class TableWriter:
         self._group: list[pa.RecordBatch] = []  # Parquet: batches of the next row group
         self._group_rows = 0
 
+    def _cannot(self, exc: OSError) -> OutputError:
+        """Our error for a failed write: the path asked for (not the hidden name) and why."""
+        if self.path is None:
+            return OutputError(f"standard output: cannot write: {os_reason(exc)}")
+        folder = os.path.dirname(os.path.abspath(self.path))
+        if isinstance(exc, FileNotFoundError) and not os.path.isdir(folder):
+            return OutputError(f"{self.path}: cannot write: no folder {folder}")
+        return OutputError(f"{self.path}: cannot write: {os_reason(exc)}")
+
     def write(self, batch: pa.RecordBatch) -> None:
+        try:
+            self._write(batch)
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            raise self._cannot(exc) from None
+
+    def _write(self, batch: pa.RecordBatch) -> None:
         self.rows += batch.num_rows
         if self.fmt == "parquet":
             if batch.num_rows:
@@ -149,6 +171,31 @@ class TableWriter:
 
     def close(self) -> None:
         """Complete the output: end the format, then give the file its name."""
+        self.finish()
+        self.publish()
+
+    def finish(self) -> None:
+        """End the format and flush: the file is complete, still under its hidden name."""
+        try:
+            self._finish()
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            self.abort()
+            raise self._cannot(exc) from None
+
+    def publish(self) -> None:
+        """Give the finished file its name (nothing for standard output)."""
+        if self._hidden is not None and self.path is not None:
+            try:
+                self._out.close()
+                os.replace(self._hidden, self.path)
+            except OSError as exc:
+                self.abort()
+                raise self._cannot(exc) from None
+            self._hidden = None
+
+    def _finish(self) -> None:
         if self.fmt == "parquet":
             self._write_group()  # the last rows, or an empty table
         if self.fmt == "csv" and self._csv is None:
@@ -157,10 +204,6 @@ class TableWriter:
             if writer is not None:
                 writer.close()
         self._out.flush()
-        if self._hidden is not None and self.path is not None:
-            self._out.close()
-            os.replace(self._hidden, self.path)
-            self._hidden = None
 
     def abort(self) -> None:
         """Give up: nothing of the output is left on disk."""

@@ -11,7 +11,6 @@ gap bytes (+ the PROXY preamble) = stream bytes. Expected counts come from the c
 
 from __future__ import annotations
 
-import os
 import struct
 import subprocess
 import sys
@@ -31,7 +30,7 @@ from dissector.pulsar.encoder import command, encode_frame
 from dissector.pulsar.payload import LZ4, SNAPPY, ZLIB, ZSTD
 from dissector.pulsar.wire import MessageMetadata
 from dissector.reader import read_tables
-from tests.support.crafted import B2C, C2B, T0_US, Conn, Session, msg, write_pcap
+from tests.support.crafted import C2B, T0_US, Conn, Session, msg, write_pcap
 
 PING = encode_frame(command("PING"))
 MB = 1 << 20
@@ -56,7 +55,7 @@ def invariants(tables: dict[str, pa.Table]) -> None:
 
 
 def codes(tables: dict[str, pa.Table]) -> list[str]:
-    return tables["anomalies"].column("code").to_pylist()
+    return [str(c) for c in tables["anomalies"].column("code").to_pylist()]
 
 
 def read(path: Path) -> dict[str, pa.Table]:
@@ -253,7 +252,7 @@ def test_a_decompression_bomb_with_a_lying_size_is_not_expanded(tmp_path: Path, 
     assert len(payload) < 4 * MB  # what the capture carries is small
     frame = send(meta(compression=compression, uncompressed_size=100), payload)
     path = write_pcap(tmp_path / f"bomb-{codec}.pcap", payload_session(frame).segs).path
-    res, seconds, peak_mb = run_cli_measured(
+    res, _, peak_mb = run_cli_measured(
         "read", str(path), "--table", "anomalies", "--format", "csv", "-o", str(tmp_path / "a.csv")
     )
     assert res.returncode == 0, res.stderr

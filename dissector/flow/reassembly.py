@@ -8,7 +8,9 @@ the capture, with their exact size) and `Anomaly` events, appended to the caller
 Rules:
 - Sequence numbers are compared modulo 2**32 (`seq_diff`), so wrap-around is transparent.
 - Retransmitted and overlapping bytes are dropped; when they differ from what was delivered
-  (within RETRANSMIT_WINDOW) that is reported. Keep-alive probes are ignored.
+  (within the last RETRANSMIT_WINDOW bytes, fewer when many connections are open, so that
+  all of them together keep about RETRANSMIT_BUDGET) that is reported. Keep-alive probes
+  are ignored.
 - Out-of-order segments wait in a buffer bounded by MAX_OUT_OF_ORDER_BYTES. A hole becomes a
   gap when the peer acknowledges bytes past it (they were sent but not captured), when the
   bound is exceeded, or when the connection ends. Missing bytes are never zero-filled.
@@ -30,6 +32,10 @@ _HALF = 1 << 31
 MAX_OUT_OF_ORDER_BYTES = 16 << 20
 #: Recently delivered bytes kept per direction to compare retransmissions with.
 RETRANSMIT_WINDOW = 256 << 10
+#: Delivered bytes kept for that comparison by all open directions together: with many open
+#: connections each keeps less (down to MIN_RETRANSMIT_WINDOW, plus its last segment).
+RETRANSMIT_BUDGET = 256 << 20
+MIN_RETRANSMIT_WINDOW = 4 << 10
 #: A sequence jump larger than this is not reordering or loss but a different stream.
 MAX_JUMP = 1 << 30
 
@@ -49,6 +55,20 @@ class Sink(Protocol):
 _new = tuple.__new__
 
 
+class RetransmitWindow:
+    """The bytes each open direction keeps for comparing retransmissions, shared by the
+    directions of one flow table, which resizes it as connections open and close."""
+
+    __slots__ = ("size",)
+
+    def __init__(self) -> None:
+        self.size = RETRANSMIT_WINDOW
+
+    def fit(self, directions: int) -> None:
+        share = RETRANSMIT_BUDGET // max(directions, 1)
+        self.size = max(MIN_RETRANSMIT_WINDOW, min(RETRANSMIT_WINDOW, share))
+
+
 class HalfStream:
     """State of one direction of one connection; see the module docstring."""
 
@@ -65,9 +85,13 @@ class HalfStream:
         "ooo_bytes",
         "recent",
         "recent_bytes",
+        "window",
     )
 
-    def __init__(self, conn_id: int, direction: Direction) -> None:
+    def __init__(
+        self, conn_id: int, direction: Direction, window: RetransmitWindow | None = None
+    ) -> None:
+        self.window = RetransmitWindow() if window is None else window
         self.conn_id = conn_id
         self.direction = direction
         self.next_seq: int | None = None  # sequence number of the next byte to deliver
@@ -148,8 +172,9 @@ class HalfStream:
                 recent = self.recent
                 recent.append((offset, data))
                 self.recent_bytes += n
-                if self.recent_bytes >= RETRANSMIT_WINDOW + n:
-                    while self.recent_bytes - len(recent[0][1]) >= RETRANSMIT_WINDOW:
+                keep = self.window.size
+                if self.recent_bytes >= keep + n:
+                    while self.recent_bytes - len(recent[0][1]) >= keep:
                         self.recent_bytes -= len(recent.popleft()[1])
             self.offset += n
         if missing:

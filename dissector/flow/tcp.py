@@ -36,7 +36,7 @@ from dissector.events import (
 )
 from dissector.events import StreamData as StreamData  # re-exported: tcp's output
 from dissector.events import StreamGap as StreamGap
-from dissector.flow.reassembly import HalfStream
+from dissector.flow.reassembly import HalfStream, RetransmitWindow
 from dissector.flow.reassembly import seq_diff as seq_diff
 
 FIN, SYN, RST, ACK = 0x01, 0x02, 0x04, 0x10
@@ -64,10 +64,13 @@ class _Conn:
         "last_ts",
     )
 
-    def __init__(self, conn_id: int, key: FlowKey, ts: int) -> None:
+    def __init__(self, conn_id: int, key: FlowKey, ts: int, window: RetransmitWindow) -> None:
         self.conn_id = conn_id
         self.key = key
-        self.halves = {C2B: HalfStream(conn_id, C2B), B2C: HalfStream(conn_id, B2C)}
+        self.halves = {
+            C2B: HalfStream(conn_id, C2B, window),
+            B2C: HalfStream(conn_id, B2C, window),
+        }
         self.isn: int | None = None  # client's SYN sequence number
         self.closed = False
         self.last_ts = ts  # time and number of the connection's latest packet
@@ -92,6 +95,7 @@ class Reassembler:
         self._conns: OrderedDict[int, _Conn] = OrderedDict()
         self._touch = self._conns.move_to_end
         self._closed: deque[_Conn] = deque()  # recently closed, oldest first
+        self._window = RetransmitWindow()  # what each direction keeps, by open connections
         self._next_id = first_id
 
     # ------------------------------------------------------------------ public API
@@ -236,9 +240,10 @@ class Reassembler:
             guessed = True
         if len(self._conns) >= MAX_OPEN_FLOWS:
             self._evict(seg, out)
-        conn = _Conn(self._next_id, FlowKey(*client, *broker), seg.ts)
+        conn = _Conn(self._next_id, FlowKey(*client, *broker), seg.ts, self._window)
         self._next_id += 1
         self._conns[conn.conn_id] = conn
+        self._window.fit(2 * len(self._conns))
         self._flows[(client[0], client[1], broker[0], broker[1])] = (conn, C2B)
         self._flows[(broker[0], broker[1], client[0], client[1])] = (conn, B2C)
         syn = bool(seg.flags & SYN)
@@ -283,6 +288,7 @@ class Reassembler:
         (p1, b1), (p2, b2) = conn.counts[C2B], conn.counts[B2C]
         out.append(ConnClosed(conn.conn_id, reason, ts, packet, p1, p2, b1, b2))
         self._conns.pop(conn.conn_id, None)
+        self._window.fit(2 * len(self._conns))
         self._closed.append(conn)
         if len(self._closed) > MAX_CLOSED_KEPT:
             self._forget(self._closed.popleft())

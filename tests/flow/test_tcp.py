@@ -304,3 +304,31 @@ def test_past_the_bound_the_least_recently_active_connection_is_evicted(monkeypa
     assert evicted == [2, 3]
     assert closed == [(2, CloseReason.EVICTED), (3, CloseReason.EVICTED)]
     assert sorted(r._conns) == [1, 4, 5]
+
+
+def test_the_retransmission_window_shrinks_as_connections_open(monkeypatch) -> None:
+    """With a 64 KiB budget for all directions, one open connection (two directions) keeps
+    its last 32 KiB per direction for comparing retransmissions; once 16 are open (32
+    directions, 2 KiB each) each keeps the minimum, 4 KiB. A
+    differing retransmission is reported only within what is kept (offsets by hand)."""
+    monkeypatch.setattr(reassembly, "RETRANSMIT_BUDGET", 64 << 10)
+    r = Reassembler(broker_ports={6650})
+    events: list[object] = []
+    for s in handshake():
+        events.extend(r.feed(s))
+    for k in range(200):  # 200,000 bytes at offsets 0..199,999
+        events.extend(r.feed(seg(1001 + k * 1000, bytes([k % 251]) * 1000)))
+    (conn,) = r._conns.values()
+    half = conn.halves[C2B]
+    assert 32 << 10 <= half.recent_bytes <= (32 << 10) + 1000
+    # a changed copy of bytes 180,000.. (within the last 32 KiB) is reported
+    events.extend(r.feed(seg(1001 + 180_000, b"\xff" * 1000)))
+    assert codes(events).count("tcp.retransmission_mismatch") == 1
+    for i in range(15):  # 15 more connections: 32 directions share 64 KiB -> 4 KiB each
+        events.extend(r.feed(seg(7000, flags=SYN, frm=("10.0.0.9", 41000 + i))))
+    events.extend(r.feed(seg(1001 + 200_000, b"z" * 1000)))  # the next delivery trims
+    assert half.recent_bytes <= (4 << 10) + 1000
+    events.extend(r.feed(seg(1001 + 180_000, b"\xff" * 1000)))  # no longer kept: dropped
+    assert codes(events).count("tcp.retransmission_mismatch") == 1
+    events.extend(r.feed(seg(1001 + 200_500, b"\x00" * 500)))  # kept: reported
+    assert codes(events).count("tcp.retransmission_mismatch") == 2

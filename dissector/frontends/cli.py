@@ -489,7 +489,11 @@ def _reader_arguments(p: argparse.ArgumentParser) -> None:
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse, but a usage error is one line (what was wrong, and where help is), exit 2."""
+    """argparse, but a usage error is one line (what was wrong, and where help is), exit 2,
+    and options are never abbreviated (`--top` must not silently mean `--topic`)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **{**kwargs, "allow_abbrev": False})
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")

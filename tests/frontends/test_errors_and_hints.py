@@ -142,3 +142,9 @@ def test_workers_scratch_space_that_runs_out_is_named(tmp_path: Path) -> None:
     assert line.startswith(f"pulsar-dissect: {scratch}: cannot write the workers' scratch files: ")
     assert "file too large" in line and "-j 1" in line and "TMPDIR" in line
     assert not out.exists() and os.listdir(scratch) == []
+
+
+def test_options_are_not_abbreviated() -> None:
+    """`read --top 3` (a summary option) must not quietly filter by topic '3' (--topic)."""
+    line = one_line(cli("read", str(SAMPLE), "--top", "3"))
+    assert line.startswith("pulsar-dissect: unrecognized arguments: --top 3")

@@ -148,3 +148,11 @@ def test_options_are_not_abbreviated() -> None:
     """`read --top 3` (a summary option) must not quietly filter by topic '3' (--topic)."""
     line = one_line(cli("read", str(SAMPLE), "--top", "3"))
     assert line.startswith("pulsar-dissect: unrecognized arguments: --top 3")
+
+
+def test_every_input_is_checked_before_any_output(tmp_path: Path) -> None:
+    """`read good.pcap missing.pcap` prints nothing of good.pcap: one line, exit 2."""
+    missing = tmp_path / "missing.pcap"
+    res = cli("read", str(SAMPLE), str(missing))
+    assert res.stdout == ""
+    assert one_line(res) == f"pulsar-dissect: {missing}: no such file"

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import pyarrow as pa
 
 from dissector.capture import open_capture, series
+from dissector.errors import DissectorError
 from dissector.events import Anomaly, PipelineEvent
 from dissector.pipeline import DEFAULT_BROKER_PORTS, DEFAULT_TLS_PORTS, Pipeline
 from dissector.pulsar.framing import DEFAULT_MAX_FRAME_SIZE
@@ -246,6 +247,24 @@ def stream_tables(
 
 #: stream_tables counts TCP conversations that are not Pulsar as OTHER_PORT + server port.
 OTHER_PORT = "other_port:"
+
+
+def first_packet_time(
+    paths: PathLike | Iterable[PathLike], options: ReaderOptions | None = None
+) -> int | None:
+    """The time (µs) of the first packet a read of `paths` meets, or None when the first
+    file is not a regular file (a pipe must not be read twice) or holds no packet."""
+    options = options or ReaderOptions()
+    groups = series.group(as_paths(paths), options.series)
+    if not groups or not os.path.isfile(groups[0][0]):
+        return None
+    try:
+        with open_capture(groups[0][0]) as reader:
+            for packet in reader:
+                return int(packet.ts)
+    except DissectorError:
+        return None
+    return None
 
 
 def no_pulsar_hint(counts: Counter[str], ports: Iterable[int]) -> str | None:

@@ -171,7 +171,7 @@ STREAM: ScalableConsumerType
 CHECKPOINT: ScalableConsumerType
 
 class MessageMetadata(_message.Message):
-    __slots__ = ("producer_name", "sequence_id", "publish_time", "properties", "replicated_from", "partition_key", "replicate_to", "compression", "uncompressed_size", "num_messages_in_batch", "event_time", "encryption_keys", "encryption_algo", "encryption_param", "schema_version", "partition_key_b64_encoded", "ordering_key", "deliver_at_time", "marker_type", "txnid_least_bits", "txnid_most_bits", "highest_sequence_id", "null_value", "uuid", "num_chunks_from_msg", "total_chunk_msg_size", "chunk_id", "null_partition_key", "compacted_batch_indexes", "schema_id")
+    __slots__ = ("producer_name", "sequence_id", "publish_time", "properties", "replicated_from", "partition_key", "replicate_to", "compression", "uncompressed_size", "num_messages_in_batch", "event_time", "encryption_keys", "encryption_algo", "encryption_param", "schema_version", "partition_key_b64_encoded", "ordering_key", "deliver_at_time", "marker_type", "txnid_least_bits", "txnid_most_bits", "highest_sequence_id", "null_value", "uuid", "num_chunks_from_msg", "total_chunk_msg_size", "chunk_id", "null_partition_key", "compacted_batch_indexes", "schema_id", "entry_hash_min", "entry_hash_max")
     PRODUCER_NAME_FIELD_NUMBER: _ClassVar[int]
     SEQUENCE_ID_FIELD_NUMBER: _ClassVar[int]
     PUBLISH_TIME_FIELD_NUMBER: _ClassVar[int]
@@ -202,6 +202,8 @@ class MessageMetadata(_message.Message):
     NULL_PARTITION_KEY_FIELD_NUMBER: _ClassVar[int]
     COMPACTED_BATCH_INDEXES_FIELD_NUMBER: _ClassVar[int]
     SCHEMA_ID_FIELD_NUMBER: _ClassVar[int]
+    ENTRY_HASH_MIN_FIELD_NUMBER: _ClassVar[int]
+    ENTRY_HASH_MAX_FIELD_NUMBER: _ClassVar[int]
     producer_name: str
     sequence_id: int
     publish_time: int
@@ -232,7 +234,9 @@ class MessageMetadata(_message.Message):
     null_partition_key: bool
     compacted_batch_indexes: _containers.RepeatedScalarFieldContainer[int]
     schema_id: bytes
-    def __init__(self, producer_name: _Optional[str] = ..., sequence_id: _Optional[int] = ..., publish_time: _Optional[int] = ..., properties: _Optional[_Iterable[_Union[KeyValue, _Mapping]]] = ..., replicated_from: _Optional[str] = ..., partition_key: _Optional[str] = ..., replicate_to: _Optional[_Iterable[str]] = ..., compression: _Optional[_Union[CompressionType, str]] = ..., uncompressed_size: _Optional[int] = ..., num_messages_in_batch: _Optional[int] = ..., event_time: _Optional[int] = ..., encryption_keys: _Optional[_Iterable[_Union[EncryptionKeys, _Mapping]]] = ..., encryption_algo: _Optional[str] = ..., encryption_param: _Optional[bytes] = ..., schema_version: _Optional[bytes] = ..., partition_key_b64_encoded: _Optional[bool] = ..., ordering_key: _Optional[bytes] = ..., deliver_at_time: _Optional[int] = ..., marker_type: _Optional[int] = ..., txnid_least_bits: _Optional[int] = ..., txnid_most_bits: _Optional[int] = ..., highest_sequence_id: _Optional[int] = ..., null_value: _Optional[bool] = ..., uuid: _Optional[str] = ..., num_chunks_from_msg: _Optional[int] = ..., total_chunk_msg_size: _Optional[int] = ..., chunk_id: _Optional[int] = ..., null_partition_key: _Optional[bool] = ..., compacted_batch_indexes: _Optional[_Iterable[int]] = ..., schema_id: _Optional[bytes] = ...) -> None: ...
+    entry_hash_min: int
+    entry_hash_max: int
+    def __init__(self, producer_name: _Optional[str] = ..., sequence_id: _Optional[int] = ..., publish_time: _Optional[int] = ..., properties: _Optional[_Iterable[_Union[KeyValue, _Mapping]]] = ..., replicated_from: _Optional[str] = ..., partition_key: _Optional[str] = ..., replicate_to: _Optional[_Iterable[str]] = ..., compression: _Optional[_Union[CompressionType, str]] = ..., uncompressed_size: _Optional[int] = ..., num_messages_in_batch: _Optional[int] = ..., event_time: _Optional[int] = ..., encryption_keys: _Optional[_Iterable[_Union[EncryptionKeys, _Mapping]]] = ..., encryption_algo: _Optional[str] = ..., encryption_param: _Optional[bytes] = ..., schema_version: _Optional[bytes] = ..., partition_key_b64_encoded: _Optional[bool] = ..., ordering_key: _Optional[bytes] = ..., deliver_at_time: _Optional[int] = ..., marker_type: _Optional[int] = ..., txnid_least_bits: _Optional[int] = ..., txnid_most_bits: _Optional[int] = ..., highest_sequence_id: _Optional[int] = ..., null_value: _Optional[bool] = ..., uuid: _Optional[str] = ..., num_chunks_from_msg: _Optional[int] = ..., total_chunk_msg_size: _Optional[int] = ..., chunk_id: _Optional[int] = ..., null_partition_key: _Optional[bool] = ..., compacted_batch_indexes: _Optional[_Iterable[int]] = ..., schema_id: _Optional[bytes] = ..., entry_hash_min: _Optional[int] = ..., entry_hash_max: _Optional[int] = ...) -> None: ...
 
 class SingleMessageMetadata(_message.Message):
     __slots__ = ("properties", "partition_key", "payload_size", "compacted_out", "event_time", "partition_key_b64_encoded", "ordering_key", "sequence_id", "null_value", "null_partition_key")
@@ -1621,7 +1625,7 @@ class CommandWatchTcAssignmentsClose(_message.Message):
     def __init__(self, watch_id: _Optional[int] = ...) -> None: ...
 
 class SegmentInfoProto(_message.Message):
-    __slots__ = ("segment_id", "hash_start", "hash_end", "state", "parent_ids", "child_ids", "created_at_epoch", "sealed_at_epoch", "created_at_ms", "sealed_at_ms", "legacy_topic_name")
+    __slots__ = ("segment_id", "hash_start", "hash_end", "state", "parent_ids", "child_ids", "created_at_epoch", "sealed_at_epoch", "created_at_ms", "sealed_at_ms", "legacy_topic_name", "entry_bucket_splits")
     SEGMENT_ID_FIELD_NUMBER: _ClassVar[int]
     HASH_START_FIELD_NUMBER: _ClassVar[int]
     HASH_END_FIELD_NUMBER: _ClassVar[int]
@@ -1633,6 +1637,7 @@ class SegmentInfoProto(_message.Message):
     CREATED_AT_MS_FIELD_NUMBER: _ClassVar[int]
     SEALED_AT_MS_FIELD_NUMBER: _ClassVar[int]
     LEGACY_TOPIC_NAME_FIELD_NUMBER: _ClassVar[int]
+    ENTRY_BUCKET_SPLITS_FIELD_NUMBER: _ClassVar[int]
     segment_id: int
     hash_start: int
     hash_end: int
@@ -1644,7 +1649,8 @@ class SegmentInfoProto(_message.Message):
     created_at_ms: int
     sealed_at_ms: int
     legacy_topic_name: str
-    def __init__(self, segment_id: _Optional[int] = ..., hash_start: _Optional[int] = ..., hash_end: _Optional[int] = ..., state: _Optional[_Union[SegmentState, str]] = ..., parent_ids: _Optional[_Iterable[int]] = ..., child_ids: _Optional[_Iterable[int]] = ..., created_at_epoch: _Optional[int] = ..., sealed_at_epoch: _Optional[int] = ..., created_at_ms: _Optional[int] = ..., sealed_at_ms: _Optional[int] = ..., legacy_topic_name: _Optional[str] = ...) -> None: ...
+    entry_bucket_splits: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, segment_id: _Optional[int] = ..., hash_start: _Optional[int] = ..., hash_end: _Optional[int] = ..., state: _Optional[_Union[SegmentState, str]] = ..., parent_ids: _Optional[_Iterable[int]] = ..., child_ids: _Optional[_Iterable[int]] = ..., created_at_epoch: _Optional[int] = ..., sealed_at_epoch: _Optional[int] = ..., created_at_ms: _Optional[int] = ..., sealed_at_ms: _Optional[int] = ..., legacy_topic_name: _Optional[str] = ..., entry_bucket_splits: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class SegmentBrokerAddress(_message.Message):
     __slots__ = ("segment_id", "broker_url", "broker_url_tls")
@@ -1671,12 +1677,14 @@ class ScalableTopicDAG(_message.Message):
     def __init__(self, epoch: _Optional[int] = ..., segments: _Optional[_Iterable[_Union[SegmentInfoProto, _Mapping]]] = ..., segment_brokers: _Optional[_Iterable[_Union[SegmentBrokerAddress, _Mapping]]] = ..., controller_broker_url: _Optional[str] = ..., controller_broker_url_tls: _Optional[str] = ...) -> None: ...
 
 class CommandScalableTopicLookup(_message.Message):
-    __slots__ = ("session_id", "topic")
+    __slots__ = ("session_id", "topic", "create_if_missing")
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     TOPIC_FIELD_NUMBER: _ClassVar[int]
+    CREATE_IF_MISSING_FIELD_NUMBER: _ClassVar[int]
     session_id: int
     topic: str
-    def __init__(self, session_id: _Optional[int] = ..., topic: _Optional[str] = ...) -> None: ...
+    create_if_missing: bool
+    def __init__(self, session_id: _Optional[int] = ..., topic: _Optional[str] = ..., create_if_missing: _Optional[bool] = ...) -> None: ...
 
 class CommandScalableTopicUpdate(_message.Message):
     __slots__ = ("session_id", "dag", "error", "message", "resolved_topic_name")
@@ -1699,16 +1707,18 @@ class CommandScalableTopicClose(_message.Message):
     def __init__(self, session_id: _Optional[int] = ...) -> None: ...
 
 class ScalableAssignedSegment(_message.Message):
-    __slots__ = ("segment_id", "hash_start", "hash_end", "segment_topic")
+    __slots__ = ("segment_id", "hash_start", "hash_end", "segment_topic", "bucket_ranges")
     SEGMENT_ID_FIELD_NUMBER: _ClassVar[int]
     HASH_START_FIELD_NUMBER: _ClassVar[int]
     HASH_END_FIELD_NUMBER: _ClassVar[int]
     SEGMENT_TOPIC_FIELD_NUMBER: _ClassVar[int]
+    BUCKET_RANGES_FIELD_NUMBER: _ClassVar[int]
     segment_id: int
     hash_start: int
     hash_end: int
     segment_topic: str
-    def __init__(self, segment_id: _Optional[int] = ..., hash_start: _Optional[int] = ..., hash_end: _Optional[int] = ..., segment_topic: _Optional[str] = ...) -> None: ...
+    bucket_ranges: _containers.RepeatedCompositeFieldContainer[IntRange]
+    def __init__(self, segment_id: _Optional[int] = ..., hash_start: _Optional[int] = ..., hash_end: _Optional[int] = ..., segment_topic: _Optional[str] = ..., bucket_ranges: _Optional[_Iterable[_Union[IntRange, _Mapping]]] = ...) -> None: ...
 
 class ScalableConsumerAssignment(_message.Message):
     __slots__ = ("layout_epoch", "segments")

@@ -13,11 +13,15 @@ import contextlib
 import importlib.metadata
 import json
 import os
+import re
 import sys
+import tempfile
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, NoReturn, TextIO
+
+import pyarrow as pa
 
 from dissector.errors import (
     DissectorError,
@@ -27,16 +31,25 @@ from dissector.errors import (
     os_reason,
 )
 from dissector.events import Anomaly, Direction, Event, Frame
+from dissector.frontends.expressions import RowFilter
 from dissector.frontends.progress import ReadProgress
 from dissector.frontends.summary import TABLES as SUMMARY_TABLES
 from dissector.frontends.summary import TOP, Summary, render
-from dissector.frontends.text import FrameLines, frame_text, message_dict
+from dissector.frontends.text import TIME_FORMATS, FrameLines, frame_text, message_dict
 from dissector.parallel_reader import default_jobs, stream_tables_parallel, workers
 from dissector.pulsar.framing import DEFAULT_MAX_FRAME_SIZE, FrameDecoder
 from dissector.pulsar.payload import DEFAULT_MAX_UNCOMPRESSED
 from dissector.pulsar.text_fields import repair_metadata
-from dissector.reader import OTHER_PORT, ReaderOptions, capture_bytes, iter_events, no_pulsar_hint
-from dissector.tables.builders import Sink
+from dissector.pulsar.wire import COMMAND_TYPES
+from dissector.reader import (
+    OTHER_PORT,
+    ReaderOptions,
+    capture_bytes,
+    first_packet_time,
+    iter_events,
+    no_pulsar_hint,
+)
+from dissector.tables.builders import BATCH_ROWS, Sink, TableBuilder
 from dissector.tables.filters import Filter, parse_time
 from dissector.tables.output import EXTENSIONS, FORMATS, TableWriter
 from dissector.tables.schema import TABLES, needs_pairs, needs_payloads
@@ -131,9 +144,16 @@ def _options(
 
 
 def _filter(args: argparse.Namespace) -> Filter:
+    commands = frozenset(c.upper() for c in args.command)
+    unknown = sorted(commands - set(COMMAND_TYPES))
+    if unknown:
+        raise UsageError(
+            f"--command {', '.join(unknown)}: not a Pulsar command "
+            "(e.g. SEND, MESSAGE, ACK, PRODUCER, SUBSCRIBE, LOOKUP, CONNECT)"
+        )
     return Filter(
         topics=frozenset(args.topic),
-        commands=frozenset(c.upper() for c in args.command),
+        commands=commands,
         conns=frozenset(args.conn),
         since=None if getattr(args, "since", None) is None else parse_time(args.since),
         until=None if getattr(args, "until", None) is None else parse_time(args.until),
@@ -188,37 +208,52 @@ def _stream(
         )
 
 
+class _Enough(Exception):
+    """-c N: every table written has its N rows; the read stops early."""
+
+
 def cmd_read(args: argparse.Namespace, out: TextIO) -> int:
     """Dissect captures: one line per frame, or tables in a file format."""
     rows = _filter(args)
     plan = _outputs(args)
-    options = _options(args)
     if plan is None:
-        lines = FrameLines(rows, show_secrets=args.show_secrets)
-        other: Counter[int] = Counter()
-        frames = 0
-        for _, ev in iter_events(args.captures, options, other):  # `!` lines need payloads
-            frames += type(ev) is Frame
-            text = lines.line(ev)
-            if text is not None:
-                out.write(text)
-        seen = Counter({"frames": frames, **{f"{OTHER_PORT}{p}": n for p, n in other.items()}})
-        _hint(seen, options)
-        return 0
+        return _text_view(args, out, rows)
     names, fmt, paths = plan
     if fmt == "parquet" and None in paths.values() and out.isatty():
         raise DissectorError("parquet is binary: give -o PATH or redirect standard output")
+    if args.time_format != "r":
+        raise UsageError("-t sets the text view's time: tables hold UTC timestamps")
+    columns = _columns(args, names)
+    where = {n: RowFilter(args.filter, n, TABLES[n].schema) for n in names if args.filter}
+    schemas = {n: _selected(TABLES[n].schema, columns) for n in names}
     out.flush()
     options = _options(args, messages=needs_payloads(names), pairs=needs_pairs(names))
     counts: Counter[str] = Counter()
     folder = _folder_made(args.output) if len(paths) > 1 or args.output != paths[names[0]] else None
     writers: list[TableWriter] = []
+    left = dict.fromkeys(names, args.count)  # -c: rows still to write per table
+
+    def sink(name: str, batch: pa.RecordBatch) -> None:
+        batch = rows.table(batch)
+        if name in where:
+            batch = where[name].apply(batch)
+        if columns:
+            batch = batch.select(columns)
+        wanted = left[name]
+        if wanted is not None:
+            batch = batch.slice(0, wanted)
+            left[name] = wanted - batch.num_rows
+        by_name[name].write(batch)
+        if all(n == 0 for n in left.values()):
+            raise _Enough
+
     try:
-        writers += [TableWriter(fmt, paths[n], TABLES[n].schema) for n in names]
+        writers += [TableWriter(fmt, paths[n], schemas[n]) for n in names]
         by_name = dict(zip(names, writers, strict=True))
-        counts = _stream(
-            args, options, names, lambda name, batch: by_name[name].write(rows.table(batch))
-        )
+        try:
+            counts = _stream(args, options, names, sink)
+        except _Enough:
+            counts = Counter({"frames": 1})  # rows were found: no "no Pulsar" hint
         for writer in writers:  # every file complete before any gets its name
             writer.finish()
         for writer in writers:
@@ -230,7 +265,84 @@ def cmd_read(args: argparse.Namespace, out: TextIO) -> int:
             with contextlib.suppress(OSError):
                 os.rmdir(folder)
         raise
-    _hint(counts, options)
+    _hint(counts, _options(args))
+    return 0
+
+
+def _columns(args: argparse.Namespace, names: list[str]) -> list[str] | None:
+    """--columns a,b,c: those columns of the one table written, in that order."""
+    if not args.columns:
+        return None
+    if len(names) != 1:
+        raise UsageError("--columns chooses the columns of one table: give one --table")
+    schema = TABLES[names[0]].schema
+    columns = [c.strip() for c in args.columns.split(",") if c.strip()]
+    unknown = [c for c in columns if c not in schema.names]
+    if unknown or not columns:
+        raise UsageError(
+            f"--columns: {', '.join(unknown) or 'none given'}: not a column of {names[0]} "
+            f"(columns: {', '.join(schema.names)})"
+        )
+    return columns
+
+
+def _selected(schema: pa.Schema, columns: list[str] | None) -> pa.Schema:
+    if columns is None:
+        return schema
+    return pa.schema([schema.field(c) for c in columns], metadata=schema.metadata)
+
+
+def _text_view(args: argparse.Namespace, out: TextIO, rows: Filter) -> int:
+    """One line per frame (anomalies inline), as tshark prints packets; -Y keeps the frames
+    whose frames-table row matches (their lines only), -c N stops after N frame lines."""
+    options = _options(args)
+    if args.columns:
+        raise UsageError("--columns chooses table columns: give --table (or -o)")
+    lines = FrameLines(rows, show_secrets=args.show_secrets, time_format=args.time_format)
+    first = first_packet_time(args.captures)
+    if first is not None:
+        lines.start(first)
+    where = RowFilter(args.filter, "frames", TABLES["frames"].schema) if args.filter else None
+    other: Counter[int] = Counter()
+    frames = printed = 0
+    builder = TableBuilder(tables=["frames"]) if where is not None else None
+    held: list[str | None] = []  # -Y: frame lines waiting for their rows to be judged
+
+    def judge() -> int:
+        """Print the held lines whose frames match -Y; how many were printed."""
+        assert builder is not None and where is not None and builder.frames is not None
+        builder.frames.flush()
+        batches = builder.frames.take()
+        keep: list[bool] = []
+        for batch in batches:
+            keep += where.mask(batch).to_pylist()
+        shown = 0
+        for line, ok in zip(held, keep, strict=True):
+            if ok and line is not None and (args.count is None or printed + shown < args.count):
+                out.write(line)
+                shown += 1
+        held.clear()
+        return shown
+
+    for _, ev in iter_events(args.captures, options, other):  # `!` lines need payloads
+        is_frame = type(ev) is Frame
+        frames += is_frame
+        text = lines.line(ev)
+        if builder is not None:
+            builder.add(ev)
+            if is_frame:
+                held.append(text)
+                if len(held) >= BATCH_ROWS:
+                    printed += judge()
+        elif text is not None:
+            out.write(text)
+            printed += is_frame
+        if args.count is not None and printed >= args.count:
+            break
+    if builder is not None and held:
+        printed += judge()
+    seen = Counter({"frames": frames, **{f"{OTHER_PORT}{p}": n for p, n in other.items()}})
+    _hint(seen, options)
     return 0
 
 
@@ -250,6 +362,89 @@ def _folder_made(path: str) -> str | None:
     except OSError as exc:
         raise OutputError(f"{path}: cannot make this folder: {os_reason(exc)}") from None
     return None if existed else path
+
+
+def cmd_fields(args: argparse.Namespace, out: TextIO) -> int:
+    """Every table's columns with their types and descriptions (as tshark -G fields)."""
+    names = args.tables or list(TABLES)
+    unknown = [n for n in names if n not in TABLES]
+    if unknown:
+        raise UsageError(f"fields: no table {', '.join(unknown)} (tables: {', '.join(TABLES)})")
+    if args.format == "json":
+        listing = {
+            name: [
+                {
+                    "column": f.name,
+                    "type": str(f.type),
+                    "description": TABLES[name].describe()[f.name],
+                }
+                for f in TABLES[name].schema
+            ]
+            for name in names
+        }
+        out.write(json.dumps(listing, indent=1) + "\n")
+        return 0
+    for name in names:
+        described = TABLES[name].describe()
+        for f in TABLES[name].schema:
+            out.write(f"{name}\t{f.name}\t{f.type}\t{described[f.name]}\n")
+    return 0
+
+
+#: A table named in a query: `frames`, `messages` ... as whole words.
+_TABLE_WORD = re.compile(r"\b(" + "|".join(TABLES) + r")\b", re.IGNORECASE)
+
+
+def cmd_sql(args: argparse.Namespace, out: TextIO) -> int:
+    """A SQL query over the tables of the captures (DuckDB): joins, aggregates, anything."""
+    from dissector.frontends.expressions import run_sql
+
+    names = [n for n in TABLES if n in {m.lower() for m in _TABLE_WORD.findall(args.query)}]
+    if not names:
+        raise UsageError(f"sql: the query names no table (tables: {', '.join(TABLES)})")
+    options = _options(args, messages=needs_payloads(names), pairs=needs_pairs(names))
+    with tempfile.TemporaryDirectory(prefix="pulsar-dissect-sql-") as folder:
+        paths = {n: os.path.join(folder, f"{n}.parquet") for n in names}
+        writers = {n: TableWriter("parquet", paths[n], TABLES[n].schema) for n in names}
+        try:
+            _stream(args, options, names, lambda name, batch: writers[name].write(batch))
+            for writer in writers.values():
+                writer.close()
+        except BaseException:
+            for writer in writers.values():
+                writer.abort()
+            raise
+        result = run_sql(args.query, paths)
+    if args.format == "text":
+        out.write(_text_table(result))
+        return 0
+    with TableWriter(args.format, args.output, result.schema) as writer:
+        for batch in result.to_batches():
+            writer.write(batch)
+    return 0
+
+
+def _text_table(table: pa.Table) -> str:
+    """A query's result as aligned columns (header, then rows), as a SQL shell prints it."""
+    if table.num_columns == 0:
+        return ""
+    rows = [[_cell(v) for v in row.values()] for row in table.to_pylist()]
+    header = table.column_names
+    widths = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(header)]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)).rstrip()]
+    lines.append("  ".join("-" * w for w in widths))
+    for r in rows:
+        lines.append("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
+    lines.append(f"({len(rows)} row{'' if len(rows) == 1 else 's'})")
+    return "\n".join(lines) + "\n"
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "NULL"
+    if hasattr(value, "isoformat"):
+        return str(value.isoformat())
+    return str(value)
 
 
 def cmd_summary(args: argparse.Namespace, out: TextIO) -> int:
@@ -561,6 +756,34 @@ def build_parser() -> argparse.ArgumentParser:
     read.add_argument("--conn", type=_count, action="append", default=[], help="only this conn_id")
     read.add_argument("--since", help="only rows at or after this time (ISO 8601 or Unix s)")
     read.add_argument("--until", help="only rows before this time (ISO 8601 or Unix s)")
+    read.add_argument(
+        "-Y",
+        "--filter",
+        metavar="EXPR",
+        help="only rows (text view: frames) for which EXPR is true: a SQL condition on the "
+        "table's columns, e.g. \"command = 'SEND' AND topic LIKE '%%orders%%'\"; Wireshark's "
+        "&& || ! == contains and durations (10ms, as microseconds) work too. "
+        "`pulsar-dissect fields` lists the columns",
+    )
+    read.add_argument(
+        "--columns", metavar="A,B,C", help="only these columns of the table, in this order"
+    )
+    read.add_argument(
+        "-c",
+        "--count",
+        type=_positive,
+        metavar="N",
+        help="stop after N frame lines (text view) or N rows of each table",
+    )
+    read.add_argument(
+        "-t",
+        dest="time_format",
+        choices=TIME_FORMATS,
+        default="r",
+        help="text view time, as tshark: r relative to the first packet (default), d delta "
+        "from the previous line, a / ad local time of day / with date, u / ud the same in UTC, "
+        "e epoch seconds",
+    )
     _secrets_argument(read)
     read.set_defaults(run=cmd_read)
 
@@ -574,6 +797,22 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _jobs_argument(summary)
     summary.set_defaults(run=cmd_summary)
+
+    fields = sub.add_parser("fields", help="list every table's columns with their descriptions")
+    fields.add_argument("tables", nargs="*", metavar="TABLE", help=f"of {', '.join(TABLES)}")
+    fields.add_argument("--format", choices=["text", "json"], default="text")
+    fields.set_defaults(run=cmd_fields)
+
+    sql = sub.add_parser(
+        "sql",
+        help="run a SQL query (DuckDB) over the captures' tables, named frames, messages, ...",
+    )
+    _reader_arguments(sql)
+    sql.add_argument("query", help='e.g. "SELECT command, count(*) FROM frames GROUP BY 1"')
+    sql.add_argument("--format", choices=["text", *FORMATS], default="text")
+    sql.add_argument("-o", "--output", metavar="PATH", help="the result's file (default: stdout)")
+    _jobs_argument(sql)
+    sql.set_defaults(run=cmd_sql)
 
     fleet = sub.add_parser("spark", help="fleet job: captures -> Parquet tables + summary")
     _reader_arguments(fleet)
@@ -592,6 +831,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if getattr(args, "captures", None):  # `-` reads standard output of another tool
+        args.captures = ["/dev/stdin" if c == "-" else c for c in args.captures]
     try:
         return int(args.run(args, sys.stdout))
     except BrokenPipeError:

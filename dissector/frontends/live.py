@@ -242,6 +242,8 @@ class Session:
 
     def packets(self, batch: list[tuple[int, bytes]]) -> None:
         linktype, feed, counts = self.source.linktype, self.pipe.feed, self.counts
+        if batch and self.lines.first_ts is None:
+            self.lines.start(batch[0][0])  # times count from the first packet, as in read
         for ts, data in batch:
             counts.packets += 1
             self._events(feed(RawPacket(counts.packets, ts, linktype, data, len(data))))

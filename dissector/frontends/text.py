@@ -11,6 +11,7 @@ output unless show_secrets=True. Nothing else is hidden; long values are shorten
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any
 
 from google.protobuf.descriptor import FieldDescriptor
@@ -117,32 +118,67 @@ def frame_text(frame: Frame, *, show_secrets: bool = False) -> str:
     return " ".join(p for p in parts if p)
 
 
+#: -t: how the text view writes a frame's time, as tshark's -t: r relative to the first
+#: packet of the capture, d delta from the previous line, a/ad local time (of day / with the
+#: date), u/ud the same in UTC, e seconds since the epoch.
+TIME_FORMATS = ("r", "d", "a", "ad", "u", "ud", "e")
+
+
 class FrameLines:
     """The text view of `read` and `live`: one line per frame, anomalies inline with `!`.
 
-    Frames are numbered from 1 with their time relative to the first frame; a connection's
-    endpoints are kept while it is open and forgotten when it ends (memory stays bounded).
+    A frame line starts as Wireshark's packet list does: the number of the packet that
+    completed the frame (tshark's frame.number), its time (`time_format`, relative to the
+    capture's first packet by default: `start`), then the connection id (conn_id in every
+    table); then endpoints, command and fields. A connection's endpoints are kept while it
+    is open and forgotten when it ends (memory stays bounded).
     """
 
-    def __init__(self, rows: Filter, *, show_secrets: bool = False) -> None:
+    def __init__(self, rows: Filter, *, show_secrets: bool = False, time_format: str = "r") -> None:
+        if time_format not in TIME_FORMATS:
+            raise ValueError(f"time format {time_format!r}: one of {', '.join(TIME_FORMATS)}")
         self.rows = rows
         self.show_secrets = show_secrets
+        self.time_format = time_format
         self.keys: dict[int, FlowKey] = {}
         self.first_ts: int | None = None
-        self.number = 0
+        self.previous_ts: int | None = None
+
+    def start(self, ts: int) -> None:
+        """The capture's first packet time (µs): what relative times count from."""
+        if self.first_ts is None:
+            self.first_ts = ts
+
+    def when(self, ts: int) -> str:
+        """A frame's time as the time format asks."""
+        fmt = self.time_format
+        if fmt == "r":
+            if self.first_ts is None:
+                self.first_ts = ts
+            return f"{(ts - self.first_ts) / 1e6:>11.6f}"
+        if fmt == "d":
+            before, self.previous_ts = self.previous_ts, ts
+            return f"{(ts - (ts if before is None else before)) / 1e6:>11.6f}"
+        if fmt == "e":
+            return f"{ts // 1_000_000}.{ts % 1_000_000:06d}"
+        seconds, micros = divmod(ts, 1_000_000)
+        zone = dt.UTC if fmt.startswith("u") else None
+        at = dt.datetime.fromtimestamp(seconds, zone).replace(microsecond=micros)
+        if fmt in ("a", "u"):
+            return at.strftime("%H:%M:%S.%f")
+        return at.strftime("%Y-%m-%d %H:%M:%S.%f")
 
     def line(self, ev: PipelineEvent) -> str | None:
         """The text line of an event (newline included), or None when it has none."""
         if isinstance(ev, Frame):
-            self.number += 1
             if self.first_ts is None:
                 self.first_ts = ev.last_ts
             if not self.rows.frame(ev):
                 return None
-            rel = (ev.last_ts - self.first_ts) / 1e6
             where = _endpoints(self.keys.get(ev.conn_id), ev.direction)
             text = frame_text(ev, show_secrets=self.show_secrets)
-            return f"{self.number:>6} {rel:>11.6f} {where} {text}\n"
+            when = self.when(ev.last_ts)
+            return f"{ev.last_packet:>6} {when} {ev.conn_id:>4} {where} {text}\n"
         if isinstance(ev, Anomaly):
             if self.rows.conns and ev.conn_id not in self.rows.conns:
                 return None

@@ -78,6 +78,13 @@ def endpoints() -> list[Column]:
     ]
 
 
+def community_id_column(note: str = "") -> Column:
+    """The connection's Community ID; the row function's parameters or prelude name
+    `community_id`, the string made once per connection (dissector.flow.community_id)."""
+    doc = "Community ID v1 of the connection: the flow id Zeek, Suricata and Wireshark log"
+    return col("community_id", STR, "community_id", doc + note)
+
+
 class Table:
     """A table declared once: its schema and row function both come from `columns`."""
 

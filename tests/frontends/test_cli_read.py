@@ -37,7 +37,7 @@ from tests.support.crafted import (
 SECRET = b"s3cr3t-t0ken-value"
 TABLES = ("frames", "anomalies", "conversations")
 CLIENT, BROKER = "10.0.0.1:40000", "10.0.0.2:6650"
-_FRAME_LINE = re.compile(r"^\s*(\d+)\s+(\d+\.\d{6}) (\S+) -> (\S+) (\S+)(.*)$")
+_FRAME_LINE = re.compile(r"^\s*(\d+)\s+(\d+\.\d{6})\s+(\d+) (\S+) -> (\S+) (\S+)(.*)$")
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
@@ -122,12 +122,13 @@ def test_text_one_line_per_frame_with_anomalies_inline(crafted: Crafted, text: s
     lines = text.splitlines()
     frame_lines = [line for line in lines if not line.lstrip().startswith("!")]
     assert len(frame_lines) == len(crafted.placed)
-    t0 = ts_of(crafted.packet_of(crafted.placed[0]))
-    for n, (line, p) in enumerate(zip(frame_lines, crafted.placed, strict=True), start=1):
+    t0 = ts_of(1)  # as Wireshark: relative to the capture's first packet
+    for line, p in zip(frame_lines, crafted.placed, strict=True):
         match = _FRAME_LINE.match(line)
         assert match, line
-        number, rel, src, dst, name, rest = match.groups()
-        assert int(number) == n
+        number, rel, conn, src, dst, name, rest = match.groups()
+        assert int(number) == crafted.packet_of(p)  # Wireshark's packet number
+        assert int(conn) == 1
         assert rel == f"{(ts_of(crafted.packet_of(p)) - t0) / 1e6:.6f}"
         assert (src, dst) == ((CLIENT, BROKER) if p.msg.direction is C2B else (BROKER, CLIENT))
         assert name == p.msg.name
@@ -232,7 +233,7 @@ def test_port_option_decodes_an_extra_port_mid_stream(tmp_path: Path) -> None:
     out = ok(str(path), "--port", "7777")
     lines = out.splitlines()
     frame_lines = [line for line in lines if not line.lstrip().startswith("!")]
-    assert [_FRAME_LINE.match(line).group(5) for line in frame_lines] == [  # type: ignore[union-attr]
+    assert [_FRAME_LINE.match(line).group(6) for line in frame_lines] == [  # type: ignore[union-attr]
         m.name for m in msgs
     ]
     assert all(":7777" in line for line in frame_lines)

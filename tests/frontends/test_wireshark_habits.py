@@ -1,0 +1,163 @@
+"""Habits of tshark users: packet numbers and times as Wireshark shows them, -Y filters,
+--columns, -c, -t, `fields`, `sql`, reading standard input.
+
+Expected values come from tshark on the same capture (packet numbers, times), from the
+client's own record in the sample's manifest (messages sent), or from the predicate
+evaluated in Python on the unfiltered rows; never from the feature under test itself.
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import io
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from dissector.tables.schema import TABLES
+from tests.support.cli import cli
+
+PCAPS = Path(__file__).resolve().parents[2] / "pcaps"
+SAMPLE = PCAPS / "produce_consume.pcap"
+MANIFEST = json.loads((PCAPS / "produce_consume.manifest.json").read_text())
+TSHARK = shutil.which("tshark")
+
+
+def ok(*args: str) -> str:
+    res = cli(*args)
+    assert res.returncode == 0 and res.stderr == "", res.stderr
+    return res.stdout
+
+
+def one_line_error(*args: str) -> str:
+    res = cli(*args)
+    assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1, lines
+    return lines[0]
+
+
+def frame_lines(text: str) -> list[list[str]]:
+    return [line.split() for line in text.splitlines() if not line.lstrip().startswith("!")]
+
+
+def tshark_packets() -> dict[int, tuple[str, str]]:
+    """tshark's packet number -> (time relative to the first packet, epoch time)."""
+    if TSHARK is None:
+        pytest.skip("tshark is not installed (make testdeps installs it)")
+    out = subprocess.run(
+        [TSHARK, "-r", str(SAMPLE), "-T", "fields", "-e", "frame.number",
+         "-e", "frame.time_relative", "-e", "frame.time_epoch"],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    rows = (line.split("\t") for line in out.splitlines())
+    return {int(n): (rel, epoch) for n, rel, epoch in rows}
+
+
+def test_packet_numbers_and_times_are_tsharks() -> None:
+    packets = tshark_packets()
+    lines = frame_lines(ok("read", str(SAMPLE)))
+    assert len(lines) > 50
+    for number, rel, conn, *_ in lines:
+        assert int(number) in packets
+        assert float(rel) == pytest.approx(float(packets[int(number)][0]), abs=1e-6)
+        assert conn == "1"  # the sample's one connection
+
+
+def test_absolute_utc_times_with_t_ud() -> None:
+    packets = tshark_packets()
+    for number, day, clock, *_ in frame_lines(ok("read", str(SAMPLE), "-t", "ud")):
+        epoch = float(packets[int(number)][1])
+        expected = dt.datetime.fromtimestamp(epoch, dt.UTC)
+        shown = dt.datetime.fromisoformat(f"{day}T{clock}+00:00")
+        assert abs((shown - expected).total_seconds()) < 2e-6
+
+
+def test_filter_on_the_text_view_keeps_the_matching_frames() -> None:
+    sent = len(MANIFEST["sent"])  # the client's own record
+    lines = frame_lines(ok("read", str(SAMPLE), "-Y", "command == 'SEND' && payload_size > 0"))
+    assert [line[6] for line in lines] == ["SEND"] * sent
+    two = frame_lines(ok("read", str(SAMPLE), "-Y", "command = 'SEND'", "-c", "2"))
+    assert two == lines[:2]
+
+
+def test_filter_and_columns_on_a_table(tmp_path: Path) -> None:
+    everything = tmp_path / "all.csv"
+    ok("read", str(SAMPLE), "--table", "timeline", "-o", str(everything))
+    with everything.open() as f:
+        rows = list(csv.DictReader(f))
+    expected = [
+        (r["request_command"], r["latency_us"])
+        for r in rows
+        if r["latency_us"] and int(r["latency_us"]) > 300 and r["request_command"] != "SEND"
+    ]
+    assert expected, "the sample has slow requests"
+    out = ok(
+        "read", str(SAMPLE), "--table", "timeline", "--format", "csv",
+        "--columns", "request_command,latency_us",
+        "-Y", "latency_us > 0.3ms and !(request_command == 'SEND')",
+    )  # fmt: skip
+    got = list(csv.reader(io.StringIO(out)))
+    assert got[0] == ["request_command", "latency_us"]
+    assert [tuple(r) for r in got[1:]] == expected
+
+
+def test_count_limits_the_rows_of_a_table(tmp_path: Path) -> None:
+    out = tmp_path / "f.parquet"
+    ok("read", str(SAMPLE), "--table", "frames", "-c", "7", "-o", str(out))
+    table = pq.read_table(out)
+    assert table.num_rows == 7 and table.schema.names == TABLES["frames"].schema.names
+
+
+def test_mistakes_are_one_line() -> None:
+    assert "Referenced column" in one_line_error("read", str(SAMPLE), "-Y", "nope > 1")
+    assert "not a column of frames" in one_line_error(
+        "read", str(SAMPLE), "--table", "frames", "--columns", "ts,nope"
+    )
+    assert "not a Pulsar command" in one_line_error("read", str(SAMPLE), "--command", "SENDX")
+    assert "no table" in one_line_error("fields", "nope")
+
+
+def test_fields_lists_every_column_with_its_description(tmp_path: Path) -> None:
+    folder = tmp_path / "t"
+    ok("read", str(SAMPLE), "-o", f"{folder}/")
+    listed = [line.split("\t") for line in ok("fields").splitlines()]
+    for name in TABLES:  # what the written files hold, column by column
+        columns = pq.read_schema(folder / f"{name}.parquet")
+        mine = [(c, t, d) for table, c, t, d in listed if table == name]
+        assert [c for c, _, _ in mine] == columns.names
+        assert all(d for _, _, d in mine)
+        # (Parquet names a map's entries: map<string, string ('properties')>)
+        assert [t for _, t, _ in mine] == [re.sub(r" \('\w+'\)", "", str(f.type)) for f in columns]
+
+
+def test_sql_joins_and_counts() -> None:
+    sent = len(MANIFEST["sent"])
+    out = ok(
+        "sql", str(SAMPLE),
+        "SELECT m.direction, count(*) AS n FROM messages m JOIN conversations c "
+        "USING (conn_id) GROUP BY 1 ORDER BY 1",
+    )  # fmt: skip
+    lines = out.splitlines()
+    assert lines[0].split() == ["direction", "n"]
+    assert lines[2].split() == ["broker_to_client", str(len(MANIFEST["received"]))]
+    assert lines[3].split() == ["client_to_broker", str(sent)]
+    assert lines[-1] == "(2 rows)"
+    assert "names no table" in one_line_error("sql", str(SAMPLE), "SELECT 1")
+
+
+def test_standard_input_is_read_with_a_dash() -> None:
+    expected = ok("read", str(SAMPLE), "-t", "e")
+    res = subprocess.run(
+        [sys.executable, "-m", "dissector.frontends.cli", "read", "-", "-t", "e"],
+        input=SAMPLE.read_bytes(), capture_output=True, check=False,
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.decode() == expected

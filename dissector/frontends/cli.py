@@ -298,7 +298,9 @@ def _text_view(args: argparse.Namespace, out: TextIO, rows: Filter) -> int:
     options = _options(args)
     if args.columns:
         raise UsageError("--columns chooses table columns: give --table (or -o)")
-    lines = FrameLines(rows, show_secrets=args.show_secrets, time_format=args.time_format)
+    lines = FrameLines(
+        rows, show_secrets=args.show_secrets, time_format=args.time_format, verbose=args.verbose
+    )
     first = first_packet_time(args.captures)
     if first is not None:
         lines.start(first)
@@ -783,6 +785,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="text view time, as tshark: r relative to the first packet (default), d delta "
         "from the previous line, a / ad local time of day / with date, u / ud the same in UTC, "
         "e epoch seconds",
+    )
+    read.add_argument(
+        "-V",
+        dest="verbose",
+        action="store_true",
+        help="text view: every decoded field of each frame under its line, as a tree",
     )
     _secrets_argument(read)
     read.set_defaults(run=cmd_read)

@@ -124,6 +124,44 @@ def frame_text(frame: Frame, *, show_secrets: bool = False) -> str:
 TIME_FORMATS = ("r", "d", "a", "ad", "u", "ud", "e")
 
 
+def frame_tree(frame: Frame, *, show_secrets: bool = False) -> str:
+    """Every decoded field of a frame as an indented tree (the -V view), one field a line:
+    the command and its fields, broker entry metadata, message metadata, payload, checksum."""
+    lines: list[str] = []
+
+    def walk(name: str, value: Any, depth: int) -> None:
+        pad = "    " * depth
+        if isinstance(value, dict):
+            lines.append(f"{pad}{name}:")
+            for k, v in value.items():
+                walk(k, v, depth + 1)
+        elif isinstance(value, list) and value and isinstance(value[0], dict):
+            for i, v in enumerate(value):
+                walk(f"{name}[{i}]", v, depth)
+        else:
+            lines.append(f"{pad}{name}: {value}")
+
+    body = {} if frame.body is None else message_dict(frame.body, show_secrets=show_secrets)
+    walk(f"command {frame.command_name} ({frame.total_size + 4} bytes)", body, 1)
+    if frame.broker_entry is not None:
+        walk("broker entry metadata", message_dict(frame.broker_entry), 1)
+    if frame.metadata is not None:
+        walk("message metadata", message_dict(frame.metadata, show_secrets=show_secrets), 1)
+    if frame.payload is not None:
+        lines.append(f"    payload: {len(frame.payload)} bytes")
+    if frame.checksum is not None:
+        sums = ""
+        if frame.checksum_expected is not None:
+            sums = f" (carried 0x{frame.checksum_expected:08x}"
+            if frame.checksum_computed is not None:
+                sums += f", computed 0x{frame.checksum_computed:08x}"
+            sums += ")"
+        lines.append(f"    checksum: {frame.checksum}{sums}")
+    if not frame.complete:
+        lines.append("    incomplete: bytes of the frame are missing from the capture")
+    return "".join(line + "\n" for line in lines)
+
+
 class FrameLines:
     """The text view of `read` and `live`: one line per frame, anomalies inline with `!`.
 
@@ -134,12 +172,20 @@ class FrameLines:
     is open and forgotten when it ends (memory stays bounded).
     """
 
-    def __init__(self, rows: Filter, *, show_secrets: bool = False, time_format: str = "r") -> None:
+    def __init__(
+        self,
+        rows: Filter,
+        *,
+        show_secrets: bool = False,
+        time_format: str = "r",
+        verbose: bool = False,
+    ) -> None:
         if time_format not in TIME_FORMATS:
             raise ValueError(f"time format {time_format!r}: one of {', '.join(TIME_FORMATS)}")
         self.rows = rows
         self.show_secrets = show_secrets
         self.time_format = time_format
+        self.verbose = verbose  # -V: every decoded field under the line, as a tree
         self.keys: dict[int, FlowKey] = {}
         self.first_ts: int | None = None
         self.previous_ts: int | None = None
@@ -178,7 +224,10 @@ class FrameLines:
             where = _endpoints(self.keys.get(ev.conn_id), ev.direction)
             text = frame_text(ev, show_secrets=self.show_secrets)
             when = self.when(ev.last_ts)
-            return f"{ev.last_packet:>6} {when} {ev.conn_id:>4} {where} {text}\n"
+            line = f"{ev.last_packet:>6} {when} {ev.conn_id:>4} {where} {text}\n"
+            if self.verbose:
+                line += frame_tree(ev, show_secrets=self.show_secrets)
+            return line
         if isinstance(ev, Anomaly):
             if self.rows.conns and ev.conn_id not in self.rows.conns:
                 return None

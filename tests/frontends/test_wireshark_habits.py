@@ -161,3 +161,19 @@ def test_standard_input_is_read_with_a_dash() -> None:
     )  # fmt: skip
     assert res.returncode == 0, res.stderr
     assert res.stdout.decode() == expected
+
+
+def test_verbose_view_shows_every_decoded_field_as_a_tree() -> None:
+    """-V: under each SEND line, its metadata as the client set it (its own record)."""
+    text = ok("read", str(SAMPLE), "-V", "--command", "SEND")
+    blocks = [b for b in re.split(r"\n(?=\s*\d+\s+\d+\.\d{6} )", text.strip()) if b]
+    assert len(blocks) == len(MANIFEST["sent"])
+    for block, sent in zip(blocks, MANIFEST["sent"], strict=True):
+        tree = [line.strip() for line in block.splitlines()[1:]]
+        assert f"producer_name: {sent['producer']}" in tree
+        assert f"partition_key: {sent['key']}" in tree
+        for key, value in sent["properties"].items():
+            at = tree.index(f"key: {key}")
+            assert tree[at + 1] == f"value: {value}"
+        assert f"payload: {sent['size']} bytes" in tree
+        assert any(line.startswith("checksum: valid (carried 0x") for line in tree)

@@ -451,7 +451,7 @@ def _cell(value: Any) -> str:
 
 def cmd_summary(args: argparse.Namespace, out: TextIO) -> int:
     """Overview, the busiest connections, latency percentiles per command, errors."""
-    summary = Summary(args.top)
+    summary = Summary(None if args.all else args.top)
     # frames and messages are counted, not made (the messages still are extracted: their
     # anomalies are the summary's too).
     options = _options(args)
@@ -802,6 +802,9 @@ def build_parser() -> argparse.ArgumentParser:
     summary.add_argument("--format", choices=["text", "json"], default="text")
     summary.add_argument(
         "--top", type=_count, default=TOP, metavar="N", help=f"connections listed (default {TOP})"
+    )
+    summary.add_argument(
+        "--all", action="store_true", help="list every connection (not only the --top busiest)"
     )
     _jobs_argument(summary)
     summary.set_defaults(run=cmd_summary)

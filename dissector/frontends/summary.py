@@ -30,7 +30,8 @@ TABLES = ("conversations", "timeline", "anomalies")
 class Summary:
     """A summary made from record batches as they come; see the module docstring."""
 
-    def __init__(self, top: int = TOP) -> None:
+    def __init__(self, top: int | None = TOP) -> None:
+        """top: connections listed (the busiest, by frames); None: every one."""
         self.top = top
         self.connections = 0
         self.frames = self.messages = 0
@@ -39,6 +40,7 @@ class Summary:
         self._errors: Counter[str] = Counter()
         self._unanswered: Counter[str] = Counter()
         self._unmatched: Counter[str] = Counter()
+        self._repeated: Counter[str] = Counter()  # acks of what was already acknowledged
         self._anomalies: Counter[str] = Counter()
 
     def add(self, table: str, batch: pa.RecordBatch) -> None:
@@ -54,7 +56,7 @@ class Summary:
             self.connections += 1
             frames = int(row["frames_c2b"]) + int(row["frames_b2c"])
             item = (frames, -int(row["conn_id"]), row)
-            if len(self._busiest) < self.top:
+            if self.top is None or len(self._busiest) < self.top:
                 heapq.heappush(self._busiest, item)
             elif self.top and item[:2] > self._busiest[0][:2]:
                 heapq.heapreplace(self._busiest, item)
@@ -77,9 +79,14 @@ class Summary:
             str(r) for r, o in zip(request, outcome, strict=True) if o == "unanswered"
         )
         responses = batch.column("response_command").to_pylist()
-        self._unmatched.update(
-            str(r) for r, o in zip(responses, outcome, strict=True) if o == "unmatched"
-        )
+        why = batch.column("error_message").to_pylist()
+        for r, o, w in zip(responses, outcome, why, strict=True):
+            if o != "unmatched":
+                continue
+            if w is not None and w.startswith(REPEATED):  # a client's repeated ack: no fault
+                self._repeated[str(r)] += 1
+            else:
+                self._unmatched[str(r)] += 1
 
     def result(self) -> dict[str, Any]:
         busiest = sorted(self._busiest, key=lambda item: -item[1])  # by conn_id
@@ -98,10 +105,16 @@ class Summary:
             "errors": dict(self._errors),
             "unanswered": dict(self._unanswered),
             "unmatched": dict(self._unmatched),
+            "repeated_acks": dict(self._repeated),
             "anomalies": dict(self._anomalies),
             "frames": self.frames,
             "messages": self.messages,
         }
+
+
+#: How the timeline explains an ack of a message already acknowledged (a cumulative ack
+#: covering individually acked messages, an ack sent twice): `unmatched`, yet no fault.
+REPEATED = "already acknowledged"
 
 
 def _connection(row: dict[str, Any]) -> dict[str, Any]:
@@ -144,12 +157,25 @@ def _int(value: Any) -> int | None:
     return None if value is None or value != value else int(value)
 
 
+def _latency(summary: dict[str, Any]) -> list[str]:
+    lines = ["", "Latency per request (ms)"]
+    lines.append(f"  {'request':<32} {'count':>7} {'p50':>9} {'p90':>9} {'p99':>9} {'max':>9}")
+    for command, s in sorted(summary["latency"].items()):
+        lines.append(
+            f"  {command:<32} {s['count']:>7} {s['p50_ms']:>9.3f} {s['p90_ms']:>9.3f} "
+            f"{s['p99_ms']:>9.3f} {s['max_ms']:>9.3f}"
+        )
+    return lines
+
+
 def render(summary: dict[str, Any]) -> str:
     """The summary as text, one section per heading."""
     count, shown = summary["connection_count"], len(summary["connections"])
     lines = [f"{summary['frames']} frames, {summary['messages']} messages, {count} connections"]
+    lines += _latency(summary)
     lines.append("")
-    lines.append("Connections" + (f" (the {shown} busiest, by frames)" if shown < count else ""))
+    more = f" (the {shown} busiest, by frames; --all lists every one)" if shown < count else ""
+    lines.append("Connections" + more)
     for c in summary["connections"]:
         versions = f"{c['client_version'] or '?'} / {c['server_version'] or '?'}"
         lines.append(
@@ -161,18 +187,11 @@ def render(summary: dict[str, Any]) -> str:
         )
         for topic in c["topics"]:
             lines.append(f"      {topic}")
-    lines.append("")
-    lines.append("Latency per request (ms)")
-    lines.append(f"  {'request':<32} {'count':>7} {'p50':>9} {'p90':>9} {'p99':>9} {'max':>9}")
-    for command, s in sorted(summary["latency"].items()):
-        lines.append(
-            f"  {command:<32} {s['count']:>7} {s['p50_ms']:>9.3f} {s['p90_ms']:>9.3f} "
-            f"{s['p99_ms']:>9.3f} {s['max_ms']:>9.3f}"
-        )
     for title, key in (
         ("Errors by code", "errors"),
         ("Unanswered requests", "unanswered"),
-        ("Unmatched responses", "unmatched"),
+        ("Unmatched responses (answers to no request seen)", "unmatched"),
+        ("Repeated acks (of messages already acknowledged: not a fault)", "repeated_acks"),
         ("Anomalies by code", "anomalies"),
     ):
         lines.append("")

@@ -30,7 +30,12 @@ def test_summary_numbers_come_from_the_tables() -> None:
     assert s["latency"]["SEND"]["max_ms"] == round(sends.max() / 1000, 3)
     assert len(s["connections"]) == tables["conversations"].num_rows == 2
     assert s["frames"] == tables["frames"].num_rows
-    assert s["unmatched"] == {"ACK": int((timeline["outcome"] == "unmatched").sum())}
+    # the client's acks of messages already acknowledged are told apart from faults
+    unmatched = timeline[timeline["outcome"] == "unmatched"]
+    repeated = unmatched["error_message"].str.startswith("already acknowledged").fillna(False)
+    assert repeated.sum() > 0
+    assert s["repeated_acks"] == {"ACK": int(repeated.sum())}
+    assert s["unmatched"] == ({"ACK": int((~repeated).sum())} if (~repeated).sum() else {})
 
 
 def test_summary_cli_text_and_json() -> None:
@@ -41,6 +46,9 @@ def test_summary_cli_text_and_json() -> None:
     data = json.loads(cli("summary", "--format", "json", str(PCAP)).stdout)
     assert data["connections"][0]["client_version"].startswith("Pulsar-CPP")
     assert data["latency"]["SEND"]["count"] == 20
+    text = res.stdout
+    assert text.index("Latency per request") < text.index("Connections")  # first, not buried
+    assert "Unmatched responses (answers to no request seen): none" in text
 
 
 def test_filters_on_tables() -> None:
@@ -81,3 +89,10 @@ def test_read_filters_in_the_cli() -> None:
     assert rows and {r["request_command"] for r in rows} == {"LOOKUP"}
     bad = cli("read", str(PCAP), "--since", "yesterday")
     assert bad.returncode == 2 and "not a time" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_summary_all_lists_every_connection() -> None:
+    top = json.loads(cli("summary", "--format", "json", "--top", "1", str(PCAP), str(MULTI)).stdout)
+    every = json.loads(cli("summary", "--format", "json", "--all", str(PCAP), str(MULTI)).stdout)
+    assert top["connection_count"] == every["connection_count"] == 2
+    assert len(top["connections"]) == 1 and len(every["connections"]) == 2

@@ -5,7 +5,19 @@ The public API is re-exported here; see README.md for usage.
 
 from dissector.anomalies import REGISTRY, Severity
 from dissector.errors import DissectorError, InputError, UsageError
-from dissector.events import Anomaly, Checksum, Direction, Event, Frame
+from dissector.events import (
+    Anomaly,
+    AppMessage,
+    Checksum,
+    Conversation,
+    ConversationOpened,
+    Direction,
+    Event,
+    FlowKey,
+    Frame,
+    Pair,
+    PipelineEvent,
+)
 from dissector.pulsar.encoder import command, encode_frame
 from dissector.pulsar.framing import DEFAULT_MAX_FRAME_SIZE, FrameDecoder, StreamStats
 from dissector.reader import Capture, ReaderOptions, iter_events, read_capture, read_tables
@@ -14,14 +26,20 @@ __all__ = [
     "DEFAULT_MAX_FRAME_SIZE",
     "REGISTRY",
     "Anomaly",
+    "AppMessage",
     "Capture",
     "Checksum",
+    "Conversation",
+    "ConversationOpened",
     "Direction",
     "DissectorError",
     "Event",
+    "FlowKey",
     "Frame",
     "FrameDecoder",
     "InputError",
+    "Pair",
+    "PipelineEvent",
     "ReaderOptions",
     "Severity",
     "StreamStats",

@@ -16,20 +16,20 @@ import os
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 import pyarrow as pa
 
 from dissector.capture import open_capture, series
-from dissector.errors import DissectorError
+from dissector.errors import DissectorError, UsageError
 from dissector.events import Anomaly, PipelineEvent
 from dissector.pipeline import DEFAULT_BROKER_PORTS, DEFAULT_TLS_PORTS, Pipeline
 from dissector.pulsar.framing import DEFAULT_MAX_FRAME_SIZE
 from dissector.pulsar.messages import MessageExtractor
 from dissector.pulsar.payload import DEFAULT_MAX_UNCOMPRESSED
 from dissector.tables.builders import Sink, TableBuilder
-from dissector.tables.schema import TABLES
+from dissector.tables.schema import TABLES, needs_pairs, needs_payloads
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -301,35 +301,91 @@ def to_pandas(table: pa.Table) -> pd.DataFrame:
     return table.to_pandas(types_mapper=types.get)
 
 
-@dataclass
-class Capture:
-    """The tables of one or more captures as pandas DataFrames (Arrow tables in `.arrow`)."""
+#: String columns with few distinct values: categoricals in the DataFrames of `Capture`.
+CATEGORICAL = frozenset(
+    {
+        "direction", "command", "checksum", "kind", "compression", "code", "severity",
+        "ended", "request_command", "response_command", "request_direction", "outcome",
+        "sub_type", "access_mode", "state", "auth_method",
+    }
+)  # fmt: skip
+#: Integer microsecond durations, each also given as a timedelta64[us] column without the
+#: `_us` suffix in the DataFrames of `Capture` (the integer column stays, as in the files).
+DURATIONS = ("latency_us", "duration_us")
 
-    arrow: dict[str, pa.Table] = field(repr=False)
+
+def to_friendly_pandas(table: pa.Table) -> pd.DataFrame:
+    """`to_pandas`, then what a pandas user expects: low-cardinality strings as
+    categoricals, durations also as timedelta64[us] (`latency` beside `latency_us`)."""
+    import pandas as pd
+
+    frame = to_pandas(table)
+    for name in frame.columns:
+        if name in CATEGORICAL and pa.types.is_string(table.schema.field(name).type):
+            frame[name] = frame[name].astype("category")
+    for name in DURATIONS:
+        if name in frame.columns:
+            at = frame.columns.get_loc(name) + 1
+            values = pd.to_timedelta(frame[name].astype("float64"), unit="us")
+            frame.insert(at, name.removesuffix("_us"), values.astype("timedelta64[us]"))
+    return frame
+
+
+class Capture:
+    """The tables of one or more captures as pandas DataFrames (Arrow tables in `.arrow`).
+
+    Each DataFrame is made once, on first access, and kept: edits to it persist. Low-
+    cardinality strings are categoricals; durations are also timedelta64[us] columns.
+    Only the tables read are available (`read_capture(..., tables=[...])`).
+    """
+
+    def __init__(self, arrow: dict[str, pa.Table], paths: list[str] | None = None) -> None:
+        self.arrow = arrow
+        self.paths = paths or []
+        self._frames: dict[str, pd.DataFrame] = {}
+
+    def table(self, name: str) -> pd.DataFrame:
+        """The DataFrame of table `name` (made on first access, then kept)."""
+        if name not in self._frames:
+            if name not in self.arrow:
+                read = ", ".join(self.arrow) or "none"
+                raise UsageError(
+                    f"table {name!r} was not read (read: {read}); "
+                    f"read_capture(..., tables=[..., {name!r}]) reads it"
+                )
+            self._frames[name] = to_friendly_pandas(self.arrow[name])
+        return self._frames[name]
 
     @property
     def frames(self) -> pd.DataFrame:
-        return to_pandas(self.arrow["frames"])
+        return self.table("frames")
 
     @property
     def messages(self) -> pd.DataFrame:
-        return to_pandas(self.arrow["messages"])
+        return self.table("messages")
 
     @property
     def timeline(self) -> pd.DataFrame:
-        return to_pandas(self.arrow["timeline"])
+        return self.table("timeline")
 
     @property
     def entities(self) -> pd.DataFrame:
-        return to_pandas(self.arrow["entities"])
+        return self.table("entities")
 
     @property
     def anomalies(self) -> pd.DataFrame:
-        return to_pandas(self.arrow["anomalies"])
+        return self.table("anomalies")
 
     @property
     def conversations(self) -> pd.DataFrame:
-        return to_pandas(self.arrow["conversations"])
+        return self.table("conversations")
+
+    def __repr__(self) -> str:
+        files = ", ".join(self.paths[:3]) + (
+            f" (+{len(self.paths) - 3})" if len(self.paths) > 3 else ""
+        )
+        rows = ", ".join(f"{name}={table.num_rows}" for name, table in self.arrow.items())
+        return f"Capture({files or 'no files'}: {rows})"
 
 
 def read_tables(
@@ -356,12 +412,15 @@ def read_capture(
     max_uncompressed: int = DEFAULT_MAX_UNCOMPRESSED,
     payload_preview: int = 0,
     series: str = "auto",
+    tables: Iterable[str] | None = None,
 ) -> Capture:
     """Dissect captures into tables: `.frames`, `.messages`, `.anomalies`, `.conversations`,
     `.timeline` (request/response pairs with latency) and `.entities` (producers, consumers).
 
     ports: extra broker ports, added to the defaults (6650 plain, 6651 TLS).
     payload_preview: keep the first N bytes of every payload (escaped) in the messages table.
+    tables: the tables to make (default: every one); fewer is faster (the frames table
+    alone needs no payload decoding).
     """
     options = ReaderOptions.make(
         ports,
@@ -371,4 +430,10 @@ def read_capture(
         payload_preview=payload_preview,
         series=series,
     )
-    return Capture(read_tables(paths, options))
+    names = list(TABLES) if tables is None else list(tables)
+    unknown = sorted(set(names) - set(TABLES))
+    if unknown:
+        raise UsageError(f"no table {', '.join(unknown)}; tables: {', '.join(TABLES)}")
+    options = replace(options, messages=needs_payloads(names), pairs=needs_pairs(names))
+    files = [str(p) for p in as_paths(paths)]
+    return Capture(read_tables(paths, options, names), files)

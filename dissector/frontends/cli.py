@@ -216,6 +216,10 @@ def cmd_read(args: argparse.Namespace, out: TextIO) -> int:
     """Dissect captures: one line per frame, or tables in a file format."""
     rows = _filter(args)
     plan = _outputs(args)
+    if args.write is not None:
+        _export(args, rows)
+        if plan is None:  # as tshark -w: the packets are the output
+            return 0
     if plan is None:
         return _text_view(args, out, rows)
     names, fmt, paths = plan
@@ -267,6 +271,28 @@ def cmd_read(args: argparse.Namespace, out: TextIO) -> int:
         raise
     _hint(counts, _options(args))
     return 0
+
+
+def _export(args: argparse.Namespace, rows: Filter) -> None:
+    """-w OUT.pcap: the packets of the connections with a frame the filters keep."""
+    from dissector.frontends.export import chosen_connections, write_packets
+
+    where = RowFilter(args.filter, "frames", TABLES["frames"].schema) if args.filter else None
+
+    def keep(batch: pa.RecordBatch) -> pa.RecordBatch:
+        batch = rows.table(batch)
+        return batch if where is None else where.apply(batch)
+
+    options = _options(args)
+    chosen = chosen_connections(
+        args.captures, options, None if rows.empty and where is None else keep
+    )
+    written = write_packets(args.write, args.captures, options, chosen)
+    connections = sum(len(spans) for t in chosen.values() for spans in t.values()) // 2
+    print(
+        f"pulsar-dissect: {written} packets of {connections} connections written to {args.write}",
+        file=sys.stderr,
+    )
 
 
 def _columns(args: argparse.Namespace, names: list[str]) -> list[str] | None:
@@ -785,6 +811,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="text view time, as tshark: r relative to the first packet (default), d delta "
         "from the previous line, a / ad local time of day / with date, u / ud the same in UTC, "
         "e epoch seconds",
+    )
+    read.add_argument(
+        "-w",
+        dest="write",
+        metavar="OUT.pcap",
+        help="write the packets (every TCP segment, handshake included) of the connections "
+        "with a frame the filters keep (--topic, --command, --conn, --since, -Y; every "
+        "connection without them) to a pcap file Wireshark opens",
     )
     read.add_argument(
         "-V",

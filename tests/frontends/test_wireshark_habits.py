@@ -21,8 +21,10 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
+from dissector.capture import open_capture
 from dissector.tables.schema import TABLES
 from tests.support.cli import cli
+from tests.support.crafted import Conn, baseline_session, write_pcap
 
 PCAPS = Path(__file__).resolve().parents[2] / "pcaps"
 SAMPLE = PCAPS / "produce_consume.pcap"
@@ -177,3 +179,33 @@ def test_verbose_view_shows_every_decoded_field_as_a_tree() -> None:
             assert tree[at + 1] == f"value: {value}"
         assert f"payload: {sent['size']} bytes" in tree
         assert any(line.startswith("checksum: valid (carried 0x") for line in tree)
+
+
+def test_w_exports_the_packets_of_the_chosen_connections(tmp_path: Path) -> None:
+    """Three connections interleaved, each its own segments (handshake to FIN): -w with
+    --conn, or with a filter only one connection's frames pass, writes exactly that
+    connection's packets, in order, byte for byte (what was crafted)."""
+    sessions = [baseline_session(Conn(client_port=41000 + k)) for k in range(3)]
+    segs = [seg for group in zip(*(s.segs for s in sessions), strict=True) for seg in group]
+    written = write_pcap(tmp_path / "three.pcap", segs)
+    with open_capture(written.path) as reader:
+        packets = [(p.ts, p.data) for p in reader]
+    mine = [pkt for pkt, seg in zip(packets, segs, strict=True) if seg.conn.client_port == 41001]
+    for args in (["--conn", "2"], ["-Y", "client_port = 41001 AND command = 'SEND'"]):
+        out = tmp_path / "out.pcap"
+        res = cli("read", str(written.path), "-w", str(out), *args)
+        assert res.returncode == 0 and res.stdout == "", res.stderr
+        assert res.stderr.startswith(f"pulsar-dissect: {len(mine)} packets of 1 connections")
+        with open_capture(out) as reader:
+            assert [(p.ts, p.data) for p in reader] == mine
+    everything = tmp_path / "all.pcap"
+    ok_all = cli("read", str(written.path), "-w", str(everything))
+    assert ok_all.returncode == 0
+    with open_capture(everything) as reader:
+        assert [(p.ts, p.data) for p in reader] == packets
+    if TSHARK is not None:  # Wireshark opens it and follows one TCP stream
+        streams = subprocess.run(
+            [TSHARK, "-r", str(tmp_path / "out.pcap"), "-T", "fields", "-e", "tcp.stream"],
+            capture_output=True, text=True, check=True,
+        ).stdout.split()  # fmt: skip
+        assert set(streams) == {"0"} and len(streams) == len(mine)

@@ -1,0 +1,170 @@
+"""EDGE: `read -w OUT.pcap`: the packets of the chosen connections, for Wireshark.
+
+Input: the captures and the reader options; the frames filter (topic, command, conn,
+time, -Y) that chooses connections.
+Output: one classic pcap file holding every packet of the chosen connections (all their TCP
+segments, handshake and pure ACKs included), in capture order, with their original
+timestamps, lengths and link type; written under a hidden name and renamed when complete.
+Rules:
+- A connection is chosen when at least one of its frames passes the filter (every Pulsar
+  connection when there is no filter).
+- A packet belongs to a connection when it is in the same series of files, its addresses
+  and ports are the connection's (either direction), and its number lies from the
+  connection's first packet (the conversations table's numbering, the tables' own) to just
+  before the next connection on the same endpoints: the last ACK after the FINs and late
+  retransmissions belong to it.
+- One link type per output file, as pcap allows: captures of several link types are one
+  clear error.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import struct
+import tempfile
+from collections.abc import Callable, Iterable
+from dataclasses import replace
+
+import pyarrow as pa
+
+from dissector.capture import open_capture, series
+from dissector.errors import OutputError, UsageError, os_reason
+from dissector.events import Segment
+from dissector.flow.net import parse_packet
+from dissector.reader import ReaderOptions, as_paths, stream_tables
+
+CONN_ID_STRIDE = 1 << 32  # conn_id = series index * 2**32 + n (as the reader numbers them)
+_HEADER = struct.Struct("<IHHiIII")
+_RECORD = struct.Struct("<IIII")
+SNAPLEN = 262144
+
+Endpoints = tuple[str, int, str, int]
+
+
+def chosen_connections(
+    paths: Iterable[str],
+    options: ReaderOptions,
+    keep_frames: Callable[[pa.RecordBatch], pa.RecordBatch] | None,
+) -> dict[int, dict[Endpoints, list[tuple[int, int]]]]:
+    """Per series index: endpoints (both directions) -> packet ranges of the connections
+    chosen (those with a frame `keep_frames` keeps; every one when it is None)."""
+    conversations: list[dict[str, object]] = []
+    with_frames: set[int] = set()
+
+    def sink(name: str, batch: pa.RecordBatch) -> None:
+        if name == "conversations":
+            conversations.extend(
+                batch.select(
+                    ["conn_id", "client_ip", "client_port", "broker_ip", "broker_port",
+                     "first_packet"]
+                ).to_pylist()
+            )  # fmt: skip
+        elif keep_frames is not None:
+            with_frames.update(keep_frames(batch).column("conn_id").to_pylist())
+
+    names = ["conversations"] if keep_frames is None else ["frames", "conversations"]
+    stream_tables(paths, replace(options, messages=False, pairs=False), names, sink)
+    # Every connection's packets run from its first packet to just before the next
+    # connection on the same endpoints: the last ACK after a FIN, late retransmissions.
+    spans: dict[tuple[int, Endpoints], list[tuple[int, int]]] = {}
+    for c in conversations:
+        conn_id = int(c["conn_id"])  # type: ignore[call-overload]
+        key = (
+            str(c["client_ip"]), int(c["client_port"]),  # type: ignore[call-overload]
+            str(c["broker_ip"]), int(c["broker_port"]),  # type: ignore[call-overload]
+        )  # fmt: skip
+        first = int(c["first_packet"])  # type: ignore[call-overload]
+        spans.setdefault((conn_id // CONN_ID_STRIDE, key), []).append((first, conn_id))
+    chosen: dict[int, dict[Endpoints, list[tuple[int, int]]]] = {}
+    for (index, key), starts in spans.items():
+        starts.sort()
+        for k, (first, conn_id) in enumerate(starts):
+            if keep_frames is not None and conn_id not in with_frames:
+                continue
+            last = starts[k + 1][0] - 1 if k + 1 < len(starts) else UNTIL_THE_END
+            table = chosen.setdefault(index, {})
+            client_ip, client_port, broker_ip, broker_port = key
+            table.setdefault(key, []).append((first, last))
+            table.setdefault((broker_ip, broker_port, client_ip, client_port), []).append(
+                (first, last)
+            )
+    return chosen
+
+
+UNTIL_THE_END = 1 << 62
+
+
+def write_packets(
+    path: str,
+    paths: Iterable[str],
+    options: ReaderOptions,
+    chosen: dict[int, dict[Endpoints, list[tuple[int, int]]]],
+) -> int:
+    """Write the chosen connections' packets to `path` (see the module docstring); the
+    number of packets written."""
+    folder, name = os.path.split(os.path.abspath(path))
+    try:
+        fd, hidden = tempfile.mkstemp(prefix=f".{name}.", suffix=".part", dir=folder)
+    except OSError as exc:
+        raise OutputError(f"{path}: cannot write: {os_reason(exc)}") from None
+    written = 0
+    try:
+        with os.fdopen(fd, "wb") as out:
+            written = _write(out, paths, options, chosen)
+        os.replace(hidden, path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(hidden)
+        raise OutputError(f"{path}: cannot write: {os_reason(exc)}") from None
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(hidden)
+        raise
+    return written
+
+
+def _write(
+    out: object,
+    paths: Iterable[str],
+    options: ReaderOptions,
+    chosen: dict[int, dict[Endpoints, list[tuple[int, int]]]],
+) -> int:
+    write = out.write  # type: ignore[attr-defined]
+    linktype: int | None = None
+    written = 0
+    for index, files in enumerate(series.group(as_paths(paths), options.series)):
+        table = chosen.get(index, {})
+        offset = 0
+        for file in files:
+            count = 0
+            with open_capture(file) as reader:
+                for pkt in reader:
+                    count = pkt.number
+                    if linktype is None:
+                        linktype = pkt.linktype
+                        write(_HEADER.pack(0xA1B2C3D4, 2, 4, 0, 0, SNAPLEN, linktype))
+                    elif pkt.linktype != linktype:
+                        raise UsageError(
+                            f"{file}: link type {pkt.linktype} differs from {linktype}: "
+                            "a pcap file holds one; write each capture on its own"
+                        )
+                    if not table:
+                        continue
+                    seg = parse_packet(pkt)
+                    if type(seg) is not Segment:
+                        continue
+                    spans = table.get((seg.src_ip, seg.src_port, seg.dst_ip, seg.dst_port))
+                    number = pkt.number + offset
+                    if spans is None or not any(a <= number <= b for a, b in spans):
+                        continue
+                    ts = pkt.ts
+                    write(
+                        _RECORD.pack(ts // 1_000_000, ts % 1_000_000, len(pkt.data), pkt.orig_len)
+                    )
+                    write(pkt.data)
+                    written += 1
+            offset += count
+    if linktype is None:  # no packet at all: still a valid (empty) capture
+        write(_HEADER.pack(0xA1B2C3D4, 2, 4, 0, 0, SNAPLEN, 1))
+    return written

@@ -27,12 +27,14 @@ java:
 # Test-only system packages, installed with apt only when missing: tcpdump (the reference
 # capture the live tests compare with), libpcap (the reference compiler of BPF filters,
 # and what `live -f EXPR` uses) and tshark (the benchmark's yardstick, whose quick mode the
-# tests run and cross-check). The product's default path needs none of them.
+# tests run and cross-check) and chromium (renders the HTML report headless in its test).
+# The product's default path needs none of them.
 testdeps:
 	@missing=""; \
 	  { command -v tcpdump || test -x /usr/sbin/tcpdump; } >/dev/null 2>&1 || missing="$$missing tcpdump"; \
 	  /sbin/ldconfig -p 2>/dev/null | grep -q 'libpcap\.so' || missing="$$missing libpcap0.8"; \
 	  command -v tshark >/dev/null 2>&1 || missing="$$missing tshark"; \
+	  command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
 	  if [ -n "$$missing" ]; then \
 	    echo "for the tests:$$missing not found: installing with apt"; \
 	    apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $$missing; \
@@ -45,10 +47,11 @@ demo: install
 	$(VENV)/bin/pulsar-dissect read pcaps/*.pcap* --table conversations --format csv -o out/conversations.csv
 	$(VENV)/bin/pulsar-dissect read pcaps/*.pcap* --table anomalies --format jsonl -o out/anomalies.jsonl
 	@echo "tables written to out/: frames.parquet conversations.csv anomalies.jsonl"
+	$(VENV)/bin/pulsar-dissect report pcaps/*.pcap* -o reports/demo-report.html
 
 lint: install
-	$(VENV)/bin/ruff check dissector tests scripts benchmarks
-	$(VENV)/bin/ruff format --check dissector tests scripts benchmarks
+	$(VENV)/bin/ruff check dissector tests scripts benchmarks fuzz
+	$(VENV)/bin/ruff format --check dissector tests scripts benchmarks fuzz
 
 typecheck: install
 	$(VENV)/bin/mypy

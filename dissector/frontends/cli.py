@@ -475,6 +475,36 @@ def _cell(value: Any) -> str:
     return str(value)
 
 
+def cmd_report(args: argparse.Namespace, out: TextIO) -> int:
+    """One self-contained HTML page of the captures: overview, ladders, latency, throughput,
+    producers and consumers, anomalies."""
+    from dissector.frontends.report import TABLES as REPORT_TABLES
+    from dissector.frontends.report import Report
+
+    if not args.output.endswith((".html", ".htm")):
+        raise UsageError(f"{args.output}: the report is an HTML page: name it NAME.html")
+    report = Report([str(c) for c in args.captures])
+    options = _options(args)
+    counts = _stream(args, options, list(REPORT_TABLES), report.add)
+    page = report.html()
+    folder, name = os.path.split(os.path.abspath(args.output))
+    try:
+        fd, hidden = tempfile.mkstemp(prefix=f".{name}.", suffix=".part", dir=folder)
+        mask = os.umask(0o022)
+        os.umask(mask)
+        os.fchmod(fd, 0o666 & ~mask)  # as open() would have made it
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(page)
+        os.replace(hidden, args.output)
+    except OSError as exc:
+        with contextlib.suppress(OSError, UnboundLocalError):
+            os.unlink(hidden)
+        raise OutputError(f"{args.output}: cannot write: {os_reason(exc)}") from None
+    _hint(counts, options)
+    out.write(f"report written to {args.output} ({len(page) // 1024} KiB)\n")
+    return 0
+
+
 def cmd_summary(args: argparse.Namespace, out: TextIO) -> int:
     """Overview, the busiest connections, latency percentiles per command, errors."""
     summary = Summary(None if args.all else args.top)
@@ -858,6 +888,14 @@ def build_parser() -> argparse.ArgumentParser:
     sql.add_argument("-o", "--output", metavar="PATH", help="the result's file (default: stdout)")
     _jobs_argument(sql)
     sql.set_defaults(run=cmd_sql)
+
+    report = sub.add_parser(
+        "report", help="one self-contained HTML page per capture: overview, ladders, plots"
+    )
+    _reader_arguments(report)
+    report.add_argument("-o", "--output", required=True, metavar="NAME.html")
+    _jobs_argument(report)
+    report.set_defaults(run=cmd_report)
 
     fleet = sub.add_parser("spark", help="fleet job: captures -> Parquet tables + summary")
     _reader_arguments(fleet)

@@ -278,7 +278,8 @@ class Scenario:
 def _timeline_rows(cap: Capture) -> list[dict[str, Any]]:
     out = []
     for r in cap.arrow["timeline"].to_pylist():
-        r = {k: v for k, v in r.items() if k != "topic"}
+        # topic: checked below; community_id: tests/flow/test_community_id.py (against tshark)
+        r = {k: v for k, v in r.items() if k not in ("topic", "community_id")}
         for k in ("ts", "request_ts", "response_ts"):
             r[k] = None if r[k] is None else us(r[k])
         out.append(r)
@@ -359,7 +360,11 @@ def test_timeline_topic_comes_from_the_request_or_its_entity(scenario: Scenario)
 def test_entities_table(scenario: Scenario) -> None:
     got = sorted(
         (
-            {k: (us(v) if isinstance(v, dt.datetime) else v) for k, v in r.items()}
+            {
+                k: (us(v) if isinstance(v, dt.datetime) else v)
+                for k, v in r.items()
+                if k != "community_id"  # checked in tests/flow/test_community_id.py
+            }
             for r in scenario.cap.arrow["entities"].to_pylist()
         ),
         key=lambda r: (r["kind"], r["entity_id"]),

@@ -6,7 +6,8 @@ they are made (streaming: memory holds one batch per table, not the tables).
 Rule: the row functions are the tables' own (declared once, in dissector.tables.frames and
 .conversations): one tuple per row in the hot path, transposed into Arrow columns every
 BATCH_ROWS rows (through one Arrow struct array). Rows of tables nobody asked for are never
-made.
+made. A connection's Community ID is computed once, when its conversation opens; its rows
+share that one string.
 """
 
 from __future__ import annotations
@@ -26,20 +27,31 @@ from dissector.events import (
     Pair,
     PipelineEvent,
 )
+from dissector.flow.community_id import community_id
 from dissector.tables.schema import TABLES
 
 #: Rows gathered before they become an Arrow record batch: Python tuples cost about ten times
 #: the memory of the Arrow columns they become, so batches are kept small (writers group
 #: them into larger Parquet row groups).
 BATCH_ROWS = 16384
-_NO_KEY = (None, None, None, None)
 
-frame_row = TABLES["frames"].row  # (Frame, FlowKey or no key)
-message_row = TABLES["messages"].row  # (AppMessage)
-anomaly_row = TABLES["anomalies"].row  # (Anomaly)
-conversation_row = TABLES["conversations"].row  # (Conversation, capture)
-pair_row = TABLES["timeline"].row  # (Pair)
-entity_row = TABLES["entities"].row  # (conn_id, Entity)
+#: A connection as frame rows show it: its FlowKey fields, then its Community ID.
+ConnInfo = tuple[str | None, int | None, str | None, int | None, str | None]
+_NO_CONN: ConnInfo = (None, None, None, None, None)
+
+frame_row = TABLES["frames"].row  # (Frame, ConnInfo)
+message_row = TABLES["messages"].row  # (AppMessage, community_id)
+anomaly_row = TABLES["anomalies"].row  # (Anomaly, community_id)
+conversation_row = TABLES["conversations"].row  # (Conversation, capture, community_id)
+pair_row = TABLES["timeline"].row  # (Pair, community_id)
+entity_row = TABLES["entities"].row  # (conn_id, Entity, community_id)
+
+
+def conn_info(key: FlowKey) -> ConnInfo:
+    """A connection's FlowKey fields and its Community ID (TCP, seed 0), computed here once."""
+    client_ip, client_port, broker_ip, broker_port = key
+    cid = community_id(client_ip, client_port, broker_ip, broker_port)
+    return (client_ip, client_port, broker_ip, broker_port, cid)
 
 
 #: Where finished record batches go when streaming: (table name, batch).
@@ -107,33 +119,40 @@ class TableBuilder:
         self.frames, self.messages = get("frames"), get("messages")
         self.anomalies, self.conversations = get("anomalies"), get("conversations")
         self.timeline, self.entities = get("timeline"), get("entities")
-        self._keys: dict[int, FlowKey] = {}  # FlowKey is a tuple: client ip/port, broker ip/port
+        # Open connections: conn_id -> ConnInfo (frame rows), conn_id -> Community ID (others).
+        self._conns: dict[int, ConnInfo] = {}
+        self._cids: dict[int, str | None] = {}
         self.frame_count = self.message_count = 0  # rows of frames / messages, made or not
 
     def add(self, ev: PipelineEvent) -> None:
         if type(ev) is Frame:
             self.frame_count += 1
             if self.frames is not None:
-                self.frames.add(frame_row(ev, self._keys.get(ev.conn_id, _NO_KEY)))
+                self.frames.add(frame_row(ev, self._conns.get(ev.conn_id, _NO_CONN)))
         elif type(ev) is Pair:
             if self.timeline is not None:
-                self.timeline.add(pair_row(ev))
+                self.timeline.add(pair_row(ev, self._cids.get(ev.conn_id)))
         elif type(ev) is AppMessage:
             self.message_count += 1
             if self.messages is not None:
-                self.messages.add(message_row(ev))
+                self.messages.add(message_row(ev, self._cids.get(ev.conn_id)))
         elif type(ev) is Anomaly:
             if self.anomalies is not None:
-                self.anomalies.add(anomaly_row(ev))
+                self.anomalies.add(anomaly_row(ev, self._cids.get(ev.conn_id)))
         elif type(ev) is ConversationOpened:
-            self._keys[ev.conn_id] = ev.key
+            info = conn_info(ev.key)
+            self._conns[ev.conn_id] = info
+            self._cids[ev.conn_id] = info[4]
         elif type(ev) is Conversation:
+            opened = self._conns.pop(ev.conn_id, None)
+            self._cids.pop(ev.conn_id, None)
+            # A conversation whose opening this builder did not see: its id made here, once.
+            cid = (opened if opened is not None else conn_info(ev.key))[4]
             if self.conversations is not None:
-                self.conversations.add(conversation_row(ev, self.capture))
+                self.conversations.add(conversation_row(ev, self.capture, cid))
             if self.entities is not None:
                 for entity in ev.summary.entities:
-                    self.entities.add(entity_row(ev.conn_id, entity))
-            self._keys.pop(ev.conn_id, None)
+                    self.entities.add(entity_row(ev.conn_id, entity, cid))
 
     def counts(self) -> dict[str, int]:
         """Rows per table so far: of the tables made, and of frames and messages always."""

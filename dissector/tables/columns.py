@@ -28,7 +28,10 @@ I64, I32, STR, BOOL, BIN = pa.int64(), pa.int32(), pa.string(), pa.bool_(), pa.b
 STRINGS = pa.list_(pa.field("element", STR))
 
 _I64 = 1 << 63
-_MAX_MS = (1 << 63) // 1000
+#: The last millisecond a date can hold: 9999-12-31T23:59:59.999Z. Past it (up to 2**63 µs)
+#: Arrow still stores a timestamp, but Python's datetime, hence JSON lines, the text view
+#: and pandas' objects, cannot show it (fuzzing finding 9).
+_MAX_MS = 253_402_300_799_999
 
 
 def i64(value: int) -> int:
@@ -41,8 +44,9 @@ def opt64(value: int | None) -> int | None:
 
 
 def ms(value: int | None) -> int | None:
-    """Milliseconds since the epoch as microseconds; None when absent or out of range."""
-    return None if value is None or not 0 <= value < _MAX_MS else value * 1000
+    """Milliseconds since the epoch as microseconds; None when absent or not a date of the
+    years 1970 to 9999."""
+    return None if value is None or not 0 <= value <= _MAX_MS else value * 1000
 
 
 #: Names every column expression may use.

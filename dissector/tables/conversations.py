@@ -1,9 +1,10 @@
 """The per-connection tables: conversations, timeline and entities, each declared once.
 
 Input: nothing (the declarations below). Output: `CONVERSATIONS` (row function
-conversations_row(c, capture): a Conversation and the capture it was read from), `TIMELINE`
-(timeline_row(p): a Pair) and `ENTITIES` (entities_row(conn_id, e): an Entity), `Table`s of
-dissector.tables.columns.
+conversations_row(c, capture, community_id): a Conversation and the capture it was read
+from), `TIMELINE` (timeline_row(p, community_id): a Pair) and `ENTITIES` (entities_row(conn_id,
+e, community_id): an Entity), `Table`s of dissector.tables.columns; community_id is the
+connection's, made once per connection by the builder.
 Rule: each column names the expression that gives its value; names shared by several columns
 come from the table's prelude. Protocol uint64 ids are stored as int64 (see columns.i64).
 """
@@ -20,6 +21,7 @@ from dissector.tables.columns import (
     Column,
     Table,
     col,
+    community_id_column,
     endpoints,
 )
 
@@ -34,7 +36,8 @@ def _per_direction(stem: str, doc: str, stat: str) -> list[Column]:
     ]
 
 
-#: Row function conversations_row(c, capture): c is a Conversation, capture the file it is from.
+#: Row function conversations_row(c, capture, community_id): c is a Conversation, capture the
+#: file it is from.
 _CONVERSATION_PRELUDE = """
     client_ip, client_port, broker_ip, broker_port = c.key
     proxied = c.proxied_client
@@ -44,11 +47,12 @@ _CONVERSATION_PRELUDE = """
 
 CONVERSATIONS = Table(
     "conversations",
-    "c, capture",
+    "c, capture, community_id",
     [
         col("ts", TS, "c.start_ts", "start: time of the connection's first packet", False),
         col("conn_id", I64, "c.conn_id", "connection id, joins every table", False),
         *endpoints(),
+        community_id_column(),
         col("end_ts", TS, "c.end_ts", "time of the last packet (or of the FIN/RST that closed it)"),
         col("duration_us", I64, "c.end_ts - c.start_ts", "end_ts - ts in microseconds"),
         col("ended", STR, "c.ended", "fin, rst, capture_end, port_reuse, evicted or timeout"),
@@ -131,7 +135,8 @@ CONVERSATIONS = Table(
     prelude=_CONVERSATION_PRELUDE,
 )
 
-#: Row function timeline_row(p): p is a Pair (a request and its response, either may be None).
+#: Row function timeline_row(p, community_id): p is a Pair (a request and its response, either
+#: may be None).
 _PAIR_PRELUDE = """
     req, resp = p.request, p.response
     first = req if req is not None else resp
@@ -140,12 +145,13 @@ _PAIR_PRELUDE = """
 
 TIMELINE = Table(
     "timeline",
-    "p",
+    "p, community_id",
     [
         col(
             "ts", TS, "first.last_ts", "time of the request (of the response when unmatched)", False
         ),
         col("conn_id", I64, "p.conn_id", "connection id, joins every table", False),
+        community_id_column(),
         col(
             "request_command",
             STR,
@@ -215,13 +221,15 @@ TIMELINE = Table(
     prelude=_PAIR_PRELUDE,
 )
 
-#: Row function entities_row(conn_id, e): e is an Entity of the connection conn_id.
+#: Row function entities_row(conn_id, e, community_id): e is an Entity of the connection
+#: conn_id.
 ENTITIES = Table(
     "entities",
-    "conn_id, e",
+    "conn_id, e, community_id",
     [
         col("ts", TS, "e.created_ts", "when the PRODUCER / SUBSCRIBE was sent", False),
         col("conn_id", I64, "conn_id", "connection id, joins every table", False),
+        community_id_column(),
         col("kind", STR, "e.kind", "producer or consumer", False),
         col("entity_id", I64, "_i64(e.entity_id)", "producer_id or consumer_id on the connection"),
         col("topic", STR, "e.topic", "topic of the producer or consumer"),

@@ -1,10 +1,12 @@
 """The per-frame tables: frames, messages and anomalies, each declared once.
 
-Input: nothing (the declarations below). Output: `FRAMES` (row function frames_row(f, key):
-a Frame and its connection's FlowKey), `MESSAGES` (messages_row(m): an AppMessage) and
-`ANOMALIES` (anomalies_row(a): an Anomaly), `Table`s of dissector.tables.columns.
+Input: nothing (the declarations below). Output: `FRAMES` (row function frames_row(f, conn):
+a Frame and its connection's FlowKey fields followed by its Community ID), `MESSAGES`
+(messages_row(m, community_id): an AppMessage) and `ANOMALIES` (anomalies_row(a,
+community_id): an Anomaly), `Table`s of dissector.tables.columns.
 Rule: each column names the expression that gives its value; names shared by several columns
-come from the table's prelude. Protocol uint64 ids are stored as int64 (see columns.i64).
+come from the table's prelude. Protocol uint64 ids are stored as int64 (see columns.i64). The
+Community ID is made once per connection by the builder; rows only pass its string along.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from dissector.tables.columns import (
     Column,
     Table,
     col,
+    community_id_column,
     endpoints,
 )
 
@@ -49,9 +52,10 @@ def _body_id(name: str, doc: str) -> Column:
     return col(name, I64, value, doc)
 
 
-#: Row function frames_row(f, key): f is a Frame, key its connection's FlowKey (or no key).
+#: Row function frames_row(f, conn): f is a Frame, conn its connection's FlowKey fields and
+#: Community ID (client_ip, client_port, broker_ip, broker_port, community_id), or five Nones.
 _FRAME_PRELUDE = """
-    client_ip, client_port, broker_ip, broker_port = key
+    client_ip, client_port, broker_ip, broker_port, community_id = conn
     body = f.body
     ctype = f.command_type
     ids = _NO_IDS
@@ -85,12 +89,13 @@ _FRAME_PRELUDE = """
 
 FRAMES = Table(
     "frames",
-    "f, key",
+    "f, conn",
     [
         col("ts", TS, "f.last_ts", "time of the packet that completed the frame", False),
         col("conn_id", I64, "f.conn_id", "connection id, joins every table", False),
         col("direction", STR, "f.direction", "client_to_broker or broker_to_client", False),
         *endpoints(),
+        community_id_column(),
         col(
             "first_packet",
             I64,
@@ -152,10 +157,11 @@ FRAMES = Table(
 
 ANOMALIES = Table(
     "anomalies",
-    "a",
+    "a, community_id",
     [
         col("ts", TS, "a.ts", "time of the packet where the fault was seen", False),
         col("conn_id", I64, "a.conn_id", "connection id (0: not tied to a connection)", False),
+        community_id_column(" (null when not tied to one)"),
         col(
             "direction",
             STR,
@@ -174,13 +180,15 @@ ANOMALIES = Table(
 
 # ---------------------------------------------------------------------------------- messages
 
-#: Row function messages_row(m): m is an AppMessage.
+#: Row function messages_row(m, community_id): m is an AppMessage, community_id its
+#: connection's.
 MESSAGES = Table(
     "messages",
-    "m",
+    "m, community_id",
     [
         col("ts", TS, "m.ts", "time of the packet that completed the (last) frame", False),
         col("conn_id", I64, "m.conn_id", "connection id, joins every table", False),
+        community_id_column(),
         col("direction", STR, "m.direction", "client_to_broker (produced) or broker_to_client"),
         col("kind", STR, "m.kind", "produced (SEND) or delivered (MESSAGE)", False),
         col("topic", STR, "m.topic", "topic of the producer or consumer"),

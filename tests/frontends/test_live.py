@@ -715,7 +715,8 @@ def test_finished_conversations_are_forgotten_while_running() -> None:
     session.packets(pkts)  # the sample's only connection ends with FIN
     assert session.counts.conversations == 1
     assert session.pipe._convs == {} and session.lines.keys == {}
-    assert session.builder is not None and session.builder._keys == {}
+    assert session.builder is not None
+    assert session.builder._conns == {} and session.builder._cids == {}
     assert all(getattr(session.builder, n).rows == [] for n in SCHEMAS)  # handed over
     session.close()
 

@@ -112,8 +112,8 @@ def linked(p: Pair, request: Sent | None, response: Sent | None, outcome: str) -
 
 
 def row(p: Pair) -> dict[str, Any]:
-    """The timeline row the pair becomes."""
-    return dict(zip(TABLES["timeline"].names, pair_row(p), strict=True))
+    """The timeline row the pair becomes (its connection's Community ID aside)."""
+    return dict(zip(TABLES["timeline"].names, pair_row(p, None), strict=True))
 
 
 def _producer(link: Link, pid: int, topic: str = TOPIC) -> None:

@@ -43,7 +43,10 @@ from dissector.tables.schema import SCHEMAS, TABLES
 
 C2B, B2C = Direction.CLIENT_TO_BROKER, Direction.BROKER_TO_CLIENT
 BIG = 1 << 64  # uint64 ids from 2**63 up are stored as Java's negative longs
-KEY = FlowKey("10.0.0.33", 34, "10.0.0.35", 36)
+KEY = FlowKey("1.2.3.4", 1122, "5.6.7.8", 3344)
+#: The Community ID of KEY's TCP flow, from the spec's baseline table (corelight/community-id-spec,
+#: baseline/README.md: TCP 1.2.3.4:1122 -> 5.6.7.8:3344, default seed).
+CID = "1:wCb3OG7yAFWelaUydu0D+125CLM="
 
 
 def rows(table: pa.Table) -> list[dict[str, Any]]:
@@ -119,10 +122,11 @@ def test_frames_columns_by_name() -> None:
         "ts": 24,
         "conn_id": 25,
         "direction": "client_to_broker",
-        "client_ip": "10.0.0.33",
-        "client_port": 34,
-        "broker_ip": "10.0.0.35",
-        "broker_port": 36,
+        "client_ip": "1.2.3.4",
+        "client_port": 1122,
+        "broker_ip": "5.6.7.8",
+        "broker_port": 3344,
+        "community_id": CID,
         "first_packet": 21,
         "last_packet": 22,
         "stream_offset": 26,
@@ -146,6 +150,7 @@ def test_frames_columns_by_name() -> None:
     }
     sub = got[1]
     assert (sub["conn_id"], sub["direction"], sub["client_ip"]) == (41, "broker_to_client", None)
+    assert sub["community_id"] is None  # no ConversationOpened for connection 41
     assert (sub["request_id"], sub["producer_id"], sub["consumer_id"]) == (32, None, 31)
     assert (sub["sequence_id"], sub["ledger_id"], sub["num_messages"]) == (None, None, None)
     assert {k: got[2][k] for k in ("consumer_id", "ledger_id", "entry_id", "num_messages")} == {
@@ -200,10 +205,12 @@ def test_messages_columns_by_name() -> None:
         preview="preview-30",
         problem="problem-31",
     )
-    assert built(m)["messages"] == [
+    opened = ConversationOpened(conn_id=2, key=KEY, ts=0, packet=0)
+    assert built(opened, m)["messages"] == [
         {
             "ts": 1,
             "conn_id": 2,
+            "community_id": CID,
             "direction": "broker_to_client",
             "kind": "delivered",
             "topic": "topic-3",
@@ -259,10 +266,15 @@ def test_anomalies_columns_by_name() -> None:
         packet=6,
         ts=7,
     )
-    assert built(a)["anomalies"] == [
+    opened = ConversationOpened(conn_id=2, key=KEY, ts=0, packet=0)
+    unowned = a._replace(conn_id=0)  # tied to no connection: no Community ID
+    got = built(opened, a, unowned)["anomalies"]
+    assert (got[1]["conn_id"], got[1]["community_id"]) == (0, None)
+    assert got[:1] == [
         {
             "ts": 7,
             "conn_id": 2,
+            "community_id": CID,
             "direction": "client_to_broker",
             "stream_offset": 3,
             "code": "code-1",
@@ -344,10 +356,11 @@ def test_conversations_and_entities_columns_by_name() -> None:
         {
             "ts": 21,
             "conn_id": 20,
-            "client_ip": "10.0.0.33",
-            "client_port": 34,
-            "broker_ip": "10.0.0.35",
-            "broker_port": 36,
+            "client_ip": "1.2.3.4",
+            "client_port": 1122,
+            "broker_ip": "5.6.7.8",
+            "broker_port": 3344,
+            "community_id": CID,
             "end_ts": 121,
             "duration_us": 100,
             "ended": "rst",
@@ -392,6 +405,7 @@ def test_conversations_and_entities_columns_by_name() -> None:
         {
             "ts": 2,
             "conn_id": 20,
+            "community_id": CID,
             "kind": "producer",
             "entity_id": -1,
             "topic": "topic-b",
@@ -408,6 +422,7 @@ def test_conversations_and_entities_columns_by_name() -> None:
         {
             "ts": 6,
             "conn_id": 20,
+            "community_id": CID,
             "kind": "consumer",
             "entity_id": 5,
             "topic": "topic-a",
@@ -445,10 +460,12 @@ def test_timeline_columns_by_name() -> None:
         error_message="message-17",
     )
     unmatched = p._replace(request=None, outcome=Outcome.UNMATCHED)
-    got = built(p, unmatched)["timeline"]
+    opened = ConversationOpened(conn_id=8, key=KEY, ts=0, packet=0)
+    got = built(opened, p, unmatched)["timeline"]
     assert got[0] == {
         "ts": 2,
         "conn_id": 8,
+        "community_id": CID,
         "request_command": "SEND",
         "response_command": "SEND_ERROR",
         "request_direction": "client_to_broker",
@@ -477,6 +494,30 @@ def test_timeline_columns_by_name() -> None:
         None,
         6,
     )
+
+
+def test_community_id_is_made_once_per_connection() -> None:
+    """Every row of a connection, in every table, holds the very string made when it opened;
+    the other direction of the same flow has the same id (the spec's "... and back" row)."""
+    back = FlowKey("5.6.7.8", 3344, "1.2.3.4", 1122)
+    no_ids = dict.fromkeys(Pair._fields[4:])  # request_id ... error_message
+    builder = TableBuilder()
+    for conn, key in ((3, KEY), (4, back)):
+        send = frame("SEND", {"producer_id": 1, "sequence_id": 2}, conn_id=conn)
+        gap = Anomaly.of(
+            "tcp.gap", conn_id=conn, direction=C2B, stream_offset=0, detail="d", packet=1, ts=1
+        )
+        pair = Pair(conn_id=conn, request=send, response=None, outcome=Outcome.UNANSWERED, **no_ids)
+        for ev in (ConversationOpened(conn, key, 0, 0), send, send, pair, gap):
+            builder.add(ev)
+    for conn in (3, 4):
+        cids = []
+        for name in ("frames", "timeline", "anomalies"):
+            batches = builder.batches[name]
+            at = batches.schema.names.index("community_id")
+            cids += [row[at] for row in batches.rows if row[1] == conn]  # conn_id is 2nd
+        assert len(cids) == 4 and all(c is cids[0] for c in cids), cids
+        assert cids[0] == CID
 
 
 def test_every_column_is_checked_above() -> None:

@@ -17,13 +17,16 @@ from typing import Any
 
 from setuptools import setup
 
-#: The per-packet path: packet records, headers, TCP, framing, decoding, conversation state,
-#: the pipeline and the table builder (mypyc needs their type hints to be exact).
+#: The per-packet path: packet records, headers (tunnels, IP fragments), TCP, framing,
+#: decoding, conversation state, the pipeline and the table builder (mypyc needs their type
+#: hints to be exact).
 HOT = [
     "dissector/capture/_source.py",
     "dissector/capture/pcap.py",
     "dissector/capture/pcapng.py",
     "dissector/flow/classify.py",
+    "dissector/flow/decap.py",
+    "dissector/flow/fragments.py",
     "dissector/flow/net.py",
     "dissector/flow/preamble.py",
     "dissector/flow/reassembly.py",

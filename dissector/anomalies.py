@@ -73,7 +73,21 @@ _TABLE: tuple[tuple[str, Severity, str], ...] = (
     ("tcp.data_after_close", _W, "payload on a connection after its FIN or RST"),
     ("tcp.flow_evicted", _W, "too many open connections: the least recently active was closed"),
     # Network and link layers.
-    ("net.ip_fragment", _W, "an IP fragment (not reassembled): its TCP bytes are missing"),
+    (
+        "net.ip_fragment",
+        _W,
+        "a fragment of an IP datagram never completed (fragment lost, timeout): bytes missing",
+    ),
+    (
+        "net.ip_fragment_overlap",
+        _W,
+        "IP fragments overlap with different bytes or datagram ends: the first copy is kept",
+    ),
+    (
+        "net.encapsulation_too_deep",
+        _W,
+        "more nested tunnels, label stacks or inner frames than the dissector decodes",
+    ),
     ("net.truncated_header", _W, "captured bytes too short for the link/IP/TCP headers"),
     ("net.bad_header", _W, "an impossible IP or TCP header"),
     ("net.unsupported_linktype", _W, "packets of a link type the dissector cannot parse"),

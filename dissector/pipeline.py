@@ -4,8 +4,11 @@ Input: RawPackets in capture order (from a file reader or live capture), then `c
 Output: `ConversationOpened` (once a connection is known to be Pulsar or TLS), `Frame`,
 `Anomaly` and `Conversation` (when a connection ends) events.
 Rules:
-- Headers -> TCP reassembly -> (client stream: TLS / PROXY header sniffing) -> frame decoding
-  -> conversation state (topics, pairs) -> application messages.
+- Headers (tunnels decapsulated) -> IP fragment reassembly -> TCP reassembly -> (client
+  stream: TLS / PROXY header sniffing) -> frame decoding -> conversation state (topics,
+  pairs) -> application messages.
+- Sharded (`shard`): every worker reassembles every fragmented datagram, then keeps the
+  segments of its own connections, as it does with packets whose shard their bytes do not tell.
 - Which connections are Pulsar is decided by `flow.classify` (its table and rules): this
   module only tells it what it saw and acts on the mode it returns: PENDING connections have
   their events held, PULSAR ones are published, TLS ones reported as encrypted, IGNORED ones
@@ -37,7 +40,8 @@ from dissector.events import (
 )
 from dissector.flow import classify
 from dissector.flow.classify import Event, Mode
-from dissector.flow.net import parse_packet
+from dissector.flow.fragments import Datagram, Fragment, FragmentReassembler
+from dissector.flow.net import parse_datagram, parse_layers
 from dissector.flow.preamble import sniff
 from dissector.flow.shard import Sharder
 from dissector.flow.tcp import Reassembler
@@ -114,6 +118,7 @@ class Pipeline:
         self.max_frame_size = max_frame_size
         self.messages = messages
         self.tcp = Reassembler(self.broker_ports, first_id=first_conn_id, idle_timeout=idle_timeout)
+        self.fragments = FragmentReassembler()
         self._convs: dict[int, _Conv] = {}
         self.packets = 0
         self.non_tcp_packets = 0
@@ -134,20 +139,14 @@ class Pipeline:
             shard = sharder.of_raw(pkt.linktype, pkt.data)  # -1: not told without parsing
             if shard >= 0 and shard != self._mine:
                 return []  # another worker's connection: not even parsed
-        seg = parse_packet(pkt)
-        if seg is None:
-            self.non_tcp_packets += 1
-            return []
-        if isinstance(seg, NetIssue):
-            ports = (seg.src_port, seg.dst_port)
-            if seg.src_port is not None and not self.broker_ports.intersection(ports):
-                return []  # another protocol's packet: not ours to report
+        seg = parse_layers(pkt)
+        if type(seg) is Segment:
             if sharder is not None and shard < 0 and sharder.of(seg) != self._mine:
                 return []
-            return [seg.anomaly()]
-        if sharder is not None and shard < 0 and sharder.of(seg) != self._mine:
-            return []
-        return self.feed_segment(seg)
+            return self.feed_segment(seg)
+        out: list[PipelineEvent] = []
+        self._other(seg, shard, out)
+        return out
 
     def feed_segment(self, seg: Segment) -> list[PipelineEvent]:
         out: list[PipelineEvent] = []
@@ -155,15 +154,47 @@ class Pipeline:
             self._route(ev, out)
         return out
 
+    def _other(self, parsed: Segment | NetIssue | Fragment | None, shard: int, out: _Out) -> None:
+        """A packet that is not (yet) a segment of ours, or a reassembled datagram's.
+
+        shard: the packet's shard if its bytes told it (then it is ours), else -1."""
+        if parsed is None:
+            self.non_tcp_packets += 1
+        elif type(parsed) is Fragment:
+            for item in self.fragments.feed(parsed):
+                if type(item) is Datagram:
+                    self._other(parse_datagram(item), -1, out)
+                elif type(item) is NetIssue:
+                    self._issue(item, -1, out)
+        elif type(parsed) is NetIssue:
+            self._issue(parsed, shard, out)
+        elif type(parsed) is Segment:  # reassembled from fragments
+            sharder = self._sharder
+            if sharder is None or sharder.of(parsed) == self._mine:
+                out.extend(self.feed_segment(parsed))
+
+    def _issue(self, issue: NetIssue, shard: int, out: _Out) -> None:
+        ports = (issue.src_port, issue.dst_port)
+        if issue.src_port is not None and not self.broker_ports.intersection(ports):
+            return  # another protocol's packet: not ours to report
+        sharder = self._sharder
+        if sharder is None or shard >= 0 or sharder.of(issue) == self._mine:
+            out.append(issue.anomaly())
+
     def expire(self, now: int) -> list[PipelineEvent]:
-        """End the connections idle past the idle timeout at `now` (µs since the epoch)."""
+        """End the connections idle past the idle timeout at `now` (µs since the epoch), and
+        the fragmented datagrams older than their timeout."""
         out: list[PipelineEvent] = []
+        for issue in self.fragments.expire(now):
+            self._issue(issue, -1, out)
         for ev in self.tcp.expire(now):
             self._route(ev, out)
         return out
 
     def close(self) -> list[PipelineEvent]:
         out: list[PipelineEvent] = []
+        for issue in self.fragments.close():
+            self._issue(issue, -1, out)
         for ev in self.tcp.close():
             self._route(ev, out)
         return out

@@ -11,8 +11,10 @@ talking. Endpoints are remembered for the MAX_OPEN_FLOWS most recently seen conn
 the flow table bounds itself); a packet without ports or addresses belongs to shard 0.
 - `of_raw` finds the shard of a plain Ethernet IPv4/IPv6 TCP packet from its bytes, without
   parsing it (a worker skips the other shards' packets for a fraction of a parse); any other
-  packet gets -1, to be parsed and given to `of`. Both key connections the same way
-  (address bytes and ports), so a connection gets one shard whichever way its packets go.
+  packet (VLAN tags, tunnels, IP fragments, other link types) gets -1, to be parsed and
+  given to `of`: tunnels by their inner segment, fragments once reassembled (every worker
+  reassembles them all). Both key connections the same way (address bytes and ports), so a
+  connection gets one shard whichever way its packets go.
 """
 
 from __future__ import annotations

@@ -629,3 +629,46 @@ def proxy_v2(src: tuple[str, int], dst: tuple[str, int]) -> bytes:
 
 #: The start of a TLS 1.2 ClientHello record (handshake record, version 3.1, type 1).
 TLS_CLIENT_HELLO = bytes.fromhex("160301002e0100002a0303") + bytes(32) + b"\x00\x00\x02\x13\x01"
+
+
+# --------------------------------------------------------------------------- encapsulations
+
+
+def write_frames(path: Path, frames: Sequence[bytes], *, linktype: int = 1) -> Path:
+    """Write ready link-layer frames (tunnels, fragments, ...) as a classic pcap; frame i
+    (1-based) gets `ts_of(i)`."""
+    writer = PcapWriter(str(path), linktype=linktype, snaplen=262144)
+    writer.linktype = linktype
+    writer.write_header(None)
+    for number, frame in enumerate(frames, start=1):
+        ts = ts_of(number)
+        writer.write_packet(frame, sec=ts // 1_000_000, usec=ts % 1_000_000, wirelen=len(frame))
+    writer.close()
+    return path
+
+
+def fragment_l3(l3: bytes, size: int, ident: int) -> list[bytes]:
+    """An IP packet without options or extension headers (IPv4 or IPv6) cut into fragments of
+    `size` payload bytes (a multiple of 8; the last one may be shorter), in order."""
+    from scapy.layers.inet6 import IPv6ExtHdrFragment
+
+    assert size % 8 == 0
+    v6 = l3[0] >> 4 == 6
+    head = 40 if v6 else 20
+    payload = l3[head:]
+    out = []
+    for at in range(0, len(payload), size):
+        piece = payload[at : at + size]
+        more = at + size < len(payload)
+        ip: Any
+        if v6:
+            src, dst = IPv6(l3).src, IPv6(l3).dst
+            frag = IPv6ExtHdrFragment(nh=l3[6], offset=at // 8, m=int(more), id=ident)
+            ip = IPv6(src=src, dst=dst) / frag / Raw(piece)
+        else:
+            src, dst = IP(l3).src, IP(l3).dst
+            ip = IP(src=src, dst=dst, id=ident, proto=l3[9], flags="MF" if more else 0)
+            ip.frag = at // 8
+            ip = ip / Raw(piece)
+        out.append(bytes(ip))
+    return out

@@ -20,6 +20,7 @@ import os
 import re
 import shlex
 import shutil
+import select
 import signal
 import socket
 import subprocess
@@ -828,7 +829,11 @@ def test_packets_still_queued_at_stop_are_counted_and_kept(tmp_path: Path) -> No
     cap.start()
     while cap.captured() < len(pkts):  # captured, none read by the dissector yet
         time.sleep(0.01)
-    got = cap.read(200_000)  # the dissector takes a few
+    got: list[tuple[int, bytes]] = []
+    deadline = time.monotonic() + 10
+    while not got and time.monotonic() < deadline:  # the dissector takes a few
+        select.select([cap.fileno()], [], [], 0.1)
+        got = cap.read(200_000)
     cap.stop()
     cap.abandon()
     counted, more = cap.count_rest(time.monotonic() + 5)

@@ -18,9 +18,9 @@ import io
 import json
 import os
 import re
+import select
 import shlex
 import shutil
-import select
 import signal
 import socket
 import subprocess

@@ -63,6 +63,9 @@ class Report:
         self.topic_messages: Counter[str] = Counter()
         self.losses: list[tuple[int, str]] = []  # (ts, code) of gaps and kernel drops
         self.entities: list[dict[str, Any]] = []
+        # per (conn_id, consumer_id): deliveries acked (ACK answers them) and redelivered
+        self.acked: Counter[tuple[int, int]] = Counter()
+        self.redelivered: Counter[tuple[int, int]] = Counter()
         self.entity_count = 0
         self.ladder: dict[int, list[dict[str, Any]]] = {}
         self.ladder_anomalies: dict[int, list[dict[str, Any]]] = defaultdict(list)
@@ -148,6 +151,16 @@ class Report:
             )
 
     def _timeline(self, batch: pa.RecordBatch) -> None:
+        for r in batch.select(
+            ["conn_id", "consumer_id", "response_command", "outcome"]
+        ).to_pylist():
+            if r["consumer_id"] is None:
+                continue
+            key = (r["conn_id"], r["consumer_id"])
+            if r["outcome"] == "redelivered":
+                self.redelivered[key] += 1
+            elif r["response_command"] == "ACK" and r["outcome"] == "success":
+                self.acked[key] += 1
         outcome = np.asarray(batch.column("outcome").to_pylist(), dtype=object)
         answered = (outcome == "success") | (outcome == "error")
         if not answered.any():
@@ -337,14 +350,23 @@ class Report:
             return "<p>No producer or consumer.</p>"
         cols = ["conn_id", "kind", "entity_id", "topic", "name", "subscription", "sub_type",
                 "state", "permits", "delivered", "sent"]  # fmt: skip
-        head = "".join(f"<th>{c}</th>" for c in cols)
+        head = "".join(f"<th>{c}</th>" for c in cols) + "<th>acked</th><th>redelivered</th>"
         body = "".join(
-            "<tr>" + "".join(f"<td>{_cell(e.get(c))}</td>" for c in cols) + "</tr>"
+            "<tr>"
+            + "".join(f"<td>{_cell(e.get(c))}</td>" for c in cols)
+            + self._consumer_cells(e)
+            + "</tr>"
             for e in self.entities
         )
         more = self.entity_count - len(self.entities)
         note = f"<p>The first {len(self.entities)} of {self.entity_count}.</p>" if more else ""
         return f"<table id=entities-table><tr>{head}</tr>{body}</table>{note}"
+
+    def _consumer_cells(self, e: dict[str, Any]) -> str:
+        if e.get("kind") != "consumer":
+            return "<td></td><td></td>"
+        key = (e["conn_id"], e["entity_id"])
+        return f"<td class=n>{self.acked[key]}</td><td class=n>{self.redelivered[key]}</td>"
 
     def _anomalies_section(self) -> str:
         if not self.anomaly_rows:

@@ -137,3 +137,17 @@ def test_nothing_leaves_the_page(page: tuple[Path, Path, str, str]) -> None:
     assert all(u.startswith(("data:", "#")) for u in links.urls), links.urls
     assert "default-src 'none'" in source  # the browser itself refuses any fetch
     assert not re.search(r"url\(\s*['\"]?https?:", source)
+
+
+def test_consumers_show_their_acks_and_redeliveries(page: tuple[Path, Path, str, str]) -> None:
+    """Each crafted connection has one consumer that got one MESSAGE and acked it."""
+    _, _, dom, _ = page
+    table = re.search(r'<table id="entities-table">(.*?)</table>', dom, re.S)
+    assert table
+    consumers = re.findall(
+        r'<tr><td>(\d+)</td><td>consumer</td>.*?'
+        r'<td class="n">(\d+)</td><td class="n">(\d+)</td></tr>',
+        table.group(1),
+        re.S,
+    )
+    assert sorted(consumers) == [("1", "1", "0"), ("2", "1", "0")]

@@ -28,6 +28,7 @@ from dissector.events import (
     ConversationOpened,
     Direction,
     DirectionStats,
+    FlowKey,
     Frame,
     NetIssue,
     PipelineEvent,
@@ -130,6 +131,7 @@ class Pipeline:
         self._mine = 0 if shard is None else shard[0]
         self.pairs = pairs
         self.opened: list[tuple[int, int]] = []
+        self._swapped: set[int] = set()  # connections whose roles the current batch swapped
 
     def feed(self, pkt: RawPacket) -> list[PipelineEvent]:
         self.packets += 1
@@ -150,8 +152,7 @@ class Pipeline:
 
     def feed_segment(self, seg: Segment) -> list[PipelineEvent]:
         out: list[PipelineEvent] = []
-        for ev in self.tcp.feed(seg):
-            self._route(ev, out)
+        self._route_all(self.tcp.feed(seg), out)
         return out
 
     def _other(self, parsed: Segment | NetIssue | Fragment | None, shard: int, out: _Out) -> None:
@@ -187,19 +188,28 @@ class Pipeline:
         out: list[PipelineEvent] = []
         for issue in self.fragments.expire(now):
             self._issue(issue, -1, out)
-        for ev in self.tcp.expire(now):
-            self._route(ev, out)
+        self._route_all(self.tcp.expire(now), out)
         return out
 
     def close(self) -> list[PipelineEvent]:
         out: list[PipelineEvent] = []
         for issue in self.fragments.close():
             self._issue(issue, -1, out)
-        for ev in self.tcp.close():
-            self._route(ev, out)
+        self._route_all(self.tcp.close(), out)
         return out
 
     # ------------------------------------------------------------------ routing
+
+    def _route_all(self, events: list[TcpEvent], out: _Out) -> None:
+        """Route one batch of TCP events. TCP made them all before the first was routed: when
+        routing one swaps a connection's roles (`_swap_roles`), the rest of its events in the
+        batch still carry the old ones, and are flipped (fuzzing finding 11)."""
+        swapped = self._swapped
+        for ev in events:
+            if swapped and ev.conn_id in swapped:
+                ev = _flip_tcp(ev)
+            self._route(ev, out)
+        swapped.clear()
 
     def _route(self, ev: TcpEvent, out: _Out) -> None:
         if type(ev) is StreamData:
@@ -278,7 +288,13 @@ class Pipeline:
 
     def _swap_roles(self, conv: _Conv, held: list[PipelineEvent]) -> list[PipelineEvent]:
         """The side taken for the broker is the client: swap everything kept per side."""
-        key = self.tcp.swap_roles(conv.opened.conn_id)
+        conn_id = conv.opened.conn_id
+        if self.tcp.is_open(conn_id):
+            key = self.tcp.swap_roles(conn_id)
+        else:  # TCP ended it in this batch: its ConnClosed is being routed, or follows
+            k = conv.opened.key
+            key = FlowKey(k.broker_ip, k.broker_port, k.client_ip, k.client_port)
+        self._swapped.add(conn_id)
         conv.opened = conv.opened._replace(key=key)
         decoders = conv.decoders
         conv.decoders = {C2B: decoders[B2C], **({B2C: decoders[C2B]} if C2B in decoders else {})}
@@ -390,10 +406,13 @@ class Pipeline:
 
     def _closed(self, ev: ConnClosed, out: _Out) -> None:
         conv = self._convs.pop(ev.conn_id)
+        swapped = ev.conn_id in self._swapped  # then `ev` was made for the new roles
         if conv.mode in classify.DECODED:
             self._unsniffed(conv, out, 0, 0)  # their packets are no longer known
         for dec in list(conv.decoders.values()):
             self._deliver(conv, dec.close(), out)
+        if not swapped and ev.conn_id in self._swapped:  # by what the decoders held back
+            ev = _flip_closed(ev)
         conv.mode = classify.transition(conv.mode, Event.CLOSED)
         if conv.mode not in classify.REPORTED:
             return  # not Pulsar: nothing to report
@@ -436,6 +455,24 @@ def _stats(dec: FrameDecoder | None, packets: int, wire: int, preamble: int) -> 
         skipped_bytes=s.skipped_bytes,
         gap_bytes=s.gap_bytes,
     )
+
+
+def _flip_closed(ev: ConnClosed) -> ConnClosed:
+    return ev._replace(
+        packets_c2b=ev.packets_b2c,
+        packets_b2c=ev.packets_c2b,
+        bytes_c2b=ev.bytes_b2c,
+        bytes_b2c=ev.bytes_c2b,
+    )
+
+
+def _flip_tcp(ev: TcpEvent) -> TcpEvent:
+    """A TCP event made before its connection's roles were swapped, as made after."""
+    if type(ev) is ConnClosed:
+        return _flip_closed(ev)
+    if isinstance(ev, StreamData | StreamGap | Anomaly) and ev.direction is not None:
+        return ev._replace(direction=B2C if ev.direction is C2B else C2B)
+    return ev
 
 
 def _flip(ev: PipelineEvent) -> PipelineEvent:

@@ -1,4 +1,5 @@
-"""Regression tests for the fuzzing campaign's findings (crashes where data leaves the core).
+"""Regression tests for the fuzzing campaigns' findings (crashes where data leaves the core,
+bytes counted on the wrong side, costs out of proportion; fuzz/ and issue 14).
 
 Each test crafts its own reproducer from the finding's description; the expected values
 come from what was crafted (the bytes put in, the times written), never from our output.
@@ -11,20 +12,30 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import json
+import tracemalloc
 from pathlib import Path
 from typing import Any
 
+import cramjam
 import pytest
 
 from dissector.events import Direction
 from dissector.pulsar.encoder import command, encode_frame
-from dissector.pulsar.wire import BaseCommand, MessageMetadata
-from dissector.reader import read_capture
+from dissector.pulsar.payload import DEFAULT_MAX_UNCOMPRESSED, decompress
+from dissector.pulsar.wire import (
+    COMPRESSION_TYPES,
+    BaseCommand,
+    BrokerEntryMetadata,
+    MessageMetadata,
+)
+from dissector.reader import read_capture, read_tables
 from tests.support.cli import cli
 from tests.support.crafted import (
     B2C,
     C2B,
+    Conn,
     Msg,
+    Seg,
     Session,
     baseline_msgs,
     msg,
@@ -203,3 +214,159 @@ def test_chunked_message_whose_first_chunk_is_refused_still_has_its_row(tmp_path
     assert (message["chunked"], message["complete"]) == (True, False)
     assert message["problem"] == "payload.chunk_size_mismatch"
     assert [a["code"] for a in rows["anomalies"]] == ["payload.chunk_size_mismatch"]
+
+
+# ------------------------------------------- 9. metadata times after 9999 (fuzz campaign)
+
+LAST_MS_OF_9999 = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z, by hand
+
+
+@pytest.mark.parametrize(
+    ("ms", "shown"),
+    [(LAST_MS_OF_9999 + 1, False), ((1 << 63) // 1000 - 1, False), (LAST_MS_OF_9999, True)],
+)
+def test_metadata_times_no_date_holds_are_null_not_crashes(
+    tmp_path: Path, ms: int, shown: bool
+) -> None:
+    """publish_time, event_time (MessageMetadata) and the broker entry timestamp are
+    milliseconds in uint64: values past year 9999 made Arrow timestamps that no output could
+    show (`OverflowError: date value out of range` in jsonl, the text view of tables)."""
+    meta = MessageMetadata(producer_name="p", sequence_id=0, publish_time=ms, event_time=ms)
+    entry = BrokerEntryMetadata(broker_timestamp=ms, index=3)
+    cmd = command("MESSAGE", consumer_id=1, message_id={"ledgerId": 1, "entryId": 2})
+    frame = encode_frame(cmd, metadata=meta, payload=b"x", broker_entry=entry, checksum=False)
+    s = Session()
+    s.handshake()
+    s.exchange(baseline_msgs()[:2] + [Msg(B2C, "MESSAGE", frame)])
+    s.close()
+    rows = every_output_works(write_pcap(tmp_path / "t.pcap", s.segs).path)
+    (message,) = rows["messages"]
+    last = rows["frames"][-1]
+    expected = "9999-12-31T23:59:59.999000+00:00" if shown else None
+    got = (message["publish_time"], message["event_time"], message["broker_entry_timestamp"])
+    assert [None if v is None else dt.datetime.fromisoformat(v).isoformat() for v in got] == [
+        expected
+    ] * 3
+    entry_ts = last["broker_entry_timestamp"]
+    assert (
+        None if entry_ts is None else dt.datetime.fromisoformat(entry_ts).isoformat()
+    ) == expected
+    assert message["broker_entry_index"] == 3
+
+
+# ------------------------ 10. LZ4/ZSTD payloads without uncompressed_size (fuzz campaign)
+
+
+def _compressed(codec: str, plain: bytes) -> bytes:
+    if codec == "LZ4":
+        return bytes(cramjam.lz4.compress_block(plain, store_size=False))
+    return bytes(cramjam.zstd.compress(plain))
+
+
+@pytest.mark.parametrize("codec", ["LZ4", "ZSTD"])
+@pytest.mark.parametrize("size", [33, 3 << 20])
+def test_payload_without_uncompressed_size_costs_its_size_not_the_bound(
+    codec: str, size: int
+) -> None:
+    """Metadata without uncompressed_size: the payload was decompressed into a zeroed buffer
+    of the whole bound (5 MiB) for every message, so a 60-byte frame cost 0.15 ms, 6 to 7
+    times the time per byte of other frames. Memory now follows the output's own size."""
+    plain = (b"hello world, " * (size // 13 + 1))[:size]
+    data = _compressed(codec, plain)
+    tracemalloc.start()
+    out, problems = decompress(COMPRESSION_TYPES[codec], data, None, DEFAULT_MAX_UNCOMPRESSED)
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert (out, problems) == (plain, [])
+    assert peak < 4 * size + (1 << 20), peak
+
+
+@pytest.mark.parametrize("codec", ["LZ4", "ZSTD"])
+def test_payload_without_uncompressed_size_above_the_bound_is_still_a_bomb(codec: str) -> None:
+    limit = 1 << 20
+    out, problems = decompress(
+        COMPRESSION_TYPES[codec], _compressed(codec, bytes(limit + 1)), None, limit
+    )
+    assert out is None
+    assert [code for code, _ in problems] == ["payload.decompression_bomb"]
+
+
+# ------------------------------- 11. roles swapped while a batch of stream events is routed
+
+
+def test_roles_swapped_mid_batch_keep_each_byte_on_its_side(tmp_path: Path) -> None:
+    """A capture that starts mid-connection on a port we do not know, the broker's packet
+    first (merged captures reorder): the broker is taken for the client until the real
+    client's CONNECT. When CONNECT arrives after a later client segment was held out of order,
+    TCP delivers both at once; the second was routed with the old roles, so PRODUCER went to
+    the broker's side: 'stream bytes' beyond the wire there, a frame missing here."""
+    conn = Conn(broker_port=16650)
+    connect, connected, producer, success = baseline_msgs()[:4]
+    s = Session(conn)
+    s.send(B2C, connected.data)  # the first packet: its sender is taken for the client
+    s.ack(C2B)  # the client's next sequence number is known: offset 0
+    s.send(C2B, producer.data, at=len(connect.data))  # before CONNECT: held out of order
+    s.send(C2B, connect.data, at=0)  # CONNECT, then PRODUCER from the buffer, in one batch
+    s.send(B2C, success.data)
+    s.close()
+    tables = read_tables(write_pcap(tmp_path / "t.pcap", s.segs).path)
+    (c,) = tables["conversations"].to_pylist()
+    assert (c["client_port"], c["broker_port"]) == (40000, 16650)
+    c2b = len(connect.data) + len(producer.data)
+    b2c = len(connected.data) + len(success.data)
+    assert (c["stream_bytes_c2b"], c["frame_bytes_c2b"], c["frames_c2b"]) == (c2b, c2b, 2)
+    assert (c["stream_bytes_b2c"], c["frame_bytes_b2c"], c["frames_b2c"]) == (b2c, b2c, 2)
+    assert (c["bytes_c2b"], c["bytes_b2c"]) == (c2b, b2c)
+    frames = tables["frames"].select(["command", "direction", "stream_offset"]).to_pylist()
+    assert [(f["command"], f["direction"], f["stream_offset"]) for f in frames] == [
+        ("CONNECTED", "broker_to_client", 0),
+        ("CONNECT", "client_to_broker", 0),
+        ("PRODUCER", "client_to_broker", len(connect.data)),
+        ("PRODUCER_SUCCESS", "broker_to_client", len(connected.data)),
+    ]
+    assert tables["anomalies"].column("code").to_pylist() == ["tcp.midstream_start"] * 2
+
+
+# ------------------ 12. roles swapped by what the capture's end or a connection's end releases
+
+
+def _connect_decided_at_the_end(held_behind_a_hole: bool) -> tuple[Session, Msg, Msg]:
+    """Mid-connection on a port we do not know, the broker's packet first (taken for the
+    client); the real client's CONNECT is decoded only when the connection ends: held
+    behind a one-byte hole by TCP, or cut short (its size claims 100 more bytes) in a stream
+    that starts with the client's SYN."""
+    conn = Conn(broker_port=16650)
+    connect, connected = baseline_msgs()[:2]
+    s = Session(conn)
+    s.send(B2C, connected.data)
+    if held_behind_a_hole:
+        s.ack(C2B)
+        s.send(C2B, connect.data, at=1)
+    else:
+        s.segs.append(Seg(conn, C2B, conn.client_isn, 0, "S"))  # the client's SYN
+        claim = len(connect.data) - 4 + 100
+        s.send(C2B, claim.to_bytes(4, "big") + connect.data[4:])
+    return s, connect, connected
+
+
+@pytest.mark.parametrize("held_behind_a_hole", [True, False])
+def test_roles_swapped_when_the_connection_ends(tmp_path: Path, held_behind_a_hole: bool) -> None:
+    """Fuzzing (atheris, capture target): the swap asked TCP for a connection it had just
+    closed: `KeyError` in `Reassembler.swap_roles`, the whole read lost. The roles are now
+    swapped in the pipeline alone, and the closing counts follow."""
+    s, connect, connected = _connect_decided_at_the_end(held_behind_a_hole)
+    tables = read_tables(write_pcap(tmp_path / "t.pcap", s.segs).path)
+    (c,) = tables["conversations"].to_pylist()
+    hole = 1 if held_behind_a_hole else 0
+    assert (c["client_port"], c["broker_port"]) == (40000, 16650)
+    assert (c["packets_c2b"], c["bytes_c2b"]) == (2, len(connect.data))
+    assert (c["stream_bytes_c2b"], c["gap_bytes_c2b"]) == (len(connect.data) + hole, hole)
+    assert (c["packets_b2c"], c["bytes_b2c"]) == (1, len(connected.data))
+    assert (c["stream_bytes_b2c"], c["frame_bytes_b2c"]) == (len(connected.data),) * 2
+    frames = tables["frames"].select(["command", "direction", "stream_offset", "complete"])
+    assert frames.to_pylist() == [
+        {"command": "CONNECTED", "direction": "broker_to_client", "stream_offset": 0,
+         "complete": True},
+        {"command": "CONNECT", "direction": "client_to_broker", "stream_offset": hole,
+         "complete": held_behind_a_hole},
+    ]  # fmt: skip

@@ -201,6 +201,11 @@ class Reassembler:
             for half in conn.halves.values():
                 half.ignore()
 
+    def is_open(self, conn_id: int) -> bool:
+        """Whether the connection is open: not ended by FIN, RST, the capture's end, eviction,
+        port reuse or the idle timeout (`swap_roles` needs an open one)."""
+        return conn_id in self._conns
+
     def swap_roles(self, conn_id: int) -> FlowKey:
         """The side taken for the client is the broker: swap them; returns the new key."""
         conn = self._conns[conn_id]

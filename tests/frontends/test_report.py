@@ -145,7 +145,7 @@ def test_consumers_show_their_acks_and_redeliveries(page: tuple[Path, Path, str,
     table = re.search(r'<table id="entities-table">(.*?)</table>', dom, re.S)
     assert table
     consumers = re.findall(
-        r'<tr><td>(\d+)</td><td>consumer</td>.*?'
+        r"<tr><td>(\d+)</td><td>consumer</td>.*?"
         r'<td class="n">(\d+)</td><td class="n">(\d+)</td></tr>',
         table.group(1),
         re.S,

@@ -249,6 +249,17 @@ def stream_tables(
 OTHER_PORT = "other_port:"
 
 
+def check_captures(paths: PathLike | Iterable[PathLike]) -> None:
+    """Every input is usable, checked before any is read (its header opened, then closed):
+    InputError for the first that is not. Pipes and devices are read once, so they are
+    checked when they are read."""
+    for path in as_paths(paths):
+        if os.path.exists(path) and not (os.path.isfile(path) or os.path.isdir(path)):
+            continue
+        with open_capture(path):
+            pass
+
+
 def first_packet_time(
     paths: PathLike | Iterable[PathLike], options: ReaderOptions | None = None
 ) -> int | None:

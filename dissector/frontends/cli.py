@@ -45,6 +45,7 @@ from dissector.reader import (
     OTHER_PORT,
     ReaderOptions,
     capture_bytes,
+    check_captures,
     first_packet_time,
     iter_events,
     no_pulsar_hint,
@@ -917,6 +918,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if getattr(args, "captures", None):  # `-` reads standard output of another tool
         args.captures = ["/dev/stdin" if c == "-" else c for c in args.captures]
     try:
+        if getattr(args, "captures", None):
+            check_captures(args.captures)  # every input, before any output
         return int(args.run(args, sys.stdout))
     except BrokenPipeError:
         # Output piped into `head`: not an error. Point stdout at devnull so that the

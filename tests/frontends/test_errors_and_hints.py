@@ -151,8 +151,10 @@ def test_options_are_not_abbreviated() -> None:
 
 
 def test_every_input_is_checked_before_any_output(tmp_path: Path) -> None:
-    """`read good.pcap missing.pcap` prints nothing of good.pcap: one line, exit 2."""
-    missing = tmp_path / "missing.pcap"
-    res = cli("read", str(SAMPLE), str(missing))
+    """`read good.pcap missing.pcap` prints nothing of good.pcap: one line, exit 2 (the
+    good one sorts first, so it would be read first were the inputs not checked)."""
+    good, missing = tmp_path / "a.pcap", tmp_path / "b.pcap"
+    good.write_bytes(SAMPLE.read_bytes())
+    res = cli("read", str(good), str(missing))
     assert res.stdout == ""
     assert one_line(res) == f"pulsar-dissect: {missing}: no such file"

@@ -3,7 +3,8 @@
 Input: `--target framing|payload|capture`, libFuzzer options after them (`-runs=N`,
 `-seed=S`, `-max_total_time=T`), atheris installed (`pip install atheris`: not a dependency).
 Output: libFuzzer's statistics on stderr; a failure prints its traceback, writes the input
-as `crash-*` (libFuzzer's naming) and exits non-zero.
+as `crash-*` (libFuzzer's naming, or `-artifact_prefix=`) and exits non-zero. The corpus
+libFuzzer grows lives in a temporary folder, removed when the run ends.
 Rules:
 - atheris measures coverage by instrumenting Python bytecode, and the per-packet modules are
   mypyc-compiled C extensions it cannot see. So this loads `dissector` from a copy of its
@@ -17,9 +18,11 @@ Rules:
 
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 import tempfile
+import traceback
 from pathlib import Path
 from random import Random
 from typing import Any
@@ -28,16 +31,16 @@ ROOT = Path(__file__).resolve().parent.parent
 TARGETS = ("framing", "payload", "capture")
 
 
-def pure_copy() -> Path:
+def pure_copy(work: Path) -> Path:
     """A folder holding `dissector` as Python source only (no compiled modules)."""
-    dest = Path(tempfile.mkdtemp(prefix="pulsar-pure-"))
+    dest = work / "pure"
     shutil.copytree(ROOT / "dissector", dest / "dissector", ignore=shutil.ignore_patterns("*.so"))
     return dest
 
 
 def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv if argv is None else argv)
-    if "--target" not in args:
+    if "--target" not in args[:-1]:
         print(f"usage: python -m fuzz.coverage --target {{{','.join(TARGETS)}}} [-runs=N]")
         return 2
     at = args.index("--target")
@@ -46,9 +49,24 @@ def main(argv: list[str] | None = None) -> int:
     if target not in TARGETS:
         print(f"unknown target {target!r}; choose from {', '.join(TARGETS)}")
         return 2
+    work = Path(tempfile.mkdtemp(prefix="pulsar-fuzz-cov-"))
+    pid = os.fork()  # libFuzzer ends the process with C exit(): clean up from the parent
+    if pid:
+        _, status = os.waitpid(pid, 0)
+        shutil.rmtree(work, ignore_errors=True)
+        return os.waitstatus_to_exitcode(status)
+    try:
+        _fuzz(target, args, work)  # libFuzzer ends the process: returns only on setup errors
+    except BaseException:
+        traceback.print_exc()
+    os._exit(1)
+
+
+def _fuzz(target: str, args: list[str], work: Path) -> None:
+    """Set up the pure-Python copy, the seeds and the callbacks; hand over to libFuzzer."""
     import atheris
 
-    sys.path.insert(0, str(pure_copy()))
+    sys.path.insert(0, str(pure_copy(work)))
     for name in [m for m in sys.modules if m == "dissector" or m.startswith("dissector.")]:
         del sys.modules[name]  # loaded before the copy was on the path
     with atheris.instrument_imports(include=["dissector"]):
@@ -58,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
         from fuzz.targets import Case, Harness
     assert str(framing.__file__).endswith(".py"), framing.__file__
     corpus = load()
-    harness = Harness(corpus, tempfile.mkdtemp(prefix="pulsar-fuzz-cov-"))
+    harness = Harness(corpus, work / "inputs")
     seeds = _seed_inputs(target, corpus, mu)
 
     def one(data: bytes) -> None:
@@ -94,12 +112,12 @@ def main(argv: list[str] | None = None) -> int:
             out, _ = mu.mutate_stream(rng, data, [0], donor)
         return out[:max_size]
 
-    corpus_dir = Path(tempfile.mkdtemp(prefix="pulsar-fuzz-seeds-"))
+    corpus_dir = work / "corpus"  # the seeds, then what libFuzzer keeps (removed at exit)
+    corpus_dir.mkdir()
     for i, seed in enumerate(seeds):
         (corpus_dir / f"seed{i}").write_bytes(seed)
     atheris.Setup([args[0], *args[1:], str(corpus_dir)], one, custom_mutator=mutate)
     atheris.Fuzz()
-    return 0
 
 
 def _seed_inputs(target: str, corpus: Any, mu: Any) -> list[bytes]:

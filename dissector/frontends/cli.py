@@ -52,7 +52,7 @@ from dissector.reader import (
 )
 from dissector.tables.builders import BATCH_ROWS, Sink, TableBuilder
 from dissector.tables.filters import Filter, parse_time
-from dissector.tables.output import EXTENSIONS, FORMATS, TableWriter
+from dissector.tables.output import EXTENSIONS, FORMATS, TableWriter, hidden_file
 from dissector.tables.schema import TABLES, needs_pairs, needs_payloads
 
 _DIST = "pulsar-dissector"
@@ -488,19 +488,8 @@ def cmd_report(args: argparse.Namespace, out: TextIO) -> int:
     options = _options(args)
     counts = _stream(args, options, list(REPORT_TABLES), report.add)
     page = report.html()
-    folder, name = os.path.split(os.path.abspath(args.output))
-    try:
-        fd, hidden = tempfile.mkstemp(prefix=f".{name}.", suffix=".part", dir=folder)
-        mask = os.umask(0o022)
-        os.umask(mask)
-        os.fchmod(fd, 0o666 & ~mask)  # as open() would have made it
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(page)
-        os.replace(hidden, args.output)
-    except OSError as exc:
-        with contextlib.suppress(OSError, UnboundLocalError):
-            os.unlink(hidden)
-        raise OutputError(f"{args.output}: cannot write: {os_reason(exc)}") from None
+    with hidden_file(args.output) as f:
+        f.write(page.encode("utf-8"))
     _hint(counts, options)
     out.write(f"report written to {args.output} ({len(page) // 1024} KiB)\n")
     return 0

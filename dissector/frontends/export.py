@@ -19,20 +19,18 @@ Rules:
 
 from __future__ import annotations
 
-import contextlib
-import os
 import struct
-import tempfile
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 
 import pyarrow as pa
 
 from dissector.capture import open_capture, series
-from dissector.errors import OutputError, UsageError, os_reason
+from dissector.errors import UsageError
 from dissector.events import Segment
 from dissector.flow.net import parse_packet
 from dissector.reader import ReaderOptions, as_paths, stream_tables
+from dissector.tables.output import hidden_file
 
 CONN_ID_STRIDE = 1 << 32  # conn_id = series index * 2**32 + n (as the reader numbers them)
 _HEADER = struct.Struct("<IHHiIII")
@@ -103,24 +101,8 @@ def write_packets(
 ) -> int:
     """Write the chosen connections' packets to `path` (see the module docstring); the
     number of packets written."""
-    folder, name = os.path.split(os.path.abspath(path))
-    try:
-        fd, hidden = tempfile.mkstemp(prefix=f".{name}.", suffix=".part", dir=folder)
-    except OSError as exc:
-        raise OutputError(f"{path}: cannot write: {os_reason(exc)}") from None
-    written = 0
-    try:
-        with os.fdopen(fd, "wb") as out:
-            written = _write(out, paths, options, chosen)
-        os.replace(hidden, path)
-    except OSError as exc:
-        with contextlib.suppress(OSError):
-            os.unlink(hidden)
-        raise OutputError(f"{path}: cannot write: {os_reason(exc)}") from None
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(hidden)
-        raise
+    with hidden_file(path) as out:
+        written = _write(out, paths, options, chosen)
     return written
 
 

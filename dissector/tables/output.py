@@ -18,6 +18,7 @@ import json
 import os
 import sys
 import tempfile
+from collections.abc import Iterator
 from typing import Any, BinaryIO
 
 import orjson
@@ -98,6 +99,29 @@ def _umask() -> int:
     mask = os.umask(0o022)
     os.umask(mask)
     return mask
+
+
+@contextlib.contextmanager
+def hidden_file(path: str) -> Iterator[BinaryIO]:
+    """A whole file written as TableWriter writes one: under a hidden temporary name in its
+    folder, renamed to `path` when the block ends normally, removed when it ends by an
+    exception; an OSError becomes our OutputError naming `path`."""
+    folder, name = os.path.split(os.path.abspath(path))
+    try:
+        fd, hidden = tempfile.mkstemp(prefix=f".{name}.", suffix=".part", dir=folder)
+    except OSError as exc:
+        raise OutputError(f"{path}: cannot write: {os_reason(exc)}") from None
+    try:
+        os.fchmod(fd, 0o666 & ~_umask())  # as open() would have made it
+        with os.fdopen(fd, "wb") as out:
+            yield out
+        os.replace(hidden, path)
+    except BaseException as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(hidden)
+        if isinstance(exc, OSError) and not isinstance(exc, BrokenPipeError):
+            raise OutputError(f"{path}: cannot write: {os_reason(exc)}") from None
+        raise
 
 
 class TableWriter:

@@ -107,6 +107,7 @@ class Frame(NamedTuple):
     last_packet: int = 0
     first_ts: int = 0
     last_ts: int = 0
+    raw: bytes | None = None  # the frame's bytes as on the wire: only when asked for (-x)
     topic: str | None = None  # the frame's topic: named by it, or of its producer/consumer
 
     @property

@@ -107,8 +107,11 @@ class Pipeline:
         shard: tuple[int, int] | None = None,
         pairs: bool = True,
         idle_timeout: int | None = None,
+        frame_bytes: bool = False,
     ) -> None:
         """messages: the extractor of application messages, or None not to extract them.
+
+        frame_bytes: every complete frame carries its bytes as on the wire (`Frame.raw`).
 
         shard (k, n): dissect only the connections of shard k of n (dissector.flow.shard);
         `opened` then lists (packet, conn_id) of every connection opened, so that the ids
@@ -130,6 +133,7 @@ class Pipeline:
         self._sharder = None if shard is None else Sharder(shard[1])
         self._mine = 0 if shard is None else shard[0]
         self.pairs = pairs
+        self.frame_bytes = frame_bytes
         self.opened: list[tuple[int, int]] = []
         self._swapped: set[int] = set()  # connections whose roles the current batch swapped
 
@@ -328,6 +332,7 @@ class Pipeline:
                 max_frame_size=self.max_frame_size,
                 synced=not conv.midstream[direction],
                 offset=offset,
+                keep_raw=self.frame_bytes,
             )
             conv.decoders[direction] = dec
         return dec

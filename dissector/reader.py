@@ -49,6 +49,7 @@ class ReaderOptions:
     series: str = "auto"  # how rotated files are grouped: auto, digits or none (see series.py)
     shard: tuple[int, int] | None = None  # (k, n): only connections of shard k of n
     idle_timeout: float | None = None  # seconds without a packet that end a connection
+    frame_bytes: bool = False  # frames carry their bytes (Frame.raw), for the hex view
 
     @classmethod
     def make(cls, ports: Iterable[int] = (), **kw: Any) -> ReaderOptions:
@@ -85,6 +86,7 @@ def make_pipeline(options: ReaderOptions, series_index: int = 0) -> Pipeline:
         shard=options.shard,
         pairs=options.pairs,
         idle_timeout=None if options.idle_timeout is None else round(options.idle_timeout * 1e6),
+        frame_bytes=options.frame_bytes,
     )
 
 

@@ -131,6 +131,7 @@ def cmd_stream(args: argparse.Namespace, out: TextIO) -> int:
 def _options(
     args: argparse.Namespace, *, messages: bool = True, pairs: bool = True
 ) -> ReaderOptions:
+    """The reader's settings from the command line (frame bytes are kept for -x only)."""
     return ReaderOptions.make(
         args.port,
         tls_ports=frozenset(args.tls_port),
@@ -141,6 +142,7 @@ def _options(
         payload_preview=args.payload_preview,
         series=getattr(args, "series", "auto"),  # live reads no files: no series
         idle_timeout=args.idle_timeout or None,  # 0: never
+        frame_bytes=getattr(args, "hexdump", False),
     )
 
 
@@ -326,7 +328,11 @@ def _text_view(args: argparse.Namespace, out: TextIO, rows: Filter) -> int:
     if args.columns:
         raise UsageError("--columns chooses table columns: give --table (or -o)")
     lines = FrameLines(
-        rows, show_secrets=args.show_secrets, time_format=args.time_format, verbose=args.verbose
+        rows,
+        show_secrets=args.show_secrets,
+        time_format=args.time_format,
+        verbose=args.verbose,
+        hexdump=args.hexdump,
     )
     first = first_packet_time(args.captures)
     if first is not None:
@@ -845,6 +851,13 @@ def build_parser() -> argparse.ArgumentParser:
         dest="verbose",
         action="store_true",
         help="text view: every decoded field of each frame under its line, as a tree",
+    )
+    read.add_argument(
+        "-x",
+        dest="hexdump",
+        action="store_true",
+        help="text view: the bytes of each frame (size field to payload) in hex under its "
+        "line, as tshark -x (authentication data shown as ** unless --show-secrets)",
     )
     _secrets_argument(read)
     read.set_defaults(run=cmd_read)

@@ -6,7 +6,8 @@ Output: `FrameLines`: one line per frame, anomalies inline with `!`; a compact o
 text of a message (`k=v k2={a=1}`) or a JSON-ready dict.
 Rule: authentication data (CONNECT auth_data / original_auth_data, the AuthData carried by
 AUTH_CHALLENGE and AUTH_RESPONSE) is replaced by a fixed placeholder plus its length in every
-output unless show_secrets=True. Nothing else is hidden; long values are shortened.
+output unless show_secrets=True; in the hex view (-x) its bytes are shown as `**`. Nothing
+else is hidden; long values are shortened.
 """
 
 from __future__ import annotations
@@ -179,6 +180,7 @@ class FrameLines:
         show_secrets: bool = False,
         time_format: str = "r",
         verbose: bool = False,
+        hexdump: bool = False,
     ) -> None:
         if time_format not in TIME_FORMATS:
             raise ValueError(f"time format {time_format!r}: one of {', '.join(TIME_FORMATS)}")
@@ -186,6 +188,7 @@ class FrameLines:
         self.show_secrets = show_secrets
         self.time_format = time_format
         self.verbose = verbose  # -V: every decoded field under the line, as a tree
+        self.hexdump = hexdump  # -x: the frame's bytes in hex under the line (and tree)
         self.keys: dict[int, FlowKey] = {}
         self.first_ts: int | None = None
         self.previous_ts: int | None = None
@@ -227,6 +230,8 @@ class FrameLines:
             line = f"{ev.last_packet:>6} {when} {ev.conn_id:>4} {where} {text}\n"
             if self.verbose:
                 line += frame_tree(ev, show_secrets=self.show_secrets)
+            if self.hexdump:
+                line += frame_hex(ev, show_secrets=self.show_secrets)
             return line
         if isinstance(ev, Anomaly):
             if self.rows.conns and ev.conn_id not in self.rows.conns:
@@ -238,6 +243,56 @@ class FrameLines:
         elif isinstance(ev, Conversation):
             self.keys.pop(ev.conn_id, None)
         return None
+
+
+#: Bytes per line of the hex view, as tshark -x and xxd.
+HEX_WIDTH = 16
+
+
+def secret_values(msg: Message | None) -> list[bytes]:
+    """The values of every secret field in a decoded message, however deep."""
+    found: list[bytes] = []
+    if msg is None:
+        return found
+    for field, value in msg.ListFields():
+        if field.name in SECRET_FIELDS:
+            found.extend(value if field.is_repeated else [value])
+        elif field.type == FieldDescriptor.TYPE_MESSAGE:
+            items = value if field.is_repeated else [value]
+            for item in items:
+                found.extend(secret_values(item))
+    return [v.encode() if isinstance(v, str) else bytes(v) for v in found if v]
+
+
+def hex_dump(data: bytes, *, hidden: list[bytes] | None = None) -> str:
+    """Bytes as tshark -x prints them: offset, 16 bytes in two groups of 8, then the
+    printable characters (others as `.`). Every occurrence of a `hidden` value is shown as
+    `**` (hex) and `*` (characters)."""
+    masked = bytearray(len(data))
+    for value in hidden or ():
+        at = data.find(value)
+        while at >= 0:
+            masked[at : at + len(value)] = b"\x01" * len(value)
+            at = data.find(value, at + 1)
+    lines = []
+    for start in range(0, len(data), HEX_WIDTH):
+        chunk = data[start : start + HEX_WIDTH]
+        hexes = ["**" if masked[start + i] else f"{b:02x}" for i, b in enumerate(chunk)]
+        left, right = " ".join(hexes[:8]), " ".join(hexes[8:])
+        text = "".join(
+            "*" if masked[start + i] else (chr(b) if 0x20 <= b < 0x7F else ".")
+            for i, b in enumerate(chunk)
+        )
+        lines.append(f"{start:04x}  {left:<23}  {right:<23}   {text}\n")
+    return "".join(lines)
+
+
+def frame_hex(frame: Frame, *, show_secrets: bool = False) -> str:
+    """The -x view of a frame: its bytes as on the wire, secrets masked unless asked."""
+    if frame.raw is None:
+        return "      (bytes of this frame are missing from the capture)\n"
+    hidden = None if show_secrets else secret_values(frame.body)
+    return hex_dump(frame.raw, hidden=hidden) + "\n"
 
 
 def _endpoints(key: FlowKey | None, direction: Direction) -> str:

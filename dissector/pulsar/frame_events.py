@@ -135,7 +135,8 @@ class FrameEmitter:
                 last_packet,
                 first_ts,
                 last_ts,
-                None,
+                None,  # raw: set by FrameDecoder when asked for
+                None,  # topic: set by the pipeline
             ),
         )
         if not problems:

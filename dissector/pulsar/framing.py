@@ -78,7 +78,9 @@ class FrameDecoder(FrameEmitter):
         max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
         synced: bool = True,
         offset: int = 0,
+        keep_raw: bool = False,
     ) -> None:
+        """keep_raw: each complete frame carries its bytes in `raw` (the hex view)."""
         if max_frame_size < 8:
             raise UsageError(f"max_frame_size must be at least 8, got {max_frame_size}")
         super().__init__(conn_id, direction, offset)
@@ -95,6 +97,7 @@ class FrameDecoder(FrameEmitter):
         self._cand = -1  # stream offset of the candidate whose reach is charged
         self._reach = 0  # stream offset up to which that candidate has been charged
         self._checked = -1  # stream offset of the candidate whose cheap checks passed
+        self.keep_raw = keep_raw
 
     # ----------------------------------------------------------------- public API
 
@@ -277,6 +280,8 @@ class FrameDecoder(FrameEmitter):
                     out.append(self._anomaly("pulsar.command_undecodable", base + pos, str(exc)))
                     self._start_sync(f"after pulsar.command_undecodable at offset {base + pos}")
                     continue
+            if self.keep_raw:
+                frame = frame._replace(raw=bytes(mv[pos:end]))
             out.append(frame)
             if problems:
                 out.extend(problems)

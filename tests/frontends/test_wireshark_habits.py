@@ -24,7 +24,7 @@ import pytest
 from dissector.capture import open_capture
 from dissector.tables.schema import TABLES
 from tests.support.cli import cli
-from tests.support.crafted import Conn, baseline_session, write_pcap
+from tests.support.crafted import Conn, Session, baseline_msgs, baseline_session, write_pcap
 
 PCAPS = Path(__file__).resolve().parents[2] / "pcaps"
 SAMPLE = PCAPS / "produce_consume.pcap"
@@ -209,3 +209,65 @@ def test_w_exports_the_packets_of_the_chosen_connections(tmp_path: Path) -> None
             capture_output=True, text=True, check=True,
         ).stdout.split()  # fmt: skip
         assert set(streams) == {"0"} and len(streams) == len(mine)
+
+
+# --------------------------------------------------------------------------- -x: frame bytes
+
+
+def hex_blocks(text: str) -> list[tuple[int, bytes]]:
+    """(packet number, bytes) of each frame line of `read -x`, the hex lines parsed back."""
+    blocks: list[tuple[int, bytes]] = []
+    for line in text.splitlines():
+        if re.match(r"^[0-9a-f]{4}  [0-9a-f*]{2} ", line):
+            hexes = line[6:54].split()  # offset, 2 spaces, 8 + 8 bytes; then the characters
+            assert int(line[:4], 16) == len(blocks[-1][1])  # offsets count the bytes
+            shown = "".join(hexes).replace("**", "00")  # masked bytes: not comparable
+            blocks[-1] = (blocks[-1][0], blocks[-1][1] + bytes.fromhex(shown))
+        elif line.strip() and not line.lstrip().startswith("!"):
+            blocks.append((int(line.split()[0]), b""))
+    return blocks
+
+
+def tcp_streams(path: Path) -> dict[tuple[int, int], bytes]:
+    """(source port, destination port) -> that direction's TCP payload, read with scapy."""
+    from scapy.layers.inet import TCP
+    from scapy.utils import rdpcap
+
+    streams: dict[tuple[int, int], bytes] = {}
+    for pkt in rdpcap(str(path)):
+        if TCP in pkt and bytes(pkt[TCP].payload):
+            key = (pkt[TCP].sport, pkt[TCP].dport)
+            streams[key] = streams.get(key, b"") + bytes(pkt[TCP].payload)
+    return streams
+
+
+def test_hex_view_shows_every_byte_of_every_frame() -> None:
+    """-x: each frame's bytes, in order, are its direction's TCP payload (scapy's reading),
+    whole: the frames of a clean capture tile both byte streams exactly."""
+    blocks = hex_blocks(ok("read", str(SAMPLE), "-x"))
+    assert blocks and all(data for _, data in blocks)
+    streams = tcp_streams(SAMPLE)
+    joined = b"".join(data for _, data in blocks)
+    assert len(joined) == sum(len(s) for s in streams.values())
+    rest = dict(streams)
+    for _, data in blocks:  # frames of each direction come in stream order
+        key = next(k for k, s in rest.items() if s.startswith(data))
+        rest[key] = rest[key][len(data) :]
+    assert all(not s for s in rest.values())
+
+
+def test_hex_view_masks_auth_data(tmp_path: Path) -> None:
+    secret = b"token-hunter2-secret"
+    s = Session(Conn())
+    s.handshake()
+    s.exchange(baseline_msgs(auth_data=secret))
+    s.close()
+    path = write_pcap(tmp_path / "auth.pcap", s.segs).path
+    shown = ok("read", str(path), "-x", "-c", "1")
+    connect = baseline_msgs(auth_data=secret)[0].data
+    masked = connect.replace(secret, bytes(len(secret)))  # where ** stand
+    assert hex_blocks(shown)[0][1] == masked
+    assert "**" in shown and secret.hex() not in shown.replace(" ", "")
+    assert "hunter2" not in shown
+    revealed = hex_blocks(ok("read", str(path), "-x", "-c", "1", "--show-secrets"))[0][1]
+    assert revealed == connect

@@ -50,6 +50,7 @@ class ReaderOptions:
     shard: tuple[int, int] | None = None  # (k, n): only connections of shard k of n
     idle_timeout: float | None = None  # seconds without a packet that end a connection
     frame_bytes: bool = False  # frames carry their bytes (Frame.raw), for the hex view
+    fields: bool = False  # the frames table's on-request `fields` column (JSON) is made
 
     @classmethod
     def make(cls, ports: Iterable[int] = (), **kw: Any) -> ReaderOptions:
@@ -209,7 +210,7 @@ def series_tables(
     tables: Iterable[str] | None = None,
 ) -> dict[str, pa.Table]:
     """The tables (default: every table) of one series of capture files."""
-    builder = TableBuilder(capture=files[0], tables=tables)
+    builder = TableBuilder(capture=files[0], tables=tables, fields=options.fields)
     add = builder.add
     for ev in iter_series(files, options, series_index):
         add(ev)
@@ -236,7 +237,7 @@ def stream_tables(
     counts: Counter[str] = Counter()
     other: Counter[int] = Counter()
     for index, files in enumerate(series.group(as_paths(paths), options.series)):
-        builder = TableBuilder(capture=files[0], tables=wanted, sink=sink)
+        builder = TableBuilder(capture=files[0], tables=wanted, sink=sink, fields=options.fields)
         add = builder.add
         log = None if opened is None else opened.setdefault(index, [])
         for ev in iter_series(files, options, index, log, progress, other):
@@ -426,6 +427,7 @@ def read_capture(
     payload_preview: int = 0,
     series: str = "auto",
     tables: Iterable[str] | None = None,
+    fields: bool = False,
 ) -> Capture:
     """Dissect captures into tables: `.frames`, `.messages`, `.anomalies`, `.conversations`,
     `.timeline` (request/response pairs with latency) and `.entities` (producers, consumers).
@@ -434,6 +436,8 @@ def read_capture(
     payload_preview: keep the first N bytes of every payload (escaped) in the messages table.
     tables: the tables to make (default: every one); fewer is faster (the frames table
     alone needs no payload decoding).
+    fields: make the frames table's `fields` column (every field of the command as JSON);
+    it costs about as much as the rest of the frames row, so it is null unless asked for.
     """
     options = ReaderOptions.make(
         ports,
@@ -442,6 +446,7 @@ def read_capture(
         max_uncompressed=max_uncompressed,
         payload_preview=payload_preview,
         series=series,
+        fields=fields,
     )
     names = list(TABLES) if tables is None else list(tables)
     unknown = sorted(set(names) - set(TABLES))

@@ -35,8 +35,9 @@ from dissector.frontends.expressions import RowFilter
 from dissector.frontends.progress import ReadProgress
 from dissector.frontends.summary import TABLES as SUMMARY_TABLES
 from dissector.frontends.summary import TOP, Summary, render
-from dissector.frontends.text import TIME_FORMATS, FrameLines, frame_text, message_dict
+from dissector.frontends.text import TIME_FORMATS, FrameLines, frame_text
 from dissector.parallel_reader import default_jobs, stream_tables_parallel, workers
+from dissector.pulsar.field_values import message_dict
 from dissector.pulsar.framing import DEFAULT_MAX_FRAME_SIZE, FrameDecoder
 from dissector.pulsar.payload import DEFAULT_MAX_UNCOMPRESSED
 from dissector.pulsar.text_fields import repair_metadata
@@ -143,7 +144,15 @@ def _options(
         series=getattr(args, "series", "auto"),  # live reads no files: no series
         idle_timeout=args.idle_timeout or None,  # 0: never
         frame_bytes=getattr(args, "hexdump", False),
+        fields=_wants_fields(args),
     )
+
+
+def _wants_fields(args: argparse.Namespace) -> bool:
+    """The frames' `fields` column is made when --fields asks, or when --columns, -Y or an
+    SQL query name it."""
+    named = " ".join(str(getattr(args, k, None) or "") for k in ("columns", "filter", "query"))
+    return bool(getattr(args, "fields", False)) or re.search(r"\bfields\b", named) is not None
 
 
 def _filter(args: argparse.Namespace) -> Filter:
@@ -340,7 +349,7 @@ def _text_view(args: argparse.Namespace, out: TextIO, rows: Filter) -> int:
     where = RowFilter(args.filter, "frames", TABLES["frames"].schema) if args.filter else None
     other: Counter[int] = Counter()
     frames = printed = 0
-    builder = TableBuilder(tables=["frames"]) if where is not None else None
+    builder = TableBuilder(tables=["frames"], fields=options.fields) if where is not None else None
     held: list[str | None] = []  # -Y: frame lines waiting for their rows to be judged
 
     def judge() -> int:
@@ -614,6 +623,11 @@ def _live_arguments(live: argparse.ArgumentParser) -> None:
     )
     live.add_argument("--format", choices=["text", "jsonl"], default="text")
     live.add_argument(
+        "--fields",
+        action="store_true",
+        help="jsonl: fill the frames' `fields` column (every field of each command as JSON)",
+    )
+    live.add_argument(
         "--table",
         action="append",
         default=[],
@@ -851,6 +865,13 @@ def build_parser() -> argparse.ArgumentParser:
         dest="verbose",
         action="store_true",
         help="text view: every decoded field of each frame under its line, as a tree",
+    )
+    read.add_argument(
+        "--fields",
+        action="store_true",
+        help="fill the frames table's `fields` column: every field of each command as JSON "
+        "(auth data redacted); it costs about as much as the rest of the row, so it is null "
+        "unless asked for (naming it in --columns or -Y asks too)",
     )
     read.add_argument(
         "-x",

@@ -230,7 +230,9 @@ class Session:
         self.lines = FrameLines(opts.rows, show_secrets=opts.show_secrets)
         self.builder = None
         if made:
-            self.builder = TableBuilder(capture=f"live:{source.name}", tables=made)
+            self.builder = TableBuilder(
+                capture=f"live:{source.name}", tables=made, fields=opts.reader.fields
+            )
         self.counts = Counts(messages=0 if decode else None)
         self._files = contextlib.ExitStack()  # closes every file, whatever happens
         self.parquet: ParquetParts | None = None

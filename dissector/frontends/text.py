@@ -27,19 +27,12 @@ from dissector.events import (
     Frame,
     PipelineEvent,
 )
+from dissector.pulsar.field_values import SECRET_FIELDS, message_dict, redacted
 from dissector.pulsar.wire import enum_value_name
 from dissector.tables.filters import Filter
 
-#: Field names whose values are credentials wherever they appear in a command.
-SECRET_FIELDS = frozenset({"auth_data", "original_auth_data"})
-REDACTED = "<redacted>"
 _MAX_ITEMS = 8  # repeated fields: items shown in text before "...+N"
 _MAX_TEXT = 80  # strings and bytes: characters shown in text before truncation
-_MAX_JSON_BYTES = 4096  # bytes fields: bytes rendered as hex in JSON before truncation
-
-
-def redacted(length: int) -> str:
-    return f"{REDACTED}({length} bytes)"
 
 
 def _scalar_text(field: FieldDescriptor, value: Any, show_secrets: bool) -> str:
@@ -75,29 +68,6 @@ def _value_text(field: FieldDescriptor, value: Any, show_secrets: bool) -> str:
     if field.type == FieldDescriptor.TYPE_MESSAGE:
         return "{" + message_text(value, show_secrets=show_secrets) + "}"
     return _scalar_text(field, value, show_secrets)
-
-
-def message_dict(msg: Message, *, show_secrets: bool = False) -> dict[str, Any]:
-    """JSON-ready dict of the fields set in msg (bytes as hex, enums by name)."""
-    out: dict[str, Any] = {}
-    for field, value in msg.ListFields():
-        if field.is_repeated:
-            out[field.name] = [_value_json(field, v, show_secrets) for v in value]
-        else:
-            out[field.name] = _value_json(field, value, show_secrets)
-    return out
-
-
-def _value_json(field: FieldDescriptor, value: Any, show_secrets: bool) -> Any:
-    if field.type == FieldDescriptor.TYPE_MESSAGE:
-        return message_dict(value, show_secrets=show_secrets)
-    if field.name in SECRET_FIELDS and not show_secrets:
-        return redacted(len(value))
-    if field.type == FieldDescriptor.TYPE_BYTES:
-        return value[:_MAX_JSON_BYTES].hex() + ("..." if len(value) > _MAX_JSON_BYTES else "")
-    if field.type == FieldDescriptor.TYPE_ENUM:
-        return enum_value_name(field, value) or value  # an unknown number stays a number
-    return value
 
 
 def frame_text(frame: Frame, *, show_secrets: bool = False) -> str:

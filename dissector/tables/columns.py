@@ -60,6 +60,9 @@ class Column:
     value: str  # Python expression over the row function's parameters and prelude names
     doc: str
     nullable: bool = True
+    #: Costly and rarely wanted: null unless asked for (`Table.row_with`), so that tables
+    #: keep one schema whether or not it was made.
+    on_request: bool = False
 
     def field(self) -> pa.Field:
         return pa.field(
@@ -67,9 +70,18 @@ class Column:
         )
 
 
-def col(name: str, dtype: pa.DataType, value: str, doc: str, nullable: bool = True) -> Column:
-    """A column: its name, type, the expression that gives its value, one line of doc."""
-    return Column(name, dtype, value, doc, nullable)
+def col(
+    name: str,
+    dtype: pa.DataType,
+    value: str,
+    doc: str,
+    nullable: bool = True,
+    *,
+    on_request: bool = False,
+) -> Column:
+    """A column: its name, type, the expression that gives its value, one line of doc;
+    on_request: null unless the row function `Table.row_with` is used."""
+    return Column(name, dtype, value, doc, nullable, on_request)
 
 
 def endpoints() -> list[Column]:
@@ -92,7 +104,7 @@ def community_id_column(note: str = "") -> Column:
 class Table:
     """A table declared once: its schema and row function both come from `columns`."""
 
-    __slots__ = ("columns", "name", "row", "schema", "source")
+    __slots__ = ("_env", "_params", "_prelude", "columns", "name", "row", "schema", "source")
 
     def __init__(
         self,
@@ -110,8 +122,21 @@ class Table:
         if bad or len(set(names)) != len(names):
             raise ValueError(f"table {name}: bad or repeated column names in {names}")
         self.schema = pa.schema([c.field() for c in self.columns])
-        self.source = _row_source(name, params, prelude, self.columns)
-        self.row: Callable[..., tuple[Any, ...]] = _compile(name, self.source, env or {})
+        self._params, self._prelude, self._env = params, prelude, env or {}
+        self.source = _row_source(name, params, prelude, self.columns, requested=False)
+        self.row: Callable[..., tuple[Any, ...]] = _compile(name, self.source, self._env)
+
+    @property
+    def on_request(self) -> list[str]:
+        """Columns made only when asked for (null otherwise)."""
+        return [c.name for c in self.columns if c.on_request]
+
+    def row_with(self) -> Callable[..., tuple[Any, ...]]:
+        """The row function that also makes the on-request columns (compiled on demand)."""
+        if not self.on_request:
+            return self.row
+        source = _row_source(self.name, self._params, self._prelude, self.columns, requested=True)
+        return _compile(self.name, source, self._env, " with on-request columns")
 
     @property
     def names(self) -> list[str]:
@@ -122,15 +147,22 @@ class Table:
         return {c.name: c.doc for c in self.columns}
 
 
-def _row_source(name: str, params: str, prelude: str, columns: tuple[Column, ...]) -> str:
+def _row_source(
+    name: str, params: str, prelude: str, columns: tuple[Column, ...], *, requested: bool
+) -> str:
     body = textwrap.indent(textwrap.dedent(prelude).strip(), "    ")
-    values = "".join(f"        {c.value},  # {c.name}\n" for c in columns)
+    values = "".join(
+        f"        {c.value if requested or not c.on_request else 'None'},  # {c.name}\n"
+        for c in columns
+    )
     return f"def {name}_row({params}):\n{body}\n    return (\n{values}    )\n"
 
 
-def _compile(name: str, source: str, env: Mapping[str, Any]) -> Callable[..., tuple[Any, ...]]:
+def _compile(
+    name: str, source: str, env: Mapping[str, Any], variant: str = ""
+) -> Callable[..., tuple[Any, ...]]:
     """Compile a row function once; its source is kept for tracebacks and debuggers."""
-    filename = f"<table {name}>"
+    filename = f"<table {name}{variant}>"
     namespace: dict[str, Any] = {**HELPERS, **env}
     exec(compile(source, filename, "exec"), namespace)
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)

@@ -11,8 +11,10 @@ Community ID is made once per connection by the builder; rows only pass its stri
 
 from __future__ import annotations
 
+import orjson
 import pyarrow as pa
 
+from dissector.pulsar.field_values import message_dict
 from dissector.pulsar.wire import BODY_FIELDS, COMMAND_NAMES, MESSAGE_ID_FIELDS, SINGULAR_FIELDS
 from dissector.tables.columns import (
     BIN,
@@ -146,9 +148,18 @@ FRAMES = Table(
             "bytes of payload after the metadata (as sent)",
         ),
         col("complete", BOOL, "f.complete", "false when bytes of the frame are missing", False),
+        col(
+            "fields",
+            STR,
+            "None if body is None else _json(body)",
+            "every field the command sets, as JSON (auth data redacted); made on request "
+            "only (--columns ...,fields, --fields, fields=True), null otherwise",
+            on_request=True,
+        ),
     ],
     prelude=_FRAME_PRELUDE,
     env={
+        "_json": lambda body: orjson.dumps(message_dict(body)).decode(),
         "_ID_FIELDS": _id_fields(),
         "_NO_IDS": frozenset(),
         "_SEND": next(t for t, n in COMMAND_NAMES.items() if n == "SEND"),

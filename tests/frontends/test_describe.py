@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 
 from dissector import command
-from dissector.frontends.text import message_dict, message_text
+from dissector.frontends.text import message_text
+from dissector.pulsar.field_values import message_dict
 
 SECRET = b"s3cr3t-token-value"
 

@@ -271,3 +271,59 @@ def test_hex_view_masks_auth_data(tmp_path: Path) -> None:
     assert "hunter2" not in shown
     revealed = hex_blocks(ok("read", str(path), "-x", "-c", "1", "--show-secrets"))[0][1]
     assert revealed == connect
+
+
+# --------------------------------------------------------------------------- fields column
+
+
+def _as_json(value: object) -> object:
+    """A crafted field value as the `fields` JSON must show it (ids and nested dicts)."""
+    if isinstance(value, dict):
+        return {k: _as_json(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_as_json(v) for v in value]
+    return value
+
+
+def test_fields_column_holds_every_field_the_command_sets(tmp_path: Path) -> None:
+    """--columns ...,fields: each frame's JSON has exactly the fields the crafted command was
+    given (enums by name), the auth data redacted; without asking, the column is null."""
+    secret = b"token-hunter2-secret"
+    msgs = baseline_msgs(auth_data=secret)
+    s = Session(Conn())
+    s.handshake()
+    s.exchange(msgs)
+    s.close()
+    path = write_pcap(tmp_path / "f.pcap", s.segs).path
+    out = ok("read", str(path), "--table", "frames", "--columns", "command,fields",
+             "--format", "jsonl")  # fmt: skip
+    rows = [json.loads(line) for line in out.splitlines()]
+    assert [r["command"] for r in rows] == [m.name for m in msgs]
+    enums = {"subType": {0: "Exclusive"}, "ack_type": {0: "Individual"}}
+    for row, m in zip(rows, msgs, strict=True):
+        want = {k: enums[k][v] if k in enums else _as_json(v) for k, v in m.fields.items()}
+        if "auth_data" in want:
+            want["auth_data"] = f"<redacted>({len(secret)} bytes)"
+        got = json.loads(row["fields"]) if row["fields"] is not None else {}
+        assert got == want, m.name
+    assert "hunter2" not in out and secret.hex() not in out
+    plain = ok("read", str(path), "--table", "frames", "--format", "jsonl")
+    assert all(json.loads(line)["fields"] is None for line in plain.splitlines())
+    asked = ok("read", str(path), "--table", "frames", "--format", "jsonl", "--fields")
+    assert [json.loads(line)["fields"] for line in asked.splitlines()] == [
+        r["fields"] for r in rows
+    ]
+    found = ok("read", str(path), "--table", "frames", "--format", "csv", "--columns",
+               "command", "-Y", "fields contains 'messagePermits'")  # fmt: skip
+    assert found.replace('"', "").split() == ["command", "FLOW"]
+
+
+def test_fields_from_pandas_name_the_clients_subscription() -> None:
+    import dissector
+
+    cap = dissector.read_capture(SAMPLE, tables=["frames"], fields=True)
+    sub = cap.frames[cap.frames["command"] == "SUBSCRIBE"]["fields"].map(json.loads)
+    assert [f["subscription"] for f in sub] == [MANIFEST["subscription"]]
+    assert [f["subType"] for f in sub] == [MANIFEST["consumer_type"]]
+    assert [f["topic"] for f in sub] == [MANIFEST["topic"]]
+    assert dissector.read_capture(SAMPLE, tables=["frames"]).frames["fields"].isna().all()

@@ -147,6 +147,7 @@ def test_frames_columns_by_name() -> None:
         "num_messages": 13,
         "payload_size": 16,
         "complete": False,
+        "fields": None,  # made on request only
     }
     sub = got[1]
     assert (sub["conn_id"], sub["direction"], sub["client_ip"]) == (41, "broker_to_client", None)

@@ -53,8 +53,10 @@ _AWS_REASONS = {
     "MISSING_AUTHENTICATION_TOKEN": "no credentials (set AWS_ACCESS_KEY_ID and "
     "AWS_SECRET_ACCESS_KEY, AWS_PROFILE or ~/.aws/credentials)",
     "NETWORK_CONNECTION": "cannot reach the endpoint",
-    "UNKNOWN": "request failed",
 }
+#: HTTP statuses of errors the SDK has no code for (AWS Error UNKNOWN).
+_HTTP_REASONS = {403: _AWS_REASONS["ACCESS_DENIED"], 404: "no such file"}
+_HTTP_STATUS = re.compile(r"HTTP status (\d+)")
 
 _cache: dict[tuple[str, str, str | None], pafs.FileSystem] = {}
 
@@ -191,6 +193,9 @@ def input_error(
         endpoint = s3_endpoint_from(s3_endpoint) if s3 else None
         if code.group(1) == "NETWORK_CONNECTION" and endpoint:
             reason += f" {_host(urlsplit(endpoint))}"
+    elif code and (status := _HTTP_STATUS.search(text)):
+        number = int(status.group(1))
+        reason = _HTTP_REASONS.get(number, f"request failed (HTTP status {number})")
     elif isinstance(exc, IsADirectoryError):
         reason = "is a directory, not a capture file"
     else:

@@ -191,8 +191,9 @@ def input_error(
         reason = _AWS_REASONS[code.group(1)]
         s3 = scheme_of(location) in ("s3", "s3a")
         endpoint = s3_endpoint_from(s3_endpoint) if s3 else None
-        if code.group(1) == "NETWORK_CONNECTION" and endpoint:
-            reason += f" {_host(urlsplit(endpoint))}"
+        if code.group(1) == "NETWORK_CONNECTION" and s3:
+            reason += f" {_host(urlsplit(endpoint))}" if endpoint else " (AWS S3; another "
+            reason += "" if endpoint else "endpoint: --s3-endpoint URL or AWS_ENDPOINT_URL)"
     elif code and (status := _HTTP_STATUS.search(text)):
         number = int(status.group(1))
         reason = _HTTP_REASONS.get(number, f"request failed (HTTP status {number})")

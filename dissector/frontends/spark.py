@@ -4,7 +4,8 @@ Input: `spark.read.format("pulsar").option("table", "frames").load(path_or_glob)
 options `table` (frames, messages, anomalies, conversations, timeline, entities), `ports`
 (extra broker ports, comma-separated), `tls_ports`, `max_frame_size`, `max_uncompressed`,
 `payload_preview`, `series` (auto, digits, none), `s3_endpoint` (an S3 endpoint URL other
-than AWS; default: AWS_ENDPOINT_URL_S3, then AWS_ENDPOINT_URL, as the driver sees them).
+than AWS; default: AWS_ENDPOINT_URL_S3, then AWS_ENDPOINT_URL, as `read()`'s process sees
+them, else as the source's planning worker does (the environment Spark was started with)).
 Output: a DataFrame with the table's schema, converted from the single Arrow definition in
 dissector.tables.schema; rows come out of executors as Arrow record batches.
 Rules:
@@ -249,6 +250,9 @@ def read(
     reader = spark.read.format("pulsar").option("table", table)
     if spark.conf.get(PUSHDOWN_CONF, "false") == "true":
         reader = reader.option("pushdown", "true")
+    endpoint = s3_endpoint_from(options.pop("s3_endpoint", None))
+    if endpoint:  # as this process sees it: the planner's Python worker may not
+        reader = reader.option("s3_endpoint", endpoint)
     for key, value in options.items():
         if isinstance(value, list | tuple | set | frozenset):
             value = ",".join(str(v) for v in value)

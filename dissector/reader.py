@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 import pyarrow as pa
 
 from dissector.capture import open_capture, series
+from dissector.capture.listing import expand_captures
+from dissector.capture.locations import rereadable, size_of
 from dissector.errors import DissectorError, UsageError
 from dissector.events import Anomaly, PipelineEvent
 from dissector.pipeline import DEFAULT_BROKER_PORTS, DEFAULT_TLS_PORTS, Pipeline
@@ -51,6 +53,7 @@ class ReaderOptions:
     idle_timeout: float | None = None  # seconds without a packet that end a connection
     frame_bytes: bool = False  # frames carry their bytes (Frame.raw), for the hex view
     fields: bool = False  # the frames table's on-request `fields` column (JSON) is made
+    s3_endpoint: str | None = None  # S3 endpoint URL other than AWS (default: environment)
 
     @classmethod
     def make(cls, ports: Iterable[int] = (), **kw: Any) -> ReaderOptions:
@@ -91,16 +94,9 @@ def make_pipeline(options: ReaderOptions, series_index: int = 0) -> Pipeline:
     )
 
 
-def _size(path: str) -> int:
-    try:
-        return os.path.getsize(path)
-    except OSError:
-        return 0
-
-
-def capture_bytes(paths: PathLike | Iterable[PathLike]) -> int:
-    """The size of the capture files on disk (what a read's Progress counts up to)."""
-    return sum(_size(p) for p in as_paths(paths))
+def capture_bytes(paths: PathLike | Iterable[PathLike], s3_endpoint: str | None = None) -> int:
+    """The size of the capture files (what a read's Progress counts up to)."""
+    return sum(size_of(p, s3_endpoint) for p in as_paths(paths))
 
 
 def iter_series(
@@ -124,7 +120,7 @@ def iter_series(
         pipe.opened = opened
     with _fewer_collections():
         first = options.shard is None or options.shard[0] == 0
-        yield from _read_files(pipe, files, first, progress)
+        yield from _read_files(pipe, files, first, progress, options.s3_endpoint)
     yield from pipe.close()
     if other_ports is not None:
         other_ports.update(pipe.other_ports)
@@ -157,13 +153,14 @@ def _read_files(
     files: list[str],
     capture_issues: bool = True,
     progress: Progress | None = None,
+    s3_endpoint: str | None = None,
 ) -> Iterator[PipelineEvent]:
     last_ts = 0
     offset = 0
     for path in files:
         count = 0
         counted = 0  # bytes of this file already added to progress
-        with open_capture(path) as reader:
+        with open_capture(path, s3_endpoint) as reader:
             for pkt in reader:
                 count = pkt.number
                 last_ts = pkt.ts
@@ -173,7 +170,7 @@ def _read_files(
                     progress.value += at - counted
                     counted = at
             if progress is not None:
-                progress.value += _size(path) - counted
+                progress.value += size_of(path, s3_endpoint) - counted
             for issue in reader.issues if capture_issues else ():
                 yield Anomaly.of(
                     issue.code,
@@ -252,14 +249,14 @@ def stream_tables(
 OTHER_PORT = "other_port:"
 
 
-def check_captures(paths: PathLike | Iterable[PathLike]) -> None:
+def check_captures(paths: PathLike | Iterable[PathLike], s3_endpoint: str | None = None) -> None:
     """Every input is usable, checked before any is read (its header opened, then closed):
     InputError for the first that is not. Pipes and devices are read once, so they are
     checked when they are read."""
     for path in as_paths(paths):
         if os.path.exists(path) and not (os.path.isfile(path) or os.path.isdir(path)):
             continue
-        with open_capture(path):
+        with open_capture(path, s3_endpoint):
             pass
 
 
@@ -270,10 +267,10 @@ def first_packet_time(
     file is not a regular file (a pipe must not be read twice) or holds no packet."""
     options = options or ReaderOptions()
     groups = series.group(as_paths(paths), options.series)
-    if not groups or not os.path.isfile(groups[0][0]):
+    if not groups or not rereadable(groups[0][0]):
         return None
     try:
-        with open_capture(groups[0][0]) as reader:
+        with open_capture(groups[0][0], options.s3_endpoint) as reader:
             for packet in reader:
                 return int(packet.ts)
     except DissectorError:
@@ -428,6 +425,7 @@ def read_capture(
     series: str = "auto",
     tables: Iterable[str] | None = None,
     fields: bool = False,
+    s3_endpoint: str | None = None,
 ) -> Capture:
     """Dissect captures into tables: `.frames`, `.messages`, `.anomalies`, `.conversations`,
     `.timeline` (request/response pairs with latency) and `.entities` (producers, consumers).
@@ -438,6 +436,9 @@ def read_capture(
     alone needs no payload decoding).
     fields: make the frames table's `fields` column (every field of the command as JSON);
     it costs about as much as the rest of the frames row, so it is null unless asked for.
+    paths: files, globs or directories, local or remote (`s3://`, `gs://`, `hdfs://`, ...).
+    s3_endpoint: an S3 endpoint URL other than AWS (default: AWS_ENDPOINT_URL_S3, then
+    AWS_ENDPOINT_URL).
     """
     options = ReaderOptions.make(
         ports,
@@ -447,11 +448,12 @@ def read_capture(
         payload_preview=payload_preview,
         series=series,
         fields=fields,
+        s3_endpoint=s3_endpoint,
     )
     names = list(TABLES) if tables is None else list(tables)
     unknown = sorted(set(names) - set(TABLES))
     if unknown:
         raise UsageError(f"no table {', '.join(unknown)}; tables: {', '.join(TABLES)}")
     options = replace(options, messages=needs_payloads(names), pairs=needs_pairs(names))
-    files = [str(p) for p in as_paths(paths)]
-    return Capture(read_tables(paths, options, names), files)
+    files = expand_captures(as_paths(paths), s3_endpoint)
+    return Capture(read_tables(files, options, names), files)

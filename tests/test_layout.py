@@ -3,7 +3,8 @@
 Data flows one way: capture -> flow -> pulsar -> pipeline -> tables -> frontends.
 - `flow/` and `pulsar/` are sans-IO: they never import each other, `tables`, `frontends`,
   the pipeline or reader, nor pyarrow, pandas, scapy, pyspark, select or threads.
-- `capture/` (bytes on disk or on the wire -> packets) imports no later stage.
+- `capture/` (bytes on disk or on the wire -> packets) imports no later stage; of pyarrow,
+  only its filesystems (object storage, HDFS), in the modules that locate and list files.
 - `tables/` imports no frontend; `events`, `anomalies` and `errors` import no stage.
 - No import cycles between the package's modules (imports inside functions included).
 - Every module has a docstring on top.
@@ -38,8 +39,7 @@ SANS_IO_FORBIDDEN = (
 RULES: dict[str, tuple[str, ...]] = {
     "dissector.flow": (*SANS_IO_FORBIDDEN, "dissector.pulsar"),
     "dissector.pulsar": (*SANS_IO_FORBIDDEN, "dissector.flow"),
-    "dissector.capture": (
-        "pyarrow",
+    "dissector.capture": (  # pyarrow: its filesystems only (test_capture_uses_pyarrow_fs_only)
         "pandas",
         "pyspark",
         "dissector.flow",
@@ -90,6 +90,19 @@ def internal_edges() -> dict[str, set[str]]:
 
 def matches(name: str, prefix: str) -> bool:
     return name == prefix.rstrip(".") or name.startswith(prefix.rstrip(".") + ".")
+
+
+def test_capture_uses_pyarrow_fs_only() -> None:
+    users = {}
+    for name, path in modules().items():
+        if matches(name, "dissector.capture"):
+            found = {t for t in imports(path) if matches(t, "pyarrow")}
+            if found:
+                users[name] = found
+    assert users == {
+        "dissector.capture.listing": {"pyarrow.fs"},
+        "dissector.capture.locations": {"pyarrow.fs"},
+    }
 
 
 @pytest.mark.parametrize("owner", sorted(RULES))

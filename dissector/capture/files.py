@@ -1,6 +1,7 @@
 """Open a capture file (pcap or pcapng, plain or gzip-compressed) and read its packets.
 
-Input: a path.
+Input: a path, or a location in object storage or HDFS (`s3://`, `gs://`, `hdfs://`, `file://`;
+see dissector.capture.locations).
 Output: a `CaptureReader`, a single-pass iterable of `RawPacket` with the damage that ended
 the reading (if any) in `.issues` afterwards. The file is closed when the iteration ends or
 on `close()` (also a context manager).
@@ -11,20 +12,23 @@ Rules:
   short) raises `InputError` from `open_capture` with a one-line message naming the file.
 - Damage after the header never raises: the packets before it are yielded, then a
   `CaptureIssue` is recorded and the iteration stops.
-- Files are read in chunks (`CHUNK_SIZE`), never whole.
+- Files are read in chunks (`CHUNK_SIZE`), never whole; remote files are streamed in ranged
+  reads of that size, never downloaded to local disk.
 """
 
 from __future__ import annotations
 
 import gzip
+import io
 import os
 import zlib
 from collections.abc import Iterator
 from types import TracebackType
-from typing import Literal
+from typing import Any, Literal
 
 from dissector.capture import pcap, pcapng
 from dissector.capture._source import ByteWindow, CaptureIssue, Stream
+from dissector.capture.locations import input_error, is_local, local_path, open_input, redact
 from dissector.errors import InputError, UsageError
 from dissector.events import RawPacket
 
@@ -132,19 +136,25 @@ def _not_a_capture(head: bytes) -> str:
     return f"not a pcap or pcapng file (starts with {head[:4].hex(' ')})"
 
 
-def open_capture(path: str | os.PathLike[str]) -> CaptureReader:
-    """Open a pcap or pcapng file, gzip-compressed or not; `InputError` if it is unusable."""
+def open_capture(path: str | os.PathLike[str], s3_endpoint: str | None = None) -> CaptureReader:
+    """Open a pcap or pcapng file, gzip-compressed or not, local or remote (s3_endpoint: an
+    S3 endpoint URL other than AWS's); `InputError` if it is unusable."""
     name = os.fspath(path)
+    raw: Any  # a local buffered file or a pyarrow NativeFile: both read, read1, tell, close
+    if is_local(name):
+        raw = _open_local(local_path(name), name)
+        head = raw.peek(2)[:2]  # peek, not seek: pipes work too
+    else:
+        remote = open_input(name, s3_endpoint)
+        raw = remote
+        try:
+            head = remote.read(2)
+            remote.seek(0)
+        except OSError as exc:
+            remote.close()
+            raise input_error(name, exc, s3_endpoint=s3_endpoint) from None
     try:
-        raw = open(name, "rb")  # noqa: SIM115 - owned by the reader, closed by it
-    except FileNotFoundError:
-        raise InputError(f"{name}: no such file") from None
-    except IsADirectoryError:
-        raise InputError(f"{name}: is a directory, not a capture file") from None
-    except OSError as exc:
-        raise InputError(f"{name}: cannot open ({exc.strerror or exc})") from None
-    try:
-        compressed = raw.peek(2)[:2] == GZIP_MAGIC  # peek, not seek: pipes work too
+        compressed = head == GZIP_MAGIC
         stream: Stream = gzip.GzipFile(fileobj=raw, mode="rb") if compressed else raw
         return CaptureReader(name, stream, raw, compressed)
     except InputError:
@@ -152,4 +162,15 @@ def open_capture(path: str | os.PathLike[str]) -> CaptureReader:
         raise
     except (OSError, EOFError, zlib.error) as exc:
         raw.close()
-        raise InputError(f"{name}: cannot read ({exc})") from None
+        raise InputError(f"{name}: cannot read ({redact(str(exc))})") from None
+
+
+def _open_local(path: str, name: str) -> io.BufferedReader:
+    try:
+        return open(path, "rb")  # owned by the reader, closed by it
+    except FileNotFoundError:
+        raise InputError(f"{name}: no such file") from None
+    except IsADirectoryError:
+        raise InputError(f"{name}: is a directory, not a capture file") from None
+    except OSError as exc:
+        raise InputError(f"{name}: cannot open ({exc.strerror or exc})") from None

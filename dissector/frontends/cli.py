@@ -23,6 +23,7 @@ from typing import Any, NoReturn, TextIO
 
 import pyarrow as pa
 
+from dissector.capture.listing import expand_captures
 from dissector.errors import (
     DissectorError,
     OutputError,
@@ -145,6 +146,7 @@ def _options(
         idle_timeout=args.idle_timeout or None,  # 0: never
         frame_bytes=getattr(args, "hexdump", False),
         fields=_wants_fields(args),
+        s3_endpoint=getattr(args, "s3_endpoint", None),  # live reads no files
     )
 
 
@@ -213,7 +215,7 @@ def _stream(
     """Dissect the captures into the tables' record batches, in -j processes; a progress bar
     on stderr when it is a terminal."""
     jobs = workers(args.captures, args.jobs or default_jobs())
-    total = capture_bytes(args.captures) * jobs
+    total = capture_bytes(args.captures, options.s3_endpoint) * jobs
     with ReadProgress(total, threaded=jobs == 1) as progress:  # no thread when forking
         return stream_tables_parallel(
             args.captures, options, names, sink, jobs, progress.counter, progress.draw
@@ -343,7 +345,7 @@ def _text_view(args: argparse.Namespace, out: TextIO, rows: Filter) -> int:
         verbose=args.verbose,
         hexdump=args.hexdump,
     )
-    first = first_packet_time(args.captures)
+    first = first_packet_time(args.captures, options)
     if first is not None:
         lines.start(first)
     where = RowFilter(args.filter, "frames", TABLES["frames"].schema) if args.filter else None
@@ -749,6 +751,12 @@ def _reader_arguments(p: argparse.ArgumentParser) -> None:
         help="how rotated files of one capture point are joined: auto (tcpdump -C names), "
         "digits (names differing only in digits, e.g. -G), none",
     )
+    p.add_argument(
+        "--s3-endpoint",
+        metavar="URL",
+        help="S3 endpoint other than AWS for s3:// captures, e.g. http://127.0.0.1:9000 "
+        "(default: AWS_ENDPOINT_URL_S3, then AWS_ENDPOINT_URL)",
+    )
 
 
 class _Parser(argparse.ArgumentParser):
@@ -942,7 +950,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.captures = ["/dev/stdin" if c == "-" else c for c in args.captures]
     try:
         if getattr(args, "captures", None):
-            check_captures(args.captures)  # every input, before any output
+            # globs and directories, local or in object storage, then every input checked
+            # before any output
+            args.captures = expand_captures(args.captures, args.s3_endpoint)
+            check_captures(args.captures, args.s3_endpoint)
         return int(args.run(args, sys.stdout))
     except BrokenPipeError:
         # Output piped into `head`: not an error. Point stdout at devnull so that the

@@ -120,7 +120,7 @@ def _write(
         offset = 0
         for file in files:
             count = 0
-            with open_capture(file) as reader:
+            with open_capture(file, options.s3_endpoint) as reader:
                 for pkt in reader:
                     count = pkt.number
                     if linktype is None:

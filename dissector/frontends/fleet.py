@@ -77,7 +77,7 @@ def dissect(
     spark: SparkSession, paths: list[str], out: str, options: ReaderOptions
 ) -> dict[str, int]:
     """One pass over every capture series; returns the rows written per table."""
-    groups = series_mod.group(expand(paths), options.series)
+    groups = series_mod.group(expand(paths, options.s3_endpoint), options.series)
     os.makedirs(out, exist_ok=True)
     tasks = max(1, min(len(groups), spark.sparkContext.defaultParallelism * 2))
     rdd = spark.sparkContext.parallelize(list(enumerate(groups)), tasks)

@@ -3,15 +3,19 @@
 Input: `spark.read.format("pulsar").option("table", "frames").load(path_or_glob)`, with
 options `table` (frames, messages, anomalies, conversations, timeline, entities), `ports`
 (extra broker ports, comma-separated), `tls_ports`, `max_frame_size`, `max_uncompressed`,
-`payload_preview`, `series` (auto, digits, none).
+`payload_preview`, `series` (auto, digits, none), `s3_endpoint` (an S3 endpoint URL other
+than AWS; default: AWS_ENDPOINT_URL_S3, then AWS_ENDPOINT_URL, as `read()`'s process sees
+them, else as the source's planning worker does (the environment Spark was started with)).
 Output: a DataFrame with the table's schema, converted from the single Arrow definition in
 dissector.tables.schema; rows come out of executors as Arrow record batches.
 Rules:
 - One partition per capture series (a file, or the rotated files of one capture point, read
   in order so connections spanning files are whole); connection ids follow the series index
   exactly as `read_tables` numbers them, so Spark and pandas results can be compared.
-- Executors open the files themselves: the driver only lists paths. Paths must be readable
-  by every executor (a local path in local mode, a shared filesystem on a cluster).
+- Executors open the files themselves: the driver only lists paths (globs and directories,
+  local or in object storage: dissector.capture.listing). Local paths must be readable by
+  every executor (local mode, a shared filesystem); s3://, gs://, hdfs:// are opened by each
+  executor with its own credentials, streamed, with the endpoint the driver resolved.
 - With option `pushdown=true` (set by `read()` when the session has
   spark.sql.python.filterPushdown.enabled, as `session()` does), filters on `conn_id`, `ts`,
   `command`, `topic`, ports and `code` are applied to each batch before it leaves the
@@ -21,7 +25,6 @@ Rules:
 from __future__ import annotations
 
 import datetime as dt
-import glob
 import os
 import sys
 from collections.abc import Iterable, Iterator, Sequence
@@ -46,13 +49,14 @@ from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import StructType
 
 from dissector.capture import series as series_mod
+from dissector.capture.listing import expand_captures
+from dissector.capture.locations import s3_endpoint_from
 from dissector.errors import InputError, UsageError
 from dissector.reader import ReaderOptions, iter_series
 from dissector.tables.builders import TableBuilder
 from dissector.tables.schema import TABLES, needs_payloads
 
 PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
-CAPTURE_SUFFIXES = (".pcap", ".pcapng", ".cap", ".pcap.gz", ".pcapng.gz", ".gz")
 _PUSHABLE = ("conn_id", "ts", "command", "topic", "broker_port", "client_port", "code")
 _OPS = {
     EqualTo: "eq",
@@ -64,30 +68,14 @@ _OPS = {
 }
 
 
-def expand(paths: str | Sequence[str]) -> list[str]:
-    """Capture files named by paths, globs or directories (searched recursively)."""
+def expand(paths: str | Sequence[str], s3_endpoint: str | None = None) -> list[str]:
+    """Capture files named by paths, globs or directories (searched recursively), local or
+    remote (s3://, gs://, hdfs://, ...); a string may list several, comma-separated."""
     items = [paths] if isinstance(paths, str) else list(paths)
-    out: list[str] = []
-    for item in items:
-        for part in str(item).split(","):
-            part = part.strip()
-            if not part:
-                continue
-            if os.path.isdir(part):
-                for root, _, files in os.walk(part):
-                    out.extend(os.path.join(root, f) for f in files if _is_capture(f))
-            elif glob.has_magic(part):
-                out.extend(p for p in glob.glob(part, recursive=True) if os.path.isfile(p))
-            else:
-                out.append(part)
-    if not out:
+    parts = [p.strip() for item in items for p in str(item).split(",") if p.strip()]
+    if not parts:
         raise InputError(f"no capture files in {paths!r}")
-    return sorted(dict.fromkeys(out))
-
-
-def _is_capture(name: str) -> bool:
-    base = name.rstrip("0123456789")  # tcpdump -C appends a number to the whole name
-    return base.endswith(CAPTURE_SUFFIXES)
+    return expand_captures(parts, s3_endpoint)
 
 
 def _int_list(text: str | None) -> list[int]:
@@ -105,6 +93,7 @@ def options_from(opts: dict[str, str]) -> ReaderOptions:
             max_uncompressed=int(opts.get("max_uncompressed", base.max_uncompressed)),
             payload_preview=int(opts.get("payload_preview", 0)),
             series=opts.get("series", base.series),
+            s3_endpoint=opts.get("s3_endpoint") or None,
             messages=needs_payloads([opts.get("table", "frames")]),
         )
     except ValueError as exc:
@@ -130,6 +119,10 @@ class PulsarDataSource(DataSource):
     def reader(self, schema: StructType) -> DataSourceReader:
         opts = {str(k).lower(): str(v) for k, v in self.options.items()}
         opts["table"] = self._table()
+        # the endpoint the driver resolves (option, else its environment) is the executors'
+        endpoint = s3_endpoint_from(opts.get("s3_endpoint"))
+        if endpoint:
+            opts["s3_endpoint"] = endpoint
         if opts.get("pushdown", "false").lower() == "true":
             return PushdownReader(opts)
         return PulsarReader(opts)
@@ -153,7 +146,7 @@ class PulsarReader(DataSourceReader):
         if not path:
             raise UsageError("give the captures: .load(path_or_glob) or .option('paths', ...)")
         options = options_from(self.opts)
-        groups = series_mod.group(expand(path), options.series)
+        groups = series_mod.group(expand(path, options.s3_endpoint), options.series)
         return [SeriesPartition(i, files) for i, files in enumerate(groups)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
@@ -257,6 +250,9 @@ def read(
     reader = spark.read.format("pulsar").option("table", table)
     if spark.conf.get(PUSHDOWN_CONF, "false") == "true":
         reader = reader.option("pushdown", "true")
+    endpoint = s3_endpoint_from(options.pop("s3_endpoint", None))
+    if endpoint:  # as this process sees it: the planner's Python worker may not
+        reader = reader.option("s3_endpoint", endpoint)
     for key, value in options.items():
         if isinstance(value, list | tuple | set | frozenset):
             value = ",".join(str(v) for v in value)

@@ -8,8 +8,9 @@ Rules:
   (dissector.flow.shard; other shards' packets are told from their bytes, unparsed where
   the link and IP headers are plain): a connection is whole in one worker, so its rows are
   the rows one process makes. Capture damage is reported by worker 0 only.
-- conn_id is renumbered as one process numbers connections: by the packet that opened them
-  (each worker lists what it opened), so `-j N` gives the rows of `-j 1`. Only their order
+- conn_id is renumbered as one process numbers connections: by the packet that opened them,
+  on from one group of captures to the next (each worker lists what it opened), so `-j N`
+  gives the rows of `-j 1`. Only their order
   differs: a stable sort by conn_id (and by packet for anomalies tied to no connection,
   conn_id 0) gives the order of `-j 1`, since a connection's rows keep their order. The
   flow table's bound on open connections applies per worker.
@@ -48,7 +49,7 @@ from dissector.tables.schema import TABLES
 
 #: Seconds between two calls of `waiting` while the workers run.
 WAIT_TICK = 0.25
-#: series index -> [(packet that opened it, local conn_id)] in opening order.
+#: group index -> [(packet that opened it, local conn_id)] in opening order.
 Opened = dict[int, list[tuple[int, int]]]
 #: What a worker reports: the connections it opened, and its rows per table.
 Report = tuple[Opened, Counter[str]]
@@ -210,9 +211,11 @@ def _work(
 
 
 def _renumbering(opened: list[Opened]) -> list[dict[int, np.ndarray]]:
-    """Per worker, per series: local connection number -> conn_id of a one-process read."""
+    """Per worker, per group: local connection number -> conn_id of a one-process read,
+    which numbers connections by the packet that opened them, on from group to group."""
     out: list[dict[int, np.ndarray]] = [{} for _ in opened]
-    for index in {i for worker in opened for i in worker}:
+    first = 1  # the conn_id of the group's first connection
+    for index in sorted({i for worker in opened for i in worker}):
         base = index * CONN_ID_STRIDE + 1
         order = sorted(
             (packet, k, local)
@@ -221,9 +224,10 @@ def _renumbering(opened: list[Opened]) -> list[dict[int, np.ndarray]]:
         )
         luts = {k: np.zeros(len(w.get(index, [])), dtype=np.int64) for k, w in enumerate(opened)}
         for rank, (_, k, local) in enumerate(order):
-            luts[k][local - base] = base + rank
+            luts[k][local - base] = first + rank
         for k, lut in luts.items():
             out[k][index] = lut
+        first += len(order)
     return out
 
 

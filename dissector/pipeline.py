@@ -115,7 +115,8 @@ class Pipeline:
 
         shard (k, n): dissect only the connections of shard k of n (dissector.flow.shard);
         `opened` then lists (packet, conn_id) of every connection opened, so that the ids
-        of several shards can be renumbered as one pipeline would have them.
+        of several shards can be renumbered as one pipeline would have them (`log_opened`
+        asks for that list without sharding).
         """
         self.broker_ports = frozenset(broker_ports)
         self.tls_ports = frozenset(tls_ports)
@@ -135,7 +136,13 @@ class Pipeline:
         self.pairs = pairs
         self.frame_bytes = frame_bytes
         self.opened: list[tuple[int, int]] = []
+        self.log_opened = shard is not None  # append to `opened` (sharded or merged reads)
         self._swapped: set[int] = set()  # connections whose roles the current batch swapped
+
+    @property
+    def next_conn_id(self) -> int:
+        """The id the next connection opened would get."""
+        return self.tcp.next_id
 
     def feed(self, pkt: RawPacket) -> list[PipelineEvent]:
         self.packets += 1
@@ -226,7 +233,7 @@ class Pipeline:
                 self._gap(conv, ev, out)
         elif type(ev) is ConnOpened:
             conv = self._convs[ev.conn_id] = _Conv(ev, self.pairs)
-            if self.shard is not None:
+            if self.log_opened:
                 self.opened.append((ev.packet, ev.conn_id))
             event = classify.on_open(
                 ev.key.broker_port, ev.guessed, self.broker_ports, self.tls_ports

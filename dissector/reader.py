@@ -3,10 +3,13 @@
 Input: one or more capture paths and reader settings (broker ports, TLS ports, frame limit).
 Output: `iter_events` streams pipeline events (memory stays flat for captures of any size);
 `read_capture` returns a `Capture` whose attributes are pandas DataFrames.
-Rule: each capture is dissected on its own, except the rotated files of one capture point,
-read as one series (dissector.capture.series) so connections spanning files stay whole; connection
-ids are unique across one result (CONN_ID_STRIDE). Damage that ends a file's reading
-becomes an anomaly row, never an exception; a file that is not a capture raises InputError.
+Rule: the rotated files of one capture point are read as one series (dissector.capture.series)
+so connections spanning files stay whole; series taken at the same time (several hosts)
+merge by timestamp as mergecap would, other series follow in time order, each group on its
+own pipeline (dissector.capture.merge). Connection ids are small and unique across one read
+(1, 2, ...); Spark and the fleet job read each series on its own and number it from
+series index * CONN_ID_STRIDE + 1. Damage that ends a file's reading becomes an anomaly row,
+never an exception; a file that is not a capture raises InputError.
 """
 
 from __future__ import annotations
@@ -21,11 +24,12 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import pyarrow as pa
 
-from dissector.capture import open_capture, series
+from dissector.capture import CaptureIssue, open_capture, series
 from dissector.capture.listing import expand_captures
 from dissector.capture.locations import rereadable, size_of
+from dissector.capture.merge import first_time, merged
 from dissector.errors import DissectorError, UsageError
-from dissector.events import Anomaly, PipelineEvent
+from dissector.events import Anomaly, PipelineEvent, RawPacket
 from dissector.pipeline import DEFAULT_BROKER_PORTS, DEFAULT_TLS_PORTS, Pipeline
 from dissector.pulsar.framing import DEFAULT_MAX_FRAME_SIZE
 from dissector.pulsar.messages import MessageExtractor
@@ -54,6 +58,7 @@ class ReaderOptions:
     frame_bytes: bool = False  # frames carry their bytes (Frame.raw), for the hex view
     fields: bool = False  # the frames table's on-request `fields` column (JSON) is made
     s3_endpoint: str | None = None  # S3 endpoint URL other than AWS (default: environment)
+    merge: bool = True  # series taken at the same time merge by timestamp (capture.merge)
 
     @classmethod
     def make(cls, ports: Iterable[int] = (), **kw: Any) -> ReaderOptions:
@@ -75,13 +80,16 @@ GC_THRESHOLD = 100_000
 CONN_ID_STRIDE = 1 << 32
 
 
-def make_pipeline(options: ReaderOptions, series_index: int = 0) -> Pipeline:
-    """A pipeline with the reader's settings, numbering connections for its series."""
+def make_pipeline(
+    options: ReaderOptions, series_index: int = 0, first_conn_id: int | None = None
+) -> Pipeline:
+    """A pipeline with the reader's settings, numbering connections from `first_conn_id`
+    (default: its series' range, series_index * CONN_ID_STRIDE + 1)."""
     return Pipeline(
         broker_ports=options.broker_ports,
         tls_ports=options.tls_ports,
         max_frame_size=options.max_frame_size,
-        first_conn_id=series_index * CONN_ID_STRIDE + 1,
+        first_conn_id=series_index * CONN_ID_STRIDE + 1 if first_conn_id is None else first_conn_id,
         messages=MessageExtractor(
             max_uncompressed=options.max_uncompressed, preview=options.payload_preview
         )
@@ -122,6 +130,96 @@ def iter_series(
         first = options.shard is None or options.shard[0] == 0
         yield from _read_files(pipe, files, first, progress, options.s3_endpoint)
     yield from pipe.close()
+    if other_ports is not None:
+        other_ports.update(pipe.other_ports)
+
+
+def _events(
+    paths: PathLike | Iterable[PathLike],
+    options: ReaderOptions,
+    progress: Progress | None = None,
+    other_ports: Counter[int] | None = None,
+    opened: dict[int, list[tuple[int, int]]] | None = None,
+) -> Iterator[tuple[int, str, PipelineEvent]]:
+    """(group, capture, event) of every event of a read: series that overlap in time merge
+    by timestamp into one group, one pipeline each (dissector.capture.merge); `capture` is
+    the first file of the series the event's connection came from.
+
+    Connection ids run on from group to group (1, 2, ... across the whole read); sharded
+    reads number group g from g * CONN_ID_STRIDE + 1 and log, in `opened[g]`, what they
+    open, for dissector.parallel_reader to renumber as one process would.
+    """
+    groups = series.group(as_paths(paths), options.series)
+    issues = options.shard is None or options.shard[0] == 0
+    pipe: Pipeline | None = None
+    group = -1
+    next_id = 1
+    home = ""  # the capture of the group's first series: events of no connection
+    owner: dict[int, str] = {}  # merged groups: conn_id -> capture of its series
+    members: set[int] = set()
+    logged = 0
+    last_ts = 0
+    with _fewer_collections():
+        for g, index, _path, item in merged(groups, progress, options.s3_endpoint, options.merge):
+            if g != group:
+                if pipe is not None:
+                    yield from _close(pipe, group, home, owner, other_ports)
+                    next_id = pipe.next_conn_id
+                group, home, members, logged = g, groups[index][0], {index}, 0
+                owner = {}
+                sharded = options.shard is not None
+                pipe = make_pipeline(options, g, None if sharded else next_id)
+                if opened is not None:
+                    pipe.opened = opened.setdefault(g, [])
+            assert pipe is not None
+            if index not in members:
+                members.add(index)
+                pipe.log_opened = True  # several series: whose is each connection
+                logged = len(pipe.opened)  # those opened so far are the first series
+            capture = groups[index][0]
+            if type(item) is RawPacket:
+                last_ts = item.ts
+                evs = pipe.feed(item)
+                if len(members) > 1:
+                    log = pipe.opened
+                    for _, conn_id in log[logged:]:
+                        owner[conn_id] = capture
+                    if opened is None:
+                        log.clear()
+                    logged = len(log)
+                    for ev in evs:
+                        yield group, owner.get(getattr(ev, "conn_id", 0), home), ev
+                else:
+                    for ev in evs:
+                        yield group, home, ev
+            elif issues:
+                assert isinstance(item, CaptureIssue)
+                yield (
+                    group,
+                    capture,
+                    Anomaly.of(
+                        item.code,
+                        conn_id=0,
+                        direction=None,
+                        stream_offset=None,
+                        detail=f"{_path}: {item.detail} (file offset {item.offset})",
+                        packet=item.packet,
+                        ts=last_ts,
+                    ),
+                )
+        if pipe is not None:
+            yield from _close(pipe, group, home, owner, other_ports)
+
+
+def _close(
+    pipe: Pipeline,
+    group: int,
+    home: str,
+    owner: dict[int, str],
+    other_ports: Counter[int] | None,
+) -> Iterator[tuple[int, str, PipelineEvent]]:
+    for ev in pipe.close():
+        yield group, owner.get(getattr(ev, "conn_id", 0), home), ev
     if other_ports is not None:
         other_ports.update(pipe.other_ports)
 
@@ -191,13 +289,12 @@ def iter_events(
 ) -> Iterator[tuple[str, PipelineEvent]]:
     """(capture path, event) for every event of every capture, in order.
 
-    Rotated files of one capture point are read as one series (see dissector.capture.series); the
-    path given with an event is the series' first file. other_ports: see iter_series.
+    Rotated files of one capture point are read as one series (see dissector.capture.series);
+    series that overlap in time merge by timestamp (dissector.capture.merge). The path given
+    with an event is the first file of its connection's series. other_ports: see iter_series.
     """
-    options = options or ReaderOptions()
-    for index, files in enumerate(series.group(as_paths(paths), options.series)):
-        for ev in iter_series(files, options, index, other_ports=other_ports):
-            yield files[0], ev
+    for _, path, ev in _events(paths, options or ReaderOptions(), other_ports=other_ports):
+        yield path, ev
 
 
 def series_tables(
@@ -227,18 +324,25 @@ def stream_tables(
 
     Memory holds one batch per table (BATCH_ROWS rows) and the state of open connections,
     whatever the size of the captures. Batches of one table come in the order of its rows.
-    opened: sharded reads get, per series index, (packet, conn_id) of every connection
-    opened (see iter_series).
+    opened: sharded reads get, per group index, (packet, conn_id) of every connection
+    opened (see _events).
     """
     wanted = list(tables)
     counts: Counter[str] = Counter()
     other: Counter[int] = Counter()
-    for index, files in enumerate(series.group(as_paths(paths), options.series)):
-        builder = TableBuilder(capture=files[0], tables=wanted, sink=sink, fields=options.fields)
-        add = builder.add
-        log = None if opened is None else opened.setdefault(index, [])
-        for ev in iter_series(files, options, index, log, progress, other):
-            add(ev)
+    builder: TableBuilder | None = None
+    group = -1
+    for g, capture, ev in _events(paths, options, progress, other, opened):
+        if g != group:
+            if builder is not None:
+                builder.flush()
+                counts.update(builder.counts())
+            group = g
+            builder = TableBuilder(capture=capture, tables=wanted, sink=sink, fields=options.fields)
+        assert builder is not None
+        builder.capture = capture
+        builder.add(ev)
+    if builder is not None:
         builder.flush()
         counts.update(builder.counts())
     counts.update({f"{OTHER_PORT}{port}": n for port, n in other.items()})
@@ -267,15 +371,14 @@ def first_packet_time(
     file is not a regular file (a pipe must not be read twice) or holds no packet."""
     options = options or ReaderOptions()
     groups = series.group(as_paths(paths), options.series)
-    if not groups or not rereadable(groups[0][0]):
+    if not groups or not all(rereadable(files[0]) for files in groups):
         return None
     try:
-        with open_capture(groups[0][0], options.s3_endpoint) as reader:
-            for packet in reader:
-                return int(packet.ts)
+        times = [first_time(files, options.s3_endpoint) for files in groups]
     except DissectorError:
         return None
-    return None
+    known = [t for t in times if t is not None]
+    return min(known) if known else None
 
 
 def no_pulsar_hint(counts: Counter[str], ports: Iterable[int]) -> str | None:
@@ -407,11 +510,9 @@ def read_tables(
     """The tables (default: every table) of the captures, as Arrow tables."""
     options = options or ReaderOptions()
     names = list(TABLES) if tables is None else [n for n in TABLES if n in set(tables)]
-    groups = series.group(as_paths(paths), options.series)
-    per_series = [series_tables(files, options, i, names) for i, files in enumerate(groups)]
-    if not per_series:
-        per_series = [TableBuilder(tables=names).tables()]
-    return {n: pa.concat_tables([t[n] for t in per_series]) for n in names}
+    made: dict[str, list[pa.RecordBatch]] = {n: [] for n in names}
+    stream_tables(paths, options, names, lambda name, batch: made[name].append(batch))
+    return {n: pa.Table.from_batches(made[n], schema=TABLES[n].schema) for n in names}
 
 
 def read_capture(
@@ -425,6 +526,7 @@ def read_capture(
     series: str = "auto",
     tables: Iterable[str] | None = None,
     fields: bool = False,
+    merge: bool = True,
     s3_endpoint: str | None = None,
 ) -> Capture:
     """Dissect captures into tables: `.frames`, `.messages`, `.anomalies`, `.conversations`,
@@ -436,6 +538,8 @@ def read_capture(
     alone needs no payload decoding).
     fields: make the frames table's `fields` column (every field of the command as JSON);
     it costs about as much as the rest of the frames row, so it is null unless asked for.
+    merge: captures taken at the same time merge by timestamp (mergecap); False reads
+    them one after another (mergecap -a).
     paths: files, globs or directories, local or remote (`s3://`, `gs://`, `hdfs://`, ...).
     s3_endpoint: an S3 endpoint URL other than AWS (default: AWS_ENDPOINT_URL_S3, then
     AWS_ENDPOINT_URL).
@@ -449,6 +553,7 @@ def read_capture(
         series=series,
         fields=fields,
         s3_endpoint=s3_endpoint,
+        merge=merge,
     )
     names = list(TABLES) if tables is None else list(tables)
     unknown = sorted(set(names) - set(TABLES))

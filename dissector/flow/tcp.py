@@ -100,6 +100,11 @@ class Reassembler:
 
     # ------------------------------------------------------------------ public API
 
+    @property
+    def next_id(self) -> int:
+        """The conn_id the next connection opened gets."""
+        return self._next_id
+
     def feed(self, seg: Segment) -> list[TcpEvent]:
         out: list[TcpEvent] = []
         if self.idle_timeout is not None and self._conns:

@@ -147,6 +147,7 @@ def _options(
         frame_bytes=getattr(args, "hexdump", False),
         fields=_wants_fields(args),
         s3_endpoint=getattr(args, "s3_endpoint", None),  # live reads no files
+        merge=not getattr(args, "no_merge", False),
     )
 
 
@@ -750,6 +751,12 @@ def _reader_arguments(p: argparse.ArgumentParser) -> None:
         default="auto",
         help="how rotated files of one capture point are joined: auto (tcpdump -C names), "
         "digits (names differing only in digits, e.g. -G), none",
+    )
+    p.add_argument(
+        "--no-merge",
+        action="store_true",
+        help="read captures one after another (as mergecap -a) even when they overlap in "
+        "time; by default captures of the same time (several hosts) merge by timestamp",
     )
     p.add_argument(
         "--s3-endpoint",

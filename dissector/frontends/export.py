@@ -8,11 +8,12 @@ timestamps, lengths and link type; written under a hidden name and renamed when 
 Rules:
 - A connection is chosen when at least one of its frames passes the filter (every Pulsar
   connection when there is no filter).
-- A packet belongs to a connection when it is in the same series of files, its addresses
-  and ports are the connection's (either direction), and its number lies from the
-  connection's first packet (the conversations table's numbering, the tables' own) to just
+- A packet belongs to a connection when it is in the connection's series of files (its
+  `capture`), its addresses and ports are the connection's (either direction), and its
+  number lies from the connection's first packet (the conversations table's numbering, the
+  tables' own: captures of the same time merge as in dissector.capture.merge) to just
   before the next connection on the same endpoints: the last ACK after the FINs and late
-  retransmissions belong to it.
+  retransmissions belong to it. Packets are written in the read's order.
 - One link type per output file, as pcap allows: captures of several link types are one
   clear error.
 """
@@ -25,14 +26,14 @@ from dataclasses import replace
 
 import pyarrow as pa
 
-from dissector.capture import open_capture, series
+from dissector.capture import series
+from dissector.capture.merge import merged
 from dissector.errors import UsageError
-from dissector.events import Segment
+from dissector.events import RawPacket, Segment
 from dissector.flow.net import parse_packet
 from dissector.reader import ReaderOptions, as_paths, stream_tables
 from dissector.tables.output import hidden_file
 
-CONN_ID_STRIDE = 1 << 32  # conn_id = series index * 2**32 + n (as the reader numbers them)
 _HEADER = struct.Struct("<IHHiIII")
 _RECORD = struct.Struct("<IIII")
 SNAPLEN = 262144
@@ -44,9 +45,9 @@ def chosen_connections(
     paths: Iterable[str],
     options: ReaderOptions,
     keep_frames: Callable[[pa.RecordBatch], pa.RecordBatch] | None,
-) -> dict[int, dict[Endpoints, list[tuple[int, int]]]]:
-    """Per series index: endpoints (both directions) -> packet ranges of the connections
-    chosen (those with a frame `keep_frames` keeps; every one when it is None)."""
+) -> dict[str, dict[Endpoints, list[tuple[int, int]]]]:
+    """Per capture (a series' first file): endpoints (both directions) -> packet ranges of
+    the connections chosen (those with a frame `keep_frames` keeps; every one when None)."""
     conversations: list[dict[str, object]] = []
     with_frames: set[int] = set()
 
@@ -54,8 +55,8 @@ def chosen_connections(
         if name == "conversations":
             conversations.extend(
                 batch.select(
-                    ["conn_id", "client_ip", "client_port", "broker_ip", "broker_port",
-                     "first_packet"]
+                    ["conn_id", "capture", "client_ip", "client_port", "broker_ip",
+                     "broker_port", "first_packet"]
                 ).to_pylist()
             )  # fmt: skip
         elif keep_frames is not None:
@@ -65,7 +66,7 @@ def chosen_connections(
     stream_tables(paths, replace(options, messages=False, pairs=False), names, sink)
     # Every connection's packets run from its first packet to just before the next
     # connection on the same endpoints: the last ACK after a FIN, late retransmissions.
-    spans: dict[tuple[int, Endpoints], list[tuple[int, int]]] = {}
+    spans: dict[tuple[str, Endpoints], list[tuple[int, int]]] = {}
     for c in conversations:
         conn_id = int(c["conn_id"])  # type: ignore[call-overload]
         key = (
@@ -73,8 +74,8 @@ def chosen_connections(
             str(c["broker_ip"]), int(c["broker_port"]),  # type: ignore[call-overload]
         )  # fmt: skip
         first = int(c["first_packet"])  # type: ignore[call-overload]
-        spans.setdefault((conn_id // CONN_ID_STRIDE, key), []).append((first, conn_id))
-    chosen: dict[int, dict[Endpoints, list[tuple[int, int]]]] = {}
+        spans.setdefault((str(c["capture"]), key), []).append((first, conn_id))
+    chosen: dict[str, dict[Endpoints, list[tuple[int, int]]]] = {}
     for (index, key), starts in spans.items():
         starts.sort()
         for k, (first, conn_id) in enumerate(starts):
@@ -97,7 +98,7 @@ def write_packets(
     path: str,
     paths: Iterable[str],
     options: ReaderOptions,
-    chosen: dict[int, dict[Endpoints, list[tuple[int, int]]]],
+    chosen: dict[str, dict[Endpoints, list[tuple[int, int]]]],
 ) -> int:
     """Write the chosen connections' packets to `path` (see the module docstring); the
     number of packets written."""
@@ -110,43 +111,37 @@ def _write(
     out: object,
     paths: Iterable[str],
     options: ReaderOptions,
-    chosen: dict[int, dict[Endpoints, list[tuple[int, int]]]],
+    chosen: dict[str, dict[Endpoints, list[tuple[int, int]]]],
 ) -> int:
     write = out.write  # type: ignore[attr-defined]
     linktype: int | None = None
     written = 0
-    for index, files in enumerate(series.group(as_paths(paths), options.series)):
-        table = chosen.get(index, {})
-        offset = 0
-        for file in files:
-            count = 0
-            with open_capture(file, options.s3_endpoint) as reader:
-                for pkt in reader:
-                    count = pkt.number
-                    if linktype is None:
-                        linktype = pkt.linktype
-                        write(_HEADER.pack(0xA1B2C3D4, 2, 4, 0, 0, SNAPLEN, linktype))
-                    elif pkt.linktype != linktype:
-                        raise UsageError(
-                            f"{file}: link type {pkt.linktype} differs from {linktype}: "
-                            "a pcap file holds one; write each capture on its own"
-                        )
-                    if not table:
-                        continue
-                    seg = parse_packet(pkt)
-                    if type(seg) is not Segment:
-                        continue
-                    spans = table.get((seg.src_ip, seg.src_port, seg.dst_ip, seg.dst_port))
-                    number = pkt.number + offset
-                    if spans is None or not any(a <= number <= b for a, b in spans):
-                        continue
-                    ts = pkt.ts
-                    write(
-                        _RECORD.pack(ts // 1_000_000, ts % 1_000_000, len(pkt.data), pkt.orig_len)
-                    )
-                    write(pkt.data)
-                    written += 1
-            offset += count
+    groups = series.group(as_paths(paths), options.series)
+    for _, index, file, pkt in merged(groups, None, options.s3_endpoint, options.merge):
+        if type(pkt) is not RawPacket:
+            continue  # damage that ended a file: its packets before it were written
+        if linktype is None:
+            linktype = pkt.linktype
+            write(_HEADER.pack(0xA1B2C3D4, 2, 4, 0, 0, SNAPLEN, linktype))
+        elif pkt.linktype != linktype:
+            raise UsageError(
+                f"{file}: link type {pkt.linktype} differs from {linktype}: "
+                "a pcap file holds one; write each capture on its own"
+            )
+        table = chosen.get(groups[index][0])
+        if not table:
+            continue
+        seg = parse_packet(pkt)
+        if type(seg) is not Segment:
+            continue
+        spans = table.get((seg.src_ip, seg.src_port, seg.dst_ip, seg.dst_port))
+        number = pkt.number  # numbered in its group, as the tables number packets
+        if spans is None or not any(a <= number <= b for a, b in spans):
+            continue
+        ts = pkt.ts
+        write(_RECORD.pack(ts // 1_000_000, ts % 1_000_000, len(pkt.data), pkt.orig_len))
+        write(pkt.data)
+        written += 1
     if linktype is None:  # no packet at all: still a valid (empty) capture
         write(_HEADER.pack(0xA1B2C3D4, 2, 4, 0, 0, SNAPLEN, 1))
     return written

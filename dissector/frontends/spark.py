@@ -10,8 +10,10 @@ Output: a DataFrame with the table's schema, converted from the single Arrow def
 dissector.tables.schema; rows come out of executors as Arrow record batches.
 Rules:
 - One partition per capture series (a file, or the rotated files of one capture point, read
-  in order so connections spanning files are whole); connection ids follow the series index
-  exactly as `read_tables` numbers them, so Spark and pandas results can be compared.
+  in order so connections spanning files are whole); conn_id = series index * 2**32 + n,
+  unique across the fleet without any coordination between executors. A local read
+  (`read_tables`) numbers the same connections 1, 2, ... in time order instead, and merges
+  series taken at the same time; Spark does not merge them (each capture point is its own).
 - Executors open the files themselves: the driver only lists paths (globs and directories,
   local or in object storage: dissector.capture.listing). Local paths must be readable by
   every executor (local mode, a shared filesystem); s3://, gs://, hdfs:// are opened by each

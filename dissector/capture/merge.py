@@ -1,0 +1,132 @@
+"""Several capture series read as one run: those that overlap in time merge by timestamp.
+
+Input: series of capture files (each a list of paths read in order as one capture: see
+dissector.capture.series).
+Output: `merged(series)`: every packet of every series as (group, series index, path,
+packet) and, after each file's packets, the issue that ended its reading as (group, series
+index, path, CaptureIssue). Packets are numbered from 1 within their group.
+Rules (mergecap's, for captures taken at the same time on several hosts):
+- A group is a set of series whose time spans overlap (a chain of overlaps included): its
+  packets come in timestamp order, ties in the order of the series (a series joins when the
+  merged stream reaches its first packet's time). Series that overlap nothing are groups of
+  their own, packets numbered as in the file, as Wireshark numbers them.
+- Groups come in time order (of their first packet), so times never run backwards from one
+  capture to the next; series without a packet come first, in name order.
+- Within a series, files and packets keep their order, whatever their times.
+- Inputs that are not regular files (standard input, a pipe) can be read only once: with
+  one among them nothing merges, and series come in the given order; so too when merging is
+  turned off (`merge=False`, as mergecap -a concatenates).
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterator
+from typing import Protocol
+
+from dissector.capture._source import CaptureIssue
+from dissector.capture.files import open_capture
+from dissector.capture.locations import rereadable, size_of
+from dissector.events import RawPacket
+
+#: Packets between two updates of a Progress.
+PROGRESS_EVERY = 8192
+
+Item = tuple[int, int, str, RawPacket | CaptureIssue]
+
+
+class Progress(Protocol):
+    """Where reading counts the bytes of capture files read (e.g. a shared RawValue)."""
+
+    value: int
+
+
+def first_time(files: list[str], s3_endpoint: str | None = None) -> int | None:
+    """The time (µs) of a series' first packet; None when its first file holds none."""
+    with open_capture(files[0], s3_endpoint) as reader:
+        for packet in reader:
+            return int(packet.ts)
+    return None
+
+
+def series_items(
+    files: list[str], progress: Progress | None = None, s3_endpoint: str | None = None
+) -> Iterator[tuple[str, RawPacket | CaptureIssue]]:
+    """A series' packets file after file (numbered on across files), each file's issues
+    after its packets."""
+    offset = 0
+    for path in files:
+        count = counted = 0  # packets of this file; bytes of it added to progress
+        with open_capture(path, s3_endpoint) as reader:
+            for pkt in reader:
+                count = pkt.number
+                yield path, (pkt._replace(number=pkt.number + offset) if offset else pkt)
+                if progress is not None and count % PROGRESS_EVERY == 0:
+                    at = reader.position
+                    progress.value += at - counted
+                    counted = at
+            if progress is not None:
+                progress.value += size_of(path, s3_endpoint) - counted
+            for issue in reader.issues:
+                yield path, issue._replace(packet=issue.packet + offset)
+        offset += count
+
+
+def merged(
+    series: list[list[str]],
+    progress: Progress | None = None,
+    s3_endpoint: str | None = None,
+    merge: bool = True,
+) -> Iterator[Item]:
+    """(group, series index, path, packet or issue) of every series; see the module rules."""
+    if not merge or len(series) < 2 or not all(rereadable(files[0]) for files in series):
+        for index, files in enumerate(series):
+            for path, item in series_items(files, progress, s3_endpoint):
+                yield index, index, path, item
+        return
+    starts = [(first_time(files, s3_endpoint), index) for index, files in enumerate(series)]
+    order = sorted(starts, key=lambda s: (-1 if s[0] is None else s[0], s[1]))
+    pending = [(-1 if t is None else t, index) for t, index in reversed(order)]  # a stack
+    group = -1
+    while pending:
+        group += 1
+        first, index = pending.pop()
+        heap: list[tuple[int, int, int, str, RawPacket | CaptureIssue]] = []
+        sources: dict[int, Iterator[tuple[str, RawPacket | CaptureIssue]]] = {}
+        last_ts = first
+        number = 0
+
+        sources[index] = series_items(series[index], progress, s3_endpoint)
+        _push(heap, index, sources[index], last_ts)
+        while heap:
+            ts, rank, index, path, item = heapq.heappop(heap)
+            while pending and pending[-1][0] <= ts:  # a series that starts by now joins
+                joining = pending.pop()[1]
+                sources[joining] = series_items(series[joining], progress, s3_endpoint)
+                _push(heap, joining, sources[joining], last_ts)
+                if heap[0][:2] < (ts, rank):
+                    heapq.heappush(heap, (ts, rank, index, path, item))
+                    ts, rank, index, path, item = heapq.heappop(heap)
+            if type(item) is RawPacket:
+                number += 1
+                last_ts = item.ts
+                if item.number != number:
+                    item = item._replace(number=number)
+            else:
+                assert isinstance(item, CaptureIssue)
+                item = item._replace(packet=number)
+            yield group, index, path, item
+            _push(heap, index, sources[index], last_ts)
+
+
+def _push(
+    heap: list[tuple[int, int, int, str, RawPacket | CaptureIssue]],
+    index: int,
+    it: Iterator[tuple[str, RawPacket | CaptureIssue]],
+    last_ts: int,
+) -> None:
+    """The next item of a series onto the heap (an issue sorts at the time reached)."""
+    for path, item in it:
+        ts = item.ts if type(item) is RawPacket else last_ts
+        heapq.heappush(heap, (ts, index, index, path, item))
+        return

@@ -1,0 +1,264 @@
+"""Real Pulsar traffic over TLS on loopback: a capture, its NSS key log and the peers' record.
+
+Input:  an output directory and the highest TLS version the terminator may speak.
+Output: ``TlsRecording``: a pcap of the TLS leg only (client <-> terminator), the key log
+        the terminator's ``ssl`` context wrote, the generated PKI, the client's manifest
+        (payload hashes of every message sent and received), what the terminator's ``ssl``
+        objects reported per connection (version, cipher, SNI, ALPN) and the plaintext it
+        forwarded.  ``tshark_tls_streams`` decrypts the capture independently with tshark.
+Rule:   pulsar-lite on a free port behind ``RecordingProxy`` with its TLS option (the
+        terminator) on 127.0.0.1:6651 if free, else a free port; the official client
+        connects to ``pulsar+ssl://localhost:PORT`` (SNI "localhost") trusting the test CA;
+        tcpdump captures ``tcp port PORT`` only, so the terminator->broker plaintext leg
+        is never in the file.  The scenario is ``run_compression_scenario`` (batching) once
+        per compression codec, each with its own client and so its own TLS session.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import shutil
+import socket
+import ssl
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tests.support.capture import Tcpdump
+from tests.support.peers import (
+    LOOPBACK,
+    ClientLogRecorder,
+    PulsarLite,
+    RecordedConnection,
+    RecordingProxy,
+    run_compression_scenario,
+)
+from tests.support.tls_pki import TestPki, make_pki, server_context
+from tests.support.tls_terminator import TlsInfo
+
+__all__ = [
+    "PREFERRED_TLS_PORT",
+    "TlsRecording",
+    "parse_keylog",
+    "record_tls",
+    "run_tls_scenario",
+    "tls_listen_port",
+    "tshark_path",
+    "tshark_tls_streams",
+]
+
+PREFERRED_TLS_PORT = 6651
+TSHARK_MISSING = "tshark is required (apt-get install -y tshark; `make testdeps` does it)"
+
+
+def tls_listen_port() -> int:
+    """6651 (Pulsar's TLS port) if it can be bound on 127.0.0.1 now, else a free port."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind((LOOPBACK, PREFERRED_TLS_PORT))
+        except OSError:
+            s.bind((LOOPBACK, 0))
+        return int(s.getsockname()[1])
+
+
+def run_tls_scenario(
+    url: str,
+    *,
+    client_options: dict[str, Any],
+    compressions: tuple[str, ...] = ("LZ4", "ZLib"),
+    logger: logging.Logger | None = None,
+) -> dict[str, Any]:
+    """``run_compression_scenario`` (batched, compressed) once per codec, one client each.
+
+    Every fourth message is sent synchronously and the three before it asynchronously,
+    so batches hold several messages.  The manifest lists each run under ``runs`` and
+    concatenates their ``sent`` and ``received`` entries.
+    """
+    runs = [
+        run_compression_scenario(
+            url,
+            compression=codec,
+            messages=12,
+            async_every=4,
+            payload_size=1500,
+            client_options=client_options,
+            logger=logger,
+        )
+        for codec in compressions
+    ]
+    return {
+        "scenario": "run_tls_scenario",
+        "runs": runs,
+        "compressions": [r["compression"] for r in runs],
+        "sent": [entry for r in runs for entry in r["sent"]],
+        "received": [entry for r in runs for entry in r["received"]],
+    }
+
+
+@dataclass
+class TlsRecording:
+    """One TLS capture with everything a test compares it with."""
+
+    capture: Path
+    keylog: Path
+    port: int  # the TLS port (the terminator's)
+    broker_port: int  # pulsar-lite's (plaintext, not in the capture)
+    pki: TestPki
+    manifest: dict[str, Any]  # the client's own record (see ClientRecorder)
+    connections: list[RecordedConnection]  # the terminator's, with plaintext and .tls
+    client_log: list[dict[str, Any]]
+    packets_captured: int | None
+
+    @property
+    def sessions(self) -> list[TlsInfo]:
+        """What the terminator's ``ssl`` objects reported, one per connection."""
+        return [c.tls for c in self.connections if c.tls is not None]
+
+
+def record_tls(
+    out_dir: Path,
+    *,
+    maximum_version: ssl.TLSVersion | None = None,
+    port: int | None = None,
+    settle: float = 0.5,
+) -> TlsRecording:
+    """Capture ``run_tls_scenario`` through the TLS terminator into ``out_dir``.
+
+    Writes ``out_dir/tls.pcap``, ``out_dir/keylog.txt`` and the PKI files.  Raises
+    RuntimeError when tcpdump dropped packets or the terminator saw no handshake.
+    """
+    out_dir.mkdir(parents=True, exist_ok=True)
+    pki = make_pki(out_dir / "pki")
+    keylog = out_dir / "keylog.txt"
+    keylog.unlink(missing_ok=True)
+    context = server_context(pki, keylog, maximum_version=maximum_version)
+    port = port if port is not None else tls_listen_port()
+    handler = ClientLogRecorder()
+    logger = logging.getLogger(f"pulsar.tls.{out_dir.name}")
+    logger.propagate = False
+    logger.setLevel(logging.WARNING)
+    logger.addHandler(handler)
+    tmp = Path(tempfile.mkdtemp(prefix="capture-tls-"))
+    capture = out_dir / "tls.pcap"
+    try:
+        with PulsarLite(keep_alive_interval_secs=30) as broker:
+            raw = tmp / "tls.pcap"
+            with (
+                Tcpdump(raw, f"tcp port {port}") as dump,
+                RecordingProxy(broker.port, tls=context, port=port) as proxy,
+            ):
+                time.sleep(0.1)
+                options = {"tls_trust_certs_file_path": str(pki.ca_path)}
+                manifest = run_tls_scenario(proxy.url, client_options=options, logger=logger)
+                time.sleep(settle)
+        if dump.packets_dropped_by_kernel:
+            raise RuntimeError(f"tcpdump dropped {dump.packets_dropped_by_kernel} packets")
+        capture.unlink(missing_ok=True)
+        shutil.copyfile(raw, capture)  # a file of ours (tcpdump may run as its own user)
+    finally:
+        logger.removeHandler(handler)
+        shutil.rmtree(tmp, ignore_errors=True)
+    recording = TlsRecording(
+        capture=capture,
+        keylog=keylog,
+        port=port,
+        broker_port=broker.port,
+        pki=pki,
+        manifest=manifest,
+        connections=list(proxy.connections),
+        client_log=handler.records,
+        packets_captured=dump.packets_captured,
+    )
+    if not recording.sessions or not all(s.version for s in recording.sessions):
+        raise RuntimeError(f"no completed TLS handshake at the terminator: {recording.sessions}")
+    return recording
+
+
+# --------------------------------------------------------------------------- key log
+
+
+def parse_keylog(path: Path) -> dict[str, list[tuple[str, str]]]:
+    """NSS key log lines by label: ``{label: [(client_random_hex, secret_hex), ...]}``."""
+    out: dict[str, list[tuple[str, str]]] = {}
+    for line in path.read_text().splitlines():
+        parts = line.split()
+        if len(parts) == 3 and not line.startswith("#"):
+            out.setdefault(parts[0], []).append((parts[1].lower(), parts[2].lower()))
+    return out
+
+
+# --------------------------------------------------------------------------- tshark
+
+
+def tshark_path() -> str:
+    found = shutil.which("tshark")
+    if found is None:
+        raise FileNotFoundError(TSHARK_MISSING)
+    return found
+
+
+def _tshark(*args: str) -> str:
+    proc = subprocess.run(
+        [tshark_path(), *args], capture_output=True, text=True, check=False, timeout=120
+    )
+    if proc.returncode != 0:
+        raise RuntimeError(f"tshark {' '.join(args)} failed: {proc.stderr.strip()}")
+    return proc.stdout
+
+
+def tshark_tls_streams(
+    capture: Path, keylog: Path | None, port: int
+) -> dict[int, tuple[bytes, bytes]]:
+    """tshark's decrypted TLS byte streams: ``{tcp.stream: (client->server, server->client)}``.
+
+    ``tshark -o tls.keylog_file:KEYLOG -d tcp.port==PORT,tls -z follow,tls,raw,N`` per TCP
+    stream; without a key log (or a usable key) tshark gives empty streams.
+    """
+    opts = ["-d", f"tcp.port=={port},tls"]
+    if keylog is not None:
+        opts += ["-o", f"tls.keylog_file:{keylog}"]
+    listing = _tshark("-r", str(capture), *opts, "-T", "fields", "-e", "tcp.stream")
+    streams = sorted({int(s) for s in listing.split() if s.strip()})
+    out: dict[int, tuple[bytes, bytes]] = {}
+    for n in streams:
+        text = _tshark("-r", str(capture), *opts, "-q", "-z", f"follow,tls,raw,{n}")
+        out[n] = _follow_raw(text, port)
+    return out
+
+
+def _follow_raw(text: str, server_port: int) -> tuple[bytes, bytes]:
+    """(client->server, server->client) bytes of ``-z follow,...,raw`` output.
+
+    Node 0's data is unindented, node 1's indented with a tab; which node is the server
+    is read from the ``Node 0: HOST:PORT`` line (tshark 4.0 names the server there when
+    a TLS stream's first decrypted data came from it, and leaves node 1 as ``:0``).
+    """
+    nodes: tuple[bytearray, bytearray] = (bytearray(), bytearray())
+    node0_is_server = False
+    body = False
+    for line in text.splitlines():
+        if line.startswith("Node 0:"):
+            node0_is_server = line.rsplit(":", 1)[-1].strip() == str(server_port)
+            continue
+        if line.startswith("Node 1:"):
+            body = True
+            continue
+        if not body or line.startswith("===") or not line.strip():
+            continue
+        with contextlib.suppress(ValueError):
+            nodes[line.startswith("\t")].extend(bytes.fromhex(line.strip()))
+    node0, node1 = bytes(nodes[0]), bytes(nodes[1])
+    return (node1, node0) if node0_is_server else (node0, node1)
+
+
+def tshark_fields(capture: Path, port: int, display_filter: str, *fields: str) -> list[list[str]]:
+    """``tshark -T fields`` rows (one per matching packet) for ``fields``, TLS on ``port``."""
+    args = ["-r", str(capture), "-d", f"tcp.port=={port},tls", "-Y", display_filter]
+    args += ["-T", "fields", "-E", "separator=\t"]
+    for name in fields:
+        args += ["-e", name]
+    return [line.split("\t") for line in _tshark(*args).splitlines() if line.strip()]

@@ -27,6 +27,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from xml.etree import ElementTree
 
 from tests.support.capture import Tcpdump
 from tests.support.peers import (
@@ -48,6 +49,7 @@ __all__ = [
     "run_tls_scenario",
     "tls_listen_port",
     "tshark_path",
+    "tshark_shown",
     "tshark_tls_streams",
 ]
 
@@ -105,6 +107,7 @@ class TlsRecording:
 
     capture: Path
     keylog: Path
+    maximum_version: ssl.TLSVersion | None  # the terminator's cap (None: TLS 1.3)
     port: int  # the TLS port (the terminator's)
     broker_port: int  # pulsar-lite's (plaintext, not in the capture)
     pki: TestPki
@@ -165,6 +168,7 @@ def record_tls(
     recording = TlsRecording(
         capture=capture,
         keylog=keylog,
+        maximum_version=maximum_version,
         port=port,
         broker_port=broker.port,
         pki=pki,
@@ -255,10 +259,9 @@ def _follow_raw(text: str, server_port: int) -> tuple[bytes, bytes]:
     return (node1, node0) if node0_is_server else (node0, node1)
 
 
-def tshark_fields(capture: Path, port: int, display_filter: str, *fields: str) -> list[list[str]]:
-    """``tshark -T fields`` rows (one per matching packet) for ``fields``, TLS on ``port``."""
-    args = ["-r", str(capture), "-d", f"tcp.port=={port},tls", "-Y", display_filter]
-    args += ["-T", "fields", "-E", "separator=\t"]
-    for name in fields:
-        args += ["-e", name]
-    return [line.split("\t") for line in _tshark(*args).splitlines() if line.strip()]
+def tshark_shown(capture: Path, port: int, display_filter: str, field: str) -> list[str]:
+    """How tshark shows ``field`` (its ``showname`` in PDML, e.g. ``Cipher Suite: NAME
+    (0xc030)``) in every packet matching ``display_filter``; TLS on ``port``."""
+    args = ["-r", str(capture), "-d", f"tcp.port=={port},tls", "-Y", display_filter, "-T", "pdml"]
+    root = ElementTree.fromstring(_tshark(*args))
+    return [f.get("showname", "") for f in root.iter("field") if f.get("name") == field]

@@ -127,13 +127,26 @@ class TlsSession:
         self.decrypted = False
         self._failed = False  # handshake failure reported
         self._done = False  # handshake completed (as far as can be seen)
+        self._stopped = False
 
     # ----------------------------------------------------------------- public API
+
+    @property
+    def idle(self) -> bool:
+        """Nothing more to learn: no key log and the handshake is over (the caller may stop
+        feeding, and `stop`)."""
+        return self.keylog is None and self._done and not self._stopped
+
+    def stop(self) -> None:
+        """No more bytes will be fed: `close` reports nothing about unfinished records."""
+        self._stopped = True
 
     def feed(
         self, direction: Direction, data: bytes, packet: int, ts: int, synced: bool = True
     ) -> list[TlsEvent]:
         out: _Out = []
+        if self._stopped:
+            return out
         self._retry(out)
         side = self._side(direction, synced)
         for item in side.reader.feed(data, packet, ts):
@@ -142,6 +155,8 @@ class TlsSession:
 
     def gap(self, direction: Direction, length: int, packet: int, ts: int) -> list[TlsEvent]:
         out: _Out = []
+        if self._stopped:
+            return out
         self._retry(out)
         side = self._side(direction, False)
         side.reader.packet, side.reader.ts = packet, ts
@@ -152,7 +167,7 @@ class TlsSession:
     def close(self) -> list[TlsEvent]:
         out: _Out = []
         self._retry(out)
-        for side in self._sides.values():
+        for side in () if self._stopped else self._sides.values():
             for item in side.reader.close():
                 self._item(side, item, out)
         if any(s.waiting for s in self._sides.values()):

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import re
 import shutil
 import socket
 import ssl
@@ -219,19 +220,26 @@ def tshark_tls_streams(
 ) -> dict[int, tuple[bytes, bytes]]:
     """tshark's decrypted TLS byte streams: ``{tcp.stream: (client->server, server->client)}``.
 
-    ``tshark -o tls.keylog_file:KEYLOG -d tcp.port==PORT,tls -z follow,tls,raw,N`` per TCP
-    stream; without a key log (or a usable key) tshark gives empty streams.
+    ``tshark -o tls.keylog_file:KEYLOG -d tcp.port==PORT,tls -z follow,tls,raw,N`` for
+    every TCP stream N of the capture, in one run; keys in stream order.  Without a key
+    log (or a usable key) tshark gives empty streams.
     """
     opts = ["-d", f"tcp.port=={port},tls"]
+    listing = _tshark("-r", str(capture), "-T", "fields", "-e", "tcp.stream")
+    streams = sorted({int(s) for s in listing.split() if s.strip()})
     if keylog is not None:
         opts += ["-o", f"tls.keylog_file:{keylog}"]
-    listing = _tshark("-r", str(capture), *opts, "-T", "fields", "-e", "tcp.stream")
-    streams = sorted({int(s) for s in listing.split() if s.strip()})
+    follows = [arg for n in streams for arg in ("-z", f"follow,tls,raw,{n}")]
+    text = _tshark("-r", str(capture), *opts, "-q", *follows)
     out: dict[int, tuple[bytes, bytes]] = {}
-    for n in streams:
-        text = _tshark("-r", str(capture), *opts, "-q", "-z", f"follow,tls,raw,{n}")
-        out[n] = _follow_raw(text, port)
-    return out
+    for block in text.split("Follow: tls,raw")[1:]:
+        match = re.search(r"^Filter: tcp\.stream eq (\d+)$", block, re.MULTILINE)
+        if match is None:
+            raise ValueError(f"tshark follow output without its stream number: {block[:200]!r}")
+        out[int(match.group(1))] = _follow_raw(block, port)
+    if sorted(out) != streams:
+        raise ValueError(f"tshark followed streams {sorted(out)}, the capture has {streams}")
+    return dict(sorted(out.items()))
 
 
 def _follow_raw(text: str, server_port: int) -> tuple[bytes, bytes]:

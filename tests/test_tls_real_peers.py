@@ -58,20 +58,16 @@ def version_name(rec: TlsRecording) -> str:
     return "TLSv1.2" if rec.maximum_version == ssl.TLSVersion.TLSv1_2 else "TLSv1.3"
 
 
-def dissect(rec: TlsRecording, *, keylog: bool = True) -> Capture:
-    """The dissector's tables of ``rec``'s capture (TLS on the terminator's port)."""
-    kw: dict[str, Any] = {"tls_keylog": [rec.keylog]} if keylog else {}
-    return read_capture(rec.capture, ports=[rec.port], tls_ports=[rec.port], **kw)
+_read: dict[tuple[Path, Path | None], Capture] = {}
 
 
-_read: dict[tuple[Path, bool], Capture] = {}
-
-
-def tables(rec: TlsRecording, *, keylog: bool = True) -> Capture:
-    """``dissect`` once per recording and key-log choice (the module's tests share it)."""
+def tables(rec: TlsRecording, keylog: Path | None) -> Capture:
+    """The dissector's tables of ``rec``'s capture (TLS on the terminator's port) read
+    with ``keylog``; once per pair (the module's tests share them)."""
     key = (rec.capture, keylog)
     if key not in _read:
-        _read[key] = dissect(rec, keylog=keylog)
+        kw: dict[str, Any] = {} if keylog is None else {"tls_keylog": [keylog]}
+        _read[key] = read_capture(rec.capture, ports=[rec.port], tls_ports=[rec.port], **kw)
     return _read[key]
 
 
@@ -170,14 +166,14 @@ def check_decrypted_streams(cap: Capture, rec: TlsRecording) -> None:
 
 
 def test_tls13_with_key_log_gives_the_clients_messages(tls13: TlsRecording) -> None:
-    cap = tables(tls13)
+    cap = tables(tls13, tls13.keylog)
     check_messages(cap, tls13.manifest)
     check_decrypted_streams(cap, tls13)
     assert set(tls_conversations(cap, tls13)["tls_version"]) == {"TLS 1.3"}
 
 
 def test_tls12_with_key_log_gives_the_clients_messages(tls12: TlsRecording) -> None:
-    cap = tables(tls12)
+    cap = tables(tls12, tls12.keylog)
     check_messages(cap, tls12.manifest)
     check_decrypted_streams(cap, tls12)
     convs = tls_conversations(cap, tls12)
@@ -188,8 +184,9 @@ def test_tls12_with_key_log_gives_the_clients_messages(tls12: TlsRecording) -> N
 # --------------------------------------------------------------------------- without it
 
 
-def check_handshake_only(cap: Capture, rec: TlsRecording) -> pd.DataFrame:
-    """Version, SNI and ALPN as the terminator's ``ssl`` objects saw them; no frame."""
+def check_handshake_only(cap: Capture, rec: TlsRecording, anomaly: str) -> pd.DataFrame:
+    """Version, SNI and ALPN as the terminator's ``ssl`` objects saw them, no frame, and
+    an ``anomaly`` row on every TLS conversation."""
     convs = tls_conversations(cap, rec)
     assert len(convs) == len(rec.connections) == 2
     by_port = {c.client_port: c.tls for c in rec.connections}
@@ -203,14 +200,22 @@ def check_handshake_only(cap: Capture, rec: TlsRecording) -> pd.DataFrame:
     ids = set(convs["conn_id"])
     assert not cap.frames["conn_id"].isin(ids).any()
     assert not cap.messages["conn_id"].isin(ids).any()
-    no_key = cap.anomalies[cap.anomalies["code"] == "tls.no_key"]
-    assert set(no_key["conn_id"]) == ids
+    found = cap.anomalies[cap.anomalies["code"] == anomaly]
+    assert set(found["conn_id"]) == ids
     return convs
 
 
-def test_tls13_without_key_log_shows_version_cipher_and_sni(tls13: TlsRecording) -> None:
-    cap = tables(tls13, keylog=False)
-    convs = check_handshake_only(cap, tls13)
+@pytest.mark.parametrize("keylog", ["none", "another_session"])
+def test_tls13_without_its_keys_shows_version_cipher_and_sni(
+    tls13: TlsRecording, tls12: TlsRecording, keylog: str
+) -> None:
+    """No key log: reported as encrypted; a key log without these sessions (the TLS 1.2
+    recording's): tls.no_key.  Either way the handshake is described, nothing decoded."""
+    if keylog == "none":
+        cap, anomaly = tables(tls13, None), "pulsar.encrypted"
+    else:
+        cap, anomaly = tables(tls13, tls12.keylog), "tls.no_key"
+    convs = check_handshake_only(cap, tls13, anomaly)
     by_port = {c.client_port: c.tls for c in tls13.connections}
     for conv in convs.itertuples():
         session = by_port[conv.client_port]
@@ -221,8 +226,8 @@ def test_tls13_without_key_log_shows_version_cipher_and_sni(tls13: TlsRecording)
 
 
 def test_tls12_without_key_log_shows_the_certificate(tls12: TlsRecording) -> None:
-    cap = tables(tls12, keylog=False)
-    convs = check_handshake_only(cap, tls12)
+    cap = tables(tls12, None)
+    convs = check_handshake_only(cap, tls12, "pulsar.encrypted")
     check_certificate(convs, tls12)
 
 

@@ -47,6 +47,25 @@ def tls12(tmp_path_factory: pytest.TempPathFactory) -> TlsRecording:
     return record_tls(tmp_path_factory.mktemp("tls12"), maximum_version=ssl.TLSVersion.TLSv1_2)
 
 
+#: TLS 1.2 suites forced at the terminator (OpenSSL name -> IANA name, RFC 7905 / RFC 5289);
+#: the CBC one also negotiates encrypt_then_mac (RFC 7366) when the client offers it.
+FORCED_SUITES = {
+    "ECDHE-RSA-CHACHA20-POLY1305": "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256",
+    "ECDHE-RSA-AES128-SHA256": "TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA256",
+}
+
+
+@pytest.fixture(scope="module", params=sorted(FORCED_SUITES))
+def tls12_suite(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> TlsRecording:
+    return record_tls(
+        tmp_path_factory.mktemp("tls12-suite"),
+        maximum_version=ssl.TLSVersion.TLSv1_2,
+        ciphers=request.param,
+    )
+
+
 @pytest.fixture(params=["tls13", "tls12"])
 def recording(request: pytest.FixtureRequest) -> TlsRecording:
     rec: TlsRecording = request.getfixturevalue(request.param)
@@ -181,6 +200,20 @@ def test_tls12_with_key_log_gives_the_clients_messages(tls12: TlsRecording) -> N
     check_certificate(convs, tls12)
 
 
+def test_tls12_other_suites_with_key_log_give_the_clients_messages(
+    tls12_suite: TlsRecording,
+) -> None:
+    """ChaCha20-Poly1305 and AES-CBC (HMAC-SHA256), forced at the terminator."""
+    rec = tls12_suite
+    (openssl_name,) = {s.cipher for s in rec.sessions}
+    assert openssl_name in FORCED_SUITES
+    cap = tables(rec, rec.keylog)
+    check_messages(cap, rec.manifest)
+    check_decrypted_streams(cap, rec)
+    convs = tls_conversations(cap, rec)
+    assert set(convs["tls_cipher"]) == {FORCED_SUITES[openssl_name]} == tshark_suites(rec)
+
+
 # --------------------------------------------------------------------------- without it
 
 
@@ -241,12 +274,17 @@ def check_certificate(convs: pd.DataFrame, rec: TlsRecording) -> None:
         stamp = pd.Timestamp(value)
         stamp = stamp.tz_localize("UTC") if stamp.tzinfo is None else stamp
         assert stamp.to_pydatetime() == pki.not_after
+    # e.g. TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384
+    assert set(convs["tls_cipher"]) == tshark_suites(rec)
+
+
+def tshark_suites(rec: TlsRecording) -> set[str]:
+    """The cipher suite of each ServerHello, as tshark names it (one per connection)."""
     shown = tshark_shown(
         rec.capture, rec.port, "tls.handshake.type == 2", "tls.handshake.ciphersuite"
     )
-    names = {text.removeprefix("Cipher Suite: ").split(" (")[0] for text in shown}
-    assert len(shown) == len(rec.connections) and len(names) == 1
-    assert set(convs["tls_cipher"]) == names  # e.g. TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384
+    assert len(shown) == len(rec.connections)
+    return {text.removeprefix("Cipher Suite: ").split(" (")[0] for text in shown}
 
 
 # --------------------------------------------------------------------------- the command

@@ -127,6 +127,7 @@ def record_tls(
     out_dir: Path,
     *,
     maximum_version: ssl.TLSVersion | None = None,
+    ciphers: str | None = None,
     port: int | None = None,
     settle: float = 0.5,
 ) -> TlsRecording:
@@ -134,12 +135,14 @@ def record_tls(
 
     Writes ``out_dir/tls.pcap``, ``out_dir/keylog.txt`` and the PKI files.  Raises
     RuntimeError when tcpdump dropped packets or the terminator saw no handshake.
+    ``ciphers``: the terminator's OpenSSL cipher list (TLS 1.2 suites), e.g. to force
+    ChaCha20-Poly1305 or AES-CBC.
     """
     out_dir.mkdir(parents=True, exist_ok=True)
     pki = make_pki(out_dir / "pki")
     keylog = out_dir / "keylog.txt"
     keylog.unlink(missing_ok=True)
-    context = server_context(pki, keylog, maximum_version=maximum_version)
+    context = server_context(pki, keylog, maximum_version=maximum_version, ciphers=ciphers)
     port = port if port is not None else tls_listen_port()
     handler = ClientLogRecorder()
     logger = logging.getLogger(f"pulsar.tls.{out_dir.name}")

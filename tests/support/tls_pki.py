@@ -135,13 +135,23 @@ def make_pki(directory: Path, host: str = "localhost", *, days: int = 30) -> Tes
 
 
 def server_context(
-    pki: TestPki, keylog: Path, *, maximum_version: ssl.TLSVersion | None = None
+    pki: TestPki,
+    keylog: Path,
+    *,
+    maximum_version: ssl.TLSVersion | None = None,
+    ciphers: str | None = None,
 ) -> ssl.SSLContext:
-    """A TLS server context for ``pki``'s certificate writing an NSS key log to ``keylog``."""
+    """A TLS server context for ``pki``'s certificate writing an NSS key log to ``keylog``.
+
+    ``ciphers`` (an OpenSSL cipher list) restricts the TLS 1.2 suites; TLS 1.3 suites
+    are OpenSSL's defaults.
+    """
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(pki.cert_path, pki.key_path)
     context.minimum_version = ssl.TLSVersion.TLSv1_2
     if maximum_version is not None:
         context.maximum_version = maximum_version
+    if ciphers is not None:
+        context.set_ciphers(ciphers)
     context.keylog_filename = str(keylog)
     return context

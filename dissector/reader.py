@@ -24,6 +24,8 @@ import pyarrow as pa
 from dissector.capture import open_capture, series
 from dissector.errors import DissectorError, UsageError
 from dissector.events import Anomaly, PipelineEvent
+from dissector.flow.tls_keylog import KeyLog
+from dissector.keylog_files import KeylogFiles
 from dissector.pipeline import DEFAULT_BROKER_PORTS, DEFAULT_TLS_PORTS, Pipeline
 from dissector.pulsar.framing import DEFAULT_MAX_FRAME_SIZE
 from dissector.pulsar.messages import MessageExtractor
@@ -49,6 +51,7 @@ class ReaderOptions:
     series: str = "auto"  # how rotated files are grouped: auto, digits or none (see series.py)
     shard: tuple[int, int] | None = None  # (k, n): only connections of shard k of n
     idle_timeout: float | None = None  # seconds without a packet that end a connection
+    tls_keylog: tuple[str, ...] = ()  # NSS key log files: TLS sessions decrypted with them
 
     @classmethod
     def make(cls, ports: Iterable[int] = (), **kw: Any) -> ReaderOptions:
@@ -70,8 +73,16 @@ GC_THRESHOLD = 100_000
 CONN_ID_STRIDE = 1 << 32
 
 
-def make_pipeline(options: ReaderOptions, series_index: int = 0) -> Pipeline:
-    """A pipeline with the reader's settings, numbering connections for its series."""
+def make_pipeline(
+    options: ReaderOptions, series_index: int = 0, keylog: KeyLog | None = None
+) -> Pipeline:
+    """A pipeline with the reader's settings, numbering connections for its series.
+
+    keylog: the TLS secrets to use (live passes one it keeps feeding); by default those of
+    the files in `options.tls_keylog`, read now (None without files).
+    """
+    if keylog is None and options.tls_keylog:
+        keylog = KeylogFiles(options.tls_keylog).keylog
     return Pipeline(
         broker_ports=options.broker_ports,
         tls_ports=options.tls_ports,
@@ -85,6 +96,7 @@ def make_pipeline(options: ReaderOptions, series_index: int = 0) -> Pipeline:
         shard=options.shard,
         pairs=options.pairs,
         idle_timeout=None if options.idle_timeout is None else round(options.idle_timeout * 1e6),
+        keylog=keylog,
     )
 
 
@@ -188,13 +200,18 @@ def iter_events(
     paths: PathLike | Iterable[PathLike],
     options: ReaderOptions | None = None,
     other_ports: Counter[int] | None = None,
+    *,
+    tls_keylog: PathLike | Iterable[PathLike] = (),
 ) -> Iterator[tuple[str, PipelineEvent]]:
     """(capture path, event) for every event of every capture, in order.
 
     Rotated files of one capture point are read as one series (see dissector.capture.series); the
     path given with an event is the series' first file. other_ports: see iter_series.
+    tls_keylog: NSS key log files (added to the options' own) to decrypt TLS sessions with.
     """
     options = options or ReaderOptions()
+    if tls_keylog:
+        options = replace(options, tls_keylog=options.tls_keylog + tuple(as_paths(tls_keylog)))
     for index, files in enumerate(series.group(as_paths(paths), options.series)):
         for ev in iter_series(files, options, index, other_ports=other_ports):
             yield files[0], ev
@@ -424,6 +441,7 @@ def read_capture(
     payload_preview: int = 0,
     series: str = "auto",
     tables: Iterable[str] | None = None,
+    tls_keylog: PathLike | Iterable[PathLike] = (),
 ) -> Capture:
     """Dissect captures into tables: `.frames`, `.messages`, `.anomalies`, `.conversations`,
     `.timeline` (request/response pairs with latency) and `.entities` (producers, consumers).
@@ -432,6 +450,8 @@ def read_capture(
     payload_preview: keep the first N bytes of every payload (escaped) in the messages table.
     tables: the tables to make (default: every one); fewer is faster (the frames table
     alone needs no payload decoding).
+    tls_keylog: NSS key log files (SSLKEYLOGFILE) to decrypt TLS sessions with (TLS 1.3 and
+    1.2; AES-GCM, ChaCha20-Poly1305, AES-CBC); an unreadable one raises InputError.
     """
     options = ReaderOptions.make(
         ports,
@@ -440,6 +460,7 @@ def read_capture(
         max_uncompressed=max_uncompressed,
         payload_preview=payload_preview,
         series=series,
+        tls_keylog=tuple(as_paths(tls_keylog)) if tls_keylog else (),
     )
     names = list(TABLES) if tables is None else list(tables)
     unknown = sorted(set(names) - set(TABLES))

@@ -40,9 +40,11 @@ class Record(NamedTuple):
 class Lost(NamedTuple):
     offset: int
     length: int
-    reason: str  # "gap" (missing from the capture), "skipped" (not a record), "truncated"
+    reason: str  # "gap" (missing from the capture), "cut" (one whole record, of which
+    # bytes are missing), "skipped" (not a record), "truncated" (the stream ended in it)
     packet: int
     ts: int
+    ctype: int = 0  # "cut": the record's content type
 
 
 #: check(record) -> whether a record found by scanning is real; None: cannot say (then the
@@ -63,31 +65,61 @@ def plausible(buf: bytes | bytearray, at: int) -> bool:
 class RecordReader:
     """Records of one direction; see the module docstring."""
 
-    __slots__ = ("_base", "_buf", "_check", "_syncing", "packet", "ts")
+    __slots__ = ("_base", "_buf", "_check", "_discard", "_skipped", "_syncing", "packet", "ts")
 
     def __init__(self, *, synced: bool = True, offset: int = 0, check: Check | None = None):
         self._buf = bytearray()
         self._base = offset  # stream offset of _buf[0]
         self._syncing = not synced
         self._check = check
+        self._skipped: Lost | None = None  # the run of skipped bytes not reported yet
+        self._discard = 0  # bytes still to drop: the rest of a record cut by a gap
         self.packet = 0
         self.ts = 0
 
     @property
     def offset(self) -> int:
         """Stream offset of the next byte to be fed."""
-        return self._base + len(self._buf)
+        return self._base + len(self._buf) + self._discard
 
     def feed(self, data: bytes, packet: int = 0, ts: int = 0) -> list[Record | Lost]:
         self.packet, self.ts = packet, ts
+        if self._discard:
+            k = min(self._discard, len(data))
+            self._discard -= k
+            self._base += k
+            data = data[k:]
         self._buf += data
         return self._parse(final=False)
 
     def gap(self, length: int) -> list[Record | Lost]:
-        """`length` bytes are missing at the current offset: what was pending is lost."""
+        """`length` bytes are missing at the current offset. A record whose header is here
+        is lost whole ("cut") and the next one is where its length says; otherwise what
+        was pending is lost and the reader resyncs."""
         out: list[Record | Lost] = []
-        if self._buf:
-            out.append(self._lost(len(self._buf), "gap"))
+        self._flush_skipped(out)
+        buf = self._buf
+        if self._discard:  # still inside a cut record
+            k = min(self._discard, length)
+            self._discard -= k
+            self._base += k
+            length -= k
+            if not length:
+                return out
+        elif buf and not self._syncing and len(buf) >= HEADER_LEN and plausible(buf, 0):
+            size = HEADER_LEN + (buf[3] << 8 | buf[4])
+            out.append(Lost(self._base, size, "cut", self.packet, self.ts, buf[0]))
+            end = self._base + size
+            gap_end = self.offset + length
+            buf.clear()
+            if gap_end <= end:
+                self._discard = end - gap_end
+                self._base = gap_end
+                return out
+            self._base = end
+            length = gap_end - end
+        if buf:
+            out.append(self._lost(len(buf), "gap"))
         out.append(Lost(self._base, length, "gap", self.packet, self.ts))
         self._base += length
         self._syncing = True
@@ -110,10 +142,11 @@ class RecordReader:
             if self._syncing:
                 found, i = self._scan(buf, at, final)
                 if i > at:
-                    out.append(Lost(self._base + at, i - at, "skipped", self.packet, self.ts))
+                    self._skip(self._base + at, i - at)
                     at = i
                 if not found:  # more bytes needed to decide at i (or none left)
                     break
+                self._flush_skipped(out)
                 self._syncing = False
                 record = self._record(buf, at, resynced=True)
                 assert record is not None
@@ -132,9 +165,27 @@ class RecordReader:
             at += HEADER_LEN + len(record.fragment)
         del buf[:at]
         self._base += at
-        if final and buf:
-            out.append(self._lost(len(buf), "skipped" if self._syncing else "truncated"))
+        if final:
+            if buf and self._syncing:
+                self._skip(self._base, len(buf))
+                self._base += len(buf)
+                buf.clear()
+            self._flush_skipped(out)
+            if buf:
+                out.append(self._lost(len(buf), "truncated"))
         return out
+
+    def _skip(self, offset: int, length: int) -> None:
+        run = self._skipped
+        if run is None:
+            self._skipped = Lost(offset, length, "skipped", self.packet, self.ts)
+        else:
+            self._skipped = run._replace(length=run.length + length)
+
+    def _flush_skipped(self, out: list[Record | Lost]) -> None:
+        if self._skipped is not None:
+            out.append(self._skipped)
+            self._skipped = None
 
     def _record(self, buf: bytearray, at: int, resynced: bool = False) -> Record | None:
         length = buf[at + 3] << 8 | buf[at + 4]

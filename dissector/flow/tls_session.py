@@ -235,6 +235,14 @@ class TlsSession:
         self._protected(side, item, out)
 
     def _lost(self, side: _Side, lost: Lost, out: _Out) -> None:
+        if lost.reason == "cut":  # one record, whose place and size are known
+            if lost.ctype == _APPDATA or (side.ccs and not self._tls13):
+                side.protected += 1
+                if self.keylog is not None:
+                    side.seq += 1
+                    size = self._plain_size(lost.length - 5)
+                    out.append(PlainGap(side.direction, size, lost.packet, lost.ts))
+            return
         side.widen = True
         if lost.reason == "skipped":
             out.append(
@@ -367,12 +375,13 @@ class TlsSession:
 
     def _undecrypted(self, side: _Side, rec: Record, out: _Out) -> None:
         side.seq += 1
-        out.append(PlainGap(side.direction, self._plain_size(rec), rec.packet, rec.ts))
+        size = self._plain_size(len(rec.fragment))
+        out.append(PlainGap(side.direction, size, rec.packet, rec.ts))
 
-    def _plain_size(self, rec: Record) -> int:
-        """The plaintext size of a record that cannot be opened (its overhead removed)."""
+    def _plain_size(self, n: int) -> int:
+        """The plaintext size of an n-byte fragment that cannot be opened (its overhead
+        removed; TLS 1.3 padding and CBC padding cannot be known)."""
         suite = self._suite
-        n = len(rec.fragment)
         if suite is None or self._tls13:
             return max(n - 17, 0)
         if suite.mac is not None:

@@ -36,6 +36,7 @@ from dissector.frontends.progress import ReadProgress
 from dissector.frontends.summary import TABLES as SUMMARY_TABLES
 from dissector.frontends.summary import TOP, Summary, render
 from dissector.frontends.text import TIME_FORMATS, FrameLines, frame_text, message_dict
+from dissector.keylog_files import check_keylogs
 from dissector.parallel_reader import default_jobs, stream_tables_parallel, workers
 from dissector.pulsar.framing import DEFAULT_MAX_FRAME_SIZE, FrameDecoder
 from dissector.pulsar.payload import DEFAULT_MAX_UNCOMPRESSED
@@ -141,6 +142,7 @@ def _options(
         payload_preview=args.payload_preview,
         series=getattr(args, "series", "auto"),  # live reads no files: no series
         idle_timeout=args.idle_timeout or None,  # 0: never
+        tls_keylog=tuple(args.tls_keylog),
     )
 
 
@@ -689,6 +691,14 @@ def _decode_arguments(p: argparse.ArgumentParser) -> None:
         "--tls-port", type=_port, action="append", default=[6651], help="broker port with TLS"
     )
     p.add_argument(
+        "--tls-keylog",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="NSS key log (SSLKEYLOGFILE) to decrypt TLS conversations with (repeatable; "
+        "live re-reads it as it grows); its contents are never shown",
+    )
+    p.add_argument(
         "--max-frame-size",
         type=_positive,
         default=DEFAULT_MAX_FRAME_SIZE,
@@ -907,6 +917,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if getattr(args, "captures", None):  # `-` reads standard output of another tool
         args.captures = ["/dev/stdin" if c == "-" else c for c in args.captures]
     try:
+        if getattr(args, "tls_keylog", None):
+            check_keylogs(args.tls_keylog)
         if getattr(args, "captures", None):
             check_captures(args.captures)  # every input, before any output
         return int(args.run(args, sys.stdout))

@@ -7,7 +7,7 @@ Output: ``TlsRecording``: a pcap of the TLS leg only (client <-> terminator), th
         objects reported per connection (version, cipher, SNI, ALPN) and the plaintext it
         forwarded.  ``tshark_tls_streams`` decrypts the capture independently with tshark.
 Rule:   pulsar-lite on a free port behind ``RecordingProxy`` with its TLS option (the
-        terminator) on 127.0.0.1:6651 if free, else a free port; the official client
+        terminator) on 127.0.0.1:6651 if it can bind it, else a free port; the official client
         connects to ``pulsar+ssl://localhost:PORT`` (SNI "localhost") trusting the test CA;
         tcpdump captures ``tcp port PORT`` only, so the terminator->broker plaintext leg
         is never in the file.  The scenario is ``run_compression_scenario`` (batching) once
@@ -20,7 +20,6 @@ import contextlib
 import logging
 import re
 import shutil
-import socket
 import ssl
 import subprocess
 import tempfile
@@ -32,7 +31,6 @@ from xml.etree import ElementTree
 
 from tests.support.capture import Tcpdump
 from tests.support.peers import (
-    LOOPBACK,
     ClientLogRecorder,
     PulsarLite,
     RecordedConnection,
@@ -48,7 +46,7 @@ __all__ = [
     "parse_keylog",
     "record_tls",
     "run_tls_scenario",
-    "tls_listen_port",
+    "tls_proxy",
     "tshark_path",
     "tshark_shown",
     "tshark_tls_streams",
@@ -58,14 +56,17 @@ PREFERRED_TLS_PORT = 6651
 TSHARK_MISSING = "tshark is required (apt-get install -y tshark; `make testdeps` does it)"
 
 
-def tls_listen_port() -> int:
-    """6651 (Pulsar's TLS port) if it can be bound on 127.0.0.1 now, else a free port."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+def tls_proxy(target_port: int, context: ssl.SSLContext, port: int | None) -> RecordingProxy:
+    """The terminator listening on ``port``, or on 6651 (Pulsar's TLS port) if it is free
+    (else on a free port); its listener is bound on return, nothing accepted yet."""
+    candidates = [port] if port is not None else [PREFERRED_TLS_PORT, 0]
+    for n, candidate in enumerate(candidates, 1):
         try:
-            s.bind((LOOPBACK, PREFERRED_TLS_PORT))
+            return RecordingProxy(target_port, tls=context, port=candidate)
         except OSError:
-            s.bind((LOOPBACK, 0))
-        return int(s.getsockname()[1])
+            if n == len(candidates):
+                raise
+    raise AssertionError("unreachable")
 
 
 def run_tls_scenario(
@@ -143,7 +144,6 @@ def record_tls(
     keylog = out_dir / "keylog.txt"
     keylog.unlink(missing_ok=True)
     context = server_context(pki, keylog, maximum_version=maximum_version, ciphers=ciphers)
-    port = port if port is not None else tls_listen_port()
     handler = ClientLogRecorder()
     logger = logging.getLogger(f"pulsar.tls.{out_dir.name}")
     logger.propagate = False
@@ -152,16 +152,15 @@ def record_tls(
     tmp = Path(tempfile.mkdtemp(prefix="capture-tls-"))
     capture = out_dir / "tls.pcap"
     try:
-        with PulsarLite(keep_alive_interval_secs=30) as broker:
+        with PulsarLite(keep_alive_interval_secs=30) as broker, contextlib.ExitStack() as stack:
             raw = tmp / "tls.pcap"
-            with (
-                Tcpdump(raw, f"tcp port {port}") as dump,
-                RecordingProxy(broker.port, tls=context, port=port) as proxy,
-            ):
-                time.sleep(0.1)
-                options = {"tls_trust_certs_file_path": str(pki.ca_path)}
-                manifest = run_tls_scenario(proxy.url, client_options=options, logger=logger)
-                time.sleep(settle)
+            proxy = stack.enter_context(tls_proxy(broker.port, context, port))
+            dump = stack.enter_context(Tcpdump(raw, f"tcp port {proxy.port}"))
+            time.sleep(0.1)
+            options = {"tls_trust_certs_file_path": str(pki.ca_path)}
+            manifest = run_tls_scenario(proxy.url, client_options=options, logger=logger)
+            time.sleep(settle)
+            proxy.close()  # while tcpdump still runs: every FIN is in the capture
         if dump.packets_dropped_by_kernel:
             raise RuntimeError(f"tcpdump dropped {dump.packets_dropped_by_kernel} packets")
         capture.unlink(missing_ok=True)
@@ -173,7 +172,7 @@ def record_tls(
         capture=capture,
         keylog=keylog,
         maximum_version=maximum_version,
-        port=port,
+        port=proxy.port,
         broker_port=broker.port,
         pki=pki,
         manifest=manifest,

@@ -210,6 +210,15 @@ class Pipeline:
         self._route_all(self.tcp.expire(now), out)
         return out
 
+    def retry_tls(self) -> list[PipelineEvent]:
+        """The key log gained secrets (live): TLS sessions waiting for theirs try again now
+        rather than at their next packet."""
+        out: list[PipelineEvent] = []
+        for conv in list(self._convs.values()):
+            if conv.tls is not None:
+                self._tls(conv, conv.tls.retry(), out)
+        return out
+
     def close(self) -> list[PipelineEvent]:
         out: list[PipelineEvent] = []
         for issue in self.fragments.close():

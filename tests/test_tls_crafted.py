@@ -219,6 +219,20 @@ def test_key_that_arrives_late_is_picked_up(tmp_path: Path) -> None:
     assert got == sorted(expected_frames(MSGS))
 
 
+def test_retry_tls_decrypts_waiting_records_without_a_new_packet(tmp_path: Path) -> None:
+    # Live: the key log is polled and grew; the pipeline retries at once (Pipeline.retry_tls).
+    run = run_tls(tmp_path, exchange())
+    keylog = KeyLog()
+    pipe = make_pipeline(ReaderOptions(), keylog=keylog)
+    with open_capture(capture(tmp_path, run)) as packets:
+        events = [e for pkt in list(packets)[:-3] for e in pipe.feed(pkt)]  # FINs not yet
+    assert not any(isinstance(e, Frame) for e in events)
+    keylog.feed(run.keylog.read_text())
+    frames = [e for e in pipe.retry_tls() if isinstance(e, Frame)]
+    got = sorted((str(f.direction), f.command_name, f.stream_offset) for f in frames)
+    assert got == sorted(expected_frames(MSGS))
+
+
 def _app_flights(run: TlsRun, direction: Direction) -> list[int]:
     """Indexes of the flights of `direction` that carry one Pulsar frame each (the ones
     written after the handshake), in order."""

@@ -164,6 +164,12 @@ class TlsSession:
             self._item(side, item, out)
         return out
 
+    def retry(self) -> list[TlsEvent]:
+        """What records waiting for a key give now that the key log may have more."""
+        out: _Out = []
+        self._retry(out)
+        return out
+
     def close(self) -> list[TlsEvent]:
         out: _Out = []
         self._retry(out)

@@ -3,7 +3,8 @@
 Input: `spark.read.format("pulsar").option("table", "frames").load(path_or_glob)`, with
 options `table` (frames, messages, anomalies, conversations, timeline, entities), `ports`
 (extra broker ports, comma-separated), `tls_ports`, `max_frame_size`, `max_uncompressed`,
-`payload_preview`, `series` (auto, digits, none).
+`payload_preview`, `series` (auto, digits, none), `tls_keylog` (NSS key log files,
+comma-separated, read by the executors: TLS sessions are decrypted with them).
 Output: a DataFrame with the table's schema, converted from the single Arrow definition in
 dissector.tables.schema; rows come out of executors as Arrow record batches.
 Rules:
@@ -106,6 +107,7 @@ def options_from(opts: dict[str, str]) -> ReaderOptions:
             payload_preview=int(opts.get("payload_preview", 0)),
             series=opts.get("series", base.series),
             messages=needs_payloads([opts.get("table", "frames")]),
+            tls_keylog=tuple(p.strip() for p in opts.get("tls_keylog", "").split(",") if p.strip()),
         )
     except ValueError as exc:
         raise UsageError(f"bad pulsar data source option: {exc}") from None

@@ -351,3 +351,20 @@ def test_cli_reads_with_key_log_and_never_prints_secrets(
     assert err == [
         f"pulsar-dissect: {missing}: cannot read the TLS key log: no such file or directory"
     ]
+
+
+def test_tls_off_the_broker_ports_is_framed_only_when_it_opens_with_connect(
+    tmp_path: Path,
+) -> None:
+    # Port 16650 is no broker port: the ClientHello makes it TLS; decrypted, it is Pulsar
+    # when the client's first frame is CONNECT, and another protocol (HTTP here) is not
+    # framed at all (no frame, no skipped-bytes noise).
+    pulsar = run_tls(tmp_path, exchange())
+    cap = read_capture(capture(tmp_path, pulsar, port=16650), tls_keylog=[pulsar.keylog])
+    assert got_frames(cap) == expected_frames(MSGS)
+    http = [(C2B, b"GET / HTTP/1.1\r\nHost: x\r\n\r\n"), (B2C, b"HTTP/1.1 200 OK\r\n\r\n")]
+    other = run_tls(tmp_path, http, keylog_name="http.log")
+    cap = read_capture(capture(tmp_path, other, port=16650), tls_keylog=[other.keylog])
+    assert cap.arrow["frames"].num_rows == 0 and codes(cap) == []
+    conv = conversation(cap)
+    assert conv["tls_decrypted"] is True and conv["frames_c2b"] == 0

@@ -15,6 +15,7 @@ from __future__ import annotations
 import base64
 import json
 import ssl
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,10 @@ import pandas as pd
 import pytest
 
 from dissector.reader import Capture, read_capture
+from tests.frontends.test_live import Live
 from tests.support.cli import cli
+from tests.support.live import require_capture
+from tests.support.peers import free_port
 from tests.support.tls_capture import (
     TlsRecording,
     parse_keylog,
@@ -138,9 +142,9 @@ def test_tshark_decrypts_what_the_terminator_forwarded(recording: TlsRecording) 
 # --------------------------------------------------------------------------- with the key log
 
 
-def check_messages(cap: Capture, manifest: dict[str, Any]) -> None:
-    """The decrypted SEND and MESSAGE payloads are what the client sent and received."""
-    msgs = cap.messages
+def check_messages(msgs: pd.DataFrame, manifest: dict[str, Any]) -> None:
+    """The decrypted SEND and MESSAGE payloads (a messages table) are what the client
+    sent and received."""
     produced = msgs[msgs["kind"] == "produced"]
     assert produced["complete"].all()
     expected = [
@@ -186,14 +190,14 @@ def check_decrypted_streams(cap: Capture, rec: TlsRecording) -> None:
 
 def test_tls13_with_key_log_gives_the_clients_messages(tls13: TlsRecording) -> None:
     cap = tables(tls13, tls13.keylog)
-    check_messages(cap, tls13.manifest)
+    check_messages(cap.messages, tls13.manifest)
     check_decrypted_streams(cap, tls13)
     assert set(tls_conversations(cap, tls13)["tls_version"]) == {"TLS 1.3"}
 
 
 def test_tls12_with_key_log_gives_the_clients_messages(tls12: TlsRecording) -> None:
     cap = tables(tls12, tls12.keylog)
-    check_messages(cap, tls12.manifest)
+    check_messages(cap.messages, tls12.manifest)
     check_decrypted_streams(cap, tls12)
     convs = tls_conversations(cap, tls12)
     assert set(convs["tls_version"]) == {"TLS 1.2"}
@@ -208,7 +212,7 @@ def test_tls12_other_suites_with_key_log_give_the_clients_messages(
     (openssl_name,) = {s.cipher for s in rec.sessions}
     assert openssl_name in FORCED_SUITES
     cap = tables(rec, rec.keylog)
-    check_messages(cap, rec.manifest)
+    check_messages(cap.messages, rec.manifest)
     check_decrypted_streams(cap, rec)
     convs = tls_conversations(cap, rec)
     assert set(convs["tls_cipher"]) == {FORCED_SUITES[openssl_name]} == tshark_suites(rec)
@@ -318,3 +322,36 @@ def test_cli_with_key_log_prints_frames_and_never_a_secret(
         for blob in blobs:
             assert secret not in blob
             assert not any(form.encode() in blob for form in forms)
+
+
+# --------------------------------------------------------------------------- live
+
+
+def test_live_decrypts_with_keys_written_during_the_run(tmp_path: Path) -> None:
+    """``live --tls-keylog`` on the terminator's key log: empty when the sniffer starts,
+    each session's keys are written during the run (at its handshake)."""
+    require_capture()
+    out = tmp_path / "live"
+    out.mkdir()
+    keylog = out / "keylog.txt"
+    keylog.write_bytes(b"")
+    port = free_port()
+    ports = ("--port", str(port), "--tls-port", str(port))
+    live = Live("-i", "lo", *ports, "--tls-keylog", str(keylog), "--format", "jsonl")
+    try:
+        rec = record_tls(out, port=port)
+        live.wait_for('"table":"conversations"')
+        deadline = time.monotonic() + 10
+        while sum('"table":"conversations"' in line for _, line in live.lines) < 2:
+            assert time.monotonic() < deadline, "a conversation row never came"
+            time.sleep(0.05)
+    finally:
+        rc = live.stop()
+    assert rc == 0, live.stderr
+    rows = live.rows()
+    convs = [r for r in rows if r["table"] == "conversations"]
+    assert len(convs) == 2 and all(c["tls_decrypted"] for c in convs)
+    msgs = pd.DataFrame([r for r in rows if r["table"] == "messages"])
+    check_messages(msgs, rec.manifest)
+    printed = live.stderr + "".join(line for _, line in live.lines)
+    assert not any(secret.hex() in printed for secret in secrets_of(rec))

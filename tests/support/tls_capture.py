@@ -142,7 +142,7 @@ def record_tls(
     out_dir.mkdir(parents=True, exist_ok=True)
     pki = make_pki(out_dir / "pki")
     keylog = out_dir / "keylog.txt"
-    keylog.unlink(missing_ok=True)
+    keylog.write_bytes(b"")  # emptied, not replaced: a live reader may already watch it
     context = server_context(pki, keylog, maximum_version=maximum_version, ciphers=ciphers)
     handler = ClientLogRecorder()
     logger = logging.getLogger(f"pulsar.tls.{out_dir.name}")

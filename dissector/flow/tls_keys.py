@@ -17,9 +17,6 @@ import hashlib
 import hmac
 from dataclasses import dataclass
 
-from cryptography.hazmat.primitives import hashes
-from cryptography.hazmat.primitives.kdf.hkdf import HKDFExpand
-
 GCM128, GCM256, CHACHA, CBC128, CBC256 = (
     "AES_128_GCM",
     "AES_256_GCM",
@@ -116,18 +113,19 @@ class Keys:
         return f"Keys({self.suite.name})"  # never the key material
 
 
-_HASHES: dict[str, type[hashes.HashAlgorithm]] = {
-    "sha256": hashes.SHA256,
-    "sha384": hashes.SHA384,
-}
 _DIGEST_LEN = {"sha1": 20, "sha256": 32, "sha384": 48}
 
 
 def hkdf_expand_label(secret: bytes, label: str, context: bytes, length: int, hash: str) -> bytes:
     """HKDF-Expand-Label (RFC 8446 section 7.1)."""
+    # Imported on first use: only key log reads derive keys (cryptography takes ~0.1 s).
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.kdf.hkdf import HKDFExpand
+
+    algorithm = hashes.SHA384() if hash == "sha384" else hashes.SHA256()
     full = b"tls13 " + label.encode()
     info = length.to_bytes(2, "big") + bytes([len(full)]) + full + bytes([len(context)]) + context
-    return HKDFExpand(_HASHES[hash](), length, info).derive(secret)
+    return HKDFExpand(algorithm, length, info).derive(secret)
 
 
 def tls13_keys(suite: Suite, secret: bytes) -> Keys:

@@ -26,11 +26,10 @@ Rules:
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from dissector.events import Anomaly, Direction, TlsInfo
 from dissector.flow import tls_handshake as hs
-from dissector.flow.tls_cipher import RecordCipher
 from dissector.flow.tls_keylog import KeyLog
 from dissector.flow.tls_keys import (
     SUITES,
@@ -42,6 +41,9 @@ from dissector.flow.tls_keys import (
     tls13_update,
 )
 from dissector.flow.tls_records import Lost, Record, RecordReader
+
+if TYPE_CHECKING:
+    from dissector.flow.tls_cipher import RecordCipher
 
 C2B, B2C = Direction.CLIENT_TO_BROKER, Direction.BROKER_TO_CLIENT
 #: Protected bytes of one session kept while its key is missing from the key log (a live key
@@ -501,6 +503,10 @@ class TlsSession:
         return cipher
 
     def _make_cipher(self, side: _Side, stage: int, gen: int) -> RecordCipher | None:
+        # Imported on first use: plaintext reads and TLS without a key log never need
+        # cryptography's ciphers (their import costs ~0.1 s).
+        from dissector.flow.tls_cipher import RecordCipher
+
         keylog, client, server, suite = self.keylog, self._client, self._server, self._suite
         if keylog is None or client is None or server is None:
             return None

@@ -228,5 +228,5 @@ def cert_info(der: bytes) -> CertInfo | None:
         after = cert.not_valid_after_utc.astimezone(UTC)
         ts = int(after.timestamp()) * 1_000_000 + after.microsecond
         return CertInfo(cert.subject.rfc4514_string(), cert.issuer.rfc4514_string(), ts)
-    except (ValueError, TypeError):
-        return None
+    except Exception:  # any certificate the library refuses (InvalidVersion, ValueError, ...)
+        return None  # is reported by the caller as undecodable (fuzzing: InvalidVersion)

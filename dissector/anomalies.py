@@ -51,6 +51,27 @@ _TABLE: tuple[tuple[str, Severity, str], ...] = (
     ("pulsar.truncated_frame", _W, "the stream ended or lost bytes in the middle of a frame"),
     ("pulsar.encrypted", _I, "TLS conversation: reported, not decoded"),
     ("proxy.header_invalid", _W, "a PROXY protocol header that does not parse"),
+    # TLS (conversations on a TLS port or opening with a ClientHello).
+    ("tls.alert", _W, "a TLS alert other than close_notify (in clear, or decrypted)"),
+    (
+        "tls.handshake_failure",
+        _E,
+        "the TLS handshake failed: fatal alert or end before it completed",
+    ),
+    ("tls.no_key", _W, "TLS records of a session without a key in the key log: not decrypted"),
+    (
+        "tls.decrypt_failed",
+        _E,
+        "a TLS record does not decrypt with its session's key (wrong key, corrupted)",
+    ),
+    ("tls.unsupported_cipher", _W, "a TLS cipher suite this dissector cannot decrypt"),
+    (
+        "tls.skipped_bytes",
+        _W,
+        "TCP bytes that are not part of any TLS record were skipped to resync",
+    ),
+    ("tls.truncated_record", _W, "the stream ended in the middle of a TLS record"),
+    ("tls.certificate_undecodable", _W, "the server certificate does not parse as X.509"),
     # Payloads: decompression, batches, chunks.
     ("payload.decompression_failed", _E, "the payload does not decompress with its codec"),
     ("payload.size_mismatch", _E, "decompressed size differs from uncompressed_size"),

@@ -392,6 +392,20 @@ class DirectionStats:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class TlsInfo:
+    """What a TLS conversation's handshake showed (None where it did not show it)."""
+
+    version: str | None = None  # negotiated: "TLS 1.3", "TLS 1.2", ...
+    cipher: str | None = None  # IANA cipher suite name
+    sni: str | None = None  # server_name the client asked for
+    alpn: str | None = None  # negotiated ALPN protocol, else the client's offer (a,b)
+    cert_subject: str | None = None  # server certificate (RFC 4514)
+    cert_issuer: str | None = None
+    cert_not_after: int | None = None  # µs since the epoch, UTC
+    decrypted: bool = False  # application data was decrypted with a key log
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Conversation:
     """One TCP connection that carried Pulsar (or TLS on a Pulsar port), when it ended."""
 
@@ -409,6 +423,7 @@ class Conversation:
     b2c: DirectionStats
     summary: Summary  # handshake and entities
     anomalies: int  # anomaly rows of this connection
+    tls: TlsInfo | None = None  # TLS conversations: what the handshake showed
 
 
 PipelineEvent = ConversationOpened | Frame | Anomaly | Conversation | AppMessage | Pair

@@ -13,7 +13,13 @@ Rules:
   module only tells it what it saw and acts on the mode it returns: PENDING connections have
   their events held, PULSAR ones are published, TLS ones reported as encrypted, IGNORED ones
   dropped silently (other protocols in a capture are not our business).
-- Per direction, preamble + frame + skipped + gap bytes add up to the stream's length.
+- TLS connections go to a `flow.tls_session.TlsSession` (the handshake in clear; with a key
+  log, decryption): its decrypted streams are framed and published as plaintext ones are
+  (a connection that became TLS off the broker ports only once its client's first
+  decrypted frame is CONNECT). Without a key log, once the handshake is over, TCP stops
+  delivering its bytes. Plaintext connections never touch TLS code.
+- Per direction, preamble + frame + skipped + gap bytes add up to the stream's length (for
+  TLS: the decrypted stream's, whose gap bytes include what could not be decrypted).
 """
 
 from __future__ import annotations
@@ -46,6 +52,8 @@ from dissector.flow.net import parse_datagram, parse_layers
 from dissector.flow.preamble import sniff
 from dissector.flow.shard import Sharder
 from dissector.flow.tcp import Reassembler
+from dissector.flow.tls_keylog import KeyLog
+from dissector.flow.tls_session import Plain, PlainGap, TlsEvent, TlsSession
 from dissector.pulsar.conversations import ConversationState
 from dissector.pulsar.framing import DEFAULT_MAX_FRAME_SIZE, FrameDecoder, StreamStats
 from dissector.pulsar.messages import MessageExtractor
@@ -78,6 +86,8 @@ class _Conv:
         "opened",
         "preamble",
         "state",
+        "tls",
+        "tls_judge",
     )
 
     def __init__(self, opened: ConnOpened, pairs: bool) -> None:
@@ -91,6 +101,10 @@ class _Conv:
         self.state = ConversationState(opened.conn_id, pairs=pairs)
         self.judged: set[Direction] = set()  # pending: sides that opened without CONNECT
         self.anomalies = 0
+        self.tls: TlsSession | None = None  # TLS mode: the session
+        # TLS off the broker ports: None (a broker port, or judged Pulsar), True (its
+        # client's first decrypted frame must be CONNECT), False (it was not: not framed).
+        self.tls_judge: bool | None = None
 
 
 class Pipeline:
@@ -108,10 +122,14 @@ class Pipeline:
         pairs: bool = True,
         idle_timeout: int | None = None,
         frame_bytes: bool = False,
+        keylog: KeyLog | None = None,
     ) -> None:
         """messages: the extractor of application messages, or None not to extract them.
 
         frame_bytes: every complete frame carries its bytes as on the wire (`Frame.raw`).
+
+        keylog: TLS secrets (NSS key log) to decrypt TLS connections with; it may gain
+        secrets while the pipeline runs (live), sessions waiting for theirs then retry.
 
         shard (k, n): dissect only the connections of shard k of n (dissector.flow.shard);
         `opened` then lists (packet, conn_id) of every connection opened, so that the ids
@@ -135,6 +153,7 @@ class Pipeline:
         self._mine = 0 if shard is None else shard[0]
         self.pairs = pairs
         self.frame_bytes = frame_bytes
+        self.keylog = keylog
         self.opened: list[tuple[int, int]] = []
         self.log_opened = shard is not None  # append to `opened` (sharded or merged reads)
         self._swapped: set[int] = set()  # connections whose roles the current batch swapped
@@ -202,6 +221,15 @@ class Pipeline:
         self._route_all(self.tcp.expire(now), out)
         return out
 
+    def retry_tls(self) -> list[PipelineEvent]:
+        """The key log gained secrets (live): TLS sessions waiting for theirs try again now
+        rather than at their next packet."""
+        out: list[PipelineEvent] = []
+        for conv in list(self._convs.values()):
+            if conv.tls is not None:
+                self._tls(conv, conv.tls.retry(), out)
+        return out
+
     def close(self) -> list[PipelineEvent]:
         out: list[PipelineEvent] = []
         for issue in self.fragments.close():
@@ -227,10 +255,16 @@ class Pipeline:
             conv = self._convs[ev.conn_id]
             if conv.mode is PULSAR or conv.mode is PENDING:
                 self._data(conv, ev, out)
+            elif conv.tls is not None:
+                synced = not conv.midstream[ev.direction]
+                events = conv.tls.feed(ev.direction, ev.data, ev.packet, ev.ts, synced)
+                self._tls(conv, events, out)
         elif type(ev) is StreamGap:
             conv = self._convs[ev.conn_id]
             if conv.mode is PULSAR or conv.mode is PENDING:
                 self._gap(conv, ev, out)
+            elif conv.tls is not None:
+                self._tls(conv, conv.tls.gap(ev.direction, ev.length, ev.packet, ev.ts), out)
         elif type(ev) is ConnOpened:
             conv = self._convs[ev.conn_id] = _Conv(ev, self.pairs)
             if self.log_opened:
@@ -267,20 +301,13 @@ class Pipeline:
         opened = conv.opened
         if mode is TLS:
             conv.held.clear()
-            self.tcp.ignore(opened.conn_id)
+            conv.decoders.clear()
+            conv.tls = TlsSession(opened.conn_id, self.keylog)
+            conv.tls_judge = True if old is PENDING else None
             why = "TLS port" if event is Event.TLS_PORT else "TLS ClientHello"
             out.append(ConversationOpened(opened.conn_id, opened.key, opened.ts, opened.packet))
-            out.append(
-                Anomaly.of(
-                    "pulsar.encrypted",
-                    conn_id=opened.conn_id,
-                    direction=None,
-                    stream_offset=None,
-                    detail=f"{why}: encrypted, not decoded",
-                    packet=opened.packet,
-                    ts=opened.ts,
-                )
-            )
+            if self.keylog is None:  # else reported at its end if nothing was decrypted
+                out.append(_encrypted(opened, f"{why}: encrypted, not decoded"))
         elif mode is IGNORED:
             port = opened.key.broker_port
             self.other_ports[port] = self.other_ports.get(port, 0) + 1
@@ -359,6 +386,9 @@ class Pipeline:
                 conv.preamble = found
                 if found.kind == "tls":
                     self._step(conv, Event.CLIENT_HELLO, out)
+                    if conv.tls is not None:
+                        tls = conv.tls.feed(C2B, head, ev.packet, ev.ts)
+                        self._tls(conv, tls, out)
                     return
                 if found.kind == "proxy_invalid":
                     # Skip what looked like the header and resynchronise on the first frame.
@@ -393,6 +423,63 @@ class Pipeline:
             self._decide(conv, list(events), out)
         elif conv.mode is PULSAR:
             self._publish(conv, events, out)
+        elif conv.mode is TLS and events:
+            self._tls_deliver(conv, events, out)
+
+    # ------------------------------------------------------------------ TLS
+
+    def _tls(self, conv: _Conv, events: list[TlsEvent], out: _Out) -> None:
+        """A TLS session's events: decrypted bytes are framed, anomalies reported."""
+        tls = conv.tls
+        assert tls is not None
+        for ev in events:
+            if type(ev) is Anomaly:
+                self._emit(conv, ev, out)
+            elif conv.tls_judge is False:
+                continue  # decrypted, but not Pulsar
+            elif type(ev) is Plain:
+                dec = self._tls_decoder(conv, ev.direction)
+                self._deliver(conv, dec.feed(ev.data, packet=ev.packet, ts=ev.ts), out)
+            elif type(ev) is PlainGap:
+                self._deliver(conv, self._tls_decoder(conv, ev.direction).gap(ev.length), out)
+        if tls.idle:
+            tls.stop()
+            self.tcp.ignore(conv.opened.conn_id)
+
+    def _tls_decoder(self, conv: _Conv, direction: Direction) -> FrameDecoder:
+        dec = conv.decoders.get(direction)
+        if dec is None:
+            dec = conv.decoders[direction] = FrameDecoder(
+                conn_id=conv.opened.conn_id,
+                direction=direction,
+                max_frame_size=self.max_frame_size,
+            )
+        return dec
+
+    def _tls_deliver(self, conv: _Conv, events: list[Frame | Anomaly], out: _Out) -> None:
+        """A decrypted stream's events; off the broker ports, held until the client's first
+        decrypted event says whether it is Pulsar (CONNECT)."""
+        if conv.tls_judge is None:
+            self._publish(conv, events, out)
+            return
+        if conv.tls_judge is False:
+            return
+        conv.held.extend(events)
+        first: PipelineEvent | None = next(
+            (e for e in conv.held if isinstance(e, Frame | Anomaly) and e.direction is C2B), None
+        )
+        if first is None:
+            if len(conv.held) > classify.MAX_HELD:
+                first = conv.held[0]  # the client says nothing: not Pulsar
+            else:
+                return
+        held, conv.held = conv.held, []
+        if type(first) is Frame and first.command_type == _CONNECT:
+            conv.tls_judge = None
+            self._publish(conv, held, out)
+        else:
+            conv.tls_judge = False
+            conv.decoders.clear()
 
     def _publish(self, conv: _Conv, events: Sequence[PipelineEvent], out: _Out) -> None:
         """Emit a Pulsar connection's events: frames with their topic, pairs, messages."""
@@ -421,14 +508,20 @@ class Pipeline:
         swapped = ev.conn_id in self._swapped  # then `ev` was made for the new roles
         if conv.mode in classify.DECODED:
             self._unsniffed(conv, out, 0, 0)  # their packets are no longer known
+        tls = conv.tls
+        if tls is not None:
+            self._tls(conv, tls.close(), out)
         for dec in list(conv.decoders.values()):
             self._deliver(conv, dec.close(), out)
         if not swapped and ev.conn_id in self._swapped:  # by what the decoders held back
             ev = _flip_closed(ev)
+        if tls is not None and tls.keylog is not None and not tls.decrypted:
+            why = "no application data decrypted with the key log"
+            self._emit(conv, _encrypted(conv.opened, why), out)
         conv.mode = classify.transition(conv.mode, Event.CLOSED)
         if conv.mode not in classify.REPORTED:
             return  # not Pulsar: nothing to report
-        if conv.mode is PULSAR:
+        if conv.mode is PULSAR or (tls is not None and conv.decoders):
             if self.messages is not None:
                 self._publish(conv, self.messages.close_conn(ev.conn_id), out)
             out.extend(conv.state.close())
@@ -451,6 +544,7 @@ class Pipeline:
                 b2c=_stats(conv.decoders.get(B2C), ev.packets_b2c, ev.bytes_b2c, 0),
                 summary=conv.state.summary,
                 anomalies=conv.anomalies,
+                tls=None if tls is None else tls.info(),
             )
         )
 
@@ -466,6 +560,18 @@ def _stats(dec: FrameDecoder | None, packets: int, wire: int, preamble: int) -> 
         frame_bytes=s.frame_bytes,
         skipped_bytes=s.skipped_bytes,
         gap_bytes=s.gap_bytes,
+    )
+
+
+def _encrypted(opened: ConnOpened, detail: str) -> Anomaly:
+    return Anomaly.of(
+        "pulsar.encrypted",
+        conn_id=opened.conn_id,
+        direction=None,
+        stream_offset=None,
+        detail=detail,
+        packet=opened.packet,
+        ts=opened.ts,
     )
 
 

@@ -30,6 +30,8 @@ from dissector.capture.locations import rereadable, size_of
 from dissector.capture.merge import first_time, merged
 from dissector.errors import DissectorError, UsageError
 from dissector.events import Anomaly, PipelineEvent, RawPacket
+from dissector.flow.tls_keylog import KeyLog
+from dissector.keylog_files import KeylogFiles
 from dissector.pipeline import DEFAULT_BROKER_PORTS, DEFAULT_TLS_PORTS, Pipeline
 from dissector.pulsar.framing import DEFAULT_MAX_FRAME_SIZE
 from dissector.pulsar.messages import MessageExtractor
@@ -59,6 +61,7 @@ class ReaderOptions:
     fields: bool = False  # the frames table's on-request `fields` column (JSON) is made
     s3_endpoint: str | None = None  # S3 endpoint URL other than AWS (default: environment)
     merge: bool = True  # series taken at the same time merge by timestamp (capture.merge)
+    tls_keylog: tuple[str, ...] = ()  # NSS key log files: TLS sessions decrypted with them
 
     @classmethod
     def make(cls, ports: Iterable[int] = (), **kw: Any) -> ReaderOptions:
@@ -81,10 +84,19 @@ CONN_ID_STRIDE = 1 << 32
 
 
 def make_pipeline(
-    options: ReaderOptions, series_index: int = 0, first_conn_id: int | None = None
+    options: ReaderOptions,
+    series_index: int = 0,
+    first_conn_id: int | None = None,
+    keylog: KeyLog | None = None,
 ) -> Pipeline:
     """A pipeline with the reader's settings, numbering connections from `first_conn_id`
-    (default: its series' range, series_index * CONN_ID_STRIDE + 1)."""
+    (default: its series' range, series_index * CONN_ID_STRIDE + 1).
+
+    keylog: the TLS secrets to use (live passes one it keeps feeding); by default those of
+    the files in `options.tls_keylog`, read now (None without files).
+    """
+    if keylog is None and options.tls_keylog:
+        keylog = KeylogFiles(options.tls_keylog).keylog
     return Pipeline(
         broker_ports=options.broker_ports,
         tls_ports=options.tls_ports,
@@ -99,6 +111,7 @@ def make_pipeline(
         pairs=options.pairs,
         idle_timeout=None if options.idle_timeout is None else round(options.idle_timeout * 1e6),
         frame_bytes=options.frame_bytes,
+        keylog=keylog,
     )
 
 
@@ -286,14 +299,20 @@ def iter_events(
     paths: PathLike | Iterable[PathLike],
     options: ReaderOptions | None = None,
     other_ports: Counter[int] | None = None,
+    *,
+    tls_keylog: PathLike | Iterable[PathLike] = (),
 ) -> Iterator[tuple[str, PipelineEvent]]:
     """(capture path, event) for every event of every capture, in order.
 
     Rotated files of one capture point are read as one series (see dissector.capture.series);
     series that overlap in time merge by timestamp (dissector.capture.merge). The path given
     with an event is the first file of its connection's series. other_ports: see iter_series.
+    tls_keylog: NSS key log files (added to the options' own) to decrypt TLS sessions with.
     """
-    for _, path, ev in _events(paths, options or ReaderOptions(), other_ports=other_ports):
+    options = options or ReaderOptions()
+    if tls_keylog:
+        options = replace(options, tls_keylog=options.tls_keylog + tuple(as_paths(tls_keylog)))
+    for _, path, ev in _events(paths, options, other_ports=other_ports):
         yield path, ev
 
 
@@ -528,6 +547,7 @@ def read_capture(
     fields: bool = False,
     merge: bool = True,
     s3_endpoint: str | None = None,
+    tls_keylog: PathLike | Iterable[PathLike] = (),
 ) -> Capture:
     """Dissect captures into tables: `.frames`, `.messages`, `.anomalies`, `.conversations`,
     `.timeline` (request/response pairs with latency) and `.entities` (producers, consumers).
@@ -543,6 +563,8 @@ def read_capture(
     paths: files, globs or directories, local or remote (`s3://`, `gs://`, `hdfs://`, ...).
     s3_endpoint: an S3 endpoint URL other than AWS (default: AWS_ENDPOINT_URL_S3, then
     AWS_ENDPOINT_URL).
+    tls_keylog: NSS key log files (SSLKEYLOGFILE) to decrypt TLS sessions with (TLS 1.3 and
+    1.2; AES-GCM, ChaCha20-Poly1305, AES-CBC); an unreadable one raises InputError.
     """
     options = ReaderOptions.make(
         ports,
@@ -554,6 +576,7 @@ def read_capture(
         fields=fields,
         s3_endpoint=s3_endpoint,
         merge=merge,
+        tls_keylog=tuple(as_paths(tls_keylog)) if tls_keylog else (),
     )
     names = list(TABLES) if tables is None else list(tables)
     unknown = sorted(set(names) - set(TABLES))

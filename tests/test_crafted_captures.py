@@ -755,7 +755,9 @@ def test_tls_is_reported_not_decoded(tmp_path: Path, port: int, each: int | None
     s = Session(Conn(broker_port=port))
     s.handshake()
     s.send_pieces(C2B, chunks(TLS_CLIENT_HELLO, each or len(TLS_CLIENT_HELLO)))
-    s.send(B2C, bytes.fromhex("160303003102") + bytes(49))
+    # A ServerHello choosing TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256 (0xC02F), no extensions.
+    server_hello = bytes.fromhex("020000260303") + bytes(32) + bytes.fromhex("00c02f00")
+    s.send(B2C, bytes.fromhex("160303002a") + server_hello)
     s.send(C2B, bytes.fromhex("1703030020") + b"\x5a" * 32)
     s.close()
     cap = read_capture(write_pcap(tmp_path / "tls.pcap", s.segs).path)
@@ -764,6 +766,11 @@ def test_tls_is_reported_not_decoded(tmp_path: Path, port: int, each: int | None
     assert [(a["code"], a["conn_id"]) for a in anomalies] == [("pulsar.encrypted", 1)]
     conv = only_conversation(cap)
     assert conv["encrypted"] is True and conv["broker_port"] == port
+    assert (conv["tls_version"], conv["tls_cipher"]) == (
+        "TLS 1.2",
+        "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256",
+    )
+    assert conv["tls_sni"] is None and conv["tls_decrypted"] is False
     assert conv["frames_c2b"] == conv["frames_b2c"] == 0
 
 

@@ -37,6 +37,7 @@ from dissector.frontends.progress import ReadProgress
 from dissector.frontends.summary import TABLES as SUMMARY_TABLES
 from dissector.frontends.summary import TOP, Summary, render
 from dissector.frontends.text import TIME_FORMATS, FrameLines, frame_text
+from dissector.keylog_files import check_keylogs
 from dissector.parallel_reader import default_jobs, stream_tables_parallel, workers
 from dissector.pulsar.field_values import message_dict
 from dissector.pulsar.framing import DEFAULT_MAX_FRAME_SIZE, FrameDecoder
@@ -148,6 +149,7 @@ def _options(
         fields=_wants_fields(args),
         s3_endpoint=getattr(args, "s3_endpoint", None),  # live reads no files
         merge=not getattr(args, "no_merge", False),
+        tls_keylog=tuple(args.tls_keylog),
     )
 
 
@@ -712,6 +714,14 @@ def _decode_arguments(p: argparse.ArgumentParser) -> None:
         "--tls-port", type=_port, action="append", default=[6651], help="broker port with TLS"
     )
     p.add_argument(
+        "--tls-keylog",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="NSS key log (SSLKEYLOGFILE) to decrypt TLS conversations with (repeatable; "
+        "live re-reads it as it grows); its contents are never shown",
+    )
+    p.add_argument(
         "--max-frame-size",
         type=_positive,
         default=DEFAULT_MAX_FRAME_SIZE,
@@ -956,6 +966,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if getattr(args, "captures", None):  # `-` reads standard output of another tool
         args.captures = ["/dev/stdin" if c == "-" else c for c in args.captures]
     try:
+        if getattr(args, "tls_keylog", None):
+            check_keylogs(args.tls_keylog)
         if getattr(args, "captures", None):
             # globs and directories, local or in object storage, then every input checked
             # before any output

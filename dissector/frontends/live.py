@@ -57,6 +57,7 @@ from dissector.events import (
 from dissector.frontends.live_capturer import DEFAULT_QUEUE, Capturer
 from dissector.frontends.live_files import ParquetParts, PcapFiles, check_parquet_root
 from dissector.frontends.text import FrameLines
+from dissector.keylog_files import KeylogFiles
 from dissector.reader import ReaderOptions, make_pipeline
 from dissector.tables.builders import TableBuilder
 from dissector.tables.filters import Filter
@@ -226,7 +227,9 @@ class Session:
             made = self.printed
         decode = opts.fmt == "text" or needs_payloads(made)
         reader = replace(opts.reader, messages=decode, pairs=needs_pairs(made))
-        self.pipe = make_pipeline(reader)
+        # Key log files are followed: peers append secrets as they open sessions.
+        self.keylogs = KeylogFiles(reader.tls_keylog, follow=True) if reader.tls_keylog else None
+        self.pipe = make_pipeline(reader, keylog=self.keylogs.keylog if self.keylogs else None)
         self.lines = FrameLines(opts.rows, show_secrets=opts.show_secrets)
         self.builder = None
         if made:
@@ -244,6 +247,8 @@ class Session:
 
     def packets(self, batch: list[tuple[int, bytes]]) -> None:
         linktype, feed, counts = self.source.linktype, self.pipe.feed, self.counts
+        if self.keylogs is not None:
+            self.keylogs.poll()  # sessions of this batch find the secrets written meanwhile
         if batch and self.lines.first_ts is None:
             self.lines.start(batch[0][0])  # times count from the first packet, as in read
         for ts, data in batch:
@@ -286,6 +291,8 @@ class Session:
     def tick(self) -> None:
         """Periodic work: idle connections ended, Parquet parts, kernel drop warnings."""
         ended = self.pipe.expire(time.time_ns() // 1000)  # packets carry the kernel's clock
+        if self.keylogs is not None and self.keylogs.poll():
+            ended += self.pipe.retry_tls()
         if ended:
             self._events(ended)
             self._emit()

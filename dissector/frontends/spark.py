@@ -6,6 +6,8 @@ options `table` (frames, messages, anomalies, conversations, timeline, entities)
 `payload_preview`, `series` (auto, digits, none), `s3_endpoint` (an S3 endpoint URL other
 than AWS; default: AWS_ENDPOINT_URL_S3, then AWS_ENDPOINT_URL, as `read()`'s process sees
 them, else as the source's planning worker does (the environment Spark was started with)).
+`payload_preview`, `series` (auto, digits, none), `tls_keylog` (NSS key log files,
+comma-separated, read by the executors: TLS sessions are decrypted with them).
 Output: a DataFrame with the table's schema, converted from the single Arrow definition in
 dissector.tables.schema; rows come out of executors as Arrow record batches.
 Rules:
@@ -97,6 +99,7 @@ def options_from(opts: dict[str, str]) -> ReaderOptions:
             series=opts.get("series", base.series),
             s3_endpoint=opts.get("s3_endpoint") or None,
             messages=needs_payloads([opts.get("table", "frames")]),
+            tls_keylog=tuple(p.strip() for p in opts.get("tls_keylog", "").split(",") if p.strip()),
         )
     except ValueError as exc:
         raise UsageError(f"bad pulsar data source option: {exc}") from None

@@ -43,6 +43,7 @@ _CONVERSATION_PRELUDE = """
     proxied = c.proxied_client
     c2b, b2c = c.c2b, c.b2c
     s = c.summary
+    tls = c.tls
 """
 
 CONVERSATIONS = Table(
@@ -131,6 +132,44 @@ CONVERSATIONS = Table(
         ),
         col("anomalies", I64, "c.anomalies", "anomaly rows of the connection"),
         col("capture", STR, "capture", "capture file the connection was read from"),
+        col(
+            "tls_version",
+            STR,
+            "tls.version if tls else None",
+            "TLS: negotiated version (TLS 1.3 from the ServerHello's supported_versions)",
+        ),
+        col("tls_cipher", STR, "tls.cipher if tls else None", "TLS: cipher suite (IANA name)"),
+        col("tls_sni", STR, "tls.sni if tls else None", "TLS: server name the client asked for"),
+        col(
+            "tls_alpn",
+            STR,
+            "tls.alpn if tls else None",
+            "TLS: ALPN protocol the server chose, else those the client offered (a,b)",
+        ),
+        col(
+            "tls_cert_subject",
+            STR,
+            "tls.cert_subject if tls else None",
+            "TLS: server certificate subject, RFC 4514 (TLS 1.2, or 1.3 decrypted)",
+        ),
+        col(
+            "tls_cert_issuer",
+            STR,
+            "tls.cert_issuer if tls else None",
+            "TLS: server certificate issuer, RFC 4514",
+        ),
+        col(
+            "tls_cert_not_after",
+            TS,
+            "tls.cert_not_after if tls else None",
+            "TLS: server certificate expiry (UTC)",
+        ),
+        col(
+            "tls_decrypted",
+            BOOL,
+            "tls.decrypted if tls else None",
+            "TLS: application data was decrypted with a key log (--tls-keylog)",
+        ),
     ],
     prelude=_CONVERSATION_PRELUDE,
 )

@@ -83,7 +83,9 @@ def test_filters_are_applied_exactly(spark: SparkSession, expected: Any) -> None
         "command"
     ].to_pylist().count("SEND")
     cid = expected["frames"]["community_id"][0].as_py()
-    conn = frames.filter(frames.community_id == cid).first()["conn_id"]  # Spark's number
+    row = frames.filter(frames.community_id == cid).first()
+    assert row is not None
+    conn = row["conn_id"]  # Spark's number for that connection
     assert frames.filter(f"conn_id = {conn}").count() == expected["frames"][
         "community_id"
     ].to_pylist().count(cid)

@@ -627,8 +627,11 @@ def proxy_v2(src: tuple[str, int], dst: tuple[str, int]) -> bytes:
     )
 
 
-#: The start of a TLS 1.2 ClientHello record (handshake record, version 3.1, type 1).
-TLS_CLIENT_HELLO = bytes.fromhex("160301002e0100002a0303") + bytes(32) + b"\x00\x00\x02\x13\x01"
+#: A minimal TLS 1.2 ClientHello record (handshake record, version 3.1, type 1; one suite,
+#: no extensions; record and message lengths consistent).
+TLS_CLIENT_HELLO = (
+    bytes.fromhex("160301002d010000290303") + bytes(32) + bytes.fromhex("00000213010100")
+)
 
 
 # --------------------------------------------------------------------------- encapsulations

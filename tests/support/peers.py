@@ -20,8 +20,13 @@ Rule:   the broker is pulsar-lite (a Rust broker shipped in the ``pulsar_lite``
         proxy_through_service_url=true (the client opens a second connection to the
         proxy whose CONNECT carries proxy_to_broker_url).  Recorded broker->client
         bytes are the bytes delivered to the client, i.e. after the rewrite.
-        Scenarios (``run_*``) only need a service URL: they also run straight against
-        the broker (tests/support/capture.py does so under tcpdump).  They drive the
+        With ``tls`` (a server ``ssl.SSLContext``) the proxy is also a TLS terminator:
+        the client connects with ``pulsar+ssl://HOST:PORT``, the proxy decrypts and
+        forwards plaintext to the broker, the recorded bytes are the plaintext, and
+        LOOKUP answers name the TLS URL (brokerServiceUrl and brokerServiceUrlTls).
+        Scenarios (``run_*``) only need a service URL (and, for TLS, client options):
+        they also run straight against the broker (tests/support/capture.py does so
+        under tcpdump).  They drive the
         client through ``ClientRecorder``, which builds every manifest the same way.
         Child processes (the broker here, tcpdump in capture.py) are ``LoggedProcess``es.
 """
@@ -36,6 +41,7 @@ import os
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import tempfile
 import threading
@@ -49,6 +55,7 @@ from typing import Any, Self
 from dissector.pulsar.encoder import encode_frame
 from dissector.pulsar.sections import HEADER, Reject, decode_command
 from dissector.pulsar.wire import COMMAND_TYPES
+from tests.support.tls_terminator import TlsInfo, TlsSession, record_sni
 
 __all__ = [
     "ClientLogRecorder",
@@ -295,6 +302,7 @@ class RecordedConnection:
 
     ``c2b_chunks`` / ``b2c_chunks`` hold ``(time.time(), bytes)`` for every recv;
     chunk boundaries are arbitrary TCP segmentation, not frame boundaries.
+    ``tls`` is what the terminator's ``ssl`` object reported (TLS proxies only).
     """
 
     index: int
@@ -304,6 +312,7 @@ class RecordedConnection:
     lookup_rewrites: int = 0
     c2b_chunks: list[tuple[float, bytes]] = field(default_factory=list)
     b2c_chunks: list[tuple[float, bytes]] = field(default_factory=list)
+    tls: TlsInfo | None = None
 
     @property
     def client_to_broker(self) -> bytes:
@@ -325,6 +334,10 @@ class RecordingProxy:
     ``lookup_rewrite``: ``"url"`` (default) points LOOKUP_RESPONSE brokerServiceUrl
     at this proxy, ``"proxy_flag"`` sets proxy_through_service_url, ``None`` is a
     pure byte pipe (the client will then bypass the proxy after its lookups).
+
+    ``tls``: terminate TLS with this server context (the proxy installs an SNI
+    recorder as its ``sni_callback``); ``.url`` is then ``pulsar+ssl://tls_host:port``.
+    ``port``: listen there (default: a free port).
     """
 
     def __init__(
@@ -334,6 +347,9 @@ class RecordingProxy:
         target_host: str = LOOPBACK,
         drain_timeout: float = 2.0,
         lookup_rewrite: str | None = "url",
+        tls: ssl.SSLContext | None = None,
+        tls_host: str = "localhost",
+        port: int = 0,
     ) -> None:
         if lookup_rewrite not in ("url", "proxy_flag", None):
             raise ValueError(
@@ -343,9 +359,14 @@ class RecordingProxy:
         self.drain_timeout = drain_timeout
         self.lookup_rewrite = lookup_rewrite
         self.connections: list[RecordedConnection] = []
-        self._listener = socket.create_server((LOOPBACK, 0))
+        self.tls = tls
+        if tls is not None:
+            record_sni(tls)
+        self._listener = socket.create_server((LOOPBACK, port))
         self.port: int = int(self._listener.getsockname()[1])
-        self.url: str = f"pulsar://{LOOPBACK}:{self.port}"
+        self.url: str = (
+            f"pulsar+ssl://{tls_host}:{self.port}" if tls else f"pulsar://{LOOPBACK}:{self.port}"
+        )
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._sockets: list[socket.socket] = []
@@ -387,13 +408,17 @@ class RecordingProxy:
                 self._sockets += [client, upstream]
             done = threading.Barrier(2, action=_closer(conn))
             rewriter = (
-                _LookupRewriter(conn, self.url, self.lookup_rewrite)
+                _LookupRewriter(conn, self.url, self.lookup_rewrite, tls=self.tls is not None)
                 if self.lookup_rewrite
                 else None
             )
+            near: socket.socket | TlsSession = client
+            if self.tls is not None:
+                near = TlsSession(client, self.tls)
+                conn.tls = near.info  # filled in when the handshake completes
             for src, dst, chunks, name, rw in (
-                (client, upstream, conn.c2b_chunks, "c2b", None),
-                (upstream, client, conn.b2c_chunks, "b2c", rewriter),
+                (near, upstream, conn.c2b_chunks, "c2b", None),
+                (upstream, near, conn.b2c_chunks, "b2c", rewriter),
             ):
                 t = threading.Thread(
                     target=_pump,
@@ -434,8 +459,8 @@ def _closer(conn: RecordedConnection) -> Callable[[], None]:
 
 
 def _pump(
-    src: socket.socket,
-    dst: socket.socket,
+    src: socket.socket | TlsSession,
+    dst: socket.socket | TlsSession,
     chunks: list[tuple[float, bytes]],
     done: threading.Barrier,
     rewriter: _LookupRewriter | None = None,
@@ -481,10 +506,13 @@ class _LookupRewriter:
     other frame (including large MESSAGE frames) streams through unchanged.
     """
 
-    def __init__(self, conn: RecordedConnection, proxy_url: str, mode: str) -> None:
+    def __init__(
+        self, conn: RecordedConnection, proxy_url: str, mode: str, *, tls: bool = False
+    ) -> None:
         self.conn = conn
         self.proxy_url = proxy_url
         self.mode = mode
+        self.tls = tls
         self._buf = b""
         self._passthrough = 0  # bytes of the current non-lookup frame still to forward
 
@@ -532,6 +560,8 @@ class _LookupRewriter:
             return None
         if self.mode == "proxy_flag":
             lookup.proxy_through_service_url = True
+        elif self.tls:  # a TLS client connects to brokerServiceUrlTls
+            lookup.brokerServiceUrl = lookup.brokerServiceUrlTls = self.proxy_url
         elif lookup.HasField("brokerServiceUrl"):
             lookup.brokerServiceUrl = self.proxy_url
         self.conn.lookup_rewrites += 1
@@ -715,13 +745,16 @@ class ClientRecorder:
         logger: logging.Logger | None = None,
         *,
         settle: float = 0.3,
+        client_options: dict[str, Any] | None = None,
     ) -> Iterator[Any]:
         """A ``pulsar.Client`` on ``url`` for the ``with`` block, logging through ``logger``.
 
         ``logger`` defaults to the ``pulsar`` Python logger (the client then prints
-        nothing to stdout).  When the block ends normally, ``settle`` seconds pass (the
-        client groups acks for ~100 ms), then the producers and the consumers created
-        through this recorder are closed, in that order; the client is always closed.
+        nothing to stdout).  ``client_options`` are further ``pulsar.Client`` keyword
+        arguments (e.g. ``tls_trust_certs_file_path``); they go into the manifest.
+        When the block ends normally, ``settle`` seconds pass (the client groups acks
+        for ~100 ms), then the producers and the consumers created through this
+        recorder are closed, in that order; the client is always closed.
         """
         import pulsar  # imported lazily: only scenario users need the client
 
@@ -729,7 +762,10 @@ class ClientRecorder:
             url,
             operation_timeout_seconds=operation_timeout_seconds,
             logger=logger or logging.getLogger("pulsar"),
+            **(client_options or {}),
         )
+        if client_options:
+            self.manifest["client_options"] = _jsonable(client_options)
         try:
             yield client
             time.sleep(settle)
@@ -1009,6 +1045,7 @@ def run_scenario(
     operation_timeout_seconds: int = 10,
     idle_secs: float = 0.0,
     logger: logging.Logger | None = None,
+    client_options: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Produce ``messages`` keyed messages with properties, consume and ack them.
 
@@ -1024,8 +1061,8 @@ def run_scenario(
     ``idle_secs`` > the broker keep-alive interval idles before closing, so that
     PING/PONG frames are exchanged.
     The client logs through ``logger`` (default: the ``pulsar`` Python logger)
-    instead of printing to stdout.  Returns the manifest (JSON-serialisable, see
-    ``ClientRecorder``).
+    instead of printing to stdout; ``client_options`` go to ``pulsar.Client`` (TLS
+    trust file, ...).  Returns the manifest (JSON-serialisable, see ``ClientRecorder``).
     """
     import pulsar
 
@@ -1040,7 +1077,9 @@ def run_scenario(
         idle_secs=idle_secs,
     )
     settle = max(0.3, idle_secs)  # idle_secs > keep-alive interval: PING/PONG before closing
-    with rec.connect(url, operation_timeout_seconds, logger, settle=settle) as client:
+    with rec.connect(
+        url, operation_timeout_seconds, logger, settle=settle, client_options=client_options
+    ) as client:
         consumer = rec.subscribe(
             client, topic, subscription, consumer_type=getattr(pulsar.ConsumerType, consumer_type)
         )

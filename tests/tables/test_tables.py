@@ -34,6 +34,7 @@ from dissector.events import (
     Outcome,
     Pair,
     Summary,
+    TlsInfo,
 )
 from dissector.pulsar.encoder import command
 from dissector.pulsar.wire import BODY_FIELDS, COMMAND_TYPES, BrokerEntryMetadata, MessageMetadata
@@ -351,6 +352,16 @@ def test_conversations_and_entities_columns_by_name() -> None:
         b2c=_stats(200),
         summary=summary,
         anomalies=26,
+        tls=TlsInfo(
+            version="TLS 1.2",
+            cipher="TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384",
+            sni="sni-27",
+            alpn="alpn-28",
+            cert_subject="CN=subject-29",
+            cert_issuer="CN=issuer-30",
+            cert_not_after=31,
+            decrypted=True,
+        ),
     )
     got = built(c)
     assert got["conversations"] == [
@@ -400,6 +411,14 @@ def test_conversations_and_entities_columns_by_name() -> None:
             "topics": ["topic-a", "topic-b"],
             "anomalies": 26,
             "capture": "cap-99",
+            "tls_version": "TLS 1.2",
+            "tls_cipher": "TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384",
+            "tls_sni": "sni-27",
+            "tls_alpn": "alpn-28",
+            "tls_cert_subject": "CN=subject-29",
+            "tls_cert_issuer": "CN=issuer-30",
+            "tls_cert_not_after": 31,
+            "tls_decrypted": True,
         }
     ]
     assert got["entities"] == [

@@ -35,11 +35,11 @@ from multiprocessing.process import BaseProcess
 import numpy as np
 import pyarrow as pa
 
+from dissector.capture.merge import Progress
 from dissector.errors import DissectorError, OutputError, os_reason
 from dissector.reader import (
     CONN_ID_STRIDE,
     PathLike,
-    Progress,
     ReaderOptions,
     as_paths,
     stream_tables,

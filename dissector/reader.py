@@ -20,14 +20,14 @@ from collections import Counter
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
 from dissector.capture import CaptureIssue, open_capture, series
 from dissector.capture.listing import expand_captures
 from dissector.capture.locations import rereadable, size_of
-from dissector.capture.merge import first_time, merged
+from dissector.capture.merge import Progress, first_time, merged, series_items
 from dissector.errors import DissectorError, UsageError
 from dissector.events import Anomaly, PipelineEvent, RawPacket
 from dissector.flow.tls_keylog import KeyLog
@@ -139,9 +139,16 @@ def iter_series(
     pipe = make_pipeline(options, series_index)
     if opened is not None:
         pipe.opened = opened
+    issues = options.shard is None or options.shard[0] == 0
+    last_ts = 0
     with _fewer_collections():
-        first = options.shard is None or options.shard[0] == 0
-        yield from _read_files(pipe, files, first, progress, options.s3_endpoint)
+        for path, item in series_items(files, progress, options.s3_endpoint):
+            if type(item) is RawPacket:
+                last_ts = item.ts
+                yield from pipe.feed(item)
+            elif issues:
+                assert isinstance(item, CaptureIssue)
+                yield _issue_anomaly(path, item, last_ts)
     yield from pipe.close()
     if other_ports is not None:
         other_ports.update(pipe.other_ports)
@@ -249,50 +256,17 @@ def _fewer_collections() -> Iterator[None]:
         gc.set_threshold(*before)
 
 
-class Progress(Protocol):
-    """Where a read counts the bytes of capture files it has read (e.g. a shared RawValue)."""
-
-    value: int
-
-
-#: Packets between two updates of a read's Progress.
-PROGRESS_EVERY = 8192
-
-
-def _read_files(
-    pipe: Pipeline,
-    files: list[str],
-    capture_issues: bool = True,
-    progress: Progress | None = None,
-    s3_endpoint: str | None = None,
-) -> Iterator[PipelineEvent]:
-    last_ts = 0
-    offset = 0
-    for path in files:
-        count = 0
-        counted = 0  # bytes of this file already added to progress
-        with open_capture(path, s3_endpoint) as reader:
-            for pkt in reader:
-                count = pkt.number
-                last_ts = pkt.ts
-                yield from pipe.feed(pkt._replace(number=pkt.number + offset) if offset else pkt)
-                if progress is not None and count % PROGRESS_EVERY == 0:
-                    at = reader.position
-                    progress.value += at - counted
-                    counted = at
-            if progress is not None:
-                progress.value += size_of(path, s3_endpoint) - counted
-            for issue in reader.issues if capture_issues else ():
-                yield Anomaly.of(
-                    issue.code,
-                    conn_id=0,
-                    direction=None,
-                    stream_offset=None,
-                    detail=f"{path}: {issue.detail} (file offset {issue.offset})",
-                    packet=issue.packet + offset,
-                    ts=last_ts,
-                )
-        offset += count
+def _issue_anomaly(path: str, issue: CaptureIssue, ts: int) -> Anomaly:
+    """The anomaly row of damage that ended a file's reading."""
+    return Anomaly.of(
+        issue.code,
+        conn_id=0,
+        direction=None,
+        stream_offset=None,
+        detail=f"{path}: {issue.detail} (file offset {issue.offset})",
+        packet=issue.packet,
+        ts=ts,
+    )
 
 
 def iter_events(

@@ -118,8 +118,11 @@ def _rows(df: DataFrame) -> list[dict[str, Any]]:
     ]
 
 
-def summarize(t: dict[str, DataFrame], top: int = 10) -> dict[str, Any]:
-    """The fleet summary, computed with Spark over the tables."""
+def summarize(
+    t: dict[str, DataFrame], top: int = 10, rows: dict[str, int] | None = None
+) -> dict[str, Any]:
+    """The fleet summary, computed with Spark over the tables; rows: the tables' row counts
+    when known (`dissect` returns them), which saves a Spark job per table."""
     msgs = t["messages"]
     per_broker = msgs.groupBy("broker", "kind").agg(
         F.count("*").alias("messages"), F.sum("payload_size").alias("bytes")
@@ -154,7 +157,7 @@ def summarize(t: dict[str, DataFrame], top: int = 10) -> dict[str, Any]:
         .limit(top)
     )
     return {
-        "tables": {name: df.count() for name, df in t.items()},
+        "tables": rows or {name: df.count() for name, df in t.items()},
         "per_broker": _rows(per_broker.orderBy("broker", "kind")),
         "per_topic": _rows(per_topic.orderBy("topic", "kind")),
         "latency": [_in_ms(row) for row in _rows(latency.orderBy("request_command"))],
@@ -197,9 +200,9 @@ def _fmt(value: Any) -> str:
 
 def run(spark: SparkSession, paths: list[str], out: str, options: ReaderOptions) -> dict[str, Any]:
     """The whole job: dissect, then summarize; the summary is also saved under `out`."""
-    dissect(spark, paths, out, options)
+    written = dissect(spark, paths, out, options)
     with executor_errors():
-        summary = summarize(load(spark, out))
+        summary = summarize(load(spark, out), rows=written)
     fs, base = _output_filesystem(out)
     for name, text in (
         ("summary.json", json.dumps(summary, indent=1, default=str) + "\n"),

@@ -37,6 +37,10 @@ from dissector.tables.schema import TABLES
 NO_BROKER = "__none__"
 #: Hive's (and Spark's, DuckDB's) directory name for a null partition value.
 NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
+#: The partition columns, as pyarrow.dataset takes them:
+#: `pyarrow.dataset.dataset(OUT/table, partitioning=pyarrow.dataset.partitioning(PARTITIONS,
+#: flavor="hive"))` (inferring them fails on a table whose only partition is null).
+PARTITIONS = pa.schema([("capture_date", pa.date32()), ("broker", pa.string())])
 #: Parquet files open at once per task: each holds a column buffer, so memory and file
 #: descriptors stay bounded however many brokers and days a task's captures cover.
 MAX_OPEN_FILES = 64

@@ -7,7 +7,6 @@ import shutil
 import subprocess
 import sys
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,13 +21,6 @@ from dissector.tables.schema import SCHEMAS
 from tests.capture.test_series import split_pcap
 
 PCAPS = Path(__file__).resolve().parents[2] / "pcaps"
-
-
-@pytest.fixture(scope="module")
-def spark() -> Iterator[SparkSession]:
-    session = ds.session("local[2]", "pulsar-dissector-tests")
-    yield session
-    session.stop()
 
 
 @pytest.fixture(scope="module")

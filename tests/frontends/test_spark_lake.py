@@ -12,7 +12,6 @@ import re
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -33,13 +32,6 @@ from dissector.tables.schema import SCHEMAS
 
 PCAPS = Path(__file__).resolve().parents[2] / "pcaps"
 PART = re.compile(r"capture_date=(\d{4}-\d\d-\d\d|__HIVE_DEFAULT_PARTITION__)/broker=([^/]+)$")
-
-
-@pytest.fixture(scope="module")
-def spark() -> Iterator[SparkSession]:
-    session = ds.session("local[2]", "pulsar-dissector-lake-tests")
-    yield session
-    session.stop()
 
 
 @pytest.fixture(scope="module")

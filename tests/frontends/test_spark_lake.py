@@ -183,3 +183,52 @@ def test_executors_that_cannot_import_the_package_give_one_line(
 def test_other_spark_errors_pass_unchanged() -> None:
     with pytest.raises(PySparkException), ds.executor_errors():
         raise PySparkException("something else entirely")
+
+
+def test_executors_run_the_drivers_python(spark: SparkSession) -> None:
+    """session() sets the conf and what pyspark reads, and executors run that interpreter."""
+    sc = spark.sparkContext
+    python = sc.getConf().get(ds.PYTHON_CONF)
+    assert python == sc.pythonExec == ds.executor_python()
+    assert sc.getConf().get(ds.DRIVER_PYTHON_CONF) == sys.executable
+    ran = sc.parallelize(range(2), 2).map(lambda _: __import__("sys").executable).collect()
+    assert ran == [python, python]
+
+
+def test_spark_conf_option_takes_key_value(tmp_path: Path) -> None:
+    res = subprocess.run(
+        [sys.executable, "-m", "dissector.frontends.cli", "spark", str(PCAPS / "acks.pcap")]
+        + ["-o", str(tmp_path / "out"), "--conf", "spark.archives"],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    assert res.returncode != 0
+    assert res.stderr.strip().splitlines() == [
+        "pulsar-dissect: --conf takes KEY=VALUE, not 'spark.archives'"
+    ]
+
+
+def test_fleet_command_with_executors_that_cannot_import_says_so(
+    bare_python: str, tmp_path: Path
+) -> None:
+    """--conf spark.pyspark.python reaches the executors, and their failure is one line."""
+    res = subprocess.run(
+        [sys.executable, "-m", "dissector.frontends.cli", "spark", str(PCAPS / "acks.pcap")]
+        + ["-o", str(tmp_path / "out"), "--master", "local[1]"]
+        + ["--conf", f"{ds.PYTHON_CONF}={bare_python}"],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+        cwd=tmp_path,
+    )
+    assert res.returncode != 0
+    ours = [line for line in res.stderr.splitlines() if line.startswith("pulsar-dissect:")]
+    assert ours == [
+        f"pulsar-dissect: executors cannot import the dissector package (Python {bare_python}): "
+        f"ModuleNotFoundError: No module named 'dissector'; {ds.SHIP_HINT}"
+    ]
+    assert "Traceback" not in res.stderr
+    assert not (tmp_path / "out" / "frames").exists()

@@ -532,13 +532,23 @@ def cmd_summary(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
+def _spark_conf(items: list[str]) -> dict[str, str]:
+    conf = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(f"--conf takes KEY=VALUE, not {item!r}")
+        conf[key.strip()] = value
+    return conf
+
+
 def cmd_spark(args: argparse.Namespace, out: TextIO) -> int:
     """The fleet job: dissect every capture on Spark into Parquet, then summarize."""
     try:
         from dissector.frontends import fleet, spark
     except ImportError as exc:  # pyspark is an extra
         raise DissectorError(f"the spark command needs pyspark ({exc})") from None
-    session = spark.session(args.master)
+    session = spark.session(args.master, **_spark_conf(args.conf))
     try:
         summary = fleet.run(session, args.captures, args.output, _options(args))
     finally:
@@ -948,8 +958,18 @@ def build_parser() -> argparse.ArgumentParser:
 
     fleet = sub.add_parser("spark", help="fleet job: captures -> Parquet tables + summary")
     _reader_arguments(fleet)
-    fleet.add_argument("-o", "--output", required=True, help="output folder")
+    fleet.add_argument(
+        "-o", "--output", required=True, help="output folder: a path or s3://, gs://, hdfs:// URI"
+    )
     fleet.add_argument("--master", default="local[*]", help="Spark master URL (default local[*])")
+    fleet.add_argument(
+        "--conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a Spark setting, repeatable (e.g. spark.archives=venv.tar.gz#environment); "
+        "executors run this Python unless spark.pyspark.python says otherwise",
+    )
     fleet.set_defaults(run=cmd_spark)
 
     live = sub.add_parser(

@@ -1,76 +1,85 @@
-"""EDGE: the fleet job: many captures -> Parquet tables -> a fleet summary, on Spark.
+"""EDGE: the fleet job: many captures -> Hive-partitioned Parquet tables -> a fleet summary.
 
-Input: capture paths (files, globs, directories), an output folder, a Spark master.
-Output: OUT/<table>/part-NNNNN.parquet for every table (one dissection pass; each task
-handles a bundle of capture series and writes one file per table), then OUT/summary.json and
-OUT/summary.txt computed with Spark SQL over those files.
-Rules: executors read the captures and write the Parquet files themselves (paths must be
-shared with them on a cluster); files are one per task per table, so their number follows the
-parallelism, not the number of captures; the summary is computed from the written tables.
+Input: capture paths (files, globs, directories), an output location (a local path or a URI
+pyarrow writes: s3://, gs://, hdfs://, file://), a Spark session.
+Output: OUT/<table>/capture_date=YYYY-MM-DD/broker=IP_PORT/part-*.parquet for every table
+(layout and partition values: dissector.frontends.partitioned), then OUT/summary.json and
+OUT/summary.txt computed with Spark SQL over those tables.
+Rules: executors read the captures and write the Parquet files themselves, streaming (a
+task holds one record batch per table and at most MAX_OPEN_FILES open files, never a
+series' table); the tables of an earlier run in OUT are replaced; the summary is computed
+from the written tables; its latency percentiles are exact, with the linear interpolation
+of `pulsar-dissect summary` (numpy's default), so both give the same numbers.
 """
 
 from __future__ import annotations
 
 import json
-import os
+import posixpath
 from collections.abc import Iterable, Iterator
-from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
-import pyarrow.parquet as pq
+import pyarrow.fs as pafs
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from dissector.capture import series as series_mod
-from dissector.frontends.spark import expand
+from dissector.capture.locations import filesystem_for, is_local, local_path
+from dissector.events import Conversation, ConversationOpened
+from dissector.frontends.partitioned import PartitionedWriter, write_empty
+from dissector.frontends.spark import executor_errors, expand
+from dissector.frontends.summary import PERCENTILES, latency_ms
 from dissector.reader import ReaderOptions, iter_series
 from dissector.tables.builders import TableBuilder
 from dissector.tables.schema import TABLES
 
-#: Rows per Parquet row group: large enough for scans, small enough to bound task memory.
-ROW_GROUP = 256 * 1024
+#: Closed connections whose brokers are kept until their rows are written (then all pending
+#: rows are flushed and they are forgotten): bounds the executor's map of brokers.
+FORGET_AFTER = 4096
+
+
+def _output_filesystem(
+    location: str, s3_endpoint: str | None = None
+) -> tuple[pafs.FileSystem, str]:
+    """The filesystem and path of an output location: a local path (made absolute, as
+    executors run elsewhere) or a URI, through the same filesystems inputs are read from
+    (dissector.capture.locations: an S3 endpoint other than AWS included)."""
+    if is_local(location):
+        return pafs.LocalFileSystem(), posixpath.abspath(local_path(location))
+    return filesystem_for(location, s3_endpoint)
 
 
 def _dissect_bundle(
-    task: int, items: Iterable[tuple[int, list[str]]], out: str, options: ReaderOptions
+    task: int,
+    items: Iterable[tuple[int, list[str]]],
+    output: tuple[pafs.FileSystem, str],
+    options: ReaderOptions,
 ) -> Iterator[tuple[str, int]]:
-    """Executor side: dissect a bundle of series, one Parquet file per table; yield counts."""
-    writers: dict[str, pq.ParquetWriter] = {}
-    counts = dict.fromkeys(TABLES, 0)
+    """Executor side: dissect a bundle of series into partitioned Parquet; yield row counts.
+
+    Batches go to the writer as the builder makes them (its sink): memory holds at most
+    BATCH_ROWS rows per table, whatever the size of the series."""
+    writer = PartitionedWriter(*output, task)
     try:
         for index, files in items:
-            builder = TableBuilder(capture=files[0])
+            builder = TableBuilder(capture=files[0], sink=writer.write)
+            closed: list[int] = []
             for ev in iter_series(files, options, index):
+                if isinstance(ev, ConversationOpened):
+                    writer.connection(ev.conn_id, ev.key)
+                elif isinstance(ev, Conversation):
+                    writer.connection(ev.conn_id, ev.key)
+                    closed.append(ev.conn_id)
                 builder.add(ev)
-                for name, made in builder.batches.items():
-                    if made.batches:
-                        counts[name] += _write(writers, out, task, name, builder)
-            for name in TABLES:
-                counts[name] += _write(writers, out, task, name, builder)
+                if len(closed) >= FORGET_AFTER:
+                    builder.flush()
+                    writer.forget(closed)
+                    closed = []
+            builder.flush()
+            writer.forget(closed)
     finally:
-        for writer in writers.values():
-            writer.close()
-    yield from counts.items()
-
-
-def _write(
-    writers: dict[str, pq.ParquetWriter], out: str, task: int, name: str, builder: TableBuilder
-) -> int:
-    batches: list[pa.RecordBatch] = builder.batches[name].take()
-    rows: int = sum(b.num_rows for b in batches)
-    if not rows:
-        return 0
-    schema = TABLES[name].schema
-    writer = writers.get(name)
-    if writer is None:
-        folder = os.path.join(out, name)
-        os.makedirs(folder, exist_ok=True)
-        writer = writers[name] = pq.ParquetWriter(
-            os.path.join(folder, f"part-{task:05d}.parquet"), schema
-        )
-    writer.write_table(pa.Table.from_batches(batches, schema), row_group_size=ROW_GROUP)
-    return rows
+        writer.close()
+    yield from writer.counts.items()
 
 
 def dissect(
@@ -78,25 +87,32 @@ def dissect(
 ) -> dict[str, int]:
     """One pass over every capture series; returns the rows written per table."""
     groups = series_mod.group(expand(paths, options.s3_endpoint), options.series)
-    os.makedirs(out, exist_ok=True)
+    fs, base = output = _output_filesystem(out, options.s3_endpoint)
+    fs.create_dir(base, recursive=True)
+    for name in TABLES:  # the tables of an earlier run would mix with these
+        if fs.get_file_info(posixpath.join(base, name)).type != pafs.FileType.NotFound:
+            fs.delete_dir(posixpath.join(base, name))
     tasks = max(1, min(len(groups), spark.sparkContext.defaultParallelism * 2))
     rdd = spark.sparkContext.parallelize(list(enumerate(groups)), tasks)
     counts = rdd.mapPartitionsWithIndex(
-        lambda task, items: _dissect_bundle(task, items, out, options)
+        lambda task, items: _dissect_bundle(task, items, output, options)
     ).reduceByKey(lambda a, b: a + b)
     written = dict.fromkeys(TABLES, 0)
-    written.update(dict(counts.collect()))
-    # empty tables still get a (schema-only) file, so reads never fail
-    for name, table in TABLES.items():
-        folder = Path(out, name)
-        if not folder.exists():
-            folder.mkdir(parents=True)
-            pq.write_table(table.schema.empty_table(), folder / "part-empty.parquet")
+    with executor_errors():
+        written.update(dict(counts.collect()))
+    for name in TABLES:  # empty tables still get a (schema-only) file, so reads never fail
+        if not written[name]:
+            write_empty(fs, base, name)
     return written
 
 
 def load(spark: SparkSession, out: str) -> dict[str, DataFrame]:
-    return {name: spark.read.parquet(os.path.join(out, name)) for name in TABLES}
+    """The tables written to `out`, with their partition columns (capture_date, broker)."""
+    return {name: spark.read.parquet(_table_location(out, name)) for name in TABLES}
+
+
+def _table_location(out: str, name: str) -> str:
+    return out.rstrip("/") + "/" + name
 
 
 def _rows(df: DataFrame) -> list[dict[str, Any]]:
@@ -106,13 +122,12 @@ def _rows(df: DataFrame) -> list[dict[str, Any]]:
     ]
 
 
-def summarize(t: dict[str, DataFrame], top: int = 10) -> dict[str, Any]:
-    """The fleet summary, computed with Spark over the tables."""
-    conv = t["conversations"].select(
-        "conn_id",
-        F.concat_ws(":", "broker_ip", F.col("broker_port").cast("string")).alias("broker"),
-    )
-    msgs = t["messages"].join(conv, "conn_id", "left")
+def summarize(
+    t: dict[str, DataFrame], top: int = 10, rows: dict[str, int] | None = None
+) -> dict[str, Any]:
+    """The fleet summary, computed with Spark over the tables; rows: the tables' row counts
+    when known (`dissect` returns them), which saves a Spark job per table."""
+    msgs = t["messages"]
     per_broker = msgs.groupBy("broker", "kind").agg(
         F.count("*").alias("messages"), F.sum("payload_size").alias("bytes")
     )
@@ -120,15 +135,15 @@ def summarize(t: dict[str, DataFrame], top: int = 10) -> dict[str, Any]:
         F.count("*").alias("messages"), F.sum("payload_size").alias("bytes")
     )
     answered = t["timeline"].where(F.col("outcome").isin("success", "error"))
+    # exact percentiles (Spark's `percentile`: linear interpolation between the closest
+    # ranks, as numpy's default), in microseconds; made milliseconds as `summary` does
     latency = answered.groupBy("request_command").agg(
         F.count("*").alias("count"),
-        (F.percentile_approx("latency_us", 0.5) / 1000).alias("p50_ms"),
-        (F.percentile_approx("latency_us", 0.9) / 1000).alias("p90_ms"),
-        (F.percentile_approx("latency_us", 0.99) / 1000).alias("p99_ms"),
-        (F.max("latency_us") / 1000).alias("max_ms"),
+        *(F.percentile("latency_us", p).alias(f"p{round(p * 100)}_ms") for p in PERCENTILES),
+        F.max("latency_us").alias("max_ms"),
     )
     errors = t["timeline"].where(F.col("outcome") == "error").groupBy("error_code").count()
-    frames = t["frames"].join(conv, "conn_id", "left")
+    frames = t["frames"]
     checksum = frames.where(F.col("checksum") == "invalid").groupBy("broker").count()
     anomalies = t["anomalies"].groupBy("code", "severity").count()
     producers = (
@@ -146,16 +161,20 @@ def summarize(t: dict[str, DataFrame], top: int = 10) -> dict[str, Any]:
         .limit(top)
     )
     return {
-        "tables": {name: df.count() for name, df in t.items()},
+        "tables": rows or {name: df.count() for name, df in t.items()},
         "per_broker": _rows(per_broker.orderBy("broker", "kind")),
         "per_topic": _rows(per_topic.orderBy("topic", "kind")),
-        "latency": _rows(latency.orderBy("request_command")),
+        "latency": [_in_ms(row) for row in _rows(latency.orderBy("request_command"))],
         "errors": _rows(errors.orderBy(F.desc("count"))),
         "checksum_failures": _rows(checksum.orderBy("broker")),
         "anomalies": _rows(anomalies.orderBy(F.desc("count"))),
         "busiest_producers": _rows(producers),
         "busiest_consumers": _rows(consumers),
     }
+
+
+def _in_ms(row: dict[str, Any]) -> dict[str, Any]:
+    return {k: latency_ms(v) if k.endswith("_ms") and v is not None else v for k, v in row.items()}
 
 
 def render(summary: dict[str, Any]) -> str:
@@ -185,8 +204,14 @@ def _fmt(value: Any) -> str:
 
 def run(spark: SparkSession, paths: list[str], out: str, options: ReaderOptions) -> dict[str, Any]:
     """The whole job: dissect, then summarize; the summary is also saved under `out`."""
-    dissect(spark, paths, out, options)
-    summary = summarize(load(spark, out))
-    Path(out, "summary.json").write_text(json.dumps(summary, indent=1, default=str) + "\n")
-    Path(out, "summary.txt").write_text(render(summary))
+    written = dissect(spark, paths, out, options)
+    with executor_errors():
+        summary = summarize(load(spark, out), rows=written)
+    fs, base = _output_filesystem(out, options.s3_endpoint)
+    for name, text in (
+        ("summary.json", json.dumps(summary, indent=1, default=str) + "\n"),
+        ("summary.txt", render(summary)),
+    ):
+        with fs.open_output_stream(posixpath.join(base, name)) as stream:
+            stream.write(text.encode())
     return summary

@@ -20,6 +20,9 @@ Rules:
   local or in object storage: dissector.capture.listing). Local paths must be readable by
   every executor (local mode, a shared filesystem); s3://, gs://, hdfs:// are opened by each
   executor with its own credentials, streamed, with the endpoint the driver resolved.
+- Executors run the driver's Python unless told otherwise (`session()`); executors that
+  cannot import the package give one InputError naming the fix (`check_executors`,
+  `executor_errors`), not a worker traceback.
 - With option `pushdown=true` (set by `read()` when the session has
   spark.sql.python.filterPushdown.enabled, as `session()` does), filters on `conn_id`, `ts`,
   `command`, `topic`, ports and `code` are applied to each batch before it leaves the
@@ -30,12 +33,15 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import re
 import sys
 from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
+from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.datasource import (
     DataSource,
@@ -157,7 +163,8 @@ class PulsarReader(DataSourceReader):
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, SeriesPartition)
         options = options_from(self.opts)
-        builder = TableBuilder(capture=partition.files[0])
+        # only the table asked for is built: a batch at a time leaves, none is kept
+        builder = TableBuilder(capture=partition.files[0], tables=[self.table])
         target = builder.batches[self.table]
         for ev in iter_series(partition.files, options, partition.index):
             builder.add(ev)
@@ -228,23 +235,102 @@ def _us(value: Any) -> int:
     return number
 
 
+#: The executors' Python. pyspark started from a plain interpreter (not spark-submit) reads
+#: only the environment variable PYSPARK_PYTHON when it makes the SparkContext, and hands
+#: that path to every executor, standalone ones included; spark-submit and cluster managers
+#: read the conf. `session()` sets both, to the same interpreter.
+PYTHON_CONF = "spark.pyspark.python"
+DRIVER_PYTHON_CONF = "spark.pyspark.driver.python"
+#: The fix named when executors cannot import the package.
+SHIP_HINT = (
+    "install pulsar-dissector[spark] into that Python on every node, or ship it: "
+    "--conf spark.archives=VENV.tar.gz#environment "
+    "--conf spark.pyspark.python=./environment/bin/python (a venv packed with venv-pack); "
+    "see the README, 'Shipping the package to a cluster'"
+)
+_IMPORT_ERROR = re.compile(r"\b((?:ModuleNotFoundError|ImportError): [^\n]*)")
+_checked: set[str] = set()  # applications whose executors could import the package
+
+
+def executor_python(conf: dict[str, str] | None = None) -> str:
+    """The Python executors run: the conf's, else $PYSPARK_PYTHON, else this interpreter."""
+    given = (conf or {}).get(PYTHON_CONF) or os.environ.get("PYSPARK_PYTHON")
+    return given or sys.executable
+
+
 def session(master: str = "local[*]", app: str = "pulsar-dissector", **conf: str) -> SparkSession:
-    """A Spark session whose Python workers run this interpreter (so they can import us)."""
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    """A Spark session whose executors run this interpreter (so they can import us), unless
+    conf names another `spark.pyspark.python`; registers the data source (which checks that
+    executors can import the package)."""
+    python = executor_python(conf)
+    os.environ["PYSPARK_PYTHON"] = python  # what pyspark itself reads (see PYTHON_CONF)
     builder = SparkSession.builder.master(master).appName(app)
     builder = builder.config("spark.ui.enabled", "false")
     builder = builder.config("spark.sql.session.timeZone", "UTC")
     builder = builder.config(PUSHDOWN_CONF, "true")
+    builder = builder.config(PYTHON_CONF, python)
+    builder = builder.config(DRIVER_PYTHON_CONF, sys.executable)
     for key, value in conf.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
-    register(spark)
+    try:
+        register(spark)
+    except BaseException:
+        spark.stop()
+        raise
     return spark
 
 
 def register(spark: SparkSession) -> None:
-    """Make `spark.read.format("pulsar")` available in this session."""
+    """Make `spark.read.format("pulsar")` available in this session, once the executors are
+    known to import the package (else InputError naming the fix)."""
+    check_executors(spark)
     spark.dataSource.register(PulsarDataSource)
+
+
+def check_executors(spark: SparkSession) -> None:
+    """Run a task per core that imports the package: InputError if an executor cannot.
+
+    The probe is a local function, so it travels by value and runs even where `dissector`
+    does not import; checked once per application."""
+    sc = spark.sparkContext
+    if sc.applicationId in _checked:
+        return
+
+    def probe(_: object) -> tuple[str, str]:
+        import importlib
+        import sys
+
+        try:
+            importlib.import_module("dissector.frontends.spark")
+        except ImportError as exc:
+            return sys.executable, f"{type(exc).__name__}: {exc}"
+        return sys.executable, ""
+
+    n = max(1, sc.defaultParallelism)
+    for python, error in sc.parallelize(range(n), n).map(probe).collect():
+        if error:
+            raise InputError(_cannot_import(error, python))
+    _checked.add(sc.applicationId)
+
+
+def _cannot_import(error: str, python: str | None = None) -> str:
+    where = f" (Python {python})" if python else ""
+    return f"executors cannot import the dissector package{where}: {error}; {SHIP_HINT}"
+
+
+@contextmanager
+def executor_errors() -> Iterator[None]:
+    """Turn an executor's failure to import the package (a PythonException or, for the data
+    source's planning, an AnalysisException, whose text holds the worker's traceback) into
+    one InputError line; any other error passes unchanged."""
+    try:
+        yield
+    except PySparkException as exc:
+        found = _IMPORT_ERROR.search(str(exc))
+        if found is None:
+            raise
+        raise InputError(_cannot_import(found.group(1), os.environ.get("PYSPARK_PYTHON"))) from None
 
 
 def read(
@@ -263,4 +349,5 @@ def read(
             value = ",".join(str(v) for v in value)
         reader = reader.option(key, str(value))
     path = paths if isinstance(paths, str) else ",".join(str(p) for p in paths)
-    return reader.load(path)
+    with executor_errors():  # planning runs the source in the executors' Python
+        return reader.load(path)

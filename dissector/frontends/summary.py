@@ -6,9 +6,10 @@ tables (`summarize`).
 Output: a JSON-ready dict (`Summary.result`) and its text rendering (`render`).
 Rules: every number is computed from the tables alone, so a summary can always be checked
 against them; latency percentiles are exact (linear interpolation, as pandas and numpy) over
-answered pairs only (outcome success or error). Memory is bounded by the lists shown: the
-`top` busiest connections (by frames) and counts per command, code and outcome; latencies
-are kept as 8-byte integers per answered request.
+answered pairs only (outcome success or error); the fleet job's Spark summary computes the
+same (Spark's exact `percentile`; tests/frontends/test_spark_lake.py compares them). Memory
+is bounded by the lists shown: the `top` busiest connections (by frames) and counts per
+command, code and outcome; latencies are kept as 8-byte integers per answered request.
 """
 
 from __future__ import annotations
@@ -95,8 +96,8 @@ class Summary:
             us = np.concatenate(parts).astype("float64")
             stats: dict[str, float | int] = {"count": len(us)}
             for p in PERCENTILES:
-                stats[f"p{round(p * 100)}_ms"] = round(float(np.quantile(us, p)) / 1000, 3)
-            stats["max_ms"] = round(float(us.max()) / 1000, 3)
+                stats[f"p{round(p * 100)}_ms"] = latency_ms(float(np.quantile(us, p)))
+            stats["max_ms"] = latency_ms(float(us.max()))
             latency[command] = stats
         return {
             "connection_count": self.connections,
@@ -110,6 +111,12 @@ class Summary:
             "frames": self.frames,
             "messages": self.messages,
         }
+
+
+def latency_ms(us: float) -> float:
+    """A latency in microseconds as the summaries show it: milliseconds, 3 decimals (the
+    fleet job's Spark summary uses this too, so both print the same numbers)."""
+    return round(float(us) / 1000, 3)
 
 
 #: How the timeline explains an ack of a message already acknowledged (a cumulative ack

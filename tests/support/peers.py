@@ -139,9 +139,11 @@ class LoggedProcess:
         *,
         merge_stdout: bool = True,
         cwd: Path | None = None,
+        env: dict[str, str] | None = None,
     ) -> bytes:
         """Start ``argv`` writing ``log_path`` (stderr, and stdout with ``merge_stdout``).
 
+        env: the child's environment (default: ours).
         Returns the log once it holds ``ready`` and ``_check_ready`` accepts it; if the
         child exits first, ``timeout`` passes or the check fails, the process is stopped
         (``stop``) and RuntimeError raised.
@@ -153,6 +155,7 @@ class LoggedProcess:
                 stdout=log if merge_stdout else subprocess.DEVNULL,
                 stderr=subprocess.STDOUT if merge_stdout else log,
                 cwd=cwd,
+                env=env,
             )
         try:
             text = self._wait_for(log_path, ready, timeout)

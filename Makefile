@@ -27,13 +27,15 @@ java:
 # Test-only system packages, installed with apt only when missing: tcpdump (the reference
 # capture the live tests compare with), libpcap (the reference compiler of BPF filters,
 # and what `live -f EXPR` uses) and tshark (the benchmark's yardstick, whose quick mode the
-# tests run and cross-check) and chromium (renders the HTML report headless in its test).
+# tests run and cross-check), mergecap (wireshark-common: the reference merge of captures
+# taken at the same time) and chromium (renders the HTML report headless in its test).
 # The product's default path needs none of them.
 testdeps:
 	@missing=""; \
 	  { command -v tcpdump || test -x /usr/sbin/tcpdump; } >/dev/null 2>&1 || missing="$$missing tcpdump"; \
 	  /sbin/ldconfig -p 2>/dev/null | grep -q 'libpcap\.so' || missing="$$missing libpcap0.8"; \
 	  command -v tshark >/dev/null 2>&1 || missing="$$missing tshark"; \
+	  command -v mergecap >/dev/null 2>&1 || missing="$$missing wireshark-common"; \
 	  command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
 	  if [ -n "$$missing" ]; then \
 	    echo "for the tests:$$missing not found: installing with apt"; \

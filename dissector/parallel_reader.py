@@ -94,7 +94,7 @@ def stream_tables_parallel(
         return stream_tables(files, options, names, sink, progress)
     with tempfile.TemporaryDirectory(prefix="pulsar-dissect-") as scratch:
         reports = _run_workers(files, options, names, jobs, scratch, progress, waiting)
-        tables_of = _renumbering([opened for opened, _ in reports])
+        tables_of = _renumbering([o for o, _ in reports], options.per_series_ids)
         for name in names:
             for k in range(jobs):
                 # read, not memory-mapped: mapped pages would count in the parent's memory
@@ -210,13 +210,16 @@ def _work(
     return opened, counts
 
 
-def _renumbering(opened: list[Opened]) -> list[dict[int, np.ndarray]]:
+def _renumbering(opened: list[Opened], per_series: bool = False) -> list[dict[int, np.ndarray]]:
     """Per worker, per group: local connection number -> conn_id of a one-process read,
-    which numbers connections by the packet that opened them, on from group to group."""
+    which numbers connections by the packet that opened them, on from group to group (or
+    from each series' own range: ReaderOptions.per_series_ids)."""
     out: list[dict[int, np.ndarray]] = [{} for _ in opened]
     first = 1  # the conn_id of the group's first connection
     for index in sorted({i for worker in opened for i in worker}):
         base = index * CONN_ID_STRIDE + 1
+        if per_series:
+            first = base
         order = sorted(
             (packet, k, local)
             for k, worker in enumerate(opened)

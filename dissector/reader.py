@@ -61,6 +61,9 @@ class ReaderOptions:
     fields: bool = False  # the frames table's on-request `fields` column (JSON) is made
     s3_endpoint: str | None = None  # S3 endpoint URL other than AWS (default: environment)
     merge: bool = True  # series taken at the same time merge by timestamp (capture.merge)
+    #: Number connections as Spark and the fleet job do: series index * CONN_ID_STRIDE + n,
+    #: each series read on its own (no merge), so local and Spark tables compare row for row.
+    per_series_ids: bool = False
     tls_keylog: tuple[str, ...] = ()  # NSS key log files: TLS sessions decrypted with them
 
     @classmethod
@@ -167,10 +170,13 @@ def _events(
 
     Connection ids run on from group to group (1, 2, ... across the whole read); sharded
     reads number group g from g * CONN_ID_STRIDE + 1 and log, in `opened[g]`, what they
-    open, for dissector.parallel_reader to renumber as one process would.
+    open, for dissector.parallel_reader to renumber as one process would. With
+    `per_series_ids`, each series is a group numbered from its index * CONN_ID_STRIDE + 1.
     """
     groups = series.group(as_paths(paths), options.series)
     issues = options.shard is None or options.shard[0] == 0
+    strided = options.shard is not None or options.per_series_ids
+    merge = options.merge and not options.per_series_ids
     pipe: Pipeline | None = None
     group = -1
     next_id = 1
@@ -180,15 +186,14 @@ def _events(
     logged = 0
     last_ts = 0
     with _fewer_collections():
-        for g, index, _path, item in merged(groups, progress, options.s3_endpoint, options.merge):
+        for g, index, _path, item in merged(groups, progress, options.s3_endpoint, merge):
             if g != group:
                 if pipe is not None:
                     yield from _close(pipe, group, home, owner, other_ports)
                     next_id = pipe.next_conn_id
                 group, home, members, logged = g, groups[index][0], {index}, 0
                 owner = {}
-                sharded = options.shard is not None
-                pipe = make_pipeline(options, g, None if sharded else next_id)
+                pipe = make_pipeline(options, g, None if strided else next_id)
                 if opened is not None:
                     pipe.opened = opened.setdefault(g, [])
             assert pipe is not None

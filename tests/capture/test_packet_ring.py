@@ -109,7 +109,13 @@ def check_same(ours: Packets, reference: Packets) -> None:
     assert [d for _, d in ours] == [d for _, d in reference]
     skew = max(abs(a - b) for (a, _), (b, _) in zip(ours, reference, strict=True))
     assert skew < 5_000, f"timestamps differ from tcpdump's by up to {skew} µs"
-    assert all(a <= b for (a, _), (b, _) in pairwise(ours))
+    # Loopback packets sent from two CPUs can reach the kernel's taps with their stamps
+    # slightly out of order; ours may step back only where tcpdump's do.
+    assert backward_steps(ours) <= backward_steps(reference)
+
+
+def backward_steps(packets: Packets) -> int:
+    return sum(1 for (a, _), (b, _) in pairwise(packets) if b < a)
 
 
 def test_ring_reads_what_tcpdump_sees(tmp_path: Path) -> None:

@@ -21,11 +21,14 @@ from dissector.tables.schema import SCHEMAS
 from tests.capture.test_series import split_pcap
 
 PCAPS = Path(__file__).resolve().parents[2] / "pcaps"
+#: Spark numbers each series from series index * 2**32 + 1 and merges nothing: a local
+#: read asked to do the same compares row for row.
+SPARK_IDS = ReaderOptions(per_series_ids=True)
 
 
 @pytest.fixture(scope="module")
 def expected() -> dict[str, Any]:
-    return read_tables(ds.expand(str(PCAPS)))
+    return read_tables(ds.expand(str(PCAPS)), SPARK_IDS)
 
 
 def rows(df: Any) -> list[dict[str, Any]]:
@@ -38,14 +41,8 @@ def test_every_table_matches_pandas(spark: SparkSession, expected: Any, table: s
     want = expected[table]
     assert df.count() == want.num_rows
     assert [f.name for f in df.schema.fields] == want.column_names
-    # Spark numbers each series from series index * 2**32 + 1, a local read 1, 2, ... in
-    # time order: the same connections, told apart by capture and Community ID.
-    got_conns = rows(df.select("conn_id", "community_id"))
-    assert Counter(r["community_id"] for r in got_conns) == Counter(
-        want["community_id"].to_pylist()
-    )
-    assert all(r["conn_id"] % (1 << 32) for r in got_conns if r["community_id"])
-    assert len({r["conn_id"] for r in got_conns}) == len(set(want["conn_id"].to_pylist()))
+    got_conns = Counter(r["conn_id"] for r in rows(df.select("conn_id")))
+    assert got_conns == Counter(want["conn_id"].to_pylist())
 
 
 def test_key_aggregates_match_pandas(spark: SparkSession, expected: Any) -> None:
@@ -74,13 +71,10 @@ def test_filters_are_applied_exactly(spark: SparkSession, expected: Any) -> None
     assert frames.filter("command = 'SEND'").count() == expected["frames"][
         "command"
     ].to_pylist().count("SEND")
-    cid = expected["frames"]["community_id"][0].as_py()
-    row = frames.filter(frames.community_id == cid).first()
-    assert row is not None
-    conn = row["conn_id"]  # Spark's number for that connection
+    conn = expected["frames"]["conn_id"][0].as_py()
     assert frames.filter(f"conn_id = {conn}").count() == expected["frames"][
-        "community_id"
-    ].to_pylist().count(cid)
+        "conn_id"
+    ].to_pylist().count(conn)
     stamps = expected["frames"]["ts"].to_pylist()
     commands = expected["frames"]["command"].to_pylist()
     middle = sorted(stamps)[len(stamps) // 2]
@@ -114,7 +108,7 @@ def test_fleet_job(spark: SparkSession, expected: Any, tmp_path: Path) -> None:
     inputs.mkdir()
     for name in ("produce_consume.pcap", "batching.pcap", "keepalive.pcap"):
         shutil.copy(PCAPS / name, inputs / name)
-    want = read_tables(ds.expand(str(inputs)))
+    want = read_tables(ds.expand(str(inputs)), SPARK_IDS)
     out = tmp_path / "out"
     summary = fleet.run(spark, [str(inputs)], str(out), ReaderOptions())
     for name in SCHEMAS:
@@ -170,14 +164,11 @@ def test_payload_anomalies_reach_spark_whatever_the_table(
     folder.mkdir()
     for name in ("codec2_smaller", "bomb", "missing_chunk"):
         shutil.copy(made[name][0], folder / f"{name}.pcap")
-    # Crafted captures share their times and endpoints: read one after another, as Spark does.
-    want = read_tables(ds.expand(str(folder)), ReaderOptions(merge=False))
+    want = read_tables(ds.expand(str(folder)), SPARK_IDS)
     got = rows(ds.read(spark, str(folder), table="anomalies").select("conn_id", "code"))
     table = want["anomalies"]
-    per_conn = Counter(table["conn_id"].to_pylist())
-    expected_codes = Counter(table["code"].to_pylist())
-    assert Counter(r["code"] for r in got) == expected_codes
-    assert sorted(Counter(r["conn_id"] for r in got).values()) == sorted(per_conn.values())
+    expected_codes = zip(table["conn_id"].to_pylist(), table["code"].to_pylist(), strict=True)
+    assert Counter((r["conn_id"], r["code"]) for r in got) == Counter(expected_codes)
     assert {"payload.size_mismatch", "payload.decompression_bomb", "payload.chunk_missing"} <= {
         r["code"] for r in got
     }

@@ -46,7 +46,7 @@ def inputs(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def want(inputs: Path) -> dict[str, Any]:
-    return read_tables(ds.expand(str(inputs)))
+    return read_tables(ds.expand(str(inputs)), ReaderOptions(per_series_ids=True))
 
 
 @pytest.fixture(scope="module")

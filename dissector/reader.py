@@ -219,19 +219,7 @@ def _events(
                         yield group, home, ev
             elif issues:
                 assert isinstance(item, CaptureIssue)
-                yield (
-                    group,
-                    capture,
-                    Anomaly.of(
-                        item.code,
-                        conn_id=0,
-                        direction=None,
-                        stream_offset=None,
-                        detail=f"{_path}: {item.detail} (file offset {item.offset})",
-                        packet=item.packet,
-                        ts=last_ts,
-                    ),
-                )
+                yield group, capture, _issue_anomaly(_path, item, last_ts)
         if pipe is not None:
             yield from _close(pipe, group, home, owner, other_ports)
 

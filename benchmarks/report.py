@@ -287,7 +287,7 @@ def _live(measured: str) -> list[str]:
         "",
         measured.strip(),
         "",
-        "What limits it: not the capture. Live's capturing process (as Wireshark's dumpcap) "
+        "What limits it: not the capture. Live's own capturing process (apart from dissection) "
         "only reads the kernel's ring, writes -w and queues packets, so the kernel dropped "
         "nothing at any rate tried. The limit is the dissecting process: one core, about "
         "20,000 to 25,000 small frames/s with the JSON lines of the frames table (the "

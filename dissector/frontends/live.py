@@ -2,8 +2,9 @@
 
 Input: one network interface (a Linux packet socket, `capture.packet_socket`) and a kernel
 filter: by default built in for `tcp port P or ...` on the broker ports (no libpcap), or a
-`-f` expression compiled by libpcap. A capturing process (`live_capturer`, as dumpcap is
-Wireshark's) reads the kernel's ring, writes -w and hands packets over through a pipe.
+`-f` expression compiled by libpcap. A capturing process of our own (`live_capturer`,
+capture kept apart from dissection as Wireshark does) reads the kernel's ring, writes -w
+and hands packets over through a pipe.
 Output: as packets arrive, the `read` text view (one line per frame) or one JSON line per
 table row (`{"table": NAME, ...columns}`); optionally the raw packets as pcap files rotated
 like tcpdump's `-C/-G/-W`, and the tables as Parquet datasets; a summary line on stderr.

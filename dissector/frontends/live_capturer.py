@@ -1,4 +1,4 @@
-"""EDGE: the capturing process of `live`, as dumpcap is Wireshark's.
+"""EDGE: the capturing process of `live` (capture apart from dissection, as Wireshark does).
 
 Input: a packet source (the kernel's ring), the -w pcap files, --count.
 Output: the packets, in capture order, through a pipe to the dissecting process as records

@@ -357,14 +357,18 @@ class Pipeline:
 
     # ------------------------------------------------------------------ decoding
 
-    def _decoder(self, conv: _Conv, direction: Direction, offset: int) -> FrameDecoder:
+    def _decoder(
+        self, conv: _Conv, direction: Direction, offset: int, synced: bool | None = None
+    ) -> FrameDecoder:
+        """The direction's frame decoder, made at its first bytes (synced: whether they
+        start a frame; by default, unless the capture began mid-connection)."""
         dec = conv.decoders.get(direction)
         if dec is None:
             dec = FrameDecoder(
                 conn_id=conv.opened.conn_id,
                 direction=direction,
                 max_frame_size=self.max_frame_size,
-                synced=not conv.midstream[direction],
+                synced=not conv.midstream[direction] if synced is None else synced,
                 offset=offset,
                 keep_raw=self.frame_bytes,
             )
@@ -438,23 +442,14 @@ class Pipeline:
             elif conv.tls_judge is False:
                 continue  # decrypted, but not Pulsar
             elif type(ev) is Plain:
-                dec = self._tls_decoder(conv, ev.direction)
+                dec = self._decoder(conv, ev.direction, 0, synced=True)  # decrypted: whole
                 self._deliver(conv, dec.feed(ev.data, packet=ev.packet, ts=ev.ts), out)
             elif type(ev) is PlainGap:
-                self._deliver(conv, self._tls_decoder(conv, ev.direction).gap(ev.length), out)
+                dec = self._decoder(conv, ev.direction, 0, synced=True)
+                self._deliver(conv, dec.gap(ev.length), out)
         if tls.idle:
             tls.stop()
             self.tcp.ignore(conv.opened.conn_id)
-
-    def _tls_decoder(self, conv: _Conv, direction: Direction) -> FrameDecoder:
-        dec = conv.decoders.get(direction)
-        if dec is None:
-            dec = conv.decoders[direction] = FrameDecoder(
-                conn_id=conv.opened.conn_id,
-                direction=direction,
-                max_frame_size=self.max_frame_size,
-            )
-        return dec
 
     def _tls_deliver(self, conv: _Conv, events: list[Frame | Anomaly], out: _Out) -> None:
         """A decrypted stream's events; off the broker ports, held until the client's first

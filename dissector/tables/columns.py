@@ -104,7 +104,9 @@ def community_id_column(note: str = "") -> Column:
 class Table:
     """A table declared once: its schema and row function both come from `columns`."""
 
-    __slots__ = ("_env", "_params", "_prelude", "columns", "name", "row", "schema", "source")
+    __slots__ = (
+        "_env", "_params", "_prelude", "_row_with", "columns", "name", "row", "schema", "source"
+    )  # fmt: skip
 
     def __init__(
         self,
@@ -125,6 +127,7 @@ class Table:
         self._params, self._prelude, self._env = params, prelude, env or {}
         self.source = _row_source(name, params, prelude, self.columns, requested=False)
         self.row: Callable[..., tuple[Any, ...]] = _compile(name, self.source, self._env)
+        self._row_with: Callable[..., tuple[Any, ...]] | None = None
 
     @property
     def on_request(self) -> list[str]:
@@ -132,11 +135,16 @@ class Table:
         return [c.name for c in self.columns if c.on_request]
 
     def row_with(self) -> Callable[..., tuple[Any, ...]]:
-        """The row function that also makes the on-request columns (compiled on demand)."""
+        """The row function that also makes the on-request columns (compiled once, when
+        first asked for)."""
         if not self.on_request:
             return self.row
-        source = _row_source(self.name, self._params, self._prelude, self.columns, requested=True)
-        return _compile(self.name, source, self._env, " with on-request columns")
+        if self._row_with is None:
+            source = _row_source(
+                self.name, self._params, self._prelude, self.columns, requested=True
+            )
+            self._row_with = _compile(self.name, source, self._env, " with on-request columns")
+        return self._row_with
 
     @property
     def names(self) -> list[str]:

@@ -145,7 +145,7 @@ def iter_series(
     issues = options.shard is None or options.shard[0] == 0
     last_ts = 0
     with _fewer_collections():
-        for path, item in series_items(files, progress, options.s3_endpoint):
+        for _, _, path, item in series_items(files, progress, options.s3_endpoint):
             if type(item) is RawPacket:
                 last_ts = item.ts
                 yield from pipe.feed(item)
@@ -163,10 +163,11 @@ def _events(
     progress: Progress | None = None,
     other_ports: Counter[int] | None = None,
     opened: dict[int, list[tuple[int, int]]] | None = None,
-) -> Iterator[tuple[int, str, PipelineEvent]]:
-    """(group, capture, event) of every event of a read: series that overlap in time merge
-    by timestamp into one group, one pipeline each (dissector.capture.merge); `capture` is
-    the first file of the series the event's connection came from.
+) -> Iterator[tuple[int, str, list[PipelineEvent]]]:
+    """(group, capture, events) for the events of a read, in batches (those one packet
+    made): series that overlap in time merge by timestamp into one group, one pipeline each
+    (dissector.capture.merge); `capture` is the first file of the series the events'
+    connection came from (in a merged group, a batch of one event).
 
     Connection ids run on from group to group (1, 2, ... across the whole read); sharded
     reads number group g from g * CONN_ID_STRIDE + 1 and log, in `opened[g]`, what they
@@ -178,50 +179,52 @@ def _events(
     strided = options.shard is not None or options.per_series_ids
     merge = options.merge and not options.per_series_ids
     pipe: Pipeline | None = None
-    group = -1
+    group = current = -1  # the group, and the series of the last item
     next_id = 1
     home = ""  # the capture of the group's first series: events of no connection
     owner: dict[int, str] = {}  # merged groups: conn_id -> capture of its series
     members: set[int] = set()
+    merging = False  # the group holds several series: whose is each connection
     logged = 0
     last_ts = 0
     with _fewer_collections():
-        for g, index, _path, item in merged(groups, progress, options.s3_endpoint, merge):
+        for g, index, path, item in merged(groups, progress, options.s3_endpoint, merge):
             if g != group:
                 if pipe is not None:
-                    yield from _close(pipe, group, home, owner, other_ports)
+                    yield from _close(pipe, group, home, owner, merging, other_ports)
                     next_id = pipe.next_conn_id
-                group, home, members, logged = g, groups[index][0], {index}, 0
-                owner = {}
+                group, current, home, members, logged = g, index, groups[index][0], {index}, 0
+                owner, merging = {}, False
                 pipe = make_pipeline(options, g, None if strided else next_id)
                 if opened is not None:
                     pipe.opened = opened.setdefault(g, [])
             assert pipe is not None
-            if index not in members:
-                members.add(index)
-                pipe.log_opened = True  # several series: whose is each connection
-                logged = len(pipe.opened)  # those opened so far are the first series
-            capture = groups[index][0]
+            if index != current:
+                current = index
+                if index not in members:
+                    members.add(index)
+                    merging = pipe.log_opened = True
+                    logged = len(pipe.opened)  # those opened so far are the first series'
             if type(item) is RawPacket:
                 last_ts = item.ts
                 evs = pipe.feed(item)
-                if len(members) > 1:
-                    log = pipe.opened
-                    for _, conn_id in log[logged:]:
-                        owner[conn_id] = capture
-                    if opened is None:
-                        log.clear()
-                    logged = len(log)
-                    for ev in evs:
-                        yield group, owner.get(getattr(ev, "conn_id", 0), home), ev
-                else:
-                    for ev in evs:
-                        yield group, home, ev
+                if not merging:
+                    if evs:
+                        yield group, home, evs
+                    continue
+                log = pipe.opened
+                for _, conn_id in log[logged:]:
+                    owner[conn_id] = groups[index][0]
+                if opened is None:
+                    log.clear()
+                logged = len(log)
+                for ev in evs:
+                    yield group, owner.get(getattr(ev, "conn_id", 0), home), [ev]
             elif issues:
                 assert isinstance(item, CaptureIssue)
-                yield group, capture, _issue_anomaly(_path, item, last_ts)
+                yield group, groups[index][0], [_issue_anomaly(path, item, last_ts)]
         if pipe is not None:
-            yield from _close(pipe, group, home, owner, other_ports)
+            yield from _close(pipe, group, home, owner, merging, other_ports)
 
 
 def _close(
@@ -229,10 +232,16 @@ def _close(
     group: int,
     home: str,
     owner: dict[int, str],
+    merging: bool,
     other_ports: Counter[int] | None,
-) -> Iterator[tuple[int, str, PipelineEvent]]:
-    for ev in pipe.close():
-        yield group, owner.get(getattr(ev, "conn_id", 0), home), ev
+) -> Iterator[tuple[int, str, list[PipelineEvent]]]:
+    """The events of a group's end, batched as `_events` batches them."""
+    evs = pipe.close()
+    if not merging:
+        yield group, home, evs
+    else:
+        for ev in evs:
+            yield group, owner.get(getattr(ev, "conn_id", 0), home), [ev]
     if other_ports is not None:
         other_ports.update(pipe.other_ports)
 
@@ -279,8 +288,9 @@ def iter_events(
     options = options or ReaderOptions()
     if tls_keylog:
         options = replace(options, tls_keylog=options.tls_keylog + tuple(as_paths(tls_keylog)))
-    for _, path, ev in _events(paths, options, other_ports=other_ports):
-        yield path, ev
+    for _, path, evs in _events(paths, options, other_ports=other_ports):
+        for ev in evs:
+            yield path, ev
 
 
 def series_tables(
@@ -318,7 +328,7 @@ def stream_tables(
     other: Counter[int] = Counter()
     builder: TableBuilder | None = None
     group = -1
-    for g, capture, ev in _events(paths, options, progress, other, opened):
+    for g, capture, evs in _events(paths, options, progress, other, opened):
         if g != group:
             if builder is not None:
                 builder.flush()
@@ -327,7 +337,9 @@ def stream_tables(
             builder = TableBuilder(capture=capture, tables=wanted, sink=sink, fields=options.fields)
         assert builder is not None
         builder.capture = capture
-        builder.add(ev)
+        add = builder.add
+        for ev in evs:
+            add(ev)
     if builder is not None:
         builder.flush()
         counts.update(builder.counts())

@@ -50,17 +50,25 @@ def first_time(files: list[str], s3_endpoint: str | None = None) -> int | None:
 
 
 def series_items(
-    files: list[str], progress: Progress | None = None, s3_endpoint: str | None = None
-) -> Iterator[tuple[str, RawPacket | CaptureIssue]]:
+    files: list[str],
+    progress: Progress | None = None,
+    s3_endpoint: str | None = None,
+    index: int = 0,
+) -> Iterator[Item]:
     """A series' packets file after file (numbered on across files), each file's issues
-    after its packets."""
+    after its packets, as (index, index, path, item): the series read as a group of its own."""
     offset = 0
     for path in files:
         count = counted = 0  # packets of this file; bytes of it added to progress
         with open_capture(path, s3_endpoint) as reader:
             for pkt in reader:
                 count = pkt.number
-                yield path, (pkt._replace(number=pkt.number + offset) if offset else pkt)
+                yield (
+                    index,
+                    index,
+                    path,
+                    (pkt._replace(number=pkt.number + offset) if offset else pkt),
+                )
                 if progress is not None and count % PROGRESS_EVERY == 0:
                     at = reader.position
                     progress.value += at - counted
@@ -68,7 +76,7 @@ def series_items(
             if progress is not None:
                 progress.value += size_of(path, s3_endpoint) - counted
             for issue in reader.issues:
-                yield path, issue._replace(packet=issue.packet + offset)
+                yield index, index, path, issue._replace(packet=issue.packet + offset)
         offset += count
 
 
@@ -81,8 +89,7 @@ def merged(
     """(group, series index, path, packet or issue) of every series; see the module rules."""
     if not merge or len(series) < 2 or not all(rereadable(files[0]) for files in series):
         for index, files in enumerate(series):
-            for path, item in series_items(files, progress, s3_endpoint):
-                yield index, index, path, item
+            yield from series_items(files, progress, s3_endpoint, index)
         return
     starts = [(first_time(files, s3_endpoint), index) for index, files in enumerate(series)]
     order = sorted(starts, key=lambda s: (-1 if s[0] is None else s[0], s[1]))
@@ -92,17 +99,17 @@ def merged(
         group += 1
         first, index = pending.pop()
         heap: list[tuple[int, int, int, str, RawPacket | CaptureIssue]] = []
-        sources: dict[int, Iterator[tuple[str, RawPacket | CaptureIssue]]] = {}
+        sources: dict[int, Iterator[Item]] = {}
         last_ts = first
         number = 0
 
-        sources[index] = series_items(series[index], progress, s3_endpoint)
+        sources[index] = series_items(series[index], progress, s3_endpoint, index)
         _push(heap, index, sources[index], last_ts)
         while heap:
             ts, rank, index, path, item = heapq.heappop(heap)
             while pending and pending[-1][0] <= ts:  # a series that starts by now joins
                 joining = pending.pop()[1]
-                sources[joining] = series_items(series[joining], progress, s3_endpoint)
+                sources[joining] = series_items(series[joining], progress, s3_endpoint, joining)
                 _push(heap, joining, sources[joining], last_ts)
                 if heap[0][:2] < (ts, rank):
                     heapq.heappush(heap, (ts, rank, index, path, item))
@@ -122,11 +129,11 @@ def merged(
 def _push(
     heap: list[tuple[int, int, int, str, RawPacket | CaptureIssue]],
     index: int,
-    it: Iterator[tuple[str, RawPacket | CaptureIssue]],
+    it: Iterator[Item],
     last_ts: int,
 ) -> None:
     """The next item of a series onto the heap (an issue sorts at the time reached)."""
-    for path, item in it:
+    for _, _, path, item in it:
         ts = item.ts if type(item) is RawPacket else last_ts
         heapq.heappush(heap, (ts, index, index, path, item))
         return

@@ -15,6 +15,7 @@ never an exception; a file that is not a capture raises InputError.
 from __future__ import annotations
 
 import gc
+import numbers
 import os
 from collections import Counter
 from collections.abc import Iterable, Iterator
@@ -37,6 +38,7 @@ from dissector.pulsar.framing import DEFAULT_MAX_FRAME_SIZE
 from dissector.pulsar.messages import MessageExtractor
 from dissector.pulsar.payload import DEFAULT_MAX_UNCOMPRESSED
 from dissector.tables.builders import Sink, TableBuilder
+from dissector.tables.columns import path_text
 from dissector.tables.schema import TABLES, needs_pairs, needs_payloads
 
 if TYPE_CHECKING:
@@ -66,16 +68,48 @@ class ReaderOptions:
     per_series_ids: bool = False
     tls_keylog: tuple[str, ...] = ()  # NSS key log files: TLS sessions decrypted with them
 
+    def __post_init__(self) -> None:
+        idle = self.idle_timeout
+        if idle is not None and (not isinstance(idle, numbers.Real) or not idle >= 0):
+            raise UsageError(f"idle_timeout: {idle!r} is not a number of seconds >= 0")
+        for path in self.tls_keylog:
+            if not isinstance(path, str):
+                raise UsageError(f"tls_keylog: {path!r} is not a path (give str paths)")
+
     @classmethod
     def make(cls, ports: Iterable[int] = (), **kw: Any) -> ReaderOptions:
         """Options with `ports` added to the default broker ports."""
         return cls(broker_ports=DEFAULT_BROKER_PORTS | frozenset(ports), **kw)
 
 
-def as_paths(paths: PathLike | Iterable[PathLike]) -> list[str]:
-    if isinstance(paths, str | os.PathLike):
-        return [os.fspath(paths)]
-    return [os.fspath(p) for p in paths]
+def _path(path: object, what: str) -> str:
+    if isinstance(path, str | bytes | os.PathLike):
+        return os.fsdecode(path)  # bytes: as the file system names it (surrogateescape)
+    raise UsageError(f"{what}: {path!r} is not a path")
+
+
+def as_paths(paths: PathLike | Iterable[PathLike], what: str = "paths") -> list[str]:
+    """One path or several (str, bytes or path-like) as str paths; UsageError for anything
+    else."""
+    if isinstance(paths, str | bytes | os.PathLike):
+        return [_path(paths, what)]
+    try:
+        items = list(paths)
+    except TypeError:
+        raise UsageError(f"{what}: {paths!r} is neither a path nor a list of paths") from None
+    return [_path(p, what) for p in items]
+
+
+#: Idle timeouts longer than this (µs, about 146,000 years) never end a connection: no
+#: capture spans them, and a float as large as 1e303 s has no integer microsecond value.
+MAX_IDLE_US = 1 << 62
+
+
+def idle_us(seconds: float | None) -> int | None:
+    """An idle timeout in seconds as the pipeline's whole microseconds (None: never)."""
+    if seconds is None or seconds * 1e6 >= MAX_IDLE_US:
+        return None
+    return round(seconds * 1e6)
 
 
 #: Allocations between collections of the youngest GC generation while reading (default 700).
@@ -112,7 +146,7 @@ def make_pipeline(
         else None,
         shard=options.shard,
         pairs=options.pairs,
-        idle_timeout=None if options.idle_timeout is None else round(options.idle_timeout * 1e6),
+        idle_timeout=idle_us(options.idle_timeout),
         frame_bytes=options.frame_bytes,
         keylog=keylog,
     )
@@ -265,7 +299,7 @@ def _issue_anomaly(path: str, issue: CaptureIssue, ts: int) -> Anomaly:
         conn_id=0,
         direction=None,
         stream_offset=None,
-        detail=f"{path}: {issue.detail} (file offset {issue.offset})",
+        detail=f"{path_text(path)}: {issue.detail} (file offset {issue.offset})",
         packet=issue.packet,
         ts=ts,
     )
@@ -287,7 +321,8 @@ def iter_events(
     """
     options = options or ReaderOptions()
     if tls_keylog:
-        options = replace(options, tls_keylog=options.tls_keylog + tuple(as_paths(tls_keylog)))
+        keylogs = tuple(as_paths(tls_keylog, "tls_keylog"))
+        options = replace(options, tls_keylog=options.tls_keylog + keylogs)
     for _, path, evs in _events(paths, options, other_ports=other_ports):
         for ev in evs:
             yield path, ev
@@ -328,6 +363,7 @@ def stream_tables(
     other: Counter[int] = Counter()
     builder: TableBuilder | None = None
     group = -1
+    named = ""  # the capture whose name the builder holds (as text: path_text)
     for g, capture, evs in _events(paths, options, progress, other, opened):
         if g != group:
             if builder is not None:
@@ -336,7 +372,8 @@ def stream_tables(
             group = g
             builder = TableBuilder(capture=capture, tables=wanted, sink=sink, fields=options.fields)
         assert builder is not None
-        builder.capture = capture
+        if capture is not named:
+            named, builder.capture = capture, path_text(capture)
         add = builder.add
         for ev in evs:
             add(ev)
@@ -555,7 +592,7 @@ def read_capture(
         fields=fields,
         s3_endpoint=s3_endpoint,
         merge=merge,
-        tls_keylog=tuple(as_paths(tls_keylog)) if tls_keylog else (),
+        tls_keylog=tuple(as_paths(tls_keylog, "tls_keylog")) if tls_keylog else (),
     )
     names = list(TABLES) if tables is None else list(tables)
     unknown = sorted(set(names) - set(TABLES))

@@ -69,8 +69,10 @@ def _local(location: str) -> list[str] | None:
 
 
 def _remote(location: str, s3_endpoint: str | None) -> list[str] | None:
-    fs, path = filesystem_for(location, s3_endpoint)
     parts = urlsplit(location)
+    if parts.scheme in ("s3", "s3a", "gs", "gcs") and not parts.netloc:
+        raise InputError(f"{location}: no bucket name ({parts.scheme}://BUCKET/PATH)")
+    fs, path = filesystem_for(location, s3_endpoint)
     root = f"{location[: location.index('://')]}://{parts.netloc if path.startswith('/') else ''}"
     segments = path.split("/")
     wild = next((i for i, s in enumerate(segments) if glob.has_magic(s)), None)
@@ -91,7 +93,7 @@ def _remote(location: str, s3_endpoint: str | None) -> list[str] | None:
             for p in _files_under(fs, base)
             if _matches(pattern, p[len(base) :].lstrip("/").split("/"))
         ]
-    except OSError as exc:
+    except (OSError, ValueError) as exc:  # pyarrow's ArrowInvalid is a ValueError
         raise input_error(location, exc, fs, path, s3_endpoint) from None
 
 

@@ -33,9 +33,11 @@ from dissector.errors import (
 )
 from dissector.events import Anomaly, Direction, Event, Frame
 from dissector.frontends.expressions import RowFilter
+from dissector.frontends.overwrite_guard import refuse_overwrite
 from dissector.frontends.progress import ReadProgress
 from dissector.frontends.summary import TABLES as SUMMARY_TABLES
 from dissector.frontends.summary import TOP, Summary, render
+from dissector.frontends.terminal import printable
 from dissector.frontends.text import TIME_FORMATS, FrameLines, frame_text
 from dissector.keylog_files import check_keylogs
 from dissector.parallel_reader import default_jobs, stream_tables_parallel, workers
@@ -125,9 +127,10 @@ def cmd_stream(args: argparse.Namespace, out: TextIO) -> int:
                 out.write(json.dumps(_event_json(name, event, args.show_secrets)) + "\n")
             elif isinstance(event, Frame):
                 text = frame_text(event, show_secrets=args.show_secrets)
-                out.write(f"{name}:{event.stream_offset:<8} {text}\n")
+                out.write(printable(f"{name}:{event.stream_offset:<8} {text}") + "\n")
             else:
-                out.write(f"{name}:{event.stream_offset:<8} ! {event.code}: {event.detail}\n")
+                line = f"{name}:{event.stream_offset:<8} ! {event.code}: {event.detail}"
+                out.write(printable(line) + "\n")
     return 0
 
 
@@ -229,10 +232,23 @@ class _Enough(Exception):
     """-c N: every table written has its N rows; the read stops early."""
 
 
+def _inputs(args: argparse.Namespace) -> list[str]:
+    """The files a run reads: its captures and TLS key logs (no output may be one of them)."""
+    return [
+        str(p)
+        for p in [
+            *(getattr(args, "captures", None) or []),
+            *(getattr(args, "tls_keylog", None) or []),
+        ]
+    ]
+
+
 def cmd_read(args: argparse.Namespace, out: TextIO) -> int:
     """Dissect captures: one line per frame, or tables in a file format."""
     rows = _filter(args)
     plan = _outputs(args)
+    if plan is not None:  # the tables of -o FOLDER too, before -w writes anything
+        refuse_overwrite(_inputs(args), plan[2].values())
     if args.write is not None:
         _export(args, rows)
         if plan is None:  # as tshark -w: the packets are the output
@@ -306,10 +322,8 @@ def _export(args: argparse.Namespace, rows: Filter) -> None:
     )
     written = write_packets(args.write, args.captures, options, chosen)
     connections = sum(len(spans) for t in chosen.values() for spans in t.values()) // 2
-    print(
-        f"pulsar-dissect: {written} packets of {connections} connections written to {args.write}",
-        file=sys.stderr,
-    )
+    done = f"{written} packets of {connections} connections written to {args.write}"
+    print(f"pulsar-dissect: {printable(done)}", file=sys.stderr)
 
 
 def _columns(args: argparse.Namespace, names: list[str]) -> list[str] | None:
@@ -400,7 +414,7 @@ def _hint(counts: Counter[str], options: ReaderOptions) -> None:
     try when TCP conversations were seen on other ports."""
     hint = no_pulsar_hint(counts, options.broker_ports)
     if hint is not None:
-        print(f"pulsar-dissect: {hint}", file=sys.stderr)
+        print(f"pulsar-dissect: {printable(hint)}", file=sys.stderr)
 
 
 def _folder_made(path: str) -> str | None:
@@ -477,8 +491,10 @@ def _text_table(table: pa.Table) -> str:
     """A query's result as aligned columns (header, then rows), as a SQL shell prints it."""
     if table.num_columns == 0:
         return ""
-    rows = [[_cell(v) for v in row.values()] for row in table.to_pylist()]
-    header = table.column_names
+    # column by column: a result may name two columns alike (SELECT a, a)
+    columns = [[printable(_cell(v)) for v in column.to_pylist()] for column in table.columns]
+    rows = [list(row) for row in zip(*columns, strict=True)]
+    header = [printable(name) for name in table.column_names]
     widths = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(header)]
     lines = ["  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)).rstrip()]
     lines.append("  ".join("-" * w for w in widths))
@@ -511,7 +527,7 @@ def cmd_report(args: argparse.Namespace, out: TextIO) -> int:
     with hidden_file(args.output) as f:
         f.write(page.encode("utf-8"))
     _hint(counts, options)
-    out.write(f"report written to {args.output} ({len(page) // 1024} KiB)\n")
+    out.write(printable(f"report written to {args.output} ({len(page) // 1024} KiB)") + "\n")
     return 0
 
 
@@ -982,6 +998,30 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """The command line: the exit status (0, 1 as documented, 2 for an error, 130 for Ctrl-C)."""
+    try:
+        code = _main(argv)
+    except SystemExit as exc:  # argparse's own exit: --help, or a usage error (one line)
+        code = exc.code if isinstance(exc.code, int) else 0 if exc.code is None else 2
+    return _flushed(code)
+
+
+def _flushed(code: int) -> int:
+    """Standard output flushed now, while an error can still be told: a write that fails
+    (a full disk) is one line and exit 2, never a silent exit at the interpreter's end."""
+    try:
+        sys.stdout.flush()
+    except OSError as exc:
+        # the interpreter flushes again on its way out: let that one go nowhere
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        if isinstance(exc, BrokenPipeError):
+            return code
+        print(f"pulsar-dissect: standard output: cannot write: {os_reason(exc)}", file=sys.stderr)
+        return 2
+    return code
+
+
+def _main(argv: Sequence[str] | None) -> int:
     args = build_parser().parse_args(argv)
     if getattr(args, "captures", None):  # `-` reads standard output of another tool
         args.captures = ["/dev/stdin" if c == "-" else c for c in args.captures]
@@ -993,6 +1033,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             # before any output
             args.captures = expand_captures(args.captures, args.s3_endpoint)
             check_captures(args.captures, args.s3_endpoint)
+        outputs = [None, getattr(args, "output", None), getattr(args, "write", None)]
+        refuse_overwrite(_inputs(args), [o for o in outputs if isinstance(o, str) or o is None])
         return int(args.run(args, sys.stdout))
     except BrokenPipeError:
         # Output piped into `head`: not an error. Point stdout at devnull so that the
@@ -1000,10 +1042,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     except DissectorError as exc:
-        print(f"pulsar-dissect: {exc}", file=sys.stderr)
+        print(f"pulsar-dissect: {printable(str(exc))}", file=sys.stderr)
         return 2
     except OSError as exc:
-        print(f"pulsar-dissect: {describe_os_error(exc)}", file=sys.stderr)
+        print(f"pulsar-dissect: {printable(describe_os_error(exc))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:  # Ctrl-C: outputs were removed on the way out (TableWriter)
         print("pulsar-dissect: interrupted", file=sys.stderr)

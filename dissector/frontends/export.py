@@ -32,6 +32,7 @@ from dissector.errors import UsageError
 from dissector.events import RawPacket, Segment
 from dissector.flow.net import parse_packet
 from dissector.reader import ReaderOptions, as_paths, stream_tables
+from dissector.tables.columns import path_text
 from dissector.tables.output import hidden_file
 
 _HEADER = struct.Struct("<IHHiIII")
@@ -117,6 +118,7 @@ def _write(
     linktype: int | None = None
     written = 0
     groups = series.group(as_paths(paths), options.series)
+    names = [path_text(files[0]) for files in groups]  # as the capture column holds them
     for _, index, file, pkt in merged(groups, None, options.s3_endpoint, options.merge):
         if type(pkt) is not RawPacket:
             continue  # damage that ended a file: its packets before it were written
@@ -128,7 +130,7 @@ def _write(
                 f"{file}: link type {pkt.linktype} differs from {linktype}: "
                 "a pcap file holds one; write each capture on its own"
             )
-        table = chosen.get(groups[index][0])
+        table = chosen.get(names[index])
         if not table:
             continue
         seg = parse_packet(pkt)

@@ -16,11 +16,21 @@ Rules:
   counts as false.
 - A mistake (unknown column, syntax) is found before any capture is read, on an empty
   batch of the table's schema, and is one clear line (UsageError) naming the columns.
+- Bounded: DuckDB runs with file system access off and its settings locked (no file read or
+  written, no extension loaded, no database attached: a filter sees its batch, a query the
+  tables). A filter is one expression over one row: no subquery, no second statement and
+  none of the functions that make rows or values of any size (GENERATORS); a filter still
+  running after FILTER_SECONDS on one batch is stopped (one line). `sql` runs any read-only
+  query over the tables for as long as it needs (Ctrl-C stops it).
 """
 
 from __future__ import annotations
 
+import json
+import os
 import re
+import threading
+from collections.abc import Iterator
 from typing import Any
 
 import pyarrow as pa
@@ -30,8 +40,25 @@ from dissector.errors import UsageError
 #: Duration units -> microseconds.
 _UNITS = {"us": 1, "µs": 1, "ms": 1_000, "s": 1_000_000, "m": 60_000_000, "h": 3_600_000_000}
 _DURATION = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)(us|µs|ms|s|m|h)\b")
-_CONTAINS = re.compile(r"([A-Za-z_][\w.]*)\s+contains\s+", re.IGNORECASE)
+# a name starts after no word character: a long word is tried once, not at each of its letters
+_CONTAINS = re.compile(r"(?<![\w.])([A-Za-z_][\w.]*)\s+contains\s+", re.IGNORECASE)
+#: Functions a filter may not call: they make rows, or values as large as their argument.
+GENERATORS = frozenset(
+    {"range", "generate_series", "repeat", "list_resize", "array_resize", "unnest", "sleep_ms"}
+)
+#: Seconds a filter may take on one batch (16,384 rows: milliseconds for any sane filter).
+FILTER_SECONDS = 60.0
 _QUOTED = re.compile(r"('(?:[^']|'')*'|\"(?:[^\"]|\"\")*\")")
+
+
+#: Characters of a filter quoted in a message (a long one is shortened).
+SHOWN = 80
+
+
+def _shown(expression: str) -> str:
+    """The filter as messages quote it: at most SHOWN characters."""
+    short = expression if len(expression) <= SHOWN else expression[:SHOWN] + "..."
+    return repr(short)
 
 
 def _outside_quotes(text: str) -> str:
@@ -48,7 +75,9 @@ def to_sql(expression: str) -> str:
     parts = _QUOTED.split(expression)
     out = [part if i % 2 else _outside_quotes(part) for i, part in enumerate(parts)]
     sql = "".join(out)
-    # `col contains 'x'` -> contains(col, 'x'): the needle is the next quoted string
+    # `col contains 'x'` -> contains(col, 'x'): the needle is the next quoted string; each
+    # search starts where the last rewrite ended (linear in the expression)
+    done: list[str] = []
     while True:
         m = _CONTAINS.search(sql)
         if m is None:
@@ -56,20 +85,60 @@ def to_sql(expression: str) -> str:
         rest = sql[m.end() :]
         needle = _QUOTED.match(rest)
         if needle is None:
-            raise UsageError(f"--filter: contains takes a quoted string: {expression!r}")
-        sql = (
-            sql[: m.start()]
-            + f"contains(CAST({m.group(1)} AS VARCHAR), {needle.group(1)})"
-            + rest[needle.end() :]
+            raise UsageError(f"--filter: contains takes a quoted string: {_shown(expression)}")
+        done.append(
+            sql[: m.start()] + f"contains(CAST({m.group(1)} AS VARCHAR), {needle.group(1)})"
         )
-    return sql
+        sql = rest[needle.end() :]
+    return "".join(done) + sql
 
 
-def _connect() -> Any:
+def _nodes(tree: Any) -> Iterator[dict[str, Any]]:
+    """Every node of DuckDB's parse tree (json_serialize_sql), iteratively."""
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            yield node
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+
+
+def check_filter(con: Any, select: str, expression: str) -> None:
+    """UsageError when the filter's query is more than one expression over one row."""
+    text = con.execute("SELECT json_serialize_sql(?)", [select]).fetchall()[0][0]
+    tree = json.loads(text)
+    if tree.get("error") or len(tree.get("statements", [])) != 1:
+        return  # DuckDB itself explains the syntax error when the filter is tried
+    for node in _nodes(tree["statements"][0]):
+        if node.get("class") in ("SUBQUERY", "WINDOW"):
+            what = "subquery" if node["class"] == "SUBQUERY" else "window function"
+            raise UsageError(f"--filter {_shown(expression)}: a filter takes no {what} (use sql)")
+        name = str(node.get("function_name", "")).lower()
+        if node.get("class") == "FUNCTION" and name in GENERATORS:
+            raise UsageError(f"--filter {_shown(expression)}: {name}() is not allowed in a filter")
+
+
+def _connect(tables: dict[str, str] | None = None) -> Any:
+    """A DuckDB connection with views of `tables` (name -> Parquet file), then no file system
+    access outside the tables' folders and its settings locked."""
     import duckdb  # imported only when a filter or query is asked for
 
     con = duckdb.connect()
     con.execute("SET TimeZone = 'UTC'")
+    folders = sorted(
+        {os.path.dirname(os.path.abspath(p)) + os.sep for p in (tables or {}).values()}
+    )
+    if folders:
+        con.execute("SET allowed_directories = ?", [folders])
+        literal = folders[0].replace("'", "''")
+        con.execute(f"SET temp_directory = '{literal}'")  # spills stay beside the tables
+    for name, path in (tables or {}).items():
+        literal = path.replace("'", "''")
+        con.execute(f"CREATE VIEW {name} AS SELECT * FROM read_parquet('{literal}')")
+    con.execute("SET enable_external_access = false")
+    con.execute("SET lock_configuration = true")
     return con
 
 
@@ -79,7 +148,9 @@ class RowFilter:
     def __init__(self, expression: str, table: str, schema: pa.Schema) -> None:
         self.expression, self.table, self.schema = expression, table, schema
         self.sql = to_sql(expression)
+        self._select = f"SELECT coalesce(({self.sql}), false) FROM rows"
         self._con = _connect()
+        check_filter(self._con, self._select, expression)
         self.apply(_empty(schema))  # a mistake shows now, before any capture is read
 
     def apply(self, batch: pa.RecordBatch) -> pa.RecordBatch:
@@ -91,31 +162,52 @@ class RowFilter:
         import duckdb
 
         rows = pa.Table.from_batches([batch], schema=self.schema)
+        stop = threading.Timer(FILTER_SECONDS, self._con.interrupt)
+        stop.daemon = True
         try:
             self._con.register("rows", rows)
-            keep = self._con.sql(f"SELECT coalesce(({self.sql}), false) FROM rows")
+            stop.start()
+            keep = self._con.sql(self._select)
             column = keep.to_arrow_table().column(0)
+        except duckdb.InterruptException:
+            raise UsageError(
+                f"--filter {_shown(self.expression)}: stopped after {FILTER_SECONDS:g} s on one "
+                "batch: simplify it, or use the sql command"
+            ) from None
         except duckdb.Error as exc:
             raise UsageError(self._explain(exc)) from None
         finally:
+            stop.cancel()
             self._con.unregister("rows")
         if column.num_chunks == 0:
             return pa.array([], pa.bool_())
         mask: pa.BooleanArray = column.combine_chunks()
+        if len(mask) != batch.num_rows:  # an aggregate: one value for the whole batch
+            raise UsageError(
+                f"--filter {_shown(self.expression)}: a filter is a condition on each row "
+                "(no aggregate such as count(*): use sql)"
+            )
         if mask.type != pa.bool_():
             raise UsageError(
-                f"--filter {self.expression!r}: not a condition (it gives {mask.type}, "
+                f"--filter {_shown(self.expression)}: not a condition (it gives {mask.type}, "
                 "not true/false)"
             )
         return mask
 
     def _explain(self, exc: Exception) -> str:
-        first = str(exc).strip().splitlines()[0]
+        first = _first_line(exc)
         columns = ", ".join(self.schema.names)
         return (
-            f"--filter {self.expression!r} on table {self.table}: {first} "
+            f"--filter {_shown(self.expression)} on table {self.table}: {first} "
             f"(columns: {columns}; `pulsar-dissect fields {self.table}` describes them)"
         )
+
+
+def _first_line(exc: Exception) -> str:
+    """DuckDB's message, its first line, shortened (it may quote a whole long filter)."""
+    lines = str(exc).strip().splitlines()
+    first = lines[0] if lines else type(exc).__name__
+    return first if len(first) <= 2 * SHOWN else first[: 2 * SHOWN] + "..."
 
 
 def _empty(schema: pa.Schema) -> pa.RecordBatch:
@@ -126,13 +218,10 @@ def run_sql(query: str, tables: dict[str, str]) -> pa.Table:
     """`query` over tables given as name -> Parquet file; the result as Arrow."""
     import duckdb
 
-    con = _connect()
-    for name, path in tables.items():
-        literal = path.replace("'", "''")
-        con.execute(f"CREATE VIEW {name} AS SELECT * FROM read_parquet('{literal}')")
+    con = _connect(tables)
     try:
         result: pa.Table = con.sql(query).to_arrow_table()
     except duckdb.Error as exc:
-        first = str(exc).strip().splitlines()[0]
+        first = _first_line(exc)
         raise UsageError(f"sql: {first} (tables: {', '.join(tables)})") from None
     return result

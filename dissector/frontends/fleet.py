@@ -29,6 +29,7 @@ from dissector.events import Conversation, ConversationOpened
 from dissector.frontends.partitioned import PartitionedWriter, write_empty
 from dissector.frontends.spark import executor_errors, expand
 from dissector.frontends.summary import PERCENTILES, latency_ms
+from dissector.frontends.terminal import printable
 from dissector.reader import ReaderOptions, iter_series
 from dissector.tables.builders import TableBuilder
 from dissector.tables.schema import TABLES
@@ -195,7 +196,7 @@ def render(summary: dict[str, Any]) -> str:
         lines.append(section.replace("_", " ").capitalize() + ("" if rows else ": none"))
         for row in rows:
             lines.append("  " + "  ".join(f"{k}={_fmt(v)}" for k, v in row.items()))
-    return "\n".join(lines) + "\n"
+    return "\n".join(printable(line) for line in lines) + "\n"
 
 
 def _fmt(value: Any) -> str:

@@ -21,6 +21,7 @@ import datetime as dt
 import heapq
 import html
 import io
+import warnings
 from collections import Counter, defaultdict
 from typing import Any
 
@@ -28,6 +29,8 @@ import numpy as np
 import pyarrow as pa
 
 from dissector.anomalies import REGISTRY
+from dissector.frontends.terminal import printable
+from dissector.tables.columns import path_text
 
 LADDER_CONNECTIONS = 12  # ladders drawn, the busiest connections by frames
 LADDER_FRAMES = 400  # frames kept per connection for its ladder
@@ -46,7 +49,7 @@ class Report:
     """Aggregates made from record batches as they come; `html()` renders the page."""
 
     def __init__(self, files: list[str]) -> None:
-        self.files = files
+        self.files = [path_text(f) for f in files]  # names that are not UTF-8 as \xNN
         self.first_ts: int | None = None
         self.last_ts: int | None = None
         self.commands: Counter[str] = Counter()
@@ -432,10 +435,14 @@ def _figure(draw: Any, key: str, *, width: float, height: float, rows: int = 1) 
 
     fig, axes = plt.subplots(rows, 1, figsize=(width, height), squeeze=False)
     try:
-        draw(axes[0][0] if rows == 1 else [a[0] for a in axes])
-        fig.tight_layout()
-        buf = io.StringIO()
-        fig.savefig(buf, format="svg")
+        # matplotlib warns (several lines, with its source paths) about any glyph its font
+        # lacks; labels come from the capture, and stderr keeps to our own lines
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            draw(axes[0][0] if rows == 1 else [a[0] for a in axes])
+            fig.tight_layout()
+            buf = io.StringIO()
+            fig.savefig(buf, format="svg")
     finally:
         plt.close(fig)
     svg = buf.getvalue()
@@ -476,7 +483,7 @@ def _io_graph(axes: list[Any], report: Report, topics: list[str]) -> None:
                 if any(ys):
                     kind = "produced" if direction == "client_to_broker" else "delivered"
                     ax.plot([s - start for s in seconds], ys, style, marker=".",
-                            label=f"{topic.rsplit('/', 1)[-1]} {kind}")  # fmt: skip
+                            label=printable(f"{topic.rsplit('/', 1)[-1]} {kind}"))  # fmt: skip
         for ts, _ in report.losses[:200]:
             ax.axvline(ts / 1e6 - start, color="red", alpha=0.4, linewidth=1)
         ax.set_ylabel(label)

@@ -21,6 +21,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from dissector.frontends.terminal import printable
+
 PERCENTILES = (0.5, 0.9, 0.99)
 #: Connections listed by default: the busiest, by frames.
 TOP = 20
@@ -205,4 +207,4 @@ def render(summary: dict[str, Any]) -> str:
         lines.append(title + ("" if summary[key] else ": none"))
         for name, count in sorted(summary[key].items(), key=lambda kv: (-kv[1], kv[0])):
             lines.append(f"  {name:<40} {count:>7}")
-    return "\n".join(lines) + "\n"
+    return "\n".join(printable(line) for line in lines) + "\n"

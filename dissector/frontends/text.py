@@ -7,7 +7,8 @@ text of a message (`k=v k2={a=1}`) or a JSON-ready dict.
 Rule: authentication data (CONNECT auth_data / original_auth_data, the AuthData carried by
 AUTH_CHALLENGE and AUTH_RESPONSE) is replaced by a fixed placeholder plus its length in every
 output unless show_secrets=True; in the hex view (-x) its bytes are shown as `**`. Nothing
-else is hidden; long values are shortened.
+else is hidden; long values are shortened. Strings from the capture are printed with their
+control characters escaped (frontends/terminal.py): no topic can drive the user's terminal.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from dissector.events import (
     Frame,
     PipelineEvent,
 )
+from dissector.frontends.terminal import printable
 from dissector.pulsar.field_values import SECRET_FIELDS, message_dict, redacted
 from dissector.pulsar.wire import enum_value_name
 from dissector.tables.filters import Filter
@@ -130,7 +132,7 @@ def frame_tree(frame: Frame, *, show_secrets: bool = False) -> str:
         lines.append(f"    checksum: {frame.checksum}{sums}")
     if not frame.complete:
         lines.append("    incomplete: bytes of the frame are missing from the capture")
-    return "".join(line + "\n" for line in lines)
+    return "".join(printable(line) + "\n" for line in lines)
 
 
 class FrameLines:
@@ -197,7 +199,7 @@ class FrameLines:
             where = _endpoints(self.keys.get(ev.conn_id), ev.direction)
             text = frame_text(ev, show_secrets=self.show_secrets)
             when = self.when(ev.last_ts)
-            line = f"{ev.last_packet:>6} {when} {ev.conn_id:>4} {where} {text}\n"
+            line = printable(f"{ev.last_packet:>6} {when} {ev.conn_id:>4} {where} {text}") + "\n"
             if self.verbose:
                 line += frame_tree(ev, show_secrets=self.show_secrets)
             if self.hexdump:
@@ -207,7 +209,8 @@ class FrameLines:
             if self.rows.conns and ev.conn_id not in self.rows.conns:
                 return None
             where = f"conn {ev.conn_id}" if ev.conn_id else "capture"
-            return f"{'!':>6} {'':>11} {where}: {ev.code} ({ev.severity}) {ev.detail}\n"
+            text = f"{'!':>6} {'':>11} {where}: {ev.code} ({ev.severity}) {ev.detail}"
+            return printable(text) + "\n"
         if isinstance(ev, ConversationOpened):
             self.keys[ev.conn_id] = ev.key
         elif isinstance(ev, Conversation):

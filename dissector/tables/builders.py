@@ -28,6 +28,7 @@ from dissector.events import (
     PipelineEvent,
 )
 from dissector.flow.community_id import community_id
+from dissector.tables.columns import path_text
 from dissector.tables.schema import TABLES
 
 #: Rows gathered before they become an Arrow record batch: Python tuples cost about ten times
@@ -112,7 +113,7 @@ class TableBuilder:
         sink: Sink | None = None,
         fields: bool = False,
     ) -> None:
-        self.capture = capture
+        self.capture = path_text(capture)
         self._frame_row = TABLES["frames"].row_with() if fields else frame_row
         wanted = TABLES if tables is None else set(tables)
         unknown = set(wanted) - set(TABLES)

@@ -34,6 +34,18 @@ _I64 = 1 << 63
 _MAX_MS = 253_402_300_799_999
 
 
+def path_text(path: str) -> str:
+    """A file name as text a table can hold (Arrow strings are UTF-8): the bytes of a name
+    that is not UTF-8 (kept by Python as lone surrogates) written as `\\xNN`."""
+    if path.isascii():
+        return path
+    try:
+        raw = path.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        raw = path.encode("utf-8", "surrogatepass")
+    return raw.decode("utf-8", "backslashreplace")
+
+
 def i64(value: int) -> int:
     """uint64 as Java's long: values from 2**63 up become negative."""
     return value - (1 << 64) if value >= _I64 else value

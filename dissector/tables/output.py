@@ -7,7 +7,9 @@ timestamps in JSON lines are ISO 8601 UTC strings with microseconds; maps become
 (and JSON text in CSV), binary values hex. Batches are written as they come, so memory holds
 one batch, not the table. A file is written under a hidden temporary name in its folder and
 renamed when complete: a reader never sees half a file, and a failed or interrupted write
-leaves nothing behind (`abort`).
+leaves nothing behind (`abort`). A path that exists and is not a regular file (a device such
+as /dev/stdout or /dev/full, a FIFO) is written in place: renaming over it would replace the
+device with a file. Every failed write, flush or close is an OutputError (one line).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import contextlib
 import datetime as dt
 import json
 import os
+import stat
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -101,24 +104,44 @@ def _umask() -> int:
     return mask
 
 
+def _in_place(path: str) -> bool:
+    """True for a path that exists and is not a regular file (device, FIFO, socket)."""
+    try:
+        return not stat.S_ISREG(os.stat(path).st_mode)
+    except OSError:
+        return False
+
+
+def open_output(path: str) -> tuple[BinaryIO, str | None]:
+    """A binary file to write `path` through, and its hidden temporary name (None when the
+    path is a device or FIFO, written in place). OSError when it cannot be made."""
+    if _in_place(path):
+        return open(path, "wb"), None
+    folder, name = os.path.split(os.path.abspath(path))
+    fd, hidden = tempfile.mkstemp(prefix=f".{name}.", suffix=".part", dir=folder)
+    os.fchmod(fd, 0o666 & ~_umask())  # as open() would have made it
+    return os.fdopen(fd, "wb"), hidden
+
+
 @contextlib.contextmanager
 def hidden_file(path: str) -> Iterator[BinaryIO]:
     """A whole file written as TableWriter writes one: under a hidden temporary name in its
     folder, renamed to `path` when the block ends normally, removed when it ends by an
-    exception; an OSError becomes our OutputError naming `path`."""
-    folder, name = os.path.split(os.path.abspath(path))
+    exception (a device or FIFO is written in place); an OSError becomes our OutputError
+    naming `path`."""
     try:
-        fd, hidden = tempfile.mkstemp(prefix=f".{name}.", suffix=".part", dir=folder)
+        out, hidden = open_output(path)
     except OSError as exc:
         raise OutputError(f"{path}: cannot write: {os_reason(exc)}") from None
     try:
-        os.fchmod(fd, 0o666 & ~_umask())  # as open() would have made it
-        with os.fdopen(fd, "wb") as out:
+        with out:
             yield out
-        os.replace(hidden, path)
+        if hidden is not None:
+            os.replace(hidden, path)
     except BaseException as exc:
-        with contextlib.suppress(OSError):
-            os.unlink(hidden)
+        if hidden is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(hidden)
         if isinstance(exc, OSError) and not isinstance(exc, BrokenPipeError):
             raise OutputError(f"{path}: cannot write: {os_reason(exc)}") from None
         raise
@@ -140,13 +163,10 @@ class TableWriter:
         if self.path is None:
             self._out: BinaryIO = sys.stdout.buffer
         else:
-            folder, name = os.path.split(os.path.abspath(self.path))
             try:
-                fd, self._hidden = tempfile.mkstemp(prefix=f".{name}.", suffix=".part", dir=folder)
+                self._out, self._hidden = open_output(self.path)
             except OSError as exc:
                 raise self._cannot(exc) from None
-            os.fchmod(fd, 0o666 & ~_umask())  # as open() would have made it
-            self._out = os.fdopen(fd, "wb")
         self._parquet: pq.ParquetWriter | None = None
         self._csv: pacsv.CSVWriter | None = None
         self._group: list[pa.RecordBatch] = []  # Parquet: batches of the next row group
@@ -209,15 +229,18 @@ class TableWriter:
             raise self._cannot(exc) from None
 
     def publish(self) -> None:
-        """Give the finished file its name (nothing for standard output)."""
-        if self._hidden is not None and self.path is not None:
-            try:
-                self._out.close()
+        """Give the finished file its name (nothing for standard output; a device or FIFO
+        written in place is closed)."""
+        if self.path is None or self._out.closed:
+            return
+        try:
+            self._out.close()
+            if self._hidden is not None:
                 os.replace(self._hidden, self.path)
-            except OSError as exc:
-                self.abort()
-                raise self._cannot(exc) from None
-            self._hidden = None
+        except OSError as exc:
+            self.abort()
+            raise self._cannot(exc) from None
+        self._hidden = None
 
     def _finish(self) -> None:
         if self.fmt == "parquet":
@@ -231,10 +254,11 @@ class TableWriter:
 
     def abort(self) -> None:
         """Give up: nothing of the output is left on disk."""
+        if self.path is not None:
+            with contextlib.suppress(Exception):
+                self._out.close()
         if self._hidden is None:
             return
-        with contextlib.suppress(Exception):
-            self._out.close()
         with contextlib.suppress(OSError):
             os.unlink(self._hidden)
         self._hidden = None

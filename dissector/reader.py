@@ -45,6 +45,8 @@ if TYPE_CHECKING:
     import pandas as pd
 
 PathLike = str | os.PathLike[str]
+#: A key log's path as the API takes it: text, bytes (as the file system names it) or a Path.
+KeylogPath = str | bytes | os.PathLike[str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,7 +90,7 @@ def _path(path: object, what: str) -> str:
     raise UsageError(f"{what}: {path!r} is not a path")
 
 
-def as_paths(paths: PathLike | Iterable[PathLike], what: str = "paths") -> list[str]:
+def as_paths(paths: KeylogPath | Iterable[KeylogPath], what: str = "paths") -> list[str]:
     """One path or several (str, bytes or path-like) as str paths; UsageError for anything
     else."""
     if isinstance(paths, str | bytes | os.PathLike):
@@ -310,7 +312,7 @@ def iter_events(
     options: ReaderOptions | None = None,
     other_ports: Counter[int] | None = None,
     *,
-    tls_keylog: PathLike | Iterable[PathLike] = (),
+    tls_keylog: KeylogPath | Iterable[KeylogPath] = (),
 ) -> Iterator[tuple[str, PipelineEvent]]:
     """(capture path, event) for every event of every capture, in order.
 
@@ -563,7 +565,7 @@ def read_capture(
     fields: bool = False,
     merge: bool = True,
     s3_endpoint: str | None = None,
-    tls_keylog: PathLike | Iterable[PathLike] = (),
+    tls_keylog: KeylogPath | Iterable[KeylogPath] = (),
 ) -> Capture:
     """Dissect captures into tables: `.frames`, `.messages`, `.anomalies`, `.conversations`,
     `.timeline` (request/response pairs with latency) and `.entities` (producers, consumers).

@@ -219,9 +219,33 @@ def run_sql(query: str, tables: dict[str, str]) -> pa.Table:
     import duckdb
 
     con = _connect(tables)
+    done: list[pa.Table | BaseException] = []
+    finished = threading.Event()
+
+    def work() -> None:
+        try:
+            done.append(con.sql(query).to_arrow_table())
+        except BaseException as exc:  # handed to the caller's thread, without the frames
+            done.append(exc.with_traceback(None))  # that hold DuckDB's pending result
+        finally:
+            finished.set()
+
+    # DuckDB holds the thread that runs it until the query ends; a thread of its own
+    # leaves this one free to take Ctrl-C and interrupt the query. (An Event, not
+    # Thread.join: a join that Ctrl-C interrupts may later return before the thread ends.)
+    threading.Thread(target=work, name="sql", daemon=True).start()
     try:
-        result: pa.Table = con.sql(query).to_arrow_table()
-    except duckdb.Error as exc:
-        first = _first_line(exc)
+        while not finished.wait(0.2):
+            pass
+    except KeyboardInterrupt:
+        con.interrupt()
+        finished.wait()
+        con.close()  # DuckDB's own threads end now, not while the interpreter shuts down
+        raise
+    outcome = done[0]
+    if isinstance(outcome, duckdb.Error):
+        first = _first_line(outcome)
         raise UsageError(f"sql: {first} (tables: {', '.join(tables)})") from None
-    return result
+    if isinstance(outcome, BaseException):
+        raise outcome
+    return outcome

@@ -1,8 +1,8 @@
 """The record ciphers of one TLS session, by side, key stage and generation.
 
 Input: the session's key log (it may gain secrets at any time), the hellos as the session
-reads them (`client`, `server`, `suite`), and requests for the cipher of one side at one
-(stage, generation).
+reads them (`client`, `server`, `suite`; `retry`: a HelloRetryRequest), and requests for
+the cipher of one side at one (stage, generation).
 Output: `RecordCipher`s, or None while a piece is missing (the ClientHello's random, the
 ServerHello's version and suite, the secret in the key log); `has_keys`.
 Rules:
@@ -44,12 +44,13 @@ _LABELS = {
 class KeyRing:
     """The ciphers of one session; see the module docstring."""
 
-    __slots__ = ("_ciphers", "_secrets", "client", "keylog", "server", "suite")
+    __slots__ = ("_ciphers", "_secrets", "client", "keylog", "retry", "server", "suite")
 
     def __init__(self, keylog: KeyLog | None) -> None:
         self.keylog = keylog
         self.client: ClientHello | None = None
         self.server: ServerHello | None = None
+        self.retry: ServerHello | None = None  # a HelloRetryRequest, before the ServerHello
         self.suite: Suite | None = None  # the ServerHello's, when known here
         self._ciphers: dict[tuple[Direction, int, int], RecordCipher] = {}
         # (side, stage) -> (secret from the key log, generation, its secret): the latest derived
@@ -57,7 +58,9 @@ class KeyRing:
 
     @property
     def tls13(self) -> bool:
-        return self.server is not None and self.server.version == 0x0304
+        """TLS 1.3 negotiated (a HelloRetryRequest already says so)."""
+        hello = self.server if self.server is not None else self.retry
+        return hello is not None and hello.version == 0x0304
 
     def has_keys(self, direction: Direction) -> bool:
         """Whether some key of this side can be made now (else its records wait)."""

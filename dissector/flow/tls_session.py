@@ -271,7 +271,9 @@ class TlsSession:
             self._replay(out)  # records of the server may have waited for its random
         elif kind == hs.SERVER_HELLO:
             server = hs.read_server_hello(body)
-            if server is not None and not server.retry:
+            if server is not None and server.retry:
+                keys.retry = server  # TLS 1.3: the CCS that follows changes nothing
+            elif server is not None:
                 keys.server = server
                 suite = keys.suite = SUITES.get(server.suite)
                 side.hs.clear()

@@ -44,6 +44,9 @@ from tests.support.crafted import Conn, Session, baseline_msgs, chunks, write_pc
 from tests.support.memory_tls import run_tls
 from tests.support.tls13_craft import Tls13Craft, record
 
+#: ServerHello.random of a HelloRetryRequest (RFC 8446 section 4.1.3), as published.
+HRR_RANDOM = bytes.fromhex("cf21ad74e59a6111be1d8c021e65b891c2a211167abb8c5e079e09e2c8a8339c")
+
 C2B, B2C = Direction.CLIENT_TO_BROKER, Direction.BROKER_TO_CLIENT
 Feed = Sequence[tuple[Direction, bytes]]
 
@@ -262,6 +265,26 @@ def test_capture_with_client_records_before_server_hello_gives_every_frame(
     assert cap.arrow["anomalies"].column("code").to_pylist() == []
     (conv,) = cap.arrow["conversations"].to_pylist()
     assert conv["tls_decrypted"] is True
+
+
+def test_session_after_a_hello_retry_request_decrypts(tmp_path: Path) -> None:
+    # Found with F3: the HelloRetryRequest's ChangeCipherSpec made the server's records
+    # "protected" (the TLS 1.2 rule), so its real ServerHello was never read.
+    tls = run_tls(tmp_path, [(m.direction, m.data) for m in MSGS], server_curve="secp384r1")
+    hello = tls.wire[1][1]
+    assert hello[5] == 2 and hello[11:43] == HRR_RANDOM  # the server's first hello: an HRR
+    s = Session(Conn(broker_port=6651))
+    s.handshake()
+    for direction, data in tls.wire:
+        s.send_pieces(direction, chunks(data, 1400))
+    s.close()
+    cap = read_capture(write_pcap(tmp_path / "hrr.pcap", s.segs).path, tls_keylog=[tls.keylog])
+    frames = cap.arrow["frames"].select(["direction", "command"]).to_pylist()
+    assert sorted((f["direction"], f["command"]) for f in frames) == sorted(
+        (str(m.direction), m.name) for m in MSGS
+    )
+    (conv,) = cap.arrow["conversations"].to_pylist()
+    assert (conv["tls_version"], conv["tls_decrypted"]) == ("TLS 1.3", True)
 
 
 # ------------------------------------------------------------------------- F4 waiting

@@ -14,6 +14,8 @@ Cases (fuzzing campaign 2, issue 31):
   (were never decrypted: `tls.no_key`, 0 frames).
 - F4: records waiting for a key are bounded over all sessions together (`WaitingPool`),
   past it `tls.waiting_dropped` and their bytes become gaps; an empty record costs too.
+- Found on the way: a session that starts with a HelloRetryRequest decrypts (its CCS made
+  the real ServerHello look protected: no version, 0 frames).
 """
 
 from __future__ import annotations

@@ -60,6 +60,11 @@ _TABLE: tuple[tuple[str, Severity, str], ...] = (
     ),
     ("tls.no_key", _W, "TLS records of a session without a key in the key log: not decrypted"),
     (
+        "tls.waiting_dropped",
+        _W,
+        "TLS records waiting for a key not kept: all sessions together waited too many bytes",
+    ),
+    (
         "tls.decrypt_failed",
         _E,
         "a TLS record does not decrypt with its session's key (wrong key, corrupted)",

@@ -53,7 +53,7 @@ from dissector.flow.preamble import sniff
 from dissector.flow.shard import Sharder
 from dissector.flow.tcp import Reassembler
 from dissector.flow.tls_keylog import KeyLog
-from dissector.flow.tls_session import Plain, PlainGap, TlsEvent, TlsSession
+from dissector.flow.tls_session import Plain, PlainGap, TlsEvent, TlsSession, WaitingPool
 from dissector.pulsar.conversations import ConversationState
 from dissector.pulsar.framing import DEFAULT_MAX_FRAME_SIZE, FrameDecoder, StreamStats
 from dissector.pulsar.messages import MessageExtractor
@@ -154,6 +154,7 @@ class Pipeline:
         self.pairs = pairs
         self.frame_bytes = frame_bytes
         self.keylog = keylog
+        self.tls_waiting = WaitingPool()  # records waiting for a key, all sessions together
         self.opened: list[tuple[int, int]] = []
         self.log_opened = shard is not None  # append to `opened` (sharded or merged reads)
         self._swapped: set[int] = set()  # connections whose roles the current batch swapped
@@ -302,7 +303,7 @@ class Pipeline:
         if mode is TLS:
             conv.held.clear()
             conv.decoders.clear()
-            conv.tls = TlsSession(opened.conn_id, self.keylog)
+            conv.tls = TlsSession(opened.conn_id, self.keylog, self.tls_waiting)
             conv.tls_judge = True if old is PENDING else None
             why = "TLS port" if event is Event.TLS_PORT else "TLS ClientHello"
             out.append(ConversationOpened(opened.conn_id, opened.key, opened.ts, opened.packet))

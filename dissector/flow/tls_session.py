@@ -9,55 +9,49 @@ Rules:
 - Records come from `tls_records.RecordReader`; handshake messages in clear (and, for TLS
   1.3, decrypted ones) are read for version, suite, SNI, ALPN and certificate. Alerts other
   than close_notify are `tls.alert`, or `tls.handshake_failure` before the handshake is done.
-- Keys: TLS 1.3 from the handshake and application traffic secrets (the switch follows each
-  side's Finished, KeyUpdate gives the next secret); TLS 1.2 from the master secret.
-  Only application data becomes Plain: handshake messages, tickets, key updates and alerts
-  inside protected records never do.
+- Keys (`tls_keyring.KeyRing`): TLS 1.3 from the handshake and application traffic secrets
+  (the switch follows each side's Finished, KeyUpdate gives the next secret); TLS 1.2 from
+  the master secret. Only application data becomes Plain: handshake messages, tickets, key
+  updates and alerts inside protected records never do.
 - Without a key log nothing is decrypted and nothing reaches the decrypted streams. With one,
-  protected records of a session whose key is missing wait (at most MAX_WAITING bytes per
-  session) for the key to arrive; beyond that, or at the end, `tls.no_key` (once) and their
-  bytes become PlainGap. A record that does not open is `tls.decrypt_failed` (one row per
-  run of failures) and a PlainGap of its plaintext size; the next one is tried at the next
-  sequence number. After lost bytes the reader resyncs on a record that opens at one of the
-  next SEQ_WINDOW sequence numbers (or, for TLS 1.3, with the next keys).
+  protected records whose keys cannot be made yet wait: for the key log, and for the hellos
+  (a capture may show a side's protected records before the other side's hello). They are
+  tried again whenever one of these arrives. A session keeps at most MAX_WAITING bytes
+  waiting, all the sessions sharing a `WaitingPool` at most MAX_WAITING_TOTAL together;
+  beyond the first, or at the end, `tls.no_key` (once), beyond the second
+  `tls.waiting_dropped` (once), and the waiting bytes become PlainGap.
+- A record that does not open is `tls.decrypt_failed` (one row per run of failures) and a
+  PlainGap of its plaintext size; the next one is tried at the next sequence number. Where
+  a record is tried, and what a resync may spend, is `tls_side.Side`'s business: after
+  lost bytes the reader resyncs on a record that opens near where one is expected, and the
+  trial decryptions of garbage cost a bounded amount of work per byte.
 - Every protected or lost byte is either Plain or PlainGap: decrypted stream length ==
   Plain bytes + PlainGap bytes.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple
 
 from dissector.events import Anomaly, Direction, TlsInfo
 from dissector.flow import tls_handshake as hs
 from dissector.flow.tls_keylog import KeyLog
-from dissector.flow.tls_keys import (
-    SUITES,
-    Keys,
-    Suite,
-    suite_name,
-    tls12_keys,
-    tls13_keys,
-    tls13_update,
-)
-from dissector.flow.tls_records import Lost, Record, RecordReader
-
-if TYPE_CHECKING:
-    from dissector.flow.tls_cipher import RecordCipher
+from dissector.flow.tls_keyring import APP, HS, KeyRing
+from dissector.flow.tls_keys import CHACHA, SUITES, suite_name
+from dissector.flow.tls_records import Lost, Record
+from dissector.flow.tls_side import Side
 
 C2B, B2C = Direction.CLIENT_TO_BROKER, Direction.BROKER_TO_CLIENT
-#: Protected bytes of one session kept while its key is missing from the key log (a live key
+#: Bytes of records one session keeps while its key is missing from the key log (a live key
 #: log may be written after the first records are captured).
 MAX_WAITING = 1 << 20
-#: Sequence numbers tried past the expected one after lost bytes or a failed record.
-SEQ_WINDOW = 8
-_HS, _APP = 0, 1  # TLS 1.3 key stages
-_LABELS = {
-    (C2B, _HS): "CLIENT_HANDSHAKE_TRAFFIC_SECRET",
-    (B2C, _HS): "SERVER_HANDSHAKE_TRAFFIC_SECRET",
-    (C2B, _APP): "CLIENT_TRAFFIC_SECRET_0",
-    (B2C, _APP): "SERVER_TRAFFIC_SECRET_0",
-}
+#: Bytes of records waiting for a key in all the sessions of one pipeline together: enough
+#: for 32 sessions at their own bound at once; past it, the session whose record does not
+#: fit stops waiting (fuzzing finding F4: 160 waiting sessions held 170 MB).
+MAX_WAITING_TOTAL = 32 << 20
+#: What one waiting record costs beyond its fragment (the Record tuple, its bytes object, its
+#: ints): without it a flood of empty records would wait without bound.
+RECORD_COST = 256
 _CCS, _ALERT, _HANDSHAKE, _APPDATA = 20, 21, 22, 23
 
 
@@ -79,52 +73,35 @@ TlsEvent = Plain | PlainGap | Anomaly
 _Out = list[TlsEvent]
 
 
-class _Side:
-    __slots__ = (
-        "ccs",
-        "ciphers",
-        "direction",
-        "failing",
-        "gen",
-        "hs",
-        "protected",
-        "reader",
-        "seq",
-        "stage",
-        "waiting",
-        "widen",
-    )
+class WaitingPool:
+    """Bytes of records waiting for a key, counted over every session that shares it (one
+    per pipeline, as `reassembly.RetransmitWindow` is one per flow table): MAX_WAITING_TOTAL
+    unless told."""
 
-    def __init__(self, direction: Direction) -> None:
-        self.direction = direction
-        self.reader = RecordReader()
-        self.hs = hs.HandshakeBuffer()
-        self.ccs = False  # TLS 1.2: ChangeCipherSpec seen, records are protected
-        self.protected = 0  # protected records seen
-        self.stage = _HS  # TLS 1.3 key stage
-        self.gen = 0  # TLS 1.3 key updates so far
-        self.seq = 0  # expected sequence number of the next protected record
-        self.ciphers: dict[tuple[int, int], RecordCipher | None] = {}
-        self.waiting: list[Record] = []  # protected records waiting for their key
-        self.failing = False  # in a run of records that do not open
-        self.widen = False  # sequence number uncertain: try the next few
+    __slots__ = ("limit", "total")
+
+    def __init__(self, limit: int | None = None) -> None:
+        self.limit = MAX_WAITING_TOTAL if limit is None else limit
+        self.total = 0
 
 
 class TlsSession:
     """One TLS connection; see the module docstring."""
 
-    def __init__(self, conn_id: int, keylog: KeyLog | None) -> None:
+    def __init__(
+        self, conn_id: int, keylog: KeyLog | None, pool: WaitingPool | None = None
+    ) -> None:
+        """pool: the bound on waiting records shared with other sessions (None: its own)."""
         self.conn_id = conn_id
         self.keylog = keylog
-        self._sides: dict[Direction, _Side] = {}
-        self._client: hs.ClientHello | None = None
-        self._server: hs.ServerHello | None = None
-        self._suite: Suite | None = None
+        self._sides: dict[Direction, Side] = {}
+        self._keys = KeyRing(keylog)
+        self._pool = WaitingPool() if pool is None else pool
         self._alpn: str | None = None
         self._cert: hs.CertInfo | None = None
         self._seen = -1 if keylog is None else keylog.version
-        self._waiting = 0  # bytes of records waiting for a key, both sides
-        self._no_key = False  # tls.no_key reported (waiting given up)
+        self._waiting = 0  # cost of the records waiting for a key, both sides (RECORD_COST)
+        self._no_key = False  # waiting given up (tls.no_key or tls.waiting_dropped reported)
         self._unsupported = False
         self.decrypted = False
         self._failed = False  # handshake failure reported
@@ -161,6 +138,7 @@ class TlsSession:
             return out
         self._retry(out)
         side = self._side(direction, False)
+        side.gaps += length
         side.reader.packet, side.reader.ts = packet, ts
         for item in side.reader.gap(length):
             self._item(side, item, out)
@@ -179,17 +157,17 @@ class TlsSession:
             for item in side.reader.close():
                 self._item(side, item, out)
         if any(s.waiting for s in self._sides.values()):
-            self._give_up(out, "the connection ended")
-        if self._client is not None and not self._done and not self._failed:
+            self._no_key_for("the connection ended", out)
+        if self._keys.client is not None and not self._done and not self._failed:
             self._failed = True
             detail = "the connection ended before the handshake completed"
-            if self._server is None:
+            if self._keys.server is None:
                 detail += " (no ServerHello)"
             out.append(self._anomaly("tls.handshake_failure", None, None, detail, 0, 0))
         return out
 
     def info(self) -> TlsInfo:
-        server, client, cert = self._server, self._client, self._cert
+        server, client, cert = self._keys.server, self._keys.client, self._cert
         alpn = self._alpn
         if alpn is None and client is not None and client.alpn:
             alpn = ",".join(client.alpn)
@@ -206,31 +184,25 @@ class TlsSession:
 
     # ----------------------------------------------------------------- records
 
-    def _side(self, direction: Direction, synced: bool) -> _Side:
+    def _side(self, direction: Direction, synced: bool) -> Side:
         side = self._sides.get(direction)
         if side is None:
-            new = self._sides[direction] = _Side(direction)
-            new.reader = RecordReader(synced=synced, check=lambda r: self._check(new, r))
-            return new
+            side = self._sides[direction] = Side(direction, self._keys, synced)
         return side
 
-    @property
-    def _tls13(self) -> bool:
-        return self._server is not None and self._server.version == 0x0304
-
-    def _item(self, side: _Side, item: Record | Lost, out: _Out) -> None:
+    def _item(self, side: Side, item: Record | Lost, out: _Out) -> None:
         if type(item) is Lost:
             self._lost(side, item, out)
             return
         assert type(item) is Record
         if item.resynced:
             side.widen = True
-        protected = item.ctype == _APPDATA or (side.ccs and not self._tls13)
+        protected = side.protects(item.ctype)
         if not protected:
             self._clear(side, item, out)
             return
         side.protected += 1
-        if side.direction is C2B and self._server is not None:
+        if side.direction is C2B and self._keys.server is not None:
             self._done = True  # the client protects its records: its Finished went out
         if self.keylog is None:
             return
@@ -242,9 +214,9 @@ class TlsSession:
             return
         self._protected(side, item, out)
 
-    def _lost(self, side: _Side, lost: Lost, out: _Out) -> None:
+    def _lost(self, side: Side, lost: Lost, out: _Out) -> None:
         if lost.reason == "cut":  # one record, whose place and size are known
-            if lost.ctype == _APPDATA or (side.ccs and not self._tls13):
+            if side.protects(lost.ctype):
                 side.protected += 1
                 if self.keylog is not None:
                     side.seq += 1
@@ -279,10 +251,10 @@ class TlsSession:
         if self.keylog is not None and (side.protected or side.ccs):
             out.append(PlainGap(side.direction, lost.length, lost.packet, lost.ts))
 
-    def _clear(self, side: _Side, rec: Record, out: _Out) -> None:
+    def _clear(self, side: Side, rec: Record, out: _Out) -> None:
         """A record in clear: handshake, alert, ChangeCipherSpec."""
         if rec.ctype == _CCS:
-            if not self._tls13:
+            if not self._keys.tls13:
                 side.ccs = True
                 side.seq = 0
             return
@@ -292,16 +264,20 @@ class TlsSession:
             for kind, body in side.hs.feed(rec.fragment):
                 self._handshake(side, rec, kind, body, out)
 
-    def _handshake(self, side: _Side, rec: Record, kind: int, body: bytes, out: _Out) -> None:
-        if kind == hs.CLIENT_HELLO and self._client is None:
-            self._client = hs.read_client_hello(body)
+    def _handshake(self, side: Side, rec: Record, kind: int, body: bytes, out: _Out) -> None:
+        keys = self._keys
+        if kind == hs.CLIENT_HELLO and keys.client is None:
+            keys.client = hs.read_client_hello(body)
+            self._replay(out)  # records of the server may have waited for its random
         elif kind == hs.SERVER_HELLO:
             server = hs.read_server_hello(body)
-            if server is not None and not server.retry:
-                self._server = server
-                self._suite = SUITES.get(server.suite)
+            if server is not None and server.retry:
+                keys.retry = server  # TLS 1.3: the CCS that follows changes nothing
+            elif server is not None:
+                keys.server = server
+                suite = keys.suite = SUITES.get(server.suite)
                 side.hs.clear()
-                if self.keylog is not None and (self._suite is None or not self._suite.cipher):
+                if self.keylog is not None and (suite is None or not suite.cipher):
                     self._unsupported = True
                     out.append(
                         self._anomaly(
@@ -313,10 +289,11 @@ class TlsSession:
                             rec.ts,
                         )
                     )
+                self._replay(out)  # records of the client may have waited for it
         elif kind == hs.ENCRYPTED_EXTENSIONS:
             self._alpn = hs.read_encrypted_extensions_alpn(body)
         elif kind == hs.CERTIFICATE and side.direction is B2C and self._cert is None:
-            self._cert = hs.read_certificate(body, self._tls13)
+            self._cert = hs.read_certificate(body, self._keys.tls13)
             if self._cert is None:
                 out.append(
                     self._anomaly(
@@ -328,10 +305,10 @@ class TlsSession:
                         rec.ts,
                     )
                 )
-        if kind == hs.SERVER_HELLO and self._server is not None and self._server.alpn:
-            self._alpn = self._server.alpn
+        if kind == hs.SERVER_HELLO and self._keys.server is not None and self._keys.server.alpn:
+            self._alpn = self._keys.server.alpn
 
-    def _alert(self, side: _Side, rec: Record, body: bytes, out: _Out) -> None:
+    def _alert(self, side: Side, rec: Record, body: bytes, out: _Out) -> None:
         if len(body) != 2:
             return  # an encrypted TLS 1.2 alert, or garbage: nothing to read
         level, description = body[0], body[1]
@@ -349,39 +326,75 @@ class TlsSession:
 
     # ----------------------------------------------------------------- decryption
 
-    def _wait(self, side: _Side, rec: Record, out: _Out) -> None:
-        """The record's key is missing: keep it (bounded), or give up waiting."""
+    def _wait(self, side: Side, rec: Record, out: _Out) -> None:
+        """The record's key is missing: keep it (bounded per session and over all sessions),
+        or give up waiting."""
         if self._no_key:
             self._undecrypted(side, rec, out)
             return
+        cost = len(rec.fragment) + RECORD_COST
+        pool = self._pool
+        if pool.total + cost > pool.limit:
+            held = len(rec.fragment) + sum(
+                len(r.fragment) for s in self._sides.values() for r in s.waiting
+            )
+            detail = (
+                f"{held} bytes of records waiting for a key not kept: all TLS sessions "
+                f"together keep at most {pool.limit} bytes waiting; not decrypted"
+            )
+            self._give_up("tls.waiting_dropped", detail, held, rec, out, side)
+            self._undecrypted(side, rec, out)
+            return
         side.waiting.append(rec)
-        self._waiting += len(rec.fragment)
+        self._waiting += cost
+        pool.total += cost
         if self._waiting > MAX_WAITING:
-            self._give_up(out, f"over {MAX_WAITING} bytes waited for a key")
+            self._no_key_for(f"over {MAX_WAITING} bytes waited for a key", out)
 
-    def _give_up(self, out: _Out, why: str) -> None:
-        first = next((s.waiting[0] for s in self._sides.values() if s.waiting), None)
+    def _no_key_for(self, why: str, out: _Out) -> None:
+        detail = f"no key for this TLS session in the key log ({why}): not decrypted"
+        self._give_up("tls.no_key", detail, 0, None, out)
+
+    def _give_up(
+        self,
+        code: str,
+        detail: str,
+        length: int,
+        rec: Record | None,
+        out: _Out,
+        side: Side | None = None,
+    ) -> None:
+        """Stop waiting for a key: `code` (once, where the first waiting record is, else at
+        `rec` of `side`), and the waiting records become PlainGap."""
+        first = next((s for s in self._sides.values() if s.waiting), None)
+        if first is not None:
+            side, rec = first, first.waiting[0]
         if not self._no_key:
             self._no_key = True
-            where = (first.offset, first.packet, first.ts) if first else (None, 0, 0)
-            side_dir = next((s.direction for s in self._sides.values() if s.waiting), None)
             out.append(
                 self._anomaly(
-                    "tls.no_key",
-                    side_dir,
-                    where[0],
-                    f"no key for this TLS session in the key log ({why}): not decrypted",
-                    where[1],
-                    where[2],
+                    code,
+                    None if side is None else side.direction,
+                    None if rec is None else rec.offset,
+                    detail,
+                    0 if rec is None else rec.packet,
+                    0 if rec is None else rec.ts,
+                    length,
                 )
             )
-        for side in self._sides.values():
-            records, side.waiting = side.waiting, []
-            for rec in records:
-                self._undecrypted(side, rec, out)
-        self._waiting = 0
+        for each in self._sides.values():
+            for waited in self._unwait(each):
+                self._undecrypted(each, waited, out)
 
-    def _undecrypted(self, side: _Side, rec: Record, out: _Out) -> None:
+    def _unwait(self, side: Side) -> list[Record]:
+        """The side's waiting records, no longer waiting (their cost given back)."""
+        records, side.waiting = side.waiting, []
+        cost = sum(len(r.fragment) + RECORD_COST for r in records)
+        self._waiting -= cost
+        self._pool.total -= cost
+        return records
+
+    def _undecrypted(self, side: Side, rec: Record, out: _Out) -> None:
         side.seq += 1
         size = self._plain_size(len(rec.fragment))
         out.append(PlainGap(side.direction, size, rec.packet, rec.ts))
@@ -389,12 +402,12 @@ class TlsSession:
     def _plain_size(self, n: int) -> int:
         """The plaintext size of an n-byte fragment that cannot be opened (its overhead
         removed; TLS 1.3 padding and CBC padding cannot be known)."""
-        suite = self._suite
-        if suite is None or self._tls13:
+        suite = self._keys.suite
+        if suite is None or self._keys.tls13:
             return max(n - 17, 0)
         if suite.mac is not None:
             return max(n - 16 - 20 - 1, 0)
-        return max(n - (16 if suite.cipher == "CHACHA20_POLY1305" else 24), 0)
+        return max(n - (16 if suite.cipher == CHACHA else 24), 0)
 
     def _retry(self, out: _Out) -> None:
         """Secrets were added to the key log since last time: retry waiting records."""
@@ -404,17 +417,25 @@ class TlsSession:
         self._seen = keylog.version
         for side in self._sides.values():
             side.widen = side.widen or self._no_key
-            side.ciphers = {k: v for k, v in side.ciphers.items() if v is not None}
-            if side.waiting and self._cipher(side, side.stage, side.gen) is not None:
-                records, side.waiting = side.waiting, []
-                self._waiting -= sum(len(r.fragment) for r in records)
-                for rec in records:
+        self._replay(out)
+
+    def _replay(self, out: _Out) -> None:
+        """A piece of the keys may have arrived (a secret, the ClientHello, the ServerHello):
+        the waiting records of each side whose keys can now be made are tried again."""
+        for side in list(self._sides.values()):
+            if not side.waiting:
+                continue
+            if self._unsupported:  # reported when the ServerHello said so
+                for rec in self._unwait(side):
+                    self._undecrypted(side, rec, out)
+            elif self._keys.has_keys(side.direction):
+                for rec in self._unwait(side):
                     self._protected(side, rec, out)
 
-    def _protected(self, side: _Side, rec: Record, out: _Out) -> None:
-        opened = self._open(side, rec)
+    def _protected(self, side: Side, rec: Record, out: _Out) -> None:
+        opened = side.open(rec)
         if opened is None:
-            if not self._has_keys(side):
+            if not self._keys.has_keys(side.direction):
                 self._wait(side, rec, out)
                 return
             if not side.failing:
@@ -436,6 +457,7 @@ class TlsSession:
             return
         side.failing = False
         side.widen = False
+        side.version = rec.version
         ctype, plain = opened
         if ctype == _APPDATA:
             self.decrypted = True
@@ -443,90 +465,15 @@ class TlsSession:
                 out.append(Plain(side.direction, plain, rec.packet, rec.ts))
         elif ctype == _ALERT:
             self._alert(side, rec, plain, out)
-        elif ctype == _HANDSHAKE and self._tls13:
+        elif ctype == _HANDSHAKE and self._keys.tls13:
             for kind, body in side.hs.feed(plain):
                 self._handshake(side, rec, kind, body, out)
-                if kind == hs.FINISHED and side.stage == _HS:
-                    side.stage, side.seq = _APP, 0
+                if kind == hs.FINISHED and side.stage == HS:
+                    side.stage, side.seq = APP, 0
                     side.hs.clear()
-                elif kind == hs.KEY_UPDATE and side.stage == _APP:
+                elif kind == hs.KEY_UPDATE and side.stage == APP:
                     side.gen, side.seq = side.gen + 1, 0
                     side.hs.clear()
-
-    def _has_keys(self, side: _Side) -> bool:
-        """Whether some key of this side is known (else its records wait for one)."""
-        if self._tls13:
-            return any(self._cipher(side, stage, 0) is not None for stage in (_HS, _APP))
-        return self._cipher(side, 0, 0) is not None
-
-    def _open(self, side: _Side, rec: Record) -> tuple[int, bytes] | None:
-        """Open a record at the expected (stage, generation, sequence number), or with
-        `widen` at the next few; on success the side moves to where it opened."""
-        for stage, gen, seq in self._candidates(side):
-            cipher = self._cipher(side, stage, gen)
-            if cipher is None:
-                continue
-            opened = cipher.open(seq, rec.ctype, rec.version, rec.fragment)
-            if opened is not None:
-                side.stage, side.gen, side.seq = stage, gen, seq + 1
-                return opened
-        return None
-
-    def _candidates(self, side: _Side) -> list[tuple[int, int, int]]:
-        stage, gen, seq = side.stage, side.gen, side.seq
-        out = [(stage, gen, seq)]
-        if side.widen:
-            out += [(stage, gen, seq + d) for d in range(1, SEQ_WINDOW + 1)]
-            if self._tls13:
-                if stage == _HS:
-                    out += [(_APP, 0, s) for s in range(SEQ_WINDOW + 1)]
-                out += [(_APP, gen + 1, s) for s in range(SEQ_WINDOW + 1)]
-        return out
-
-    def _check(self, side: _Side, rec: Record) -> bool | None:
-        """Resync: whether a record found by scanning is real (it opens); None: cannot say."""
-        protected = rec.ctype == _APPDATA or (side.ccs and not self._tls13)
-        if self.keylog is None or not protected or not self._has_keys(side):
-            return None
-        saved = (side.stage, side.gen, side.seq)
-        side.widen = True
-        ok = self._open(side, rec) is not None
-        side.stage, side.gen, side.seq = saved
-        return ok
-
-    def _cipher(self, side: _Side, stage: int, gen: int) -> RecordCipher | None:
-        key = (stage, gen)
-        if key in side.ciphers:
-            return side.ciphers[key]
-        cipher = self._make_cipher(side, stage, gen)
-        side.ciphers[key] = cipher
-        return cipher
-
-    def _make_cipher(self, side: _Side, stage: int, gen: int) -> RecordCipher | None:
-        # Imported on first use: plaintext reads and TLS without a key log never need
-        # cryptography's ciphers (their import costs ~0.1 s).
-        from dissector.flow.tls_cipher import RecordCipher
-
-        keylog, client, server, suite = self.keylog, self._client, self._server, self._suite
-        if keylog is None or client is None or server is None:
-            return None
-        if suite is None or suite.cipher is None:
-            return None
-        if self._tls13:
-            secret = keylog.get(client.random, _LABELS[side.direction, stage])
-            if secret is None:
-                return None
-            for _ in range(gen):
-                secret = tls13_update(suite, secret)
-            return RecordCipher(tls13_keys(suite, secret), tls13=True)
-        if stage or gen:
-            return None
-        master = keylog.get(client.random, "CLIENT_RANDOM")
-        if master is None:
-            return None
-        keys: tuple[Keys, Keys] = tls12_keys(suite, master, client.random, server.random)
-        mine = keys[0] if side.direction is C2B else keys[1]
-        return RecordCipher(mine, tls13=False, etm=server.etm)
 
     def _anomaly(
         self,

@@ -49,12 +49,17 @@ def run_tls(
     options: int = 0,
     keylog_name: str = "keys.log",
     alpn: Sequence[str] = (),
+    server_curve: str | None = None,
 ) -> TlsRun:
     """A TLS session whose client and server write `exchange` (each item: who writes what),
-    then close with close_notify both ways."""
+    then close with close_notify both ways. server_curve: the only ECDH group the server
+    accepts (e.g. "secp384r1", for which OpenSSL's client sends no key share: TLS 1.3 then
+    starts with a HelloRetryRequest)."""
     pki = make_pki(folder / f"pki-{keylog_name}", SNI)
     server_ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     server_ctx.load_cert_chain(pki.cert_path, pki.key_path)
+    if server_curve is not None:
+        server_ctx.set_ecdh_curve(server_curve)
     client_ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     client_ctx.load_verify_locations(pki.ca_path)
     keylog = folder / keylog_name

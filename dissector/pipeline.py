@@ -169,10 +169,10 @@ class Pipeline:
 
     def feed(self, pkt: RawPacket) -> list[PipelineEvent]:
         self.packets += 1
-        if self._idle and pkt.ts > self.tcp.clock:
+        if self._idle:
             # every packet is the flow table's clock (of every shard, parsed or not)
-            ended = self.tcp.expire(pkt.ts)
-            if ended:
+            ended = self.tcp.tick(pkt.ts)
+            if ended is not None:
                 out: list[PipelineEvent] = []
                 self._route_all(ended, out)
                 out.extend(self._packet(pkt))

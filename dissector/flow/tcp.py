@@ -201,6 +201,20 @@ class Reassembler:
             self._expire(now, out)
         return out
 
+    def tick(self, now: int) -> list[TcpEvent] | None:
+        """`expire(now)` for a caller that calls it with every packet: None (no list made)
+        when nothing ends."""
+        timeout = self.idle_timeout
+        if timeout is None or now <= self.clock:
+            return None
+        self.clock = now
+        conns = self._conns
+        if not conns or next(iter(conns.values())).active >= now - timeout:
+            return None
+        out: list[TcpEvent] = []
+        self._expire(now, out)
+        return out
+
     def _expire(self, now: int, out: list[TcpEvent]) -> None:
         assert self.idle_timeout is not None
         self.clock = now

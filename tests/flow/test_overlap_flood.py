@@ -17,6 +17,8 @@ from __future__ import annotations
 import random
 from typing import Any
 
+import pytest
+
 from dissector.events import Anomaly, RawPacket, StreamData
 from dissector.flow import recent
 from dissector.flow.fragments import Fragment, FragmentReassembler
@@ -109,28 +111,35 @@ def _model_differs(pieces: list[tuple[int, bytes]], offset: int, data: bytes) ->
     return None
 
 
-def test_the_window_answers_as_a_scan_of_every_piece_kept() -> None:
-    """Random pieces (1 byte to 3 KiB, some after a gap) and random overlapping copies,
-    against the plain scan of the pieces kept under the documented rule (whole pieces, at
-    least `keep` bytes, the oldest dropped only while the rest still hold `keep`)."""
+@pytest.mark.parametrize(
+    ("keep", "sizes"),
+    [(16 << 10, (1, 2, 7, 100, 900, 1448, 3000)), (4 << 10, (1, 2, 3, 7, 40))],
+    ids=["mixed", "tiny"],
+)
+def test_the_window_answers_as_a_scan_of_every_piece_kept(keep: int, sizes: tuple[int]) -> None:
+    """Random pieces (some after a gap) and random overlapping copies, against the plain
+    scan of the pieces kept under the documented rule: whole pieces, the oldest dropped
+    while the others still hold `keep` bytes (checked when the newest one has come in
+    whole on top of `keep`), or while there are more than keep // 32 ("tiny": mostly
+    that bound)."""
     rng = random.Random(31)
-    keep = 16 << 10
     window = RecentBytes()
     pieces: list[tuple[int, bytes]] = []
     stream: dict[int, int] = {}
     offset = 0
+    most = keep // 32
     for _ in range(3_000):
         if rng.random() < 0.1:
             offset += rng.randint(1, 300)  # a gap: bytes never captured
-        size = rng.choice([1, 2, 7, 100, 900, 1448, 3000])
+        size = rng.choice(sizes)
         data = rng.randbytes(size)
         window.add(offset, data, keep)
         pieces.append((offset, data))
         for i, b in enumerate(data):
             stream[offset + i] = b
         kept = sum(len(d) for _, d in pieces)
-        if kept >= keep + size:
-            while kept - len(pieces[0][1]) >= keep:
+        if kept >= keep + size or len(pieces) > most:
+            while len(pieces) > 1 and (kept - len(pieces[0][1]) >= keep or len(pieces) > most):
                 kept -= len(pieces.pop(0)[1])
         offset += size
         assert window.kept == kept and len(window) == len(pieces)

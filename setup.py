@@ -30,6 +30,7 @@ HOT = [
     "dissector/flow/net.py",
     "dissector/flow/preamble.py",
     "dissector/flow/reassembly.py",
+    "dissector/flow/recent.py",
     "dissector/flow/shard.py",
     "dissector/flow/tcp.py",
     "dissector/pulsar/conversations.py",

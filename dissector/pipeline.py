@@ -9,6 +9,9 @@ Rules:
   pairs) -> application messages.
 - Sharded (`shard`): every worker reassembles every fragmented datagram, then keeps the
   segments of its own connections, as it does with packets whose shard their bytes do not tell.
+- Idle timeout: every packet fed, of any protocol and any shard, is the flow table's clock
+  (`Reassembler.expire`) before it is parsed, so that connections end at the same packet
+  in a one-process read and in each worker of a parallel one.
 - Which connections are Pulsar is decided by `flow.classify` (its table and rules): this
   module only tells it what it saw and acts on the mode it returns: PENDING connections have
   their events held, PULSAR ones are published, TLS ones reported as encrypted, IGNORED ones
@@ -141,6 +144,7 @@ class Pipeline:
         self.max_frame_size = max_frame_size
         self.messages = messages
         self.tcp = Reassembler(self.broker_ports, first_id=first_conn_id, idle_timeout=idle_timeout)
+        self._idle = idle_timeout is not None
         self.fragments = FragmentReassembler()
         self._convs: dict[int, _Conv] = {}
         self.packets = 0
@@ -166,6 +170,17 @@ class Pipeline:
 
     def feed(self, pkt: RawPacket) -> list[PipelineEvent]:
         self.packets += 1
+        if self._idle:
+            # every packet is the flow table's clock (of every shard, parsed or not)
+            ended = self.tcp.tick(pkt.ts)
+            if ended is not None:
+                out: list[PipelineEvent] = []
+                self._route_all(ended, out)
+                out.extend(self._packet(pkt))
+                return out
+        return self._packet(pkt)
+
+    def _packet(self, pkt: RawPacket) -> list[PipelineEvent]:
         sharder = self._sharder
         shard = -1
         if sharder is not None:
@@ -177,9 +192,9 @@ class Pipeline:
             if sharder is not None and shard < 0 and sharder.of(seg) != self._mine:
                 return []
             return self.feed_segment(seg)
-        out: list[PipelineEvent] = []
-        self._other(seg, shard, out)
-        return out
+        rest: list[PipelineEvent] = []
+        self._other(seg, shard, rest)
+        return rest
 
     def feed_segment(self, seg: Segment) -> list[PipelineEvent]:
         out: list[PipelineEvent] = []

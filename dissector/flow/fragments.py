@@ -16,15 +16,17 @@ Rules:
 - Bounds: a datagram may take at most `timeout` µs of capture time from its first fragment
   to its last, MAX_FRAGMENTS fragments (copies included) and MAX_DATAGRAM_SIZE bytes; at most
   `max_datagrams` datagrams and `max_bytes` buffered bytes are in progress at once (past
-  either, the oldest is dropped). A datagram dropped or left incomplete when the capture
-  ends is reported as one `net.ip_fragment` per fragment received (its packet, its offset),
-  when it may concern Pulsar: TCP (with the ports, when its first fragment was seen, so that
-  the caller can tell whether it was ours), a tunnel (GRE, IP in IP) or UDP to a tunnel port.
+  either, the oldest is dropped). A fragment is placed among its datagram's byte ranges by
+  bisection: it looks at the ranges it overlaps, not at every range before them. A datagram
+  dropped or left incomplete when the capture ends is reported as one `net.ip_fragment` per
+  fragment received (its packet, its offset), when it may concern Pulsar: TCP (with the
+  ports, when its first fragment was seen, so that the caller can tell whether it was ours),
+  a tunnel (GRE, IP in IP) or UDP to a tunnel port.
 """
 
 from __future__ import annotations
 
-from bisect import insort
+from bisect import bisect_left, insort
 from socket import AF_INET, AF_INET6, inet_ntop
 from typing import NamedTuple
 
@@ -118,6 +120,7 @@ class FragmentReassembler:
         self.max_bytes = max_bytes
         self.timeout = timeout
         self.buffered = 0
+        self.scanned = 0  # pieces looked at to place fragments, all together (tests count it)
         #: capture time past which the oldest datagram in progress times out
         self.deadline = _NEVER
         self._partial: dict[Key, _Partial] = {}  # oldest first
@@ -204,7 +207,13 @@ class FragmentReassembler:
         differ = False
         at = start
         new: list[Piece] = []
-        for p_start, p_stop, p_data, p_lost in partial.pieces:
+        pieces = partial.pieces
+        # the pieces are sorted and disjoint: the first that may overlap is found by bisection
+        # (only the one before it may reach into [start, stop)), not by a scan from the first
+        k = max(bisect_left(pieces, start, key=_start) - 1, 0)
+        for i in range(k, len(pieces)):
+            p_start, p_stop, p_data, p_lost = pieces[i]
+            self.scanned += 1
             if p_stop <= at:
                 continue
             if p_start >= stop:
@@ -222,7 +231,7 @@ class FragmentReassembler:
         if at < stop:
             new.append(_piece(at, stop, data, start, lost))
         for piece in new:
-            insort(partial.pieces, piece)
+            insort(pieces, piece)
             partial.have += piece[1] - piece[0]
             size = len(piece[2])
             partial.stored += size
@@ -252,6 +261,10 @@ class FragmentReassembler:
             issue = NetIssue("net.ip_fragment", text, number, ts, _text(src), _text(dst))
             out.append(_with_ports(issue, partial, key))
         return out
+
+
+def _start(piece: Piece) -> int:
+    return piece[0]
 
 
 def _piece(lo: int, hi: int, data: bytes, start: int, lost: bool) -> Piece:

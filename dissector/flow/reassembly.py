@@ -9,7 +9,9 @@ Rules:
 - Sequence numbers are compared modulo 2**32 (`seq_diff`), so wrap-around is transparent.
 - Retransmitted and overlapping bytes are dropped; when they differ from what was delivered
   (within the last RETRANSMIT_WINDOW bytes, fewer when many connections are open, so that
-  all of them together keep about RETRANSMIT_BUDGET) that is reported. Keep-alive probes
+  all of them together keep about RETRANSMIT_BUDGET) that is reported. `flow.recent` keeps
+  those bytes, bounded in pieces too, and compares a segment in time independent of how
+  much it keeps (a flood of one-byte-advancing overlaps stays linear). Keep-alive probes
   are ignored.
 - Out-of-order segments wait in a buffer bounded by MAX_OUT_OF_ORDER_BYTES. A hole becomes a
   gap when the peer acknowledges bytes past it (they were sent but not captured), when the
@@ -19,10 +21,10 @@ Rules:
 
 from __future__ import annotations
 
-from collections import deque
 from typing import Protocol
 
 from dissector.events import Anomaly, Direction, Segment, StreamData, StreamGap
+from dissector.flow.recent import RecentBytes
 
 _MASK = 0xFFFFFFFF
 _HALF = 1 << 31
@@ -84,7 +86,6 @@ class HalfStream:
         "ooo",
         "ooo_bytes",
         "recent",
-        "recent_bytes",
         "window",
     )
 
@@ -102,8 +103,7 @@ class HalfStream:
         self.ignored = False  # the caller is not interested: count offsets, deliver nothing
         self.ooo: dict[int, tuple[bytes, int, int, int]] = {}  # offset -> data, missing, pkt, ts
         self.ooo_bytes = 0
-        self.recent: deque[tuple[int, bytes]] = deque()  # (offset, data) last delivered
-        self.recent_bytes = 0
+        self.recent = RecentBytes()  # the pieces last delivered, to compare retransmissions
 
     def ignore(self) -> None:
         """Deliver nothing from now on and drop what is buffered."""
@@ -111,6 +111,11 @@ class HalfStream:
         self.ooo.clear()
         self.ooo_bytes = 0
         self.recent.clear()
+
+    @property
+    def recent_bytes(self) -> int:
+        """Bytes kept to compare retransmissions with."""
+        return self.recent.kept
 
     def relabel(self, direction: Direction) -> None:
         """The connection's roles were swapped: this half now carries `direction`."""
@@ -169,13 +174,7 @@ class HalfStream:
                 out.append(
                     _new(StreamData, (self.conn_id, self.direction, offset, data, packet, ts))
                 )
-                recent = self.recent
-                recent.append((offset, data))
-                self.recent_bytes += n
-                keep = self.window.size
-                if self.recent_bytes >= keep + n:
-                    while self.recent_bytes - len(recent[0][1]) >= keep:
-                        self.recent_bytes -= len(recent.popleft()[1])
+                self.recent.add(offset, data, self.window.size)
             self.offset += n
         if missing:
             if not self.ignored:
@@ -245,7 +244,6 @@ class HalfStream:
         if ends:
             self.advance(max(ends), packet, ts, out)
         self.recent.clear()
-        self.recent_bytes = 0
 
     def late_data(self, seg: Segment, out: Sink) -> None:
         """A segment after the connection closed: reported when it carries new bytes."""
@@ -256,24 +254,19 @@ class HalfStream:
 
     def _compare(self, offset: int, data: bytes, seg: Segment, out: Sink) -> None:
         """Report when retransmitted bytes at `offset` differ from those delivered."""
-        if self.ignored or not data:
+        if self.ignored:
             return
-        end = offset + len(data)
-        for start, old in self.recent:
-            old_end = start + len(old)
-            if old_end <= offset or start >= end:
-                continue
-            lo, hi = max(start, offset), min(old_end, end)
-            if old[lo - start : hi - start] != data[lo - offset : hi - offset]:
-                out.append(
-                    self._anomaly(
-                        lo,
-                        seg,
-                        "tcp.retransmission_mismatch",
-                        f"bytes {lo}..{hi} differ from the first copy",
-                    )
+        differ = self.recent.differs(offset, data)
+        if differ is not None:
+            lo, hi = differ
+            out.append(
+                self._anomaly(
+                    lo,
+                    seg,
+                    "tcp.retransmission_mismatch",
+                    f"bytes {lo}..{hi} differ from the first copy",
                 )
-                return
+            )
 
     def _anomaly(self, offset: int, seg: Segment, code: str, detail: str) -> Anomaly:
         return Anomaly.of(

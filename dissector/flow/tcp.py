@@ -14,9 +14,14 @@ Rules:
   least recently active one is evicted in constant time (`tcp.flow_evicted`, then closed).
 - FIN/RST close a connection; a new SYN on the same ports starts a new conversation.
 - Idle timeout (optional, as Zeek's inactivity timeout): a connection without a packet for
-  longer than `idle_timeout` µs (capture time, or the caller's clock through `expire`) is
-  closed (`timeout`) and forgotten: a later packet of it starts a new connection. The least
-  recently active connection is the first of the table, so each check costs O(1).
+  longer than `idle_timeout` µs is closed (`timeout`, at its own last packet) and forgotten:
+  a later packet of it starts a new connection. Time is `clock`: the latest time seen so far,
+  from segments and from `expire(now)` (the pipeline calls it with every packet of the
+  capture, whatever its protocol or shard, so that each worker of a parallel read has the
+  clock of a one-process read); a timestamp behind the clock does not move it back. A
+  connection's idleness runs from the clock at its latest packet, so a clock step back
+  neither ends nor keeps a connection, and the least recently active connection, first in the
+  table, is also the longest idle: each check costs O(1) and ends exactly the idle ones.
 - A connection the caller `ignore`s is still tracked (its end is reported) but delivers nothing.
 """
 
@@ -50,10 +55,13 @@ MAX_CLOSED_KEPT = 10_000
 C2B, B2C = Direction.CLIENT_TO_BROKER, Direction.BROKER_TO_CLIENT
 
 _ENDED_BY_PEER = frozenset({CloseReason.FIN, CloseReason.RST})
+#: The clock before any time is seen.
+_BEFORE_ALL = -(1 << 62)
 
 
 class _Conn:
     __slots__ = (
+        "active",
         "closed",
         "conn_id",
         "counts",
@@ -75,6 +83,7 @@ class _Conn:
         self.closed = False
         self.last_ts = ts  # time and number of the connection's latest packet
         self.last_packet = 0
+        self.active = ts  # the flow table's clock at its latest packet (idle timeout)
         self.counts = {C2B: [0, 0], B2C: [0, 0]}  # direction -> [packets, payload bytes]
 
 
@@ -97,6 +106,8 @@ class Reassembler:
         self._closed: deque[_Conn] = deque()  # recently closed, oldest first
         self._window = RetransmitWindow()  # what each direction keeps, by open connections
         self._next_id = first_id
+        #: The latest time seen (µs): what the idle timeout measures with.
+        self.clock = _BEFORE_ALL
 
     # ------------------------------------------------------------------ public API
 
@@ -107,7 +118,7 @@ class Reassembler:
 
     def feed(self, seg: Segment) -> list[TcpEvent]:
         out: list[TcpEvent] = []
-        if self.idle_timeout is not None and self._conns:
+        if self.idle_timeout is not None and seg.ts > self.clock:
             self._expire(seg.ts, out)
         entry = self._flows.get((seg.src_ip, seg.src_port, seg.dst_ip, seg.dst_port))
         flags = seg.flags
@@ -128,6 +139,7 @@ class Reassembler:
                 conn.halves[direction].late_data(seg, out)
             return out
         self._touch(conn.conn_id)  # the most recently active now
+        conn.active = self.clock
         half = conn.halves[direction]
         seq = seg.seq
         if flags & SYN:
@@ -181,20 +193,36 @@ class Reassembler:
         return out
 
     def expire(self, now: int) -> list[TcpEvent]:
-        """Close the connections idle for longer than the idle timeout at `now` (µs since
-        the epoch): for a caller whose clock runs without packets (live capture)."""
+        """The clock reads `now` (µs since the epoch; behind it, the clock stays): close the
+        connections idle for longer than the idle timeout. For a caller whose clock runs
+        without segments: every packet of a capture, the wall clock of a live capture."""
         out: list[TcpEvent] = []
-        if self.idle_timeout is not None:
+        if self.idle_timeout is not None and now > self.clock:
             self._expire(now, out)
+        return out
+
+    def tick(self, now: int) -> list[TcpEvent] | None:
+        """`expire(now)` for a caller that calls it with every packet: None (no list made)
+        when nothing ends."""
+        timeout = self.idle_timeout
+        if timeout is None or now <= self.clock:
+            return None
+        self.clock = now
+        conns = self._conns
+        if not conns or next(iter(conns.values())).active >= now - timeout:
+            return None
+        out: list[TcpEvent] = []
+        self._expire(now, out)
         return out
 
     def _expire(self, now: int, out: list[TcpEvent]) -> None:
         assert self.idle_timeout is not None
+        self.clock = now
         limit = now - self.idle_timeout
         conns = self._conns
         while conns:
-            oldest = next(iter(conns.values()))  # the least recently active
-            if oldest.last_ts >= limit:
+            oldest = next(iter(conns.values()))  # the least recently active: the most idle
+            if oldest.active >= limit:
                 return
             self._close(oldest, CloseReason.TIMEOUT, None, out)
             self._forget(oldest)  # its next packet starts a new connection
@@ -251,6 +279,7 @@ class Reassembler:
         if len(self._conns) >= MAX_OPEN_FLOWS:
             self._evict(seg, out)
         conn = _Conn(self._next_id, FlowKey(*client, *broker), seg.ts, self._window)
+        conn.active = self.clock
         self._next_id += 1
         self._conns[conn.conn_id] = conn
         self._window.fit(2 * len(self._conns))

@@ -27,7 +27,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections import Counter, deque
+from collections import Counter
 from dataclasses import dataclass, replace
 from itertools import pairwise
 from pathlib import Path
@@ -40,7 +40,7 @@ from scapy.layers.inet import TCP
 from scapy.layers.l2 import Ether
 
 from dissector.capture import open_capture
-from dissector.capture.bpf import BpfProgram, default_filter_text
+from dissector.capture.bpf import default_filter_text
 from dissector.errors import InputError, UsageError
 from dissector.frontends.cli import build_parser, cmd_read
 from dissector.frontends.live import Counts, LiveOptions, Session, json_lines, run
@@ -50,7 +50,7 @@ from dissector.reader import ReaderOptions, read_tables
 from dissector.tables.filters import Filter
 from dissector.tables.schema import SCHEMAS
 from tests.support.capture import Tcpdump, TcpdumpMissing
-from tests.support.live import capture_denied, require_capture
+from tests.support.live import FakeSource, Live, capture_denied, live_argv, require_capture
 from tests.support.peers import PulsarLite, free_port, run_scenario
 
 SAMPLE = Path(__file__).resolve().parents[2] / "pcaps" / "produce_consume.pcap"
@@ -62,72 +62,6 @@ _ALL = Filter()
 
 
 # --------------------------------------------------------------------------- helpers
-
-
-def live_argv(*args: str) -> list[str]:
-    return [sys.executable, "-m", "dissector.frontends.cli", "live", *args]
-
-
-class Live:
-    """`pulsar-dissect live ARGS` as a subprocess, started once it is listening.
-
-    Standard output lines are kept with the time they arrived; stderr is kept whole.
-    """
-
-    def __init__(self, *args: str, timeout: float = 15.0, prefix: tuple[str, ...] = ()) -> None:
-        self.proc = subprocess.Popen(
-            [*prefix, *live_argv(*args)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            bufsize=1,
-        )
-        self.lines: list[tuple[float, str]] = []
-        self.err: list[str] = []
-        self._threads = [
-            threading.Thread(target=self._pump, args=(self.proc.stdout, True), daemon=True),
-            threading.Thread(target=self._pump, args=(self.proc.stderr, False), daemon=True),
-        ]
-        for t in self._threads:
-            t.start()
-        deadline = time.monotonic() + timeout
-        while not any("listening on" in line for line in self.err):
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                self.stop()
-                pytest.fail(f"live did not start listening: {self.stderr}")
-            time.sleep(0.02)
-
-    def _pump(self, stream: Any, out: bool) -> None:
-        for line in stream:
-            if out:
-                self.lines.append((time.time(), line))
-            else:
-                self.err.append(line)
-
-    @property
-    def stderr(self) -> str:
-        return "".join(self.err)
-
-    def rows(self) -> list[dict[str, Any]]:
-        return [json.loads(line) for _, line in self.lines]
-
-    def wait_for(self, text: str, timeout: float = 10.0) -> None:
-        deadline = time.monotonic() + timeout
-        while not any(text in line for _, line in self.lines):
-            assert time.monotonic() < deadline, f"{text!r} never printed"
-            time.sleep(0.02)
-
-    def stop(self, sig: int = signal.SIGINT) -> int:
-        if self.proc.poll() is None:
-            self.proc.send_signal(sig)
-        try:
-            rc = self.proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            raise
-        for t in self._threads:
-            t.join(timeout=5)
-        return rc
 
 
 def summary_of(stderr: str) -> re.Match[str]:
@@ -641,36 +575,6 @@ def test_parquet_parts_are_valid_datasets_and_refuse_a_second_run(tmp_path: Path
     assert plain(datasets(root)) == plain(read_tables(SAMPLE))
     with pytest.raises(InputError, match="already holds tables"):
         ParquetParts(str(root))
-
-
-class FakeSource:
-    """Packets from a list, readable through a pipe like a socket."""
-
-    name = "fake0"
-    filter: BpfProgram | None = None
-
-    def __init__(self, pkts: list[tuple[int, bytes]], linktype: int) -> None:
-        self.pending = deque(pkts)
-        self.linktype = linktype
-        self._read, self._write = os.pipe()
-        if pkts:
-            os.write(self._write, b"x")
-
-    def fileno(self) -> int:
-        return self._read
-
-    def read(self, limit: int) -> list[tuple[int, bytes]]:
-        out = [self.pending.popleft() for _ in range(min(limit, len(self.pending)))]
-        if not self.pending and out:
-            os.read(self._read, 1)
-        return out
-
-    def drops(self) -> int | None:
-        return None
-
-    def close(self) -> None:
-        os.close(self._read)
-        os.close(self._write)
 
 
 def test_replayed_capture_prints_the_rows_of_an_offline_read(tmp_path: Path) -> None:

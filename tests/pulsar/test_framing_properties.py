@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from dissector import Anomaly, Checksum, Frame, FrameDecoder, command, encode_frame
 from dissector.pulsar.wire import MessageMetadata
-from tests.framehelpers import accounted, anomaly_key, decode, frame_key
+from tests.support.framehelpers import accounted, anomaly_key, decode, frame_key
 
 U64 = st.integers(min_value=0, max_value=2**64 - 1)
 SMALL = st.integers(min_value=0, max_value=2**31 - 1)

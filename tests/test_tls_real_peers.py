@@ -37,6 +37,10 @@ from tests.support.tls_capture import (
 )
 from tests.support.tls_pki import ORGANIZATION
 
+# Every test reads the recordings (pulsar-lite, pulsar-client, tcpdump), some through the
+# `recording` fixture's getfixturevalue, which the automatic marking cannot follow.
+pytestmark = [pytest.mark.peers, pytest.mark.capture, pytest.mark.tools]
+
 # --------------------------------------------------------------------------- fixtures
 
 

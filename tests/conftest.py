@@ -18,6 +18,8 @@ settings.load_profile("default")
 
 #: Set to a file name, collection writes there every test's tier markers (tests/test_tiers.py).
 TIERS_DUMP = "PULSAR_DISSECTOR_TIERS_DUMP"
+#: Every test collected in this session (before -m deselects) -> its tier markers.
+COLLECTED = pytest.StashKey[dict[str, list[str]]]()
 
 
 @pytest.hookimpl(tryfirst=True)  # before -m deselects by marker
@@ -25,11 +27,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         for tier in sorted(tiers.needs(item) - {m.name for m in item.iter_markers()}):
             item.add_marker(tier)
+    marked = {
+        i.nodeid: sorted({m.name for m in i.iter_markers()} & set(tiers.TIERS)) for i in items
+    }
+    config.stash[COLLECTED] = marked
     dump = os.environ.get(TIERS_DUMP)
     if dump:
-        marked = {
-            i.nodeid: sorted({m.name for m in i.iter_markers()} & set(tiers.TIERS)) for i in items
-        }
         with open(dump, "w", encoding="utf-8") as out:
             json.dump(marked, out)
 

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import TIERS_DUMP
+from tests.conftest import COLLECTED, TIERS_DUMP
 from tests.support import tiers
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -129,8 +129,15 @@ def _needed_by_source() -> dict[tuple[str, str], set[str]]:
 
 
 @pytest.fixture(scope="module")
-def collected(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[str]]:
-    """Every test of the suite -> its tier markers, as a fresh collection gives them."""
+def collected(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, list[str]]:
+    """Every test of the suite -> its tier markers: this session's collection when it holds
+    every test module (make check, make test), else a collection of its own."""
+    mine = request.config.stash.get(COLLECTED, {})
+    modules = {str(p.relative_to(ROOT)) for p in TESTS.rglob("test_*.py")}
+    if modules <= {nodeid.partition("::")[0] for nodeid in mine}:
+        return mine
     dump = tmp_path_factory.mktemp("tiers") / "tiers.json"
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider"],

@@ -25,12 +25,12 @@ import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, replace
 from itertools import pairwise
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pyarrow as pa
@@ -42,6 +42,7 @@ from scapy.layers.l2 import Ether
 from dissector.capture import open_capture
 from dissector.capture.bpf import default_filter_text
 from dissector.errors import InputError, UsageError
+from dissector.frontends import live as live_module
 from dissector.frontends.cli import build_parser, cmd_read
 from dissector.frontends.live import Counts, LiveOptions, Session, json_lines, run
 from dissector.frontends.live_capturer import Capturer
@@ -626,17 +627,26 @@ def test_finished_conversations_are_forgotten_while_running() -> None:
     session.close()
 
 
-def test_sigterm_in_process_stops_an_idle_capture_promptly() -> None:
+def test_sigterm_in_process_stops_an_idle_capture_promptly(monkeypatch: pytest.MonkeyPatch) -> None:
+    """SIGTERM, sent while the loop waits on an idle source (one that never ends by itself),
+    wakes that wait at once (the stopper's fd is ready: no TICK waited out) and stops the
+    run: exit 0, the handler given back. No wait is longer than TICK. Counted, not timed."""
+    waits: list[tuple[float, bool]] = []  # (timeout, woken by the stopper)
+
+    def watched(rlist: list[int], wlist: list[int], xlist: list[int], timeout: float) -> Any:
+        if not waits:
+            os.kill(os.getpid(), signal.SIGTERM)  # while it is idle, about to wait
+        assert len(waits) < 100, "still capturing after 100 waits"
+        ready = select.select(rlist, wlist, xlist, timeout)
+        waits.append((timeout, rlist[-1] in ready[0]))  # fds: [capturer, stopper]
+        return ready
+
+    monkeypatch.setattr(live_module, "select", SimpleNamespace(select=watched))
     before = signal.getsignal(signal.SIGTERM)
     out, err = io.StringIO(), io.StringIO()
-    timer = threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGTERM))
-    started = time.monotonic()
-    timer.start()
-    try:
-        assert run(LiveOptions(), out, err, source=FakeSource([], 1)) == 0
-    finally:
-        timer.cancel()
-    assert time.monotonic() - started < 1.5
+    assert run(LiveOptions(), out, err, source=FakeSource([], 1)) == 0
+    assert waits and waits[0][1], waits  # the signal woke the first wait
+    assert all(timeout <= live_module.TICK for timeout, _ in waits), waits
     assert signal.getsignal(signal.SIGTERM) == before
     assert "0 packets captured" in err.getvalue()
 
@@ -731,7 +741,9 @@ def test_packets_still_queued_at_stop_are_counted_and_kept(tmp_path: Path) -> No
     pcap = PcapFiles(str(tmp_path / "w.pcap"), 1)
     cap = Capturer(FakeSource(pkts, 1), pcap, queue_bytes=1 << 30)
     cap.start()
+    deadline = time.monotonic() + 60
     while cap.captured() < len(pkts):  # captured, none read by the dissector yet
+        assert time.monotonic() < deadline, cap.captured()
         time.sleep(0.01)
     got: list[tuple[int, bytes]] = []
     deadline = time.monotonic() + 10
@@ -770,7 +782,9 @@ def test_a_dissector_too_far_behind_skips_packets_and_says_so(tmp_path: Path) ->
     out, err = io.StringIO(), io.StringIO()
     session = Session(LiveOptions(fmt="jsonl", flush_interval=0.001), cap, out, err)
     cap.start()
+    deadline = time.monotonic() + 60
     while cap.captured() < len(pkts):
+        assert time.monotonic() < deadline, cap.captured()
         time.sleep(0.01)
     cap.stop()
     while not cap.eof:

@@ -55,11 +55,11 @@ def test_the_tier_markers_are_registered_and_strict() -> None:
     assert [m.split(":")[0] for m in ini["markers"]] == list(tiers.TIERS)
 
 
-def _code_words(lines: list[str], node: ast.AST) -> set[str]:
+def _code_words(lines: list[str], node: ast.FunctionDef | ast.ClassDef) -> set[str]:
     """The names, and the words of string literals, of a definition (decorators included;
     docstrings, comments and import statements left out)."""
-    first = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
-    body = getattr(node, "body", [])
+    first = min([node.lineno] + [d.lineno for d in node.decorator_list])
+    body = node.body
     doc = (
         range(body[0].lineno, (body[0].end_lineno or body[0].lineno) + 1)
         if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)

@@ -86,10 +86,12 @@ def _module_constants(module_name: str) -> dict[str, frozenset[str]]:
         return {}
     found: dict[str, frozenset[str]] = {}
     for node in ast.parse(Path(path).read_text(encoding="utf-8")).body:
-        value = node.value if isinstance(node, ast.Assign | ast.AnnAssign) else None
-        if value is None:
+        if isinstance(node, ast.Assign):
+            targets, value = node.targets, node.value
+        elif isinstance(node, ast.AnnAssign) and node.value is not None:
+            targets, value = [node.target], node.value
+        else:
             continue
-        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
         texts = frozenset(
             n.value
             for n in ast.walk(value)

@@ -53,11 +53,12 @@ demo: install
 	@echo "tables written to out/: frames.parquet conversations.csv anomalies.jsonl"
 	$(VENV)/bin/pulsar-dissect report pcaps/*.pcap* -o reports/demo-report.html
 
-lint: install
+# lint and typecheck need the venv, not Java (make check runs them without it).
+lint: $(STAMP)
 	$(VENV)/bin/ruff check dissector tests scripts benchmarks fuzz
 	$(VENV)/bin/ruff format --check dissector tests scripts benchmarks fuzz
 
-typecheck: install
+typecheck: $(STAMP)
 	$(VENV)/bin/mypy
 
 pytest: install testdeps

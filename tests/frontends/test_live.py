@@ -12,8 +12,10 @@ fake source (signals included), none of which needs any privilege.
 
 from __future__ import annotations
 
+import array
 import contextlib
 import datetime as dt
+import fcntl
 import io
 import json
 import os
@@ -25,8 +27,10 @@ import signal
 import socket
 import subprocess
 import sys
+import termios
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from itertools import pairwise
 from pathlib import Path
@@ -733,26 +737,51 @@ def big_packets() -> list[tuple[int, bytes]]:
     return [(1_700_000_000_000_000 + i, frame + bytes([i]) * 60_000) for i in range(64)]
 
 
+def _pipe_is_full(read_end: int) -> bool:
+    """Whether a pipe takes no more bytes: a write end opened through /proc is writable
+    exactly while the pipe has room (closed again at once: the pipe's EOF is unchanged)."""
+    probe = os.open(f"/proc/self/fd/{read_end}", os.O_WRONLY | os.O_NONBLOCK)
+    try:
+        return not select.select([], [probe], [], 0)[1]
+    finally:
+        os.close(probe)
+
+
+def _waiting_bytes(fd: int) -> int:
+    """Bytes in the pipe of `fd` not read yet."""
+    count = array.array("i", [0])
+    fcntl.ioctl(fd, termios.FIONREAD, count)
+    return count[0]
+
+
+def _wait_until(done: Callable[[], bool], what: str) -> None:
+    deadline = time.monotonic() + 60
+    while not done():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.01)
+
+
 def test_packets_still_queued_at_stop_are_counted_and_kept(tmp_path: Path) -> None:
     """The capturer hands packets over only as fast as they are read; when the dissector
     gives up waiting (abandon), what was not handed over is counted as unread, and -w
-    still holds every packet captured."""
+    still holds every packet captured. Packets are left queued by construction: stop and
+    abandon are sent while the pipe is full, and it is read again only once the capturer
+    has taken both (else a fast reader could take every packet before the abandon)."""
     pkts = big_packets()
     pcap = PcapFiles(str(tmp_path / "w.pcap"), 1)
     cap = Capturer(FakeSource(pkts, 1), pcap, queue_bytes=1 << 30)
     cap.start()
-    deadline = time.monotonic() + 60
-    while cap.captured() < len(pkts):  # captured, none read by the dissector yet
-        assert time.monotonic() < deadline, cap.captured()
-        time.sleep(0.01)
+    _wait_until(lambda: cap.captured() == len(pkts), "not every packet was captured")
     got: list[tuple[int, bytes]] = []
     deadline = time.monotonic() + 10
     while not got and time.monotonic() < deadline:  # the dissector takes a few
         select.select([cap.fileno()], [], [], 0.1)
         got = cap.read(200_000)
+    _wait_until(lambda: _pipe_is_full(cap.fileno()), "the capturer never filled the pipe")
     cap.stop()
     cap.abandon()
-    counted, more = cap.count_rest(time.monotonic() + 5)
+    _wait_until(lambda: _waiting_bytes(cap._ctl) == 0, "the capturer never took the abandon")
+    counted, more = cap.count_rest(time.monotonic() + 60)
     cap.finish()
     unread, unread_more = cap.unread()
     assert not more and not unread_more

@@ -79,6 +79,7 @@ def from_live(path: Path) -> list[Key]:
     return bang_lines(out.getvalue())
 
 
+@pytest.mark.slow  # every output of every sample and crafted capture (~9 s)
 def test_every_output_reports_the_same_anomalies(
     captures: dict[str, tuple[Path, set[str]]], tmp_path: Path
 ) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import tracemalloc
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -162,6 +163,7 @@ def test_gap_accounting(frames: list[bytes], gap: int, where: int) -> None:
     assert len(got) >= expected_before
 
 
+@pytest.mark.slow  # 6.4 MB of resync under tracemalloc (~6 s)
 def test_bounded_memory_on_adversarial_input() -> None:
     # Every 32 bytes a header claiming a near-limit frame whose command decodes: during resync
     # each candidate must be buffered until it can be checked, but never more than one

@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import itertools
 import json
@@ -151,18 +152,18 @@ def test_summary_lists_the_busiest_connections(many: Path) -> None:
     assert "40 connections" in text and "the 5 busiest" in text
 
 
-def _interrupt_once_begun(proc: subprocess.Popen[bytes], out: Path) -> str:
-    """SIGINT once the read has begun its output (a hidden file in `out`); its stderr. The
-    read cannot end before: its input is held open by the caller."""
-    assert proc.stderr is not None
+def _interrupt_once_begun(proc: subprocess.Popen[bytes], out: Path, stderr: Path) -> str:
+    """SIGINT once the read has begun its output (a hidden file in `out`); its stderr, from
+    a file (a pipe would also wait for any process that inherited it). The read cannot end
+    before: its input is held open by the caller."""
     deadline = time.monotonic() + 60
     while not any(out.iterdir()):
-        assert proc.poll() is None, proc.stderr.read().decode()
+        assert proc.poll() is None, stderr.read_text()
         assert time.monotonic() < deadline, "the read never began its output"
         time.sleep(0.05)
     proc.send_signal(signal.SIGINT)
     proc.wait(timeout=60)
-    return proc.stderr.read().decode()
+    return stderr.read_text()
 
 
 @pytest.mark.parametrize("jobs", ["1", "2"])
@@ -172,20 +173,21 @@ def test_ctrl_c_stops_with_one_line_and_no_file(tmp_path: Path, jobs: str) -> No
     test, which keeps the pipe open: the read waits for more, so it is still running when
     it is interrupted, however fast the machine."""
     big = next(p for p in CAPTURES if p.name.startswith("large_1mib"))
-    out = tmp_path / "out"
+    out, stderr = tmp_path / "out", tmp_path / "stderr.txt"
     out.mkdir()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "dissector.frontends.cli", "read", "-", "--table", "messages",
-         "-o", str(out / "m.parquet"), "-j", jobs],
-        stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-    )  # fmt: skip
+    with stderr.open("wb") as err_file:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "dissector.frontends.cli", "read", "-", "--table",
+             "messages", "-o", str(out / "m.parquet"), "-j", jobs],
+            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=err_file,
+        )  # fmt: skip
     assert proc.stdin is not None
     try:
         # A write into a pipe returns once the reader took all but what the pipe holds
         # (64 KiB): the read is under way. No end of file follows.
         proc.stdin.write(big.read_bytes())
         proc.stdin.flush()
-        err = _interrupt_once_begun(proc, out)
+        err = _interrupt_once_begun(proc, out, stderr)
     finally:
         proc.kill()
         proc.stdin.close()
@@ -211,26 +213,31 @@ def test_ctrl_c_stops_every_worker_of_a_sharded_read(tmp_path: Path) -> None:
     that this test holds open and writes nothing to: the read is running by construction;
     once the command is gone, no process has the FIFO open for reading any more."""
     fifo, out, scratch = tmp_path / "held.pcap", tmp_path / "out", tmp_path / "tmp"
+    stderr = tmp_path / "stderr.txt"
     os.mkfifo(fifo)
     out.mkdir()
     scratch.mkdir()
-    proc = subprocess.Popen(
-        [sys.executable, "-c", SHARDED_CLI, "read", str(fifo), "--table", "messages",
-         "-o", str(out / "m.parquet"), "-j", "2"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-        env={**os.environ, "TMPDIR": str(scratch)},
-    )  # fmt: skip
+    with stderr.open("wb") as err_file:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", SHARDED_CLI, "read", str(fifo), "--table", "messages",
+             "-o", str(out / "m.parquet"), "-j", "2"],
+            stdout=subprocess.DEVNULL, stderr=err_file,
+            env={**os.environ, "TMPDIR": str(scratch)},
+        )  # fmt: skip
     deadline = time.monotonic() + 60
     writer = None
     try:
-        while (writer := _writer_if_read(fifo)) is None:  # a reader opened it
-            assert proc.poll() is None and time.monotonic() < deadline, "nothing reads"
+        while (writer := _writer_if_read(fifo)) is None:  # a reader waits for a writer
+            assert proc.poll() is None and time.monotonic() < deadline, stderr.read_text()
+            time.sleep(0.05)
+        while len(_opened_by_children(proc.pid, fifo)) < 2:  # both workers read it
+            assert proc.poll() is None and time.monotonic() < deadline, stderr.read_text()
             time.sleep(0.05)
         assert any(scratch.iterdir()), "not a sharded read (only that one has scratch files)"
-        err = _interrupt_once_begun(proc, out)
+        err = _interrupt_once_begun(proc, out, stderr)
     finally:
         if writer is not None:
-            os.close(writer)
+            os.close(writer)  # a worker left running would read the end of the capture
         proc.kill()
     assert proc.returncode == 130, err
     assert err.strip() == "pulsar-dissect: interrupted", err
@@ -246,6 +253,18 @@ def _writer_if_read(fifo: Path) -> int | None:
         if exc.errno != errno.ENXIO:
             raise
         return None
+
+
+def _opened_by_children(pid: int, path: Path) -> list[int]:
+    """The child processes of `pid` that have `path` open (Linux /proc)."""
+    children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    found = []
+    for child in children:
+        with contextlib.suppress(OSError):  # it may end meanwhile
+            fds = Path(f"/proc/{child}/fd").iterdir()
+            if any(os.readlink(fd) == str(path) for fd in fds):
+                found.append(int(child))
+    return found
 
 
 def test_idle_timeout_when_reading_follows_capture_time(tmp_path: Path) -> None:

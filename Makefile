@@ -1,4 +1,6 @@
 # make demo: install, then dissect the bundled samples.
+# make check: install, then lint, type-check and run the quick tier: every test but those
+#   that need real peers, packet capture, Spark, external tools or a long run (a few minutes).
 # make test: install, then lint, type-check and run the whole suite (real peers included).
 SHELL := /bin/bash
 PYTHON ?= python3
@@ -6,7 +8,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: install java testdeps demo test lint typecheck pytest proto bench bench-quick clean
+.PHONY: install java testdeps demo check test lint typecheck pytest proto bench bench-quick clean
 
 install: $(STAMP) java
 
@@ -51,17 +53,24 @@ demo: install
 	@echo "tables written to out/: frames.parquet conversations.csv anomalies.jsonl"
 	$(VENV)/bin/pulsar-dissect report pcaps/*.pcap* -o reports/demo-report.html
 
-lint: install
+# lint and typecheck need the venv, not Java (make check runs them without it).
+lint: $(STAMP)
 	$(VENV)/bin/ruff check dissector tests scripts benchmarks fuzz
 	$(VENV)/bin/ruff format --check dissector tests scripts benchmarks fuzz
 
-typecheck: install
+typecheck: $(STAMP)
 	$(VENV)/bin/mypy
 
 pytest: install testdeps
 	$(PY) -m pytest -q
 
 test: lint typecheck pytest
+
+# The tiers are pytest markers (pyproject.toml; tests/conftest.py sets them from what each
+# test uses, tests/support/tiers.py). No Java, apt package or root is needed here.
+QUICK := not (peers or capture or spark or tools or slow)
+check: lint typecheck
+	$(PY) -m pytest -q -m "$(QUICK)"
 
 # Benchmarks against tshark (installed with apt only here: never a runtime dependency).
 # bench: issue 12's captures (cached in /tmp/pulsar-dissector-bench), every command timed

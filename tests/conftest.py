@@ -1,6 +1,47 @@
-"""pytest configuration: Hypothesis profiles (no per-example deadline: CI machines vary)."""
+"""pytest configuration: Hypothesis profiles (no per-example deadline: CI machines vary), and
+the test tiers (tests/support/tiers.py): every test gets the markers of what it needs before
+`-m` selects, and a test that starts a tier's program without its marker fails."""
 
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Generator
+
+import pytest
 from hypothesis import settings
+
+from tests.support import tiers
 
 settings.register_profile("default", deadline=None)
 settings.load_profile("default")
+
+#: Set to a file name, collection writes there every test's tier markers (tests/test_tiers.py).
+TIERS_DUMP = "PULSAR_DISSECTOR_TIERS_DUMP"
+#: Every test collected in this session (before -m deselects) -> its tier markers.
+COLLECTED = pytest.StashKey[dict[str, list[str]]]()
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects by marker
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        for tier in sorted(tiers.needs(item) - {m.name for m in item.iter_markers()}):
+            item.add_marker(tier)
+    marked = {
+        i.nodeid: sorted({m.name for m in i.iter_markers()} & set(tiers.TIERS)) for i in items
+    }
+    config.stash[COLLECTED] = marked
+    dump = os.environ.get(TIERS_DUMP)
+    if dump:
+        with open(dump, "w", encoding="utf-8") as out:
+            json.dump(marked, out)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    tiers.guard()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item) -> Generator[None, object, object]:
+    with tiers.running(m.name for m in item.iter_markers()):
+        return (yield)

@@ -134,6 +134,7 @@ def test_a_frame_claiming_4_gib_then_dribbling_bytes(tmp_path: Path) -> None:
     assert conv["stream_bytes_c2b"] == len(s.placed[0].msg.data) + 8 + 2_000_000 + len(PING)
 
 
+@pytest.mark.slow  # 100,000 then 300,000 frames (~6 s)
 def test_millions_of_tiny_frames_take_linear_time(tmp_path: Path) -> None:
     """300,000 PING frames (10 bytes each) in 64 KiB segments: every one is a row, and the
     read of the whole stream costs about three times that of a third of it."""
@@ -180,6 +181,7 @@ def syn_flood_pcap(path: Path, connections: int) -> None:
     path.write_bytes(b"".join(out))
 
 
+@pytest.mark.slow  # 100,000 connections (~7 s)
 def test_100000_connections_never_closed_are_bounded_and_evictions_reported(
     tmp_path: Path,
 ) -> None:

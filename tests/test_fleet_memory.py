@@ -75,6 +75,7 @@ def _arrow_bytes(out: Path) -> int:
     )
 
 
+@pytest.mark.slow  # two task processes on captures of 30,000+ frames (~5 s)
 def test_fleet_task_memory_does_not_grow_with_the_series(
     captures: tuple[Path, Path], tmp_path: Path
 ) -> None:
@@ -88,6 +89,7 @@ def test_fleet_task_memory_does_not_grow_with_the_series(
     assert growth < SLACK_MIB << 20, (a["peak"] >> 20, b["peak"] >> 20, held >> 20)
 
 
+@pytest.mark.slow  # two task processes on captures of 30,000+ frames (~3 s)
 def test_data_source_task_memory_does_not_grow_with_the_series(
     captures: tuple[Path, Path], tmp_path: Path
 ) -> None:

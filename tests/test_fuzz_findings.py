@@ -68,6 +68,7 @@ def every_output_works(path: Path) -> dict[str, list[dict[str, Any]]]:
 # --------------------------------------------------------------------------- 3. timestamps
 
 
+@pytest.mark.slow  # every output of the CLI: 9 processes (~7 s)
 @pytest.mark.parametrize(
     ("ts", "reported"),
     [(0x7FFFFFFF00000000, True), (YEAR_9999_END_US + 1, True), (YEAR_9999_END_US, False)],
@@ -96,6 +97,7 @@ def test_timestamps_no_date_holds_are_data_not_crashes(
 # ------------------------------------------------- 2. payload command without its body
 
 
+@pytest.mark.slow  # every output of the CLI: 9 processes (~7 s)
 @pytest.mark.parametrize("name", ["SEND", "MESSAGE"])
 def test_payload_command_without_its_sub_message(tmp_path: Path, name: str) -> None:
     """BaseCommand says SEND (or MESSAGE) but carries no CommandSend; metadata and payload
@@ -134,6 +136,7 @@ def bad(direction: Direction, name: str, **fields: Any) -> Msg:
     return Msg(direction, name, encode_frame(spoiled(command(name, **fields))))
 
 
+@pytest.mark.slow  # every output of the CLI: 9 processes (~7 s)
 def test_strings_that_are_not_utf8_become_text_and_anomalies(tmp_path: Path) -> None:
     bad_meta = MessageMetadata(producer_name="pQQ", sequence_id=0, publish_time=1)
     bad_meta.properties.add(key="kQQ", value="vQQ")
@@ -188,6 +191,7 @@ def test_strings_that_are_not_utf8_become_text_and_anomalies(tmp_path: Path) -> 
 # ------------------------------------------------ 7. a chunked message whose chunk 0 is refused
 
 
+@pytest.mark.slow  # every output of the CLI: 9 processes (~7 s)
 def test_chunked_message_whose_first_chunk_is_refused_still_has_its_row(tmp_path: Path) -> None:
     """Chunk 0 claims a whole message far over the bound (2**31 - 1 bytes): the message gets
     one incomplete row saying why, and its later chunks are not reported as orphans."""
@@ -221,6 +225,7 @@ def test_chunked_message_whose_first_chunk_is_refused_still_has_its_row(tmp_path
 LAST_MS_OF_9999 = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z, by hand
 
 
+@pytest.mark.slow  # every output of the CLI: 9 processes (~7 s)
 @pytest.mark.parametrize(
     ("ms", "shown"),
     [(LAST_MS_OF_9999 + 1, False), ((1 << 63) // 1000 - 1, False), (LAST_MS_OF_9999, True)],

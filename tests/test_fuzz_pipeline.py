@@ -51,6 +51,7 @@ def harness(corpus: Corpus, tmp_path_factory: pytest.TempPathFactory) -> Harness
     return Harness(corpus, tmp_path_factory.mktemp("fuzz"))
 
 
+@pytest.mark.slow  # Hypothesis examples through every table (~5 s)
 @settings(FUZZ, max_examples=400)
 @given(rng=RANDOMS)
 def test_pipeline_any_damaged_capture_gives_every_table(harness: Harness, rng: Any) -> None:

@@ -14,23 +14,12 @@ from typing import Any
 import pytest
 
 from dissector.reader import Capture, read_capture
-from tests.support.samples import CAPTURES, IDS, PCAPS, manifest, manifest_path
+from tests.support.samples import CAPTURES, IDS, PCAPS, identity, manifest, manifest_path, rows
 
 
 @pytest.fixture(scope="module", params=CAPTURES, ids=IDS)
 def sample(request: pytest.FixtureRequest) -> tuple[Capture, dict[str, Any]]:
     return read_capture(request.param), manifest(request.param)
-
-
-def identity(sha: str, size: int, key: str | None, props: Any) -> tuple[Any, ...]:
-    key = key if isinstance(key, str) and key else None  # pandas gives NaN for null
-    return (sha, int(size), key, tuple(sorted(dict(props or {}).items())))
-
-
-def rows(df: Any) -> list[tuple[Any, ...]]:
-    return [
-        identity(r.payload_sha256, r.payload_size, r.key, r.properties) for r in df.itertuples()
-    ]
 
 
 def test_produced_messages_are_what_the_client_sent(

@@ -18,6 +18,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 CORE_TESTS = [
     "tests/flow",
@@ -56,6 +58,7 @@ def test_the_hot_modules_are_compiled_where_a_compiler_is() -> None:
             assert os.path.getmtime(where) >= source.stat().st_mtime, f"{name}: make install"
 
 
+@pytest.mark.slow  # the core tests again, on a pure-Python copy (~2 min)
 def test_the_pure_python_package_passes_the_core_tests(tmp_path: Path) -> None:
     copy = tmp_path / "pure"
     shutil.copytree(ROOT / "dissector", copy / "dissector", ignore=shutil.ignore_patterns("*.so"))

@@ -24,10 +24,10 @@ import pandas as pd
 import pytest
 
 from dissector.reader import Capture, read_capture
-from tests.frontends.test_live import Live
 from tests.support.cli import cli
-from tests.support.live import require_capture
+from tests.support.live import Live, require_capture
 from tests.support.peers import free_port
+from tests.support.samples import identity, rows
 from tests.support.tls_capture import (
     TlsRecording,
     parse_keylog,
@@ -36,7 +36,10 @@ from tests.support.tls_capture import (
     tshark_tls_streams,
 )
 from tests.support.tls_pki import ORGANIZATION
-from tests.test_golden_messages import identity, rows
+
+# Every test reads the recordings (pulsar-lite, pulsar-client, tcpdump), some through the
+# `recording` fixture's getfixturevalue, which the automatic marking cannot follow.
+pytestmark = [pytest.mark.peers, pytest.mark.capture, pytest.mark.tools]
 
 # --------------------------------------------------------------------------- fixtures
 

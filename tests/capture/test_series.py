@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import struct
 from pathlib import Path
 
 import pytest
@@ -10,6 +9,7 @@ import pytest
 from dissector.capture.series import group
 from dissector.errors import UsageError
 from dissector.reader import ReaderOptions, read_tables
+from tests.support.samples import split_pcap
 
 PCAP = Path(__file__).resolve().parents[2] / "pcaps" / "produce_consume.pcap"
 
@@ -33,20 +33,6 @@ def test_digit_mode_groups_time_rotation_and_auto_does_not() -> None:
     assert group(["cap.pcap", "cap.pcap1"], "none") == [["cap.pcap"], ["cap.pcap1"]]
     with pytest.raises(UsageError):
         group(paths, "sometimes")
-
-
-def split_pcap(source: Path, parts: list[Path], cuts: list[int]) -> None:
-    """Write source's records into several pcap files, cutting after the given records."""
-    data = source.read_bytes()
-    header, pos = data[:24], 24
-    records = []
-    while pos < len(data):
-        caplen = struct.unpack_from("<I", data, pos + 8)[0]
-        records.append(data[pos : pos + 16 + caplen])
-        pos += 16 + caplen
-    bounds = [0, *cuts, len(records)]
-    for path, lo, hi in zip(parts, bounds, bounds[1:], strict=False):
-        path.write_bytes(header + b"".join(records[lo:hi]))
 
 
 def test_rotated_files_give_the_same_conversation_as_the_whole(tmp_path: Path) -> None:

@@ -12,8 +12,10 @@ fake source (signals included), none of which needs any privilege.
 
 from __future__ import annotations
 
+import array
 import contextlib
 import datetime as dt
+import fcntl
 import io
 import json
 import os
@@ -25,12 +27,14 @@ import signal
 import socket
 import subprocess
 import sys
-import threading
+import termios
 import time
-from collections import Counter, deque
+from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from itertools import pairwise
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pyarrow as pa
@@ -40,8 +44,9 @@ from scapy.layers.inet import TCP
 from scapy.layers.l2 import Ether
 
 from dissector.capture import open_capture
-from dissector.capture.bpf import BpfProgram, default_filter_text
+from dissector.capture.bpf import default_filter_text
 from dissector.errors import InputError, UsageError
+from dissector.frontends import live as live_module
 from dissector.frontends.cli import build_parser, cmd_read
 from dissector.frontends.live import Counts, LiveOptions, Session, json_lines, run
 from dissector.frontends.live_capturer import Capturer
@@ -50,7 +55,7 @@ from dissector.reader import ReaderOptions, read_tables
 from dissector.tables.filters import Filter
 from dissector.tables.schema import SCHEMAS
 from tests.support.capture import Tcpdump, TcpdumpMissing
-from tests.support.live import capture_denied, require_capture
+from tests.support.live import FakeSource, Live, capture_denied, live_argv, require_capture
 from tests.support.peers import PulsarLite, free_port, run_scenario
 
 SAMPLE = Path(__file__).resolve().parents[2] / "pcaps" / "produce_consume.pcap"
@@ -62,72 +67,6 @@ _ALL = Filter()
 
 
 # --------------------------------------------------------------------------- helpers
-
-
-def live_argv(*args: str) -> list[str]:
-    return [sys.executable, "-m", "dissector.frontends.cli", "live", *args]
-
-
-class Live:
-    """`pulsar-dissect live ARGS` as a subprocess, started once it is listening.
-
-    Standard output lines are kept with the time they arrived; stderr is kept whole.
-    """
-
-    def __init__(self, *args: str, timeout: float = 15.0, prefix: tuple[str, ...] = ()) -> None:
-        self.proc = subprocess.Popen(
-            [*prefix, *live_argv(*args)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            bufsize=1,
-        )
-        self.lines: list[tuple[float, str]] = []
-        self.err: list[str] = []
-        self._threads = [
-            threading.Thread(target=self._pump, args=(self.proc.stdout, True), daemon=True),
-            threading.Thread(target=self._pump, args=(self.proc.stderr, False), daemon=True),
-        ]
-        for t in self._threads:
-            t.start()
-        deadline = time.monotonic() + timeout
-        while not any("listening on" in line for line in self.err):
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                self.stop()
-                pytest.fail(f"live did not start listening: {self.stderr}")
-            time.sleep(0.02)
-
-    def _pump(self, stream: Any, out: bool) -> None:
-        for line in stream:
-            if out:
-                self.lines.append((time.time(), line))
-            else:
-                self.err.append(line)
-
-    @property
-    def stderr(self) -> str:
-        return "".join(self.err)
-
-    def rows(self) -> list[dict[str, Any]]:
-        return [json.loads(line) for _, line in self.lines]
-
-    def wait_for(self, text: str, timeout: float = 10.0) -> None:
-        deadline = time.monotonic() + timeout
-        while not any(text in line for _, line in self.lines):
-            assert time.monotonic() < deadline, f"{text!r} never printed"
-            time.sleep(0.02)
-
-    def stop(self, sig: int = signal.SIGINT) -> int:
-        if self.proc.poll() is None:
-            self.proc.send_signal(sig)
-        try:
-            rc = self.proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            raise
-        for t in self._threads:
-            t.join(timeout=5)
-        return rc
 
 
 def summary_of(stderr: str) -> re.Match[str]:
@@ -643,36 +582,6 @@ def test_parquet_parts_are_valid_datasets_and_refuse_a_second_run(tmp_path: Path
         ParquetParts(str(root))
 
 
-class FakeSource:
-    """Packets from a list, readable through a pipe like a socket."""
-
-    name = "fake0"
-    filter: BpfProgram | None = None
-
-    def __init__(self, pkts: list[tuple[int, bytes]], linktype: int) -> None:
-        self.pending = deque(pkts)
-        self.linktype = linktype
-        self._read, self._write = os.pipe()
-        if pkts:
-            os.write(self._write, b"x")
-
-    def fileno(self) -> int:
-        return self._read
-
-    def read(self, limit: int) -> list[tuple[int, bytes]]:
-        out = [self.pending.popleft() for _ in range(min(limit, len(self.pending)))]
-        if not self.pending and out:
-            os.read(self._read, 1)
-        return out
-
-    def drops(self) -> int | None:
-        return None
-
-    def close(self) -> None:
-        os.close(self._read)
-        os.close(self._write)
-
-
 def test_replayed_capture_prints_the_rows_of_an_offline_read(tmp_path: Path) -> None:
     pkts = sample_packets()
     out, err = io.StringIO(), io.StringIO()
@@ -722,17 +631,26 @@ def test_finished_conversations_are_forgotten_while_running() -> None:
     session.close()
 
 
-def test_sigterm_in_process_stops_an_idle_capture_promptly() -> None:
+def test_sigterm_in_process_stops_an_idle_capture_promptly(monkeypatch: pytest.MonkeyPatch) -> None:
+    """SIGTERM, sent while the loop waits on an idle source (one that never ends by itself),
+    wakes that wait at once (the stopper's fd is ready: no TICK waited out) and stops the
+    run: exit 0, the handler given back. No wait is longer than TICK. Counted, not timed."""
+    waits: list[tuple[float, bool]] = []  # (timeout, woken by the stopper)
+
+    def watched(rlist: list[int], wlist: list[int], xlist: list[int], timeout: float) -> Any:
+        if not waits:
+            os.kill(os.getpid(), signal.SIGTERM)  # while it is idle, about to wait
+        assert len(waits) < 100, "still capturing after 100 waits"
+        ready = select.select(rlist, wlist, xlist, timeout)
+        waits.append((timeout, rlist[-1] in ready[0]))  # fds: [capturer, stopper]
+        return ready
+
+    monkeypatch.setattr(live_module, "select", SimpleNamespace(select=watched))
     before = signal.getsignal(signal.SIGTERM)
     out, err = io.StringIO(), io.StringIO()
-    timer = threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGTERM))
-    started = time.monotonic()
-    timer.start()
-    try:
-        assert run(LiveOptions(), out, err, source=FakeSource([], 1)) == 0
-    finally:
-        timer.cancel()
-    assert time.monotonic() - started < 1.5
+    assert run(LiveOptions(), out, err, source=FakeSource([], 1)) == 0
+    assert waits and waits[0][1], waits  # the signal woke the first wait
+    assert all(timeout <= live_module.TICK for timeout, _ in waits), waits
     assert signal.getsignal(signal.SIGTERM) == before
     assert "0 packets captured" in err.getvalue()
 
@@ -819,24 +737,51 @@ def big_packets() -> list[tuple[int, bytes]]:
     return [(1_700_000_000_000_000 + i, frame + bytes([i]) * 60_000) for i in range(64)]
 
 
+def _pipe_is_full(read_end: int) -> bool:
+    """Whether a pipe takes no more bytes: a write end opened through /proc is writable
+    exactly while the pipe has room (closed again at once: the pipe's EOF is unchanged)."""
+    probe = os.open(f"/proc/self/fd/{read_end}", os.O_WRONLY | os.O_NONBLOCK)
+    try:
+        return not select.select([], [probe], [], 0)[1]
+    finally:
+        os.close(probe)
+
+
+def _waiting_bytes(fd: int) -> int:
+    """Bytes in the pipe of `fd` not read yet."""
+    count = array.array("i", [0])
+    fcntl.ioctl(fd, termios.FIONREAD, count)
+    return count[0]
+
+
+def _wait_until(done: Callable[[], bool], what: str) -> None:
+    deadline = time.monotonic() + 60
+    while not done():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.01)
+
+
 def test_packets_still_queued_at_stop_are_counted_and_kept(tmp_path: Path) -> None:
     """The capturer hands packets over only as fast as they are read; when the dissector
     gives up waiting (abandon), what was not handed over is counted as unread, and -w
-    still holds every packet captured."""
+    still holds every packet captured. Packets are left queued by construction: stop and
+    abandon are sent while the pipe is full, and it is read again only once the capturer
+    has taken both (else a fast reader could take every packet before the abandon)."""
     pkts = big_packets()
     pcap = PcapFiles(str(tmp_path / "w.pcap"), 1)
     cap = Capturer(FakeSource(pkts, 1), pcap, queue_bytes=1 << 30)
     cap.start()
-    while cap.captured() < len(pkts):  # captured, none read by the dissector yet
-        time.sleep(0.01)
+    _wait_until(lambda: cap.captured() == len(pkts), "not every packet was captured")
     got: list[tuple[int, bytes]] = []
     deadline = time.monotonic() + 10
     while not got and time.monotonic() < deadline:  # the dissector takes a few
         select.select([cap.fileno()], [], [], 0.1)
         got = cap.read(200_000)
+    _wait_until(lambda: _pipe_is_full(cap.fileno()), "the capturer never filled the pipe")
     cap.stop()
     cap.abandon()
-    counted, more = cap.count_rest(time.monotonic() + 5)
+    _wait_until(lambda: _waiting_bytes(cap._ctl) == 0, "the capturer never took the abandon")
+    counted, more = cap.count_rest(time.monotonic() + 60)
     cap.finish()
     unread, unread_more = cap.unread()
     assert not more and not unread_more
@@ -866,7 +811,9 @@ def test_a_dissector_too_far_behind_skips_packets_and_says_so(tmp_path: Path) ->
     out, err = io.StringIO(), io.StringIO()
     session = Session(LiveOptions(fmt="jsonl", flush_interval=0.001), cap, out, err)
     cap.start()
+    deadline = time.monotonic() + 60
     while cap.captured() < len(pkts):
+        assert time.monotonic() < deadline, cap.captured()
         time.sleep(0.01)
     cap.stop()
     while not cap.eof:

@@ -94,6 +94,7 @@ def test_captures_of_other_times_follow_in_time_order(captures: dict[str, Path])
     assert times and min(times) >= 0  # relative to the read's first packet: z's
 
 
+@pytest.mark.slow  # reads with -j 1, 2 and 3 (~6 s)
 def test_several_processes_number_merged_captures_as_one(captures: dict[str, Path]) -> None:
     paths = [str(captures[k]) for k in ("a", "b", "z")]
     for table in ("frames", "conversations", "anomalies"):

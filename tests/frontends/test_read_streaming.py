@@ -10,8 +10,15 @@
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import itertools
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -145,34 +152,119 @@ def test_summary_lists_the_busiest_connections(many: Path) -> None:
     assert "40 connections" in text and "the 5 busiest" in text
 
 
-def test_ctrl_c_stops_with_one_line_and_no_file(tmp_path: Path) -> None:
-    """SIGINT in the middle of a read: exit 130, one line on stderr, nothing left on disk."""
-    import signal
-    import subprocess
-    import sys
-    import time
+def _interrupt_once_begun(proc: subprocess.Popen[bytes], out: Path, stderr: Path) -> str:
+    """SIGINT once the read has begun its output (a hidden file in `out`); its stderr, from
+    a file (a pipe would also wait for any process that inherited it). The read cannot end
+    before: its input is held open by the caller."""
+    deadline = time.monotonic() + 60
+    while not any(out.iterdir()):
+        assert proc.poll() is None, stderr.read_text()
+        assert time.monotonic() < deadline, "the read never began its output"
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    proc.wait(timeout=60)
+    return stderr.read_text()
 
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_ctrl_c_stops_with_one_line_and_no_file(tmp_path: Path, jobs: str) -> None:
+    """SIGINT in the middle of a read: exit 130, one line on stderr, nothing left on disk.
+    The capture comes on standard input (`-`: one process, whatever -j says) from this
+    test, which keeps the pipe open: the read waits for more, so it is still running when
+    it is interrupted, however fast the machine."""
     big = next(p for p in CAPTURES if p.name.startswith("large_1mib"))
-    links = []
-    for i in range(400):  # separate captures (not a rotated series): a read of seconds
-        link = tmp_path / f"copy{i:03d}-x.pcap"
-        link.symlink_to(big)
-        links.append(str(link))
-    out = tmp_path / "out"
+    out, stderr = tmp_path / "out", tmp_path / "stderr.txt"
     out.mkdir()
-    for jobs in ("1", "2"):
+    with stderr.open("wb") as err_file:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "dissector.frontends.cli", "read", *links, "--table",
+            [sys.executable, "-m", "dissector.frontends.cli", "read", "-", "--table",
              "messages", "-o", str(out / "m.parquet"), "-j", jobs],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=err_file,
         )  # fmt: skip
-        time.sleep(2.0)
-        assert proc.poll() is None, "the read ended before it could be interrupted"
-        proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=30)
-        assert proc.returncode == 130, err
-        assert err.strip() == "pulsar-dissect: interrupted", err
-        assert list(out.iterdir()) == []
+    assert proc.stdin is not None
+    try:
+        # A write into a pipe returns once the reader took all but what the pipe holds
+        # (64 KiB): the read is under way. No end of file follows.
+        proc.stdin.write(big.read_bytes())
+        proc.stdin.flush()
+        err = _interrupt_once_begun(proc, out, stderr)
+    finally:
+        proc.kill()
+        proc.stdin.close()
+    assert proc.returncode == 130, err
+    assert err.strip() == "pulsar-dissect: interrupted", err
+    assert list(out.iterdir()) == []
+
+
+#: `pulsar-dissect` taking a FIFO for a regular file, so that `-j N` forks N workers that
+#: each open it (parallel_reader.workers decides; nothing else is changed).
+SHARDED_CLI = (
+    "import sys\n"
+    "from dissector import parallel_reader\n"
+    "from dissector.frontends import cli\n"
+    "cli.workers = parallel_reader.workers = lambda paths, jobs: jobs\n"
+    "sys.exit(cli.main(sys.argv[1:]))\n"
+)
+
+
+def test_ctrl_c_stops_every_worker_of_a_sharded_read(tmp_path: Path) -> None:
+    """SIGINT to a read in two worker processes: exit 130, one line, and the parent stops
+    both workers and removes their scratch folder and the output. The workers read a FIFO
+    that this test holds open and writes nothing to: the read is running by construction;
+    once the command is gone, no process has the FIFO open for reading any more."""
+    fifo, out, scratch = tmp_path / "held.pcap", tmp_path / "out", tmp_path / "tmp"
+    stderr = tmp_path / "stderr.txt"
+    os.mkfifo(fifo)
+    out.mkdir()
+    scratch.mkdir()
+    with stderr.open("wb") as err_file:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", SHARDED_CLI, "read", str(fifo), "--table", "messages",
+             "-o", str(out / "m.parquet"), "-j", "2"],
+            stdout=subprocess.DEVNULL, stderr=err_file,
+            env={**os.environ, "TMPDIR": str(scratch)},
+        )  # fmt: skip
+    deadline = time.monotonic() + 60
+    writer = None
+    try:
+        while (writer := _writer_if_read(fifo)) is None:  # a reader waits for a writer
+            assert proc.poll() is None and time.monotonic() < deadline, stderr.read_text()
+            time.sleep(0.05)
+        while len(_opened_by_children(proc.pid, fifo)) < 2:  # both workers read it
+            assert proc.poll() is None and time.monotonic() < deadline, stderr.read_text()
+            time.sleep(0.05)
+        assert any(scratch.iterdir()), "not a sharded read (only that one has scratch files)"
+        err = _interrupt_once_begun(proc, out, stderr)
+    finally:
+        if writer is not None:
+            os.close(writer)  # a worker left running would read the end of the capture
+        proc.kill()
+    assert proc.returncode == 130, err
+    assert err.strip() == "pulsar-dissect: interrupted", err
+    assert list(out.iterdir()) == [] and list(scratch.iterdir()) == []
+    assert _writer_if_read(fifo) is None  # every worker stopped
+
+
+def _writer_if_read(fifo: Path) -> int | None:
+    """A write end of the FIFO if some process has it open for reading, else None."""
+    try:
+        return os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+    except OSError as exc:
+        if exc.errno != errno.ENXIO:
+            raise
+        return None
+
+
+def _opened_by_children(pid: int, path: Path) -> list[int]:
+    """The child processes of `pid` that have `path` open (Linux /proc)."""
+    children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    found = []
+    for child in children:
+        with contextlib.suppress(OSError):  # it may end meanwhile
+            fds = Path(f"/proc/{child}/fd").iterdir()
+            if any(os.readlink(fd) == str(path) for fd in fds):
+                found.append(int(child))
+    return found
 
 
 def test_idle_timeout_when_reading_follows_capture_time(tmp_path: Path) -> None:

@@ -18,7 +18,7 @@ from dissector.frontends import fleet
 from dissector.frontends import spark as ds
 from dissector.reader import ReaderOptions, read_tables
 from dissector.tables.schema import SCHEMAS
-from tests.capture.test_series import split_pcap
+from tests.support.samples import split_pcap
 
 PCAPS = Path(__file__).resolve().parents[2] / "pcaps"
 #: Spark numbers each series from series index * 2**32 + 1 and merges nothing: a local
@@ -157,7 +157,7 @@ def test_payload_anomalies_reach_spark_whatever_the_table(
 ) -> None:
     """One truth: Spark's anomalies and conversations (with their anomaly counts) carry the
     payload faults of crafted captures, as read_capture does."""
-    from tests.test_one_truth import crafted
+    from tests.support.payload_faults import crafted
 
     made = crafted(tmp_path)
     folder = tmp_path / "caps"

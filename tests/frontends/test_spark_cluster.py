@@ -20,7 +20,7 @@ import pytest
 from dissector.frontends import spark as ds
 from dissector.reader import ReaderOptions, read_tables
 from dissector.tables.schema import SCHEMAS
-from tests.frontends.test_spark_lake import lake_rows, table_rows
+from tests.support.lake import lake_rows, table_rows
 from tests.support.spark_cluster import SparkCluster, env
 
 PCAPS = Path(__file__).resolve().parents[2] / "pcaps"

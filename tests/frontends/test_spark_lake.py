@@ -16,8 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
-import pyarrow as pa
-import pyarrow.dataset as pads
 import pytest
 from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
@@ -25,10 +23,10 @@ from pyspark.sql import SparkSession
 from dissector.errors import InputError
 from dissector.frontends import fleet
 from dissector.frontends import spark as ds
-from dissector.frontends.partitioned import PARTITIONS
 from dissector.frontends.summary import summarize as local_summary
 from dissector.reader import ReaderOptions, read_tables
 from dissector.tables.schema import SCHEMAS
+from tests.support.lake import lake_rows, table_rows
 
 PCAPS = Path(__file__).resolve().parents[2] / "pcaps"
 PART = re.compile(r"capture_date=(\d{4}-\d\d-\d\d|__HIVE_DEFAULT_PARTITION__)/broker=([^/]+)$")
@@ -53,18 +51,6 @@ def want(inputs: Path) -> dict[str, Any]:
 def job(spark: SparkSession, inputs: Path, tmp_path_factory: pytest.TempPathFactory) -> Any:
     out = tmp_path_factory.mktemp("lake") / "out"
     return out, fleet.run(spark, [str(inputs)], str(out), ReaderOptions())
-
-
-def lake_rows(out: Path, name: str) -> list[str]:
-    """The rows of a written table, read back with pyarrow.dataset (hive partitions dropped),
-    as sorted reprs: a multiset to compare row for row."""
-    hive = pads.partitioning(PARTITIONS, flavor="hive")
-    table = pads.dataset(out / name, format="parquet", partitioning=hive).to_table()
-    return sorted(map(repr, table.select(SCHEMAS[name].names).to_pylist()))
-
-
-def table_rows(table: pa.Table) -> list[str]:
-    return sorted(map(repr, table.to_pylist()))
 
 
 def _duck(query: str) -> list[tuple[Any, ...]]:

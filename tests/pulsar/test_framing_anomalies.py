@@ -9,7 +9,12 @@ import pytest
 from dissector import Checksum, FrameDecoder, command, encode_frame
 from dissector.anomalies import REGISTRY
 from dissector.pulsar.wire import MessageMetadata
-from tests.framehelpers import (
+from tests.support.framehelpers import (
+    CONNECT,
+    MESSAGE_CMD,
+    PING,
+    SEND,
+    SEND_CRC,
     accounted,
     anomaly_key,
     decode,
@@ -17,7 +22,6 @@ from tests.framehelpers import (
     names,
     one_byte_at_a_time,
 )
-from tests.pulsar.test_framing import CONNECT, MESSAGE_CMD, PING, SEND, SEND_CRC
 
 
 def u32(n: int) -> bytes:

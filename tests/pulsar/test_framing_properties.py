@@ -5,12 +5,13 @@ from __future__ import annotations
 import itertools
 import tracemalloc
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dissector import Anomaly, Checksum, Frame, FrameDecoder, command, encode_frame
 from dissector.pulsar.wire import MessageMetadata
-from tests.framehelpers import accounted, anomaly_key, decode, frame_key
+from tests.support.framehelpers import accounted, anomaly_key, decode, frame_key
 
 U64 = st.integers(min_value=0, max_value=2**64 - 1)
 SMALL = st.integers(min_value=0, max_value=2**31 - 1)
@@ -162,6 +163,7 @@ def test_gap_accounting(frames: list[bytes], gap: int, where: int) -> None:
     assert len(got) >= expected_before
 
 
+@pytest.mark.slow  # 6.4 MB of resync under tracemalloc (~6 s)
 def test_bounded_memory_on_adversarial_input() -> None:
     # Every 32 bytes a header claiming a near-limit frame whose command decodes: during resync
     # each candidate must be buffered until it can be checked, but never more than one

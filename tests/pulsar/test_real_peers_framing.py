@@ -13,7 +13,7 @@ from google.protobuf.message import Message
 from google.protobuf.unknown_fields import UnknownFieldSet
 
 from dissector import Checksum, Direction, Frame, FrameDecoder
-from tests.framehelpers import accounted, decode, frame_key
+from tests.support.framehelpers import accounted, decode, frame_key
 from tests.support.peers import (
     RecordedConnection,
     record,

@@ -25,7 +25,7 @@ from dissector.pulsar import framing, sections
 from dissector.pulsar.framing import DEFAULT_MAX_FRAME_SIZE
 from dissector.pulsar.sections import HEADER
 from dissector.pulsar.wire import MessageMetadata
-from tests.framehelpers import accounted, decode
+from tests.support.framehelpers import accounted, decode
 
 GARBAGE = 300_000
 PACKET = 1460  # TCP segment payload on an Ethernet link

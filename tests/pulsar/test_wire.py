@@ -19,7 +19,7 @@ from dissector.pulsar.wire import (
     PAYLOAD_TYPES,
     BaseCommand,
 )
-from tests.framehelpers import decode
+from tests.support.framehelpers import decode
 
 ROOT = Path(__file__).resolve().parents[2]
 

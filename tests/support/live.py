@@ -1,18 +1,29 @@
-"""Whether this process may capture packets, for the tests that sniff an interface.
+"""`pulsar-dissect live` in tests: whether this process may capture, the command as a
+subprocess, and a fake packet source for runs that need no privilege.
 
-Input: nothing (the platform and this process's privileges).
+Input: the platform and this process's privileges; the command's arguments; packets.
 Output: `capture_denied()` (why not, or None) and `require_capture()`, which skips a test
 where capturing is impossible, except in CI (CI=true), where it fails: the live tests must
-run there.
+run there; `Live` (the sniffer as a subprocess, once listening; it requires capture) and
+`live_argv`; `FakeSource` (packets from a list, readable through a pipe like a socket).
 """
 
 from __future__ import annotations
 
+import json
 import os
+import signal
 import socket
+import subprocess
 import sys
+import threading
+import time
+from collections import deque
+from typing import Any
 
 import pytest
+
+from dissector.capture.bpf import BpfProgram
 
 
 def capture_denied() -> str | None:
@@ -33,3 +44,100 @@ def require_capture() -> None:
     if os.environ.get("CI") == "true":
         pytest.fail(f"CI=true, but {why}: the live tests must run in CI")
     pytest.skip(why)
+
+
+def live_argv(*args: str) -> list[str]:
+    return [sys.executable, "-m", "dissector.frontends.cli", "live", *args]
+
+
+class Live:
+    """`pulsar-dissect live ARGS` as a subprocess, started once it is listening.
+
+    Standard output lines are kept with the time they arrived; stderr is kept whole.
+    """
+
+    def __init__(self, *args: str, timeout: float = 15.0, prefix: tuple[str, ...] = ()) -> None:
+        require_capture()
+        self.proc = subprocess.Popen(
+            [*prefix, *live_argv(*args)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            bufsize=1,
+        )
+        self.lines: list[tuple[float, str]] = []
+        self.err: list[str] = []
+        self._threads = [
+            threading.Thread(target=self._pump, args=(self.proc.stdout, True), daemon=True),
+            threading.Thread(target=self._pump, args=(self.proc.stderr, False), daemon=True),
+        ]
+        for t in self._threads:
+            t.start()
+        deadline = time.monotonic() + timeout
+        while not any("listening on" in line for line in self.err):
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                pytest.fail(f"live did not start listening: {self.stderr}")
+            time.sleep(0.02)
+
+    def _pump(self, stream: Any, out: bool) -> None:
+        for line in stream:
+            if out:
+                self.lines.append((time.time(), line))
+            else:
+                self.err.append(line)
+
+    @property
+    def stderr(self) -> str:
+        return "".join(self.err)
+
+    def rows(self) -> list[dict[str, Any]]:
+        return [json.loads(line) for _, line in self.lines]
+
+    def wait_for(self, text: str, timeout: float = 10.0) -> None:
+        deadline = time.monotonic() + timeout
+        while not any(text in line for _, line in self.lines):
+            assert time.monotonic() < deadline, f"{text!r} never printed"
+            time.sleep(0.02)
+
+    def stop(self, sig: int = signal.SIGINT) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        try:
+            rc = self.proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            raise
+        for t in self._threads:
+            t.join(timeout=5)
+        return rc
+
+
+class FakeSource:
+    """Packets from a list, readable through a pipe like a socket."""
+
+    name = "fake0"
+    filter: BpfProgram | None = None
+
+    def __init__(self, pkts: list[tuple[int, bytes]], linktype: int) -> None:
+        self.pending = deque(pkts)
+        self.linktype = linktype
+        self._read, self._write = os.pipe()
+        if pkts:
+            os.write(self._write, b"x")
+
+    def fileno(self) -> int:
+        return self._read
+
+    def read(self, limit: int) -> list[tuple[int, bytes]]:
+        out = [self.pending.popleft() for _ in range(min(limit, len(self.pending)))]
+        if not self.pending and out:
+            os.read(self._read, 1)
+        return out
+
+    def drops(self) -> int | None:
+        return None
+
+    def close(self) -> None:
+        os.close(self._read)
+        os.close(self._write)

@@ -116,7 +116,7 @@ def sample_tree(folder: Path, samples: Path) -> Path:
     produce_consume.pcap, and a file that is not a capture (directories skip it)."""
     import gzip
 
-    from tests.capture.test_series import split_pcap
+    from tests.support.samples import split_pcap
 
     tree = folder / "tree"
     (tree / "samples" / "gz").mkdir(parents=True)

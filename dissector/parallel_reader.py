@@ -120,13 +120,19 @@ def _run_workers(
     context = multiprocessing.get_context("fork")
     running: list[tuple[BaseProcess, Connection]] = []
     try:
-        for k in range(jobs):
-            receive, send = context.Pipe(duplex=False)
-            args = (send, files, options, names, (k, jobs), scratch, progress)
-            worker = context.Process(target=_worker, args=args, name=f"shard-{k}")
-            worker.start()
-            send.close()
-            running.append((worker, receive))
+        # Ctrl-C waits while the workers start: one arriving between a fork and the
+        # worker's registration would leave that worker running with no parent to stop it
+        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        try:
+            for k in range(jobs):
+                receive, send = context.Pipe(duplex=False)
+                args = (send, files, options, names, (k, jobs), scratch, progress)
+                worker = context.Process(target=_worker, args=args, name=f"shard-{k}")
+                worker.start()
+                send.close()
+                running.append((worker, receive))
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, blocked)  # a pending Ctrl-C fires now
         reports: dict[int, Report] = {}
         pending = {receive: k for k, (_, receive) in enumerate(running)}
         while pending:

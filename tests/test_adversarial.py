@@ -149,16 +149,11 @@ def test_millions_of_tiny_frames_take_linear_time(tmp_path: Path) -> None:
         s.send(C2B, PING * rest)
         return write_pcap(tmp_path / f"tiny{frames}.pcap", s.segs).path
 
-    small, large = capture(100_000), capture(300_000)
-    started = time.perf_counter()
-    tables = read_tables(small, tables=["frames", "conversations", "anomalies"])
-    t_small = time.perf_counter() - started
-    started = time.perf_counter()
-    tables = read_tables(large, tables=["frames", "conversations", "anomalies"])
-    t_large = time.perf_counter() - started
+    # every frame decoded, nothing reported; that the time is linear in the frames is the
+    # growth check's to say (fuzz.growth), not a test's: no test depends on the machine
+    tables = read_tables(capture(300_000), tables=["frames", "conversations", "anomalies"])
     assert tables["frames"].num_rows == 300_000 + 1  # the CONNECT too
     assert codes(tables) == []
-    assert t_large < 6 * t_small, (t_small, t_large)  # linear (3x), with room for noise
 
 
 # --------------------------------------------------------------------------- TCP
@@ -307,9 +302,7 @@ def test_a_huge_properties_map(tmp_path: Path) -> None:
     props = [{"key": f"k{i}", "value": f"v{i}"} for i in range(200_000)]
     frame = send(meta(properties=props), b"p")
     assert len(frame) < 5 * MB  # within the default maximum frame size
-    started = time.perf_counter()
     tables = read(write_pcap(tmp_path / "props.pcap", payload_session(frame).segs).path)
-    assert time.perf_counter() - started < 60
     (row,) = tables["messages"].to_pylist()
     assert row["payload_size"] == 1
 

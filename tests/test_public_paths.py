@@ -6,7 +6,10 @@ from __future__ import annotations
 import importlib
 import importlib.resources
 
+import pytest
 
+
+@pytest.mark.spark  # imports pyspark (the spark extra)
 def test_dissector_spark_is_the_data_source() -> None:
     public = importlib.import_module("dissector.spark")
     inner = importlib.import_module("dissector.frontends.spark")

@@ -47,7 +47,8 @@ from dissector.capture import open_capture
 from dissector.capture.bpf import default_filter_text
 from dissector.errors import InputError, UsageError
 from dissector.frontends import live as live_module
-from dissector.frontends.cli import build_parser, cmd_read
+from dissector.frontends.cli import build_parser
+from dissector.frontends.cli.read import cmd_read
 from dissector.frontends.live import Counts, LiveOptions, Session, json_lines, run
 from dissector.frontends.live_capturer import Capturer
 from dissector.frontends.live_files import ParquetParts, PcapFiles

@@ -1,0 +1,115 @@
+"""EDGE: the `pulsar-dissect` command line: the parser of every command, and its errors.
+
+Input: command-line arguments and the files they name.
+Output: text or JSON lines on stdout; errors as one line on stderr with a non-zero exit.
+Rule: bad input never shows a traceback: DissectorError and OSError become one clear line
+(exit 2). Exit 0 when the input was read, even if it held anomalies.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any, NoReturn
+
+import dissector.frontends.cli.fields as fields
+import dissector.frontends.cli.live as live
+import dissector.frontends.cli.read as read
+import dissector.frontends.cli.report as report
+import dissector.frontends.cli.spark as spark
+import dissector.frontends.cli.sql as sql
+import dissector.frontends.cli.stream as stream
+import dissector.frontends.cli.summary as summary
+from dissector.capture.listing import expand_captures
+from dissector.errors import DissectorError, describe_os_error, os_reason
+from dissector.frontends.cli.options import inputs
+from dissector.frontends.overwrite_guard import refuse_overwrite
+from dissector.frontends.terminal import printable
+from dissector.keylog_files import check_keylogs
+from dissector.reader import check_captures
+
+_DIST = "pulsar-dissector"
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line (what was wrong, and where help is), exit 2,
+    and options are never abbreviated (`--top` must not silently mean `--topic`)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **{**kwargs, "allow_abbrev": False})
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Every command's parser; each one's arguments and `run` come from its module."""
+    parser = _Parser(
+        prog="pulsar-dissect",
+        description="Decode Apache Pulsar binary-protocol traffic into frames and tables.",
+    )
+    parser.add_argument(
+        "--version", action="version", version=f"%(prog)s {importlib.metadata.version(_DIST)}"
+    )
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    for command in (stream, read, summary, fields, sql, report, spark, live):  # --help's order
+        command.add_parser(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The command line: the exit status (0, 1 as documented, 2 for an error, 130 for Ctrl-C)."""
+    try:
+        code = _main(argv)
+    except SystemExit as exc:  # argparse's own exit: --help, or a usage error (one line)
+        code = exc.code if isinstance(exc.code, int) else 0 if exc.code is None else 2
+    return _flushed(code)
+
+
+def _flushed(code: int) -> int:
+    """Standard output flushed now, while an error can still be told: a write that fails
+    (a full disk) is one line and exit 2, never a silent exit at the interpreter's end."""
+    try:
+        sys.stdout.flush()
+    except OSError as exc:
+        # the interpreter flushes again on its way out: let that one go nowhere
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        if isinstance(exc, BrokenPipeError):
+            return code
+        print(f"pulsar-dissect: standard output: cannot write: {os_reason(exc)}", file=sys.stderr)
+        return 2
+    return code
+
+
+def _main(argv: Sequence[str] | None) -> int:
+    args = build_parser().parse_args(argv)
+    if getattr(args, "captures", None):  # `-` reads standard output of another tool
+        args.captures = ["/dev/stdin" if c == "-" else c for c in args.captures]
+    try:
+        if getattr(args, "tls_keylog", None):
+            check_keylogs(args.tls_keylog)
+        if getattr(args, "captures", None):
+            # globs and directories, local or in object storage, then every input checked
+            # before any output
+            args.captures = expand_captures(args.captures, args.s3_endpoint)
+            check_captures(args.captures, args.s3_endpoint)
+        outputs = [None, getattr(args, "output", None), getattr(args, "write", None)]
+        refuse_overwrite(inputs(args), [o for o in outputs if isinstance(o, str) or o is None])
+        return int(args.run(args, sys.stdout))
+    except BrokenPipeError:
+        # Output piped into `head`: not an error. Point stdout at devnull so that the
+        # interpreter's final flush does not complain either.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    except DissectorError as exc:
+        print(f"pulsar-dissect: {printable(str(exc))}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(f"pulsar-dissect: {printable(describe_os_error(exc))}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:  # Ctrl-C: outputs were removed on the way out (TableWriter)
+        print("pulsar-dissect: interrupted", file=sys.stderr)
+        return 130

@@ -1,0 +1,83 @@
+"""EDGE: the text view of `pulsar-dissect read`: one line per frame, as tshark prints packets.
+
+Input: the parsed arguments of `read` (no --table, no -o) and the row filter.
+Output: frame lines (anomalies inline) on stdout; -V a tree of fields, -x the bytes.
+Rule: -Y is judged on the frames table's rows, a batch (BATCH_ROWS) of held lines at a time,
+so memory stays bounded; -c N stops after N frame lines.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections import Counter
+from typing import TextIO
+
+from dissector.errors import UsageError
+from dissector.events import Frame
+from dissector.frontends.cli.options import print_hint, reader_options
+from dissector.frontends.expressions import RowFilter
+from dissector.frontends.text import FrameLines
+from dissector.reader import OTHER_PORT, first_packet_time, iter_events
+from dissector.tables.builders import BATCH_ROWS, TableBuilder
+from dissector.tables.filters import Filter
+from dissector.tables.schema import TABLES
+
+
+def text_view(args: argparse.Namespace, out: TextIO, rows: Filter) -> int:
+    """One line per frame (anomalies inline), as tshark prints packets; -Y keeps the frames
+    whose frames-table row matches (their lines only), -c N stops after N frame lines."""
+    options = reader_options(args)
+    if args.columns:
+        raise UsageError("--columns chooses table columns: give --table (or -o)")
+    lines = FrameLines(
+        rows,
+        show_secrets=args.show_secrets,
+        time_format=args.time_format,
+        verbose=args.verbose,
+        hexdump=args.hexdump,
+    )
+    first = first_packet_time(args.captures, options)
+    if first is not None:
+        lines.start(first)
+    where = RowFilter(args.filter, "frames", TABLES["frames"].schema) if args.filter else None
+    other: Counter[int] = Counter()
+    frames = printed = 0
+    builder = TableBuilder(tables=["frames"], fields=options.fields) if where is not None else None
+    held: list[str | None] = []  # -Y: frame lines waiting for their rows to be judged
+
+    def judge() -> int:
+        """Print the held lines whose frames match -Y; how many were printed."""
+        assert builder is not None and where is not None and builder.frames is not None
+        builder.frames.flush()
+        batches = builder.frames.take()
+        keep: list[bool] = []
+        for batch in batches:
+            keep += where.mask(batch).to_pylist()
+        shown = 0
+        for line, ok in zip(held, keep, strict=True):
+            if ok and line is not None and (args.count is None or printed + shown < args.count):
+                out.write(line)
+                shown += 1
+        held.clear()
+        return shown
+
+    for _, ev in iter_events(args.captures, options, other):  # `!` lines need payloads
+        is_frame = type(ev) is Frame
+        frames += is_frame
+        text = lines.line(ev)
+        if builder is not None:
+            builder.add(ev)
+            if is_frame:
+                held.append(text)
+                if len(held) >= BATCH_ROWS:
+                    printed += judge()
+        elif text is not None:
+            out.write(text)
+            printed += is_frame
+        if args.count is not None and printed >= args.count:
+            break
+    if builder is not None and held:
+        printed += judge()
+    seen = Counter({"frames": frames, **{f"{OTHER_PORT}{p}": n for p, n in other.items()}})
+    print_hint(seen, options)
+    return 0

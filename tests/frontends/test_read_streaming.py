@@ -202,7 +202,8 @@ SHARDED_CLI = (
     "import sys\n"
     "from dissector import parallel_reader\n"
     "from dissector.frontends import cli\n"
-    "cli.workers = parallel_reader.workers = lambda paths, jobs: jobs\n"
+    "from dissector.frontends.cli import options\n"
+    "options.workers = parallel_reader.workers = lambda paths, jobs: jobs\n"
     "sys.exit(cli.main(sys.argv[1:]))\n"
 )
 

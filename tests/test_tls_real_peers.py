@@ -35,7 +35,7 @@ from tests.support.tls_capture import (
     tshark_shown,
     tshark_tls_streams,
 )
-from tests.support.tls_pki import ORGANIZATION
+from fuzz.tls_pki import ORGANIZATION
 from tests.test_golden_messages import identity, rows
 
 # --------------------------------------------------------------------------- fixtures

@@ -65,6 +65,7 @@ from dissector.pulsar.payload import DEFAULT_MAX_UNCOMPRESSED, decompress, split
 from dissector.reader import ReaderOptions, read_tables, stream_tables
 from dissector.tables.builders import TableBuilder
 from dissector.tables.schema import TABLES
+from fuzz import level_cli, level_multi, level_outputs, level_tls
 from fuzz import mutators as mu
 from fuzz.checks import (
     Case,
@@ -88,7 +89,7 @@ __all__ = [
     "check_tables",
 ]
 
-LEVELS = ("pipeline", "capture", "tcp", "framing", "payload")
+LEVELS = ("pipeline", "capture", "tcp", "framing", "payload", "tls", "multi", "cli", "outputs")
 
 C2B, B2C = Direction.CLIENT_TO_BROKER, Direction.BROKER_TO_CLIENT
 #: One pipeline input in this many also runs through the command line / the reader API.
@@ -127,6 +128,30 @@ class Harness:
         elif roll < API_EVERY + CLI_EVERY:
             case.settings["api"] = True
         return case
+
+    def _make_tls(self, rng: Random) -> Case:
+        return level_tls.make(rng, self.workdir)
+
+    def _run_tls(self, case: Case) -> Seen:
+        return level_tls.run(case, self.workdir)
+
+    def _make_multi(self, rng: Random) -> Case:
+        return level_multi.make(rng, self.corpus)
+
+    def _run_multi(self, case: Case) -> Seen:
+        return level_multi.run(case, self.workdir)
+
+    def _make_cli(self, rng: Random) -> Case:
+        return level_cli.make(rng, self.corpus)
+
+    def _run_cli(self, case: Case) -> Seen:
+        return level_cli.run(case, self.workdir)
+
+    def _make_outputs(self, rng: Random) -> Case:
+        return level_outputs.make(rng, self.corpus)
+
+    def _run_outputs(self, case: Case) -> Seen:
+        return level_outputs.run(case, self.workdir)
 
     def _make_capture(self, rng: Random) -> Case:
         return self._make_capture_bytes(rng, "capture")

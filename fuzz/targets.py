@@ -15,8 +15,10 @@ Levels:
 - framing: the frame decoder on damaged byte streams, fed in random pieces with gaps.
 - payload: payload frames (metadata, compression, batches, chunks) through the decoder, the
   message extractor and the messages table; `decompress` and `split_batch` directly.
-Invariants: no exception but `InputError` (and that only before any packet); every anomaly
-code is registered; every string column is text (Arrow-validated UTF-8) and every time
+- tls, multi, cli, outputs (issue 31): inputs built rather than damaged samples; each in its
+  own module (fuzz/level_*.py) with its invariants.
+Invariants (fuzz.checks): no exception but `InputError` (and that only before any packet);
+every anomaly code is registered; every string column is text (Arrow-validated UTF-8) and every time
 column holds a date Python can show; for every direction of every connection frame + skipped
 + gap (+ preamble) bytes = stream bytes; TCP stream offsets are contiguous; the frame
 decoder accounts for every byte and gives the same frames however the stream is split.
@@ -80,7 +82,9 @@ from fuzz.checks import (
 from fuzz.seeds import Corpus
 
 __all__ = [
+    "BUILT_LEVELS",
     "LEVELS",
+    "SAMPLE_LEVELS",
     "Case",
     "Harness",
     "InvariantError",
@@ -89,7 +93,10 @@ __all__ = [
     "check_tables",
 ]
 
-LEVELS = ("pipeline", "capture", "tcp", "framing", "payload", "tls", "multi", "cli", "outputs")
+#: Levels that damage the samples (issue 14), and those that build their inputs (issue 31).
+SAMPLE_LEVELS = ("pipeline", "capture", "tcp", "framing", "payload")
+BUILT_LEVELS = ("tls", "multi", "cli", "outputs")
+LEVELS = SAMPLE_LEVELS + BUILT_LEVELS
 
 C2B, B2C = Direction.CLIENT_TO_BROKER, Direction.BROKER_TO_CLIENT
 #: One pipeline input in this many also runs through the command line / the reader API.

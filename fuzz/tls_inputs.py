@@ -152,8 +152,10 @@ def keylog_text(seed: TlsSeed, variant: str, rng: Random, other: TlsSeed) -> lis
         lines = noisy
     elif variant == "missing":
         lines = []
-    elif variant == "partial":
-        lines = [ln for ln in lines if rng.random() < 0.5][:-1] if len(lines) > 1 else []
+    elif variant == "partial":  # some lines, never every traffic secret
+        needed = [ln for ln in lines if "TRAFFIC_SECRET" in ln or ln.startswith("CLIENT_RANDOM")]
+        gone = rng.choice(needed) if needed else ""
+        lines = [ln for ln in lines if ln != gone and rng.random() < 0.7]
     elif variant == "wrong":
         theirs = {
             ln.split()[0]: ln.split()[2] for ln in other.keylog.splitlines() if ln.count(" ") == 2

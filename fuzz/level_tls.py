@@ -27,6 +27,7 @@ from fuzz import tls_inputs as ti
 from fuzz.checks import Case, Seen, read_checked, require
 from fuzz.mutators import flip_bits
 from fuzz.packets import B2C, C2B, Conn, Pkt, pcap, stamp
+from fuzz.seeds import Corpus
 from fuzz.tls_pool import TlsSeed, pool
 
 #: Sessions in one input, and how often (the last ones: many sessions waiting for keys).
@@ -94,7 +95,8 @@ def _session(rng: Random, seed: TlsSeed, ops: list[str]) -> tuple[Any, bool]:
     return packets, not damaged
 
 
-def make(rng: Random, workdir: Path) -> Case:
+def make(rng: Random, corpus: Corpus) -> Case:
+    del corpus  # the sessions come from the pool
     seeds = pool()
     count = rng.choices(SESSIONS, SESSION_WEIGHTS)[0]
     ops: list[str] = [f"sessions={count}"]

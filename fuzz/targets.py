@@ -37,7 +37,7 @@ from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
 from random import Random
-from typing import Any
+from typing import Any, Protocol
 
 import pyarrow as pa
 
@@ -98,6 +98,22 @@ SAMPLE_LEVELS = ("pipeline", "capture", "tcp", "framing", "payload")
 BUILT_LEVELS = ("tls", "multi", "cli", "outputs")
 LEVELS = SAMPLE_LEVELS + BUILT_LEVELS
 
+
+class _BuiltLevel(Protocol):
+    """A built level's module (fuzz/level_*.py)."""
+
+    def make(self, rng: Random, corpus: Corpus) -> Case: ...
+
+    def run(self, case: Case, workdir: Path) -> Seen: ...
+
+
+_BUILT: dict[str, _BuiltLevel] = {
+    "tls": level_tls,
+    "multi": level_multi,
+    "cli": level_cli,
+    "outputs": level_outputs,
+}
+
 C2B, B2C = Direction.CLIENT_TO_BROKER, Direction.BROKER_TO_CLIENT
 #: One pipeline input in this many also runs through the command line / the reader API.
 CLI_EVERY = 40
@@ -115,6 +131,8 @@ class Harness:
     # ------------------------------------------------------------------ making inputs
 
     def make(self, level: str, rng: Random) -> Case:
+        if level in _BUILT:
+            return _BUILT[level].make(rng, self.corpus)
         return getattr(self, f"_make_{level}")(rng)  # type: ignore[no-any-return]
 
     def _seed_pair(self, rng: Random) -> tuple[Any, Any]:
@@ -135,30 +153,6 @@ class Harness:
         elif roll < API_EVERY + CLI_EVERY:
             case.settings["api"] = True
         return case
-
-    def _make_tls(self, rng: Random) -> Case:
-        return level_tls.make(rng, self.workdir)
-
-    def _run_tls(self, case: Case) -> Seen:
-        return level_tls.run(case, self.workdir)
-
-    def _make_multi(self, rng: Random) -> Case:
-        return level_multi.make(rng, self.corpus)
-
-    def _run_multi(self, case: Case) -> Seen:
-        return level_multi.run(case, self.workdir)
-
-    def _make_cli(self, rng: Random) -> Case:
-        return level_cli.make(rng, self.corpus)
-
-    def _run_cli(self, case: Case) -> Seen:
-        return level_cli.run(case, self.workdir)
-
-    def _make_outputs(self, rng: Random) -> Case:
-        return level_outputs.make(rng, self.corpus)
-
-    def _run_outputs(self, case: Case) -> Seen:
-        return level_outputs.run(case, self.workdir)
 
     def _make_capture(self, rng: Random) -> Case:
         return self._make_capture_bytes(rng, "capture")
@@ -210,6 +204,8 @@ class Harness:
     # ------------------------------------------------------------------ running inputs
 
     def run(self, case: Case) -> Seen:
+        if case.level in _BUILT:
+            return _BUILT[case.level].run(case, self.workdir)
         return getattr(self, f"_run_{case.level}")(case)  # type: ignore[no-any-return]
 
     def _write(self, data: bytes) -> str:

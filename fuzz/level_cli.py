@@ -14,11 +14,12 @@ characters); SQL with duplicate column names; --since/--until, -t, --columns; re
 (s3:///x ...), globs, folders, missing files.
 Invariants: exit status 0 or 2 (the CLI's documented ones) within TIME_LIMIT s; no Python
 traceback, and every line of standard error the tool's own (it starts with `pulsar-dissect`:
-no library warning); no input file changed (hashed before and after); after a non-zero exit
-no new file left (not even a hidden temporary one); JSON lines on standard output parse; text
-output (the text view, -V, summary, sql's table) holds no control character a terminal obeys
-(ESC, BEL, ...); a run that printed something, run again with standard output on /dev/full,
-fails (non-zero), and so does -w /dev/full.
+no library warning); no input file changed (hashed before and after); no hidden temporary
+file left, and after a non-zero exit no new file at all; JSON lines on standard output
+parse; text output (the text view, -V, summary, sql's table) and standard error hold no
+control character a terminal obeys (ESC, BEL, ...); a run that printed something, run again
+with standard output on /dev/full, fails (non-zero), and so do -o and -w onto a full device,
+which stays a device.
 """
 
 from __future__ import annotations
@@ -48,6 +49,8 @@ NUMBERS = (
     "0", "1", "2", "-1", "10", "65535", "65536", "1e303", "1e308", "1e309", "inf", "-inf",
     "nan", "1e-300", "9" * 30, "0x10", "1_000", "abc", "", " 5", "5.5",
 )  # fmt: skip
+#: -j values: small, or not numbers (a large N would fork N processes on a shared machine).
+JOBS = ("1", "2", "3", "0", "-1", "abc", "2.5", "", "nan", "1e3")
 TIMES = ("2024-01-01", "1e20", "-1e20", "nan", "garbage", "9999-12-31T23:59:59", "0", "1.5")
 NAMES = (
     "in.pcap", "in put.pcap", "it's.pcap", '"q".pcap', "-dash.pcap", "[a].pcap", "*.pcap",
@@ -165,7 +168,9 @@ def make(rng: Random, corpus: Corpus) -> Case:
         args.append(rng.choice(QUERIES))
     for _ in range(rng.choice((0, 1, 2, 3))):
         opt = rng.choice(DECODE_OPTIONS)
-        if opt == "--series":
+        if opt == "-j":  # never many: -j N forks N workers, whatever N (the machine is shared)
+            args += [opt, rng.choice(JOBS)]
+        elif opt == "--series":
             args += [opt, rng.choice(("auto", "digits", "none", "bad"))]
         elif opt == "--no-merge":
             args.append(opt)
@@ -317,6 +322,8 @@ def run(case: Case, workdir: Path) -> Seen:
     require(
         not changed, "cli_changed_input", f"{changed}: {_shown(args)}; exit {code}: {err[:200]}"
     )
+    hidden = [n for n in after if os.path.basename(n).startswith(".") and n.endswith(".part")]
+    require(not hidden, "cli_left_temporary", f"{hidden} after exit {code}: {_shown(args)}")
     if code != 0:
         left = sorted(set(after) - set(before))
         require(not left, "cli_left_output", f"{left} after exit {code}: {_shown(args)}")

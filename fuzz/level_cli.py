@@ -27,6 +27,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import stat
 import subprocess
 import sys
@@ -319,9 +320,9 @@ def run(case: Case, workdir: Path) -> Seen:
     after = _snapshot(folder)
     check_run(args, code, out, err, case.settings["text"])
     changed = sorted(n for n, h in before.items() if after.get(n) != h)
-    require(
-        not changed, "cli_changed_input", f"{changed}: {_shown(args)}; exit {code}: {err[:200]}"
-    )
+    how = " ".join(o for o in ("-o", "-w") if o in args) or args[0]
+    detail = f"{changed}: {_shown(args)}; exit {code}: {err[:200]}"
+    require(not changed, "cli_changed_input", detail, how)
     hidden = [n for n in after if os.path.basename(n).startswith(".") and n.endswith(".part")]
     require(not hidden, "cli_left_temporary", f"{hidden} after exit {code}: {_shown(args)}")
     if code != 0:
@@ -333,31 +334,43 @@ def run(case: Case, workdir: Path) -> Seen:
             stat.S_ISCHR(os.lstat(full).st_mode),
             "cli_replaced_device",
             f"the device {full} is now a regular file: {_shown(args)}; exit {code}",
+            how,
         )
     for option in ("-w", "-o"):
         if option in args and args[args.index(option) + 1] == full:
-            require(code != 0, "cli_full_device", f"{option} {full} gave exit 0: {_shown(args)}")
+            detail = f"{option} {full} gave exit 0: {_shown(args)}"
+            require(code != 0, "cli_full_device", detail, option)
     if case.settings.get("full") and code == 0 and out:
         with open("/dev/full", "wb") as device:  # opened, never replaced: safe
             again, _, err2 = _run(args, folder, device)
         check_run(args, again, b"", err2, False)
-        require(again != 0, "cli_full_device", f"stdout on /dev/full gave exit 0: {_shown(args)}")
+        detail = f"stdout on /dev/full gave exit 0: {_shown(args)}"
+        require(again != 0, "cli_full_device", detail, f"stdout, {args[0]}")
     return Seen()
+
+
+def _crash_site(err: str) -> str:
+    """The exception and the innermost dissector/ frame of a traceback on standard error
+    (what tells one crash from another, as the campaign's keys do)."""
+    frames = re.findall(r'File "[^"]*?(dissector/[^"]+)", line (\d+), in (\w+)', err)
+    last = [ln for ln in err.strip().splitlines() if ln and not ln.startswith(" ")]
+    kind = last[-1].split(":")[0] if last else "?"
+    return f"{kind} at {':'.join(frames[-1])}" if frames else kind
 
 
 def check_run(args: list[str], code: int, out: bytes, err: str, text: bool) -> None:
     """The invariants of one run (see the module docstring)."""
     where = _shown(args)
-    require(
-        "Traceback (most recent call last)" not in err, "cli_traceback", f"{where}: {err[-600:]}"
-    )
-    require(code in (0, 2), "cli_exit_status", f"exit {code}: {where}: {err[-300:]}")
+    crashed = "Traceback (most recent call last)" in err
+    require(not crashed, "cli_traceback", f"{where}: {err[-600:]}", _crash_site(err))
+    require(code in (0, 2), "cli_exit_status", f"exit {code}: {where}: {err[-300:]}", str(code))
     foreign = [ln for ln in err.splitlines() if ln.strip() and not ln.startswith("pulsar-dissect")]
-    require(not foreign, "cli_foreign_stderr", f"{where}: {foreign[:3]}")
+    kind = re.sub(r"^.*?(\w+(Warning|Error)):.*$", r"\1", foreign[0]) if foreign else ""
+    require(not foreign, "cli_foreign_stderr", f"{where}: {foreign[:3]}", f"{args[0]}: {kind}")
     require(not raw_controls(err), "cli_stderr_controls", f"{where}: {raw_controls(err)}")
     if text:
         shown = raw_controls(out.decode("utf-8", "replace"))
-        require(not shown, "cli_text_controls", f"{where}: {shown}")
+        require(not shown, "cli_text_controls", f"{where}: {shown}", args[0])
     if code == 0 and "jsonl" in args and "-o" not in args and out:
         for line in out.splitlines():
             json.loads(line)

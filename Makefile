@@ -8,7 +8,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: install java testdeps demo check test lint typecheck pytest proto bench bench-quick clean
+.PHONY: install java testdeps demo check test lint typecheck pytest proto bench bench-quick fuzz-growth clean
 
 install: $(STAMP) java
 
@@ -89,6 +89,14 @@ bench-quick: install
 	@command -v tshark >/dev/null 2>&1 || { apt-get update -q && \
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -q tshark; }
 	$(PY) -m benchmarks.run --quick
+
+# Growth check (fuzz/growth.py, issue 31): inputs an attacker can grow (TLS KeyUpdate chains,
+# resync garbage, long -Y words, overlapping TCP segments and IP fragments, TLS sessions
+# waiting for keys) made at n, 2n, 4n; time may grow at most 2.2x per doubling, memory must
+# stay bounded. A few minutes; wall-clock, so not part of `make test`. Exit 1 on a failure;
+# reports/fuzz_growth.md and .json.
+fuzz-growth: install
+	$(PY) -m fuzz.growth --out reports/fuzz_growth.json
 
 # Regenerate the protobuf bindings from proto/pulsar_api.proto.
 proto: install

@@ -49,8 +49,22 @@ from dissector.anomalies import REGISTRY
 from fuzz.seeds import load
 from fuzz.targets import LEVELS, Case, Harness, InvariantError
 
-#: Default share of the inputs per level: the whole pipeline the largest (issue 14).
-WEIGHTS = {"pipeline": 0.35, "capture": 0.15, "tcp": 0.15, "framing": 0.2, "payload": 0.15}
+#: Default share of the inputs per level: the whole pipeline the largest (issue 14); the
+#: levels of issue 31 cost more per input (TLS sessions, forks, a subprocess for `cli`).
+WEIGHTS = {
+    "pipeline": 0.33,
+    "capture": 0.14,
+    "tcp": 0.14,
+    "framing": 0.19,
+    "payload": 0.14,
+    "tls": 0.03,
+    "multi": 0.01,
+    "cli": 0.001,
+    "outputs": 0.01,
+}
+#: Levels whose slowest inputs are not timed again (a subprocess per input: its time is
+#: mostly the interpreter's start).
+NOT_RETIMED = frozenset({"cli"})
 #: Inputs per task handed to a worker.
 BLOCK = 500
 #: Seconds one input may run (the median is about a millisecond).
@@ -82,6 +96,15 @@ def _alarm(_signum: int, _frame: FrameType | None) -> None:
     raise Hang(f"ran longer than {TIME_LIMIT} s")
 
 
+def _shown(value: object) -> object:
+    """JSON for what the report holds beside plain values: bytes (inputs' files) by size."""
+    if isinstance(value, bytes | bytearray):
+        return f"<{len(value)} bytes>"
+    if isinstance(value, set | frozenset | tuple):
+        return sorted(value, key=repr)
+    return repr(value)
+
+
 def failure_key(exc: BaseException) -> str:
     """Exception type and innermost `dissector/` frame, or the invariant broken."""
     if isinstance(exc, InvariantError):
@@ -98,6 +121,31 @@ def failure_key(exc: BaseException) -> str:
 
 def input_rng(seed: int, level: str, index: int) -> Random:
     return Random(f"{seed}:{level}:{index}")
+
+
+def save_case(case: Case, path: str) -> list[str]:
+    """Write the input to `path` (and, for inputs of several files, beside it); the files
+    written."""
+    if case.level == "cli":  # a scratch folder of captures and key logs, and the arguments
+        folder = Path(path)
+        folder.mkdir(parents=True, exist_ok=True)
+        for name, data in case.settings["files"].items():
+            (folder / name).write_bytes(data)
+        (folder / "ARGS.json").write_text(json.dumps(case.data) + "\n")
+        return [str(folder)]
+    written = []
+    if isinstance(case.data, list) and case.data and isinstance(case.data[0], bytes):
+        for i, data in enumerate(case.data):  # multi: the capture files, in reading order
+            Path(f"{path}.{i}").write_bytes(data)
+            written.append(f"{path}.{i}")
+    else:
+        Path(path).write_bytes(case_bytes(case))
+        written.append(path)
+    texts = case.settings.get("keylogs") or [case.settings.get("keylog")]
+    for i, text in enumerate(t for t in texts if t):
+        Path(f"{path}.keys{i}").write_text(text)
+        written.append(f"{path}.keys{i}")
+    return written
 
 
 def case_bytes(case: Case) -> bytes:
@@ -438,7 +486,7 @@ def retime_report(path: Path, md: Path) -> dict[str, Any]:
                 d[name] = _retime(harness, report["seed"], level, median, items)
     finally:
         shutil.rmtree(harness.workdir, ignore_errors=True)
-    path.write_text(json.dumps(report, indent=1) + "\n")
+    path.write_text(json.dumps(report, indent=1, default=_shown) + "\n")
     md.write_text(markdown(report))
     return report
 
@@ -494,8 +542,11 @@ def campaign(args: argparse.Namespace) -> dict[str, Any]:
 
     def start(slot: int) -> Any:
         state[4 * slot : 4 * slot + 4] = [-1, 0, 0, 0]
+        # not daemonic: the multi level forks the parallel reader's workers from a worker
+        # (daemonic processes may not); the parent stops every worker on its way out, and a
+        # worker whose parent died gets EOF on the task queue
         proc = ctx.Process(
-            target=_worker, args=(slot, args.seed, base, todo, results, state), daemon=True
+            target=_worker, args=(slot, args.seed, base, todo, results, state), daemon=False
         )
         proc.start()
         return proc
@@ -569,15 +620,17 @@ def campaign(args: argparse.Namespace) -> dict[str, Any]:
     failures = []
     for lv, t in totals.items():
         stats = _time_stats(t)
+        median = stats["median_us_per_kib"]
+        retimed = lv not in NOT_RETIMED
         levels[lv] = {
             "inputs": t.inputs,
             "rejected_as_not_a_capture": t.rejected,
             "failed_inputs": sum(e["count"] for e in t.failures.values()),
             "time": stats,
-            "slowest_relative_to_size": _retime(
-                harness, args.seed, lv, stats["median_us_per_kib"], t.slow
-            ),
-            "slowest": _retime(harness, args.seed, lv, stats["median_us_per_kib"], t.slowest),
+            "slowest_relative_to_size": _retime(harness, args.seed, lv, median, t.slow)
+            if retimed
+            else [],
+            "slowest": _retime(harness, args.seed, lv, median, t.slowest) if retimed else [],
             "anomaly_codes": dict(t.codes.most_common()),
         }
         for key, entry in t.failures.items():
@@ -616,7 +669,7 @@ def campaign(args: argparse.Namespace) -> dict[str, Any]:
 
 def markdown(report: dict[str, Any]) -> str:
     lines = [
-        "# Fuzzing campaign (issue 14)",
+        "# Fuzzing campaign (issues 14 and 31)",
         "",
         f"Command: `{report['command']}` (code: commit {report['commit']}, Python "
         f"{report['python']}, {report['cpus']} CPUs shared with other work, mypyc-compiled "
@@ -731,8 +784,7 @@ def replay(spec: str, save: str | None) -> int:
     print(f"{level} input {index} of seed {seed}: {case.size} bytes; {case.ops}")
     print(f"settings: { {k: v for k, v in case.settings.items() if k not in ('cuts',)} }")
     if save:
-        Path(save).write_bytes(case_bytes(case))
-        print(f"written to {save}")
+        print(f"written to {', '.join(save_case(case, save))}")
     try:
         t0 = time.perf_counter()
         seen = harness.run(case)
@@ -782,7 +834,7 @@ def main(argv: list[str] | None = None) -> int:
     report = campaign(args)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(report, indent=1) + "\n")
+    out.write_text(json.dumps(report, indent=1, default=_shown) + "\n")
     md = Path(args.md) if args.md else out.with_suffix(".md")
     md.write_text(markdown(report))
     print(

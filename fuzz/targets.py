@@ -15,8 +15,10 @@ Levels:
 - framing: the frame decoder on damaged byte streams, fed in random pieces with gaps.
 - payload: payload frames (metadata, compression, batches, chunks) through the decoder, the
   message extractor and the messages table; `decompress` and `split_batch` directly.
-Invariants: no exception but `InputError` (and that only before any packet); every anomaly
-code is registered; every string column is text (Arrow-validated UTF-8) and every time
+- tls, multi, cli, outputs (issue 31): inputs built rather than damaged samples; each in its
+  own module (fuzz/level_*.py) with its invariants.
+Invariants (fuzz.checks): no exception but `InputError` (and that only before any packet);
+every anomaly code is registered; every string column is text (Arrow-validated UTF-8) and every time
 column holds a date Python can show; for every direction of every connection frame + skipped
 + gap (+ preamble) bytes = stream bytes; TCP stream offsets are contiguous; the frame
 decoder accounts for every byte and gives the same frames however the stream is split.
@@ -33,13 +35,11 @@ import time
 import zlib
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from pathlib import Path
 from random import Random
-from typing import Any
+from typing import Any, Protocol
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from dissector.anomalies import REGISTRY
 from dissector.capture import open_capture
@@ -50,7 +50,6 @@ from dissector.events import (
     AppMessage,
     ConnClosed,
     ConnOpened,
-    Conversation,
     Direction,
     Frame,
     NetIssue,
@@ -61,60 +60,64 @@ from dissector.events import (
 )
 from dissector.flow.net import parse_packet
 from dissector.flow.tcp import Reassembler
-from dissector.frontends.text import FrameLines, frame_text
+from dissector.frontends.text import frame_text
 from dissector.pulsar.framing import DEFAULT_MAX_FRAME_SIZE, FrameDecoder
 from dissector.pulsar.messages import MessageExtractor
 from dissector.pulsar.payload import DEFAULT_MAX_UNCOMPRESSED, decompress, split_batch
-from dissector.reader import ReaderOptions, iter_events, read_tables, stream_tables
+from dissector.reader import ReaderOptions, read_tables, stream_tables
 from dissector.tables.builders import TableBuilder
-from dissector.tables.filters import Filter
 from dissector.tables.schema import TABLES
+from fuzz import level_cli, level_multi, level_outputs, level_tls
 from fuzz import mutators as mu
+from fuzz.checks import (
+    Case,
+    InvariantError,
+    Seen,
+    check_conversations,
+    check_tables,
+    read_checked,
+    require,
+    table_rows,
+)
 from fuzz.seeds import Corpus
 
-LEVELS = ("pipeline", "capture", "tcp", "framing", "payload")
+__all__ = [
+    "BUILT_LEVELS",
+    "LEVELS",
+    "SAMPLE_LEVELS",
+    "Case",
+    "Harness",
+    "InvariantError",
+    "Seen",
+    "check_conversations",
+    "check_tables",
+]
 
-#: Times Python's datetime can show (year 1 to 9999), in µs since the epoch.
-MIN_SHOWN_US = -62_135_596_800_000_000
+#: Levels that damage the samples (issue 14), and those that build their inputs (issue 31).
+SAMPLE_LEVELS = ("pipeline", "capture", "tcp", "framing", "payload")
+BUILT_LEVELS = ("tls", "multi", "cli", "outputs")
+LEVELS = SAMPLE_LEVELS + BUILT_LEVELS
+
+
+class _BuiltLevel(Protocol):
+    """A built level's module (fuzz/level_*.py)."""
+
+    def make(self, rng: Random, corpus: Corpus) -> Case: ...
+
+    def run(self, case: Case, workdir: Path) -> Seen: ...
+
+
+_BUILT: dict[str, _BuiltLevel] = {
+    "tls": level_tls,
+    "multi": level_multi,
+    "cli": level_cli,
+    "outputs": level_outputs,
+}
+
 C2B, B2C = Direction.CLIENT_TO_BROKER, Direction.BROKER_TO_CLIENT
 #: One pipeline input in this many also runs through the command line / the reader API.
 CLI_EVERY = 40
 API_EVERY = 25
-
-
-class InvariantError(AssertionError):
-    """An invariant that does not hold: `name` keys the failure, `detail` says how."""
-
-    def __init__(self, name: str, detail: str, where: str = "") -> None:
-        super().__init__(f"{name}: {detail}")
-        self.name = name
-        self.detail = detail
-        self.where = where  # which column or table, when that tells failures apart
-
-
-def require(ok: bool, name: str, detail: object = "", where: str = "") -> None:
-    if not ok:
-        raise InvariantError(name, str(detail)[:500], where)
-
-
-@dataclass
-class Case:
-    """One input of one level."""
-
-    level: str
-    size: int  # bytes of input (capture before gzip, stream, frames)
-    ops: list[str]
-    data: Any  # bytes, or the records / frames of the level
-    settings: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass
-class Seen:
-    """What running an input gave (for the campaign's coverage counts)."""
-
-    codes: set[str] = field(default_factory=set)
-    rejected: bool = False
-    extra: float = 0.0  # seconds of cross-checks (API, command line) beyond the level's work
 
 
 class Harness:
@@ -128,6 +131,8 @@ class Harness:
     # ------------------------------------------------------------------ making inputs
 
     def make(self, level: str, rng: Random) -> Case:
+        if level in _BUILT:
+            return _BUILT[level].make(rng, self.corpus)
         return getattr(self, f"_make_{level}")(rng)  # type: ignore[no-any-return]
 
     def _seed_pair(self, rng: Random) -> tuple[Any, Any]:
@@ -199,6 +204,8 @@ class Harness:
     # ------------------------------------------------------------------ running inputs
 
     def run(self, case: Case) -> Seen:
+        if case.level in _BUILT:
+            return _BUILT[case.level].run(case, self.workdir)
         return getattr(self, f"_run_{case.level}")(case)  # type: ignore[no-any-return]
 
     def _write(self, data: bytes) -> str:
@@ -210,30 +217,7 @@ class Harness:
         path = self._write(case.data)
         options = _reader_options(case.settings)
         seen = Seen()
-        builder = TableBuilder(capture=path)
-        lines = FrameLines(Filter())
-        conversations: list[Conversation] = []
-        frames: Counter[tuple[int, Direction]] = Counter()  # frame events per direction
-        events = 0
-        try:
-            for _, ev in iter_events(path, options):
-                events += 1
-                builder.add(ev)
-                text = lines.line(ev)
-                if text is not None:
-                    text.encode("utf-8")  # what printing it does: no lone surrogates
-                if type(ev) is Frame:
-                    frames[(ev.conn_id, ev.direction)] += 1
-                elif type(ev) is Anomaly:
-                    seen.codes.add(ev.code)
-                elif type(ev) is Conversation:
-                    conversations.append(ev)
-        except InputError:
-            require(events == 0, "input_error_after_events", f"after {events} events")
-            seen.rejected = True
-        tables = builder.tables()
-        check_tables(tables)
-        check_conversations(conversations, tables, frames)
+        tables = read_checked(path, options, seen)
         start = time.perf_counter()
         if "api" in case.settings:
             _check_api(path, options, tables, seen.rejected)
@@ -483,92 +467,6 @@ _CLI_RUNS = (
 # ---------------------------------------------------------------------- invariants
 
 
-def check_tables(tables: dict[str, pa.Table]) -> None:
-    """Strings are text, times are dates Python can show, codes are registered."""
-    for name, table in tables.items():
-        require(table.schema.equals(TABLES[name].schema), "schema", name)
-        if not table.num_rows:
-            continue
-        try:
-            table.validate(full=True)  # string columns hold valid UTF-8
-        except pa.ArrowInvalid as exc:
-            raise InvariantError("arrow_invalid", f"{name}: {exc}", name) from None
-        times = [
-            chunk.view(pa.int64())
-            for column, f in zip(table.columns, table.schema, strict=True)
-            if pa.types.is_timestamp(f.type)
-            for chunk in column.chunks
-        ]
-        if times:
-            low, high = pc.min_max(pa.concat_arrays(times)).values()
-            if low.is_valid:
-                ok = low.as_py() >= MIN_SHOWN_US and high.as_py() <= MAX_TS_US
-                if not ok:  # name the column
-                    for column, f in zip(table.columns, table.schema, strict=True):
-                        if pa.types.is_timestamp(f.type):
-                            lo, hi = pc.min_max(column.cast(pa.int64())).values()
-                            bad = lo.is_valid and not MIN_SHOWN_US <= lo.as_py() <= MAX_TS_US
-                            bad = bad or (hi.is_valid and hi.as_py() > MAX_TS_US)
-                            where = f"{name}.{f.name}"
-                            require(not bad, "time_not_a_date", f"{lo}..{hi}", where)
-    if "anomalies" in tables:
-        codes = set(tables["anomalies"].column("code").to_pylist())
-        require(codes <= set(REGISTRY), "unregistered_code", codes - set(REGISTRY))
-
-
-_ACCOUNTING = [
-    f"{k}_bytes_{side}" for k in ("frame", "skipped", "gap", "stream") for side in ("c2b", "b2c")
-] + ["preamble_bytes"]
-
-
-def check_conversations(
-    convs: list[Conversation],
-    tables: dict[str, pa.Table],
-    frames: Counter[tuple[int, Direction]] | None = None,
-) -> None:
-    """Byte accounting per direction (frame + skipped + gap + preamble = stream bytes; no
-    more stream bytes than the wire carried, gaps aside), every frame counted in its
-    conversation, and every row's connection reported.
-
-    frames: the frame events of each direction, when the caller counted them."""
-    ids = set()
-    for conv in convs:
-        ids.add(conv.conn_id)
-        for side, stats in ((C2B, conv.c2b), (B2C, conv.b2c)):
-            parts = stats.frame_bytes + stats.skipped_bytes + stats.gap_bytes
-            if side is C2B:
-                parts += stats.preamble_bytes
-            where = f"conn {conv.conn_id} {side.value}"
-            require(
-                parts == stats.stream_bytes,
-                "byte_accounting",
-                f"{where}: {parts} != {stats.stream_bytes} ({stats})",
-            )
-            require(
-                stats.stream_bytes - stats.gap_bytes <= stats.wire_bytes,
-                "stream_beyond_wire",
-                f"{where}: {stats}",
-            )
-            if frames is not None:
-                n = frames[(conv.conn_id, side)]
-                require(n == stats.frames, "frames_not_counted", f"{where}: {n} rows, {stats}")
-    table = tables["conversations"]
-    require(table.num_rows == len(convs), "conversation_rows", f"{table.num_rows} != {len(convs)}")
-    cols = table.select(_ACCOUNTING).to_pydict()
-    for i in range(table.num_rows):
-        for end in ("c2b", "b2c"):
-            parts = sum(cols[f"{k}_bytes_{end}"][i] for k in ("frame", "skipped", "gap"))
-            parts += cols["preamble_bytes"][i] if end == "c2b" else 0
-            require(parts == cols[f"stream_bytes_{end}"][i], "byte_accounting_table", cols)
-    for name in ("frames", "messages", "timeline", "entities"):
-        conn = set(pc.unique(tables[name].column("conn_id")).to_pylist())
-        require(conn <= ids, "rows_without_conversation", f"{name}: {sorted(conn - ids)}")
-
-
-def _table_rows(tables: dict[str, pa.Table]) -> dict[str, int]:
-    return {n: t.num_rows for n, t in tables.items()}
-
-
 def _check_api(
     path: str, options: ReaderOptions, tables: dict[str, pa.Table], rejected: bool
 ) -> None:
@@ -579,7 +477,7 @@ def _check_api(
         require(rejected, "api_rejects", path)
         return
     require(not rejected, "api_accepts", path)
-    require(_table_rows(again) == _table_rows(tables), "api_rows", _table_rows(again))
+    require(table_rows(again) == table_rows(tables), "api_rows", table_rows(again))
     for name, table in tables.items():  # the same input read again: the same tables
         require(again[name].equals(table), "api_differs", name, name)
     check_tables(again)
@@ -589,7 +487,7 @@ def _check_api(
         counts[name] += batch.num_rows
 
     stream_tables(path, options, list(TABLES), sink)
-    require(dict(counts) == {k: v for k, v in _table_rows(tables).items() if v}, "stream_rows")
+    require(dict(counts) == {k: v for k, v in table_rows(tables).items() if v}, "stream_rows")
 
 
 def _check_cli(path: str, run: tuple[str, ...], workdir: Path, rejected: bool) -> None:

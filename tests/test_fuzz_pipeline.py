@@ -30,7 +30,7 @@ from dissector.reader import ReaderOptions, iter_events
 from fuzz import mutators as mu
 from fuzz.campaign import input_rng
 from fuzz.seeds import Corpus, load
-from fuzz.targets import LEVELS, Harness
+from fuzz.targets import SAMPLE_LEVELS, Harness
 
 FUZZ = settings(
     derandomize=True,
@@ -82,7 +82,7 @@ def test_payload_decoding_on_damaged_frames(harness: Harness, rng: Any) -> None:
     harness.run(harness.make("payload", rng))
 
 
-@pytest.mark.parametrize("level", LEVELS)
+@pytest.mark.parametrize("level", SAMPLE_LEVELS)  # the built levels: test_fuzz_levels.py
 @settings(FUZZ, max_examples=150)
 @given(index=st.integers(0, 10**9))
 def test_campaign_inputs(harness: Harness, level: str, index: int) -> None:

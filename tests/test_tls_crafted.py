@@ -1,7 +1,7 @@
 """TLS conversations made of real TLS bytes (OpenSSL through Python's `ssl`, in memory).
 
 Each test builds a genuine TLS 1.3 or 1.2 session carrying real Pulsar frames
-(tests/support/memory_tls.py), puts it in a crafted capture, and reads it back. Expected
+(fuzz/memory_tls.py), puts it in a crafted capture, and reads it back. Expected
 values come from elsewhere than the dissector: the frames the client and broker wrote, what
 `ssl` reports (version, cipher), the certificate the test made, hand-known IANA names.
 Cases: decryption (TLS 1.3 AES-256-GCM, TLS 1.2 AES-GCM, ChaCha20-Poly1305, AES-CBC with and
@@ -24,8 +24,7 @@ from dissector.events import Direction, Frame
 from dissector.flow.tls_keylog import KeyLog
 from dissector.frontends.cli import main
 from dissector.reader import Capture, ReaderOptions, make_pipeline, read_capture
-from tests.support.crafted import Conn, Msg, Session, baseline_msgs, chunks, write_pcap
-from tests.support.memory_tls import (
+from fuzz.memory_tls import (
     ISSUER,
     OP_NO_ENCRYPT_THEN_MAC,
     SNI,
@@ -33,6 +32,7 @@ from tests.support.memory_tls import (
     TlsRun,
     run_tls,
 )
+from tests.support.crafted import Conn, Msg, Session, baseline_msgs, chunks, write_pcap
 
 C2B, B2C = Direction.CLIENT_TO_BROKER, Direction.BROKER_TO_CLIENT
 MSGS = baseline_msgs()

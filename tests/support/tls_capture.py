@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree
 
+from fuzz.tls_pki import TestPki, make_pki, server_context
 from tests.support.capture import Tcpdump
 from tests.support.peers import (
     ClientLogRecorder,
@@ -37,7 +38,6 @@ from tests.support.peers import (
     RecordingProxy,
     run_compression_scenario,
 )
-from tests.support.tls_pki import TestPki, make_pki, server_context
 from tests.support.tls_terminator import TlsInfo
 
 __all__ = [

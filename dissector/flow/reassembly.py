@@ -14,12 +14,14 @@ Rules:
   much it keeps (a flood of one-byte-advancing overlaps stays linear). Keep-alive probes
   are ignored.
 - Out-of-order segments wait in a buffer bounded by MAX_OUT_OF_ORDER_BYTES. A hole becomes a
-  gap when the peer's acknowledgement of bytes past it is older than ACK_GRACE_US (they were
-  sent but not captured), when the bound is exceeded, or when the connection ends. Bytes
-  that arrive within the grace fill the hole: with one file per direction (a full-duplex
-  TAP) or a skewed clock, the ACK is often merged before the data it acknowledges. The gap
-  then carries the ACK's packet and time, as if declared at once. Missing bytes are never
-  zero-filled.
+  gap when the peer has acknowledged bytes past it (they were sent but not captured) and
+  either bytes the sender sent after those acknowledged arrive (a direction's segments keep
+  their order in the capture, also in one file per direction) or the acknowledgement is
+  older than ACK_GRACE_US; or when the bound is exceeded, or when the connection ends.
+  Until then acknowledged bytes may still arrive and fill the hole: with one file per
+  direction (a full-duplex TAP) or a skewed clock, the ACK is often merged before the data
+  it acknowledges. The gap carries the ACK's packet and time, as if declared at once.
+  Missing bytes are never zero-filled.
 - An ignored direction keeps counting offsets but delivers nothing and buffers nothing.
 """
 
@@ -171,6 +173,11 @@ class HalfStream:
                     )
                 )
                 self.advance(min(self.ooo), seg.number, seg.ts, out)
+            elif self.acks and self.acks[0][0] <= offset:
+                # Bytes sent after acknowledged ones are here, those are not: lost.
+                while self.acks and self.acks[0][0] <= offset:
+                    self._settle(*self.acks.pop(0), out)
+                self.deadline = self.acks[0][2] + ACK_GRACE_US if self.acks else NEVER
         else:
             end = d + len(data) + missing
             if d == -1 and len(data) <= 1 and not missing:

@@ -27,7 +27,7 @@ Rules:
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Final, Protocol
 
 from dissector.events import Anomaly, Direction, Segment, StreamData, StreamGap
 from dissector.flow.recent import RecentBytes
@@ -54,8 +54,9 @@ ACK_GRACE_US = 1_000_000
 #: Acknowledgements waiting for their grace per direction (each a few words). Past it the
 #: newest replaces the last one kept: the bytes between are then declared later, never early.
 MAX_PENDING_ACKS = 64
-#: The deadline of a direction without pending acknowledgements.
-NEVER = 1 << 62
+#: The deadline of a direction without pending acknowledgements (36,000 years after 1970;
+#: below 2**62, so that compiled code compares it as a machine word, not a Python int).
+NEVER: Final = 1 << 60
 
 
 def seq_diff(a: int, b: int) -> int:

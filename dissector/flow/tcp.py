@@ -123,8 +123,9 @@ class Reassembler:
 
     def feed(self, seg: Segment) -> list[TcpEvent]:
         out: list[TcpEvent] = []
-        if self.idle_timeout is not None and seg.ts > self.clock:
-            self._expire(seg.ts, out)
+        ts = seg.ts
+        if self.idle_timeout is not None and ts > self.clock:
+            self._expire(ts, out)
         entry = self._flows.get((seg.src_ip, seg.src_port, seg.dst_ip, seg.dst_port))
         flags = seg.flags
         if entry is None or (flags & SYN and not flags & ACK and self._is_new_syn(entry[0], seg)):
@@ -134,7 +135,7 @@ class Reassembler:
                 return out  # a stray ACK/FIN/RST of a connection we never saw
             entry = self._open(seg, out)
         conn, direction = entry
-        conn.last_ts = seg.ts
+        conn.last_ts = ts
         conn.last_packet = seg.number
         count = conn.counts[direction]
         count[0] += 1
@@ -145,8 +146,8 @@ class Reassembler:
             return out
         self._touch(conn.conn_id)  # the most recently active now
         conn.active = self.clock
-        if seg.ts > conn.deadline:  # an ACK of bytes still not seen is past its grace
-            self._overdue(conn, seg.ts, out)
+        if ts > conn.deadline:  # an ACK of bytes still not seen is past its grace
+            self._overdue(conn, ts, out)
         half = conn.halves[direction]
         seq = seg.seq
         if flags & SYN:

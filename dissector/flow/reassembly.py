@@ -14,14 +14,20 @@ Rules:
   much it keeps (a flood of one-byte-advancing overlaps stays linear). Keep-alive probes
   are ignored.
 - Out-of-order segments wait in a buffer bounded by MAX_OUT_OF_ORDER_BYTES. A hole becomes a
-  gap when the peer acknowledges bytes past it (they were sent but not captured), when the
-  bound is exceeded, or when the connection ends. Missing bytes are never zero-filled.
+  gap when the peer has acknowledged bytes past it (they were sent but not captured) and
+  either bytes the sender sent after those acknowledged arrive (a direction's segments keep
+  their order in the capture, also in one file per direction) or the acknowledgement is
+  older than ACK_GRACE_US; or when the bound is exceeded, or when the connection ends.
+  Until then acknowledged bytes may still arrive and fill the hole: with one file per
+  direction (a full-duplex TAP) or a skewed clock, the ACK is often merged before the data
+  it acknowledges. The gap carries the ACK's packet and time, as if declared at once.
+  Missing bytes are never zero-filled.
 - An ignored direction keeps counting offsets but delivers nothing and buffers nothing.
 """
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Final, Protocol
 
 from dissector.events import Anomaly, Direction, Segment, StreamData, StreamGap
 from dissector.flow.recent import RecentBytes
@@ -40,6 +46,17 @@ RETRANSMIT_BUDGET = 256 << 20
 MIN_RETRANSMIT_WINDOW = 4 << 10
 #: A sequence jump larger than this is not reordering or loss but a different stream.
 MAX_JUMP = 1 << 30
+#: How long (µs of capture time, never the machine's clock: reads stay deterministic) bytes
+#: the peer acknowledged may still arrive before their hole is declared a gap. Copies from
+#: another tap port or interface, or a file whose clock is skewed, come within milliseconds;
+#: a second is far beyond that and still reports a real loss promptly in a live capture.
+ACK_GRACE_US = 1_000_000
+#: Acknowledgements waiting for their grace per direction (each a few words). Past it the
+#: newest replaces the last one kept: the bytes between are then declared later, never early.
+MAX_PENDING_ACKS = 64
+#: The deadline of a direction without pending acknowledgements (36,000 years after 1970;
+#: below 2**62, so that compiled code compares it as a machine word, not a Python int).
+NEVER: Final = 1 << 60
 
 
 def seq_diff(a: int, b: int) -> int:
@@ -75,7 +92,9 @@ class HalfStream:
     """State of one direction of one connection; see the module docstring."""
 
     __slots__ = (
+        "acks",
         "conn_id",
+        "deadline",
         "direction",
         "done",
         "fin_seq",
@@ -104,6 +123,10 @@ class HalfStream:
         self.ooo: dict[int, tuple[bytes, int, int, int]] = {}  # offset -> data, missing, pkt, ts
         self.ooo_bytes = 0
         self.recent = RecentBytes()  # the pieces last delivered, to compare retransmissions
+        # Acknowledgements of bytes not seen yet, oldest first: (stream offset acknowledged,
+        # packet, ts) with increasing offsets; `deadline` is when the first one's grace ends.
+        self.acks: list[tuple[int, int, int]] = []
+        self.deadline = NEVER
 
     def ignore(self) -> None:
         """Deliver nothing from now on and drop what is buffered."""
@@ -111,6 +134,8 @@ class HalfStream:
         self.ooo.clear()
         self.ooo_bytes = 0
         self.recent.clear()
+        self.acks.clear()
+        self.deadline = NEVER
 
     @property
     def recent_bytes(self) -> int:
@@ -149,6 +174,11 @@ class HalfStream:
                     )
                 )
                 self.advance(min(self.ooo), seg.number, seg.ts, out)
+            elif self.acks and self.acks[0][0] <= offset:
+                # Bytes sent after acknowledged ones are here, those are not: lost.
+                while self.acks and self.acks[0][0] <= offset:
+                    self._settle(*self.acks.pop(0), out)
+                self.deadline = self.acks[0][2] + ACK_GRACE_US if self.acks else NEVER
         else:
             end = d + len(data) + missing
             if d == -1 and len(data) <= 1 and not missing:
@@ -228,16 +258,51 @@ class HalfStream:
             self.drain(out, ts)
 
     def acked(self, ack: int, seg: Segment, out: Sink) -> None:
-        """The peer acknowledged up to `ack`: bytes before it were sent even if not captured."""
+        """The peer acknowledged up to `ack`: bytes before it were sent even if not captured
+        yet. They may still arrive (the ACK was merged ahead of them): the hole becomes a gap
+        only when the ACK is older than ACK_GRACE_US (`overdue`) or the connection ends."""
         assert self.next_seq is not None
         if self.fin_seq is not None and seq_diff(ack, self.fin_seq) > 0:
             ack = self.fin_seq
         d = seq_diff(ack, self.next_seq)
         if 0 < d <= MAX_JUMP:
-            self.advance(self.offset + d, seg.number, seg.ts, out)
+            if self.ignored:  # nothing is delivered nor buffered: only offsets move
+                self.advance(self.offset + d, seg.number, seg.ts, out)
+                return
+            target = self.offset + d
+            acks = self.acks
+            while acks and acks[0][0] <= self.offset:
+                del acks[0]  # its bytes arrived
+            if not acks or target > acks[-1][0]:
+                if len(acks) < MAX_PENDING_ACKS:
+                    acks.append((target, seg.number, seg.ts))
+                else:
+                    acks[-1] = (target, seg.number, seg.ts)
+            self.deadline = acks[0][2] + ACK_GRACE_US
+
+    def overdue(self, now: int, out: Sink) -> None:
+        """Capture time is `now`: holes acknowledged more than ACK_GRACE_US ago become gaps."""
+        acks = self.acks
+        while acks and acks[0][2] + ACK_GRACE_US < now:
+            target, packet, ts = acks.pop(0)
+            self._settle(target, packet, ts, out)
+        self.deadline = acks[0][2] + ACK_GRACE_US if acks else NEVER
+
+    def _settle(self, target: int, packet: int, ts: int, out: Sink) -> None:
+        """What was acknowledged up to stream offset `target` (by `packet` at `ts`) was
+        sent: holes before it become gaps (not past a FIN seen since)."""
+        if self.fin_seq is not None and self.next_seq is not None:
+            target = min(target, self.offset + max(0, seq_diff(self.fin_seq, self.next_seq)))
+        if target > self.offset:
+            self.advance(target, packet, ts, out)
 
     def finish(self, packet: int, ts: int, out: Sink) -> None:
-        """The connection ends: buffered bytes and holes up to a seen FIN are delivered."""
+        """The connection ends: buffered bytes and holes up to a seen FIN are delivered
+        (holes acknowledged earlier as gaps at their acknowledgement)."""
+        for target, ack_packet, ack_ts in self.acks:
+            self._settle(target, ack_packet, ack_ts, out)
+        self.acks.clear()
+        self.deadline = NEVER
         ends = [k + len(v[0]) + v[1] for k, v in self.ooo.items()]
         if self.fin_seq is not None and self.next_seq is not None:
             ends.append(self.offset + max(0, seq_diff(self.fin_seq, self.next_seq)))

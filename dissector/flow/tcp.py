@@ -22,6 +22,9 @@ Rules:
   connection's idleness runs from the clock at its latest packet, so a clock step back
   neither ends nor keeps a connection, and the least recently active connection, first in the
   table, is also the longest idle: each check costs O(1) and ends exactly the idle ones.
+- An ACK of bytes not captured yet waits ACK_GRACE_US of capture time for them
+  (`HalfStream.acked`); a connection keeps the earliest deadline of its two directions, so
+  that every packet of it checks it with one comparison (`HalfStream.overdue`).
 - A connection the caller `ignore`s is still tracked (its end is reported) but delivers nothing.
 """
 
@@ -41,7 +44,7 @@ from dissector.events import (
 )
 from dissector.events import StreamData as StreamData  # re-exported: tcp's output
 from dissector.events import StreamGap as StreamGap
-from dissector.flow.reassembly import HalfStream, RetransmitWindow
+from dissector.flow.reassembly import NEVER, HalfStream, RetransmitWindow
 from dissector.flow.reassembly import seq_diff as seq_diff
 
 FIN, SYN, RST, ACK = 0x01, 0x02, 0x04, 0x10
@@ -65,6 +68,7 @@ class _Conn:
         "closed",
         "conn_id",
         "counts",
+        "deadline",
         "halves",
         "isn",
         "key",
@@ -85,6 +89,7 @@ class _Conn:
         self.last_packet = 0
         self.active = ts  # the flow table's clock at its latest packet (idle timeout)
         self.counts = {C2B: [0, 0], B2C: [0, 0]}  # direction -> [packets, payload bytes]
+        self.deadline = NEVER  # the earliest grace end of an unseen ACK (never: none)
 
 
 class Reassembler:
@@ -118,8 +123,9 @@ class Reassembler:
 
     def feed(self, seg: Segment) -> list[TcpEvent]:
         out: list[TcpEvent] = []
-        if self.idle_timeout is not None and seg.ts > self.clock:
-            self._expire(seg.ts, out)
+        ts = seg.ts
+        if self.idle_timeout is not None and ts > self.clock:
+            self._expire(ts, out)
         entry = self._flows.get((seg.src_ip, seg.src_port, seg.dst_ip, seg.dst_port))
         flags = seg.flags
         if entry is None or (flags & SYN and not flags & ACK and self._is_new_syn(entry[0], seg)):
@@ -129,7 +135,7 @@ class Reassembler:
                 return out  # a stray ACK/FIN/RST of a connection we never saw
             entry = self._open(seg, out)
         conn, direction = entry
-        conn.last_ts = seg.ts
+        conn.last_ts = ts
         conn.last_packet = seg.number
         count = conn.counts[direction]
         count[0] += 1
@@ -140,6 +146,8 @@ class Reassembler:
             return out
         self._touch(conn.conn_id)  # the most recently active now
         conn.active = self.clock
+        if ts > conn.deadline:  # an ACK of bytes still not seen is past its grace
+            self._overdue(conn, ts, out)
         half = conn.halves[direction]
         seq = seg.seq
         if flags & SYN:
@@ -173,6 +181,8 @@ class Reassembler:
             other = conn.halves[B2C if direction is C2B else C2B]
             if other.next_seq is not None and other.next_seq != seg.ack:
                 other.acked(seg.ack, seg, out)
+                if other.deadline < conn.deadline:
+                    conn.deadline = other.deadline
         if flags & RST:
             self._close(conn, CloseReason.RST, seg, out)
             return out
@@ -214,6 +224,12 @@ class Reassembler:
         out: list[TcpEvent] = []
         self._expire(now, out)
         return out
+
+    def _overdue(self, conn: _Conn, now: int, out: list[TcpEvent]) -> None:
+        c2b, b2c = conn.halves[C2B], conn.halves[B2C]
+        c2b.overdue(now, out)
+        b2c.overdue(now, out)
+        conn.deadline = min(c2b.deadline, b2c.deadline)
 
     def _expire(self, now: int, out: list[TcpEvent]) -> None:
         assert self.idle_timeout is not None

@@ -280,7 +280,12 @@ def check(family: Family, scale: float, runs: int, folder: Path) -> dict[str, An
     if family.memory:
         added = [max(r["added_mib"], 0.0) for r in rows]
         out["memory_ok"] = added[2] <= MEMORY_GROWTH * added[1] + MEMORY_SLACK_MIB
-        ok = ok and out["memory_ok"]
+        # F4 is a memory finding: judged by the memory the waiting records add, which must
+        # stop growing. Time is reported beside the same read's without the key log: with
+        # hundreds of MB of capture both grow alike (the read itself: page faults, caches)
+        base = [float(r["seconds_without_keylog"]) for r in rows]
+        out["time_ratios_without_keylog"], _ = _judge(base, RATIO)
+        ok = out["memory_ok"]
     out["ok"] = ok
     return out
 

@@ -487,7 +487,7 @@ def retime_report(path: Path, md: Path) -> dict[str, Any]:
     finally:
         shutil.rmtree(harness.workdir, ignore_errors=True)
     path.write_text(json.dumps(report, indent=1, default=_shown) + "\n")
-    md.write_text(markdown(report))
+    md.write_text(markdown(report), errors="backslashreplace")  # file names: any bytes
     return report
 
 
@@ -836,7 +836,7 @@ def main(argv: list[str] | None = None) -> int:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=1, default=_shown) + "\n")
     md = Path(args.md) if args.md else out.with_suffix(".md")
-    md.write_text(markdown(report))
+    md.write_text(markdown(report), errors="backslashreplace")  # file names: any bytes
     print(
         f"{report['inputs']} inputs in {report['wall_seconds']} s: "
         f"{report['distinct_failures']} distinct failures; {out}, {md}",

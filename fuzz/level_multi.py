@@ -93,7 +93,10 @@ def _tap(rng: Random, corpus: Corpus, ops: list[str]) -> dict[str, Any]:
         order = rng.choice(ti.ORDERS)
         flights = ti.segments(list(seed.wire), 1400)
         pkts = ti.session_packets(Conn(server_port=6651), ti.interleave(flights, order, rng))
-        recs = stamp(pkts, step=rng.choice((100, 1000)))
+        # the session outlasts twice the skew: two files whose time spans do not overlap
+        # were not taken at the same time and are read one after the other (capture.merge)
+        step = max(rng.choice((100, 1000)), 2 * abs(skew) // max(1, len(pkts) - 1) + 1)
+        recs = stamp(pkts, step=step)
         sides = [[r for r, p in zip(recs, pkts, strict=True) if p.direction == d] for d in (0, 1)]
         out |= {"keylog": seed.keylog, "expect": (*seed.frames, *seed.plain)}
         ops.append(f"tap:{seed.name}:{order}:skew={skew}")

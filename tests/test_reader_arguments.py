@@ -115,3 +115,26 @@ def test_an_object_store_url_without_a_bucket(url: str) -> None:
     assert done.returncode == 2
     assert done.stderr.splitlines() == [f"pulsar-dissect: {url}: no bucket name "
                                         f"({url.split(':')[0]}://BUCKET/PATH)"]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("bound", "value", "rows"),
+    [("--since", "1e20", 0), ("--since", "-1e30", None), ("--until", "inf", None),
+     ("--until", "-1e300", 0)],
+)  # fmt: skip
+def test_time_bounds_past_any_timestamp(bound: str, value: str, rows: int | None) -> None:
+    """Campaign rerun (cli level): `--since 1e20` ended in a TypeError inside pyarrow (a
+    bound past int64 microseconds); a bound past every timestamp keeps all rows or none."""
+    done = cli("read", str(SAMPLE), f"{bound}={value}", "--table", "frames", "--format", "csv")
+    assert done.returncode == 0, done.stderr
+    everything = cli("read", str(SAMPLE), "--table", "frames", "--format", "csv").stdout
+    expected = everything.count("\n") - 1 if rows is None else rows
+    assert done.stdout.count("\n") - 1 == expected
+
+
+def test_a_time_that_is_not_a_number() -> None:
+    done = cli("read", str(SAMPLE), "--since=nan")
+    assert done.returncode == 2
+    assert done.stderr.splitlines() == [
+        "pulsar-dissect: not a time: 'nan' (ISO 8601 or Unix seconds)"
+    ]

@@ -23,9 +23,16 @@ _COMMAND_COLUMNS = ("command", "request_command", "response_command")
 def parse_time(text: str) -> int:
     """ISO 8601 (naive means UTC) or Unix seconds, as microseconds since the epoch."""
     try:
-        return round(float(text) * 1_000_000)
+        seconds = float(text)
     except ValueError:
         pass
+    else:
+        if seconds != seconds:
+            raise UsageError(f"not a time: {text!r} (ISO 8601 or Unix seconds)")
+        # beyond what a timestamp column holds (int64 µs, about ±292,000 years): the bound
+        # itself, so `--since 1e20` keeps nothing and `--until inf` keeps everything
+        micros = max(-(2.0**63), min(2.0**63, seconds * 1_000_000))
+        return max(-(2**63), min(2**63 - 1, round(micros)))
     try:
         when = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:

@@ -64,7 +64,7 @@ def test_the_pure_python_package_passes_the_core_tests(tmp_path: Path) -> None:
     shutil.copytree(ROOT / "dissector", copy / "dissector", ignore=shutil.ignore_patterns("*.so"))
     shutil.copytree(ROOT / "tests", copy / "tests", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(ROOT / "pyproject.toml", copy / "pyproject.toml")
-    for shared in ("pcaps", "proto", "scripts"):
+    for shared in ("pcaps", "proto", "scripts", "fuzz"):  # fuzz: TLS generators tests share
         (copy / shared).symlink_to(ROOT / shared)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     where = subprocess.run(

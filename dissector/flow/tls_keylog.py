@@ -29,7 +29,7 @@ LABELS = frozenset(
     }
 )
 #: A partial line longer than this is not a key log line: dropped (bounds the held piece).
-_MAX_LINE = 1024
+MAX_LINE = 1024
 
 
 class KeyLog:
@@ -53,7 +53,7 @@ class KeyLog:
         text = self._partial + text
         lines = text.split("\n")
         self._partial = lines.pop()
-        if len(self._partial) > _MAX_LINE:
+        if len(self._partial) > MAX_LINE:
             self._partial = ""
             self.bad_lines += 1
         return sum(self._line(line) for line in lines)

@@ -71,6 +71,28 @@ def test_files_are_followed_as_they_grow(tmp_path: Path) -> None:
     assert files.poll() == 1 and files.keylog.get(OTHER, "CLIENT_RANDOM") == SECRET
 
 
+@pytest.mark.parametrize("follow", [False, True])
+def test_a_file_ending_mid_line_does_not_swallow_the_next_files_first_line(
+    tmp_path: Path, follow: bool
+) -> None:
+    # The campaign rerun's tls input 162: a key log cut short (no newline, half a secret)
+    # given before a whole one; the whole file's first line is a secret of its own.
+    cut, whole = tmp_path / "cut.log", tmp_path / "whole.log"
+    cut.write_text(line("CLIENT_RANDOM", OTHER, MASTER)[:100])
+    whole.write_text(
+        line("SERVER_HANDSHAKE_TRAFFIC_SECRET", RANDOM, SECRET)
+        + line("CLIENT_HANDSHAKE_TRAFFIC_SECRET", RANDOM, MASTER)
+    )
+    files = KeylogFiles([cut, whole], follow=follow)
+    assert files.keylog.get(RANDOM, "SERVER_HANDSHAKE_TRAFFIC_SECRET") == SECRET
+    assert files.keylog.get(RANDOM, "CLIENT_HANDSHAKE_TRAFFIC_SECRET") == MASTER
+    assert files.keylog.get(OTHER, "CLIENT_RANDOM") is None
+    if follow:  # the cut file's line ends later: it is whole then, and still its own
+        with cut.open("a") as f:
+            f.write(line("CLIENT_RANDOM", OTHER, MASTER)[100:])
+        assert files.poll() == 1 and files.keylog.get(OTHER, "CLIENT_RANDOM") == MASTER
+
+
 def test_unreadable_files_name_the_file_never_its_contents(tmp_path: Path) -> None:
     with pytest.raises(InputError) as err:
         check_keylogs([tmp_path / "missing.log"])

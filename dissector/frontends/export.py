@@ -2,9 +2,9 @@
 
 Input: the captures and the reader options; the frames filter (topic, command, conn,
 time, -Y) that chooses connections.
-Output: one classic pcap file holding every packet of the chosen connections (all their TCP
+Output: one capture file holding every packet of the chosen connections (all their TCP
 segments, handshake and pure ACKs included), in capture order, with their original
-timestamps, lengths and link type; written under a hidden name and renamed when complete.
+timestamps, lengths and link types; written under a hidden name and renamed when complete.
 Rules:
 - A connection is chosen when at least one of its frames passes the filter (every Pulsar
   connection when there is no filter).
@@ -14,8 +14,13 @@ Rules:
   tables' own: captures of the same time merge as in dissector.capture.merge) to just
   before the next connection on the same endpoints: the last ACK after the FINs and late
   retransmissions belong to it. Packets are written in the read's order.
-- One link type per output file, as pcap allows: captures of several link types are one
-  clear error.
+- The file is a classic pcap (what most tools read) when every packet written has one link
+  type; pcapng (one interface per link type, microsecond timestamps) when they have several,
+  since pcap holds one, or when OUT ends in .pcapng. Wireshark and tshark tell the two apart
+  by their first bytes, whatever the name. Several link types are found while writing: the
+  file is then written again as pcapng (a second pass over the captures, only then); an
+  output written in place (a FIFO, a device) cannot be rewritten, so for one the link types
+  are read first (a pass over the packets without dissecting them).
 """
 
 from __future__ import annotations
@@ -28,16 +33,21 @@ import pyarrow as pa
 
 from dissector.capture import series
 from dissector.capture.merge import merged
-from dissector.errors import UsageError
 from dissector.events import RawPacket, Segment
 from dissector.flow.net import parse_packet
 from dissector.reader import ReaderOptions, as_paths, stream_tables
 from dissector.tables.columns import path_text
-from dissector.tables.output import hidden_file
+from dissector.tables.output import hidden_file, in_place
 
 _HEADER = struct.Struct("<IHHiIII")
 _RECORD = struct.Struct("<IIII")
 SNAPLEN = 262144
+# pcapng (draft-ietf-opsawg-pcapng): the section header (byte-order magic, version 1.0,
+# section length unknown), an interface (link type, reserved, snap length; the default
+# timestamp resolution is microseconds) and the enhanced packet block's fixed fields.
+_SHB = struct.pack("<IIIHHqI", 0x0A0D0D0A, 28, 0x1A2B3C4D, 1, 0, -1, 28)
+_IDB = struct.Struct("<IIHHII")
+_EPB = struct.Struct("<IIIIIII")
 
 Endpoints = tuple[str, int, str, int]
 
@@ -103,9 +113,25 @@ def write_packets(
 ) -> int:
     """Write the chosen connections' packets to `path` (see the module docstring); the
     number of packets written."""
-    with hidden_file(path) as out:
-        written = _write(out, paths, options, chosen)
-    return written
+    ng = path.lower().endswith(".pcapng")
+    if not ng and in_place(path):
+        ng = len(_link_types(paths, options)) > 1
+    try:
+        with hidden_file(path) as out:
+            return _write(out, paths, options, chosen, ng)
+    except _SeveralLinkTypes:  # found while writing a pcap: again, as pcapng
+        with hidden_file(path) as out:
+            return _write(out, paths, options, chosen, True)
+
+
+class _SeveralLinkTypes(Exception):
+    """A pcap being written met a second link type (internal: it is written again)."""
+
+
+def _link_types(paths: Iterable[str], options: ReaderOptions) -> set[int]:
+    groups = series.group(as_paths(paths), options.series)
+    found = merged(groups, None, options.s3_endpoint, options.merge)
+    return {pkt.linktype for _, _, _, pkt in found if type(pkt) is RawPacket}
 
 
 def _write(
@@ -113,23 +139,19 @@ def _write(
     paths: Iterable[str],
     options: ReaderOptions,
     chosen: dict[str, dict[Endpoints, list[tuple[int, int]]]],
+    ng: bool,
 ) -> int:
     write = out.write  # type: ignore[attr-defined]
     linktype: int | None = None
+    interfaces: dict[int, int] = {}  # pcapng: link type -> interface number
     written = 0
+    if ng:
+        write(_SHB)
     groups = series.group(as_paths(paths), options.series)
     names = [path_text(files[0]) for files in groups]  # as the capture column holds them
-    for _, index, file, pkt in merged(groups, None, options.s3_endpoint, options.merge):
+    for _, index, _file, pkt in merged(groups, None, options.s3_endpoint, options.merge):
         if type(pkt) is not RawPacket:
             continue  # damage that ended a file: its packets before it were written
-        if linktype is None:
-            linktype = pkt.linktype
-            write(_HEADER.pack(0xA1B2C3D4, 2, 4, 0, 0, SNAPLEN, linktype))
-        elif pkt.linktype != linktype:
-            raise UsageError(
-                f"{file}: link type {pkt.linktype} differs from {linktype}: "
-                "a pcap file holds one; write each capture on its own"
-            )
         table = chosen.get(names[index])
         if not table:
             continue
@@ -140,10 +162,25 @@ def _write(
         number = pkt.number  # numbered in its group, as the tables number packets
         if spans is None or not any(a <= number <= b for a, b in spans):
             continue
-        ts = pkt.ts
-        write(_RECORD.pack(ts // 1_000_000, ts % 1_000_000, len(pkt.data), pkt.orig_len))
-        write(pkt.data)
+        ts, data = pkt.ts, pkt.data
+        if ng:
+            ifid = interfaces.get(pkt.linktype)
+            if ifid is None:
+                ifid = interfaces[pkt.linktype] = len(interfaces)
+                write(_IDB.pack(1, 20, pkt.linktype, 0, SNAPLEN, 20))
+            pad = -len(data) % 4
+            size = 32 + len(data) + pad
+            write(_EPB.pack(6, size, ifid, ts >> 32, ts & 0xFFFFFFFF, len(data), pkt.orig_len))
+            write(data + b"\0" * pad + struct.pack("<I", size))
+        else:
+            if linktype is None:
+                linktype = pkt.linktype
+                write(_HEADER.pack(0xA1B2C3D4, 2, 4, 0, 0, SNAPLEN, linktype))
+            elif pkt.linktype != linktype:
+                raise _SeveralLinkTypes
+            write(_RECORD.pack(ts // 1_000_000, ts % 1_000_000, len(data), pkt.orig_len))
+            write(data)
         written += 1
-    if linktype is None:  # no packet at all: still a valid (empty) capture
+    if linktype is None and not ng:  # no packet at all: still a valid (empty) capture
         write(_HEADER.pack(0xA1B2C3D4, 2, 4, 0, 0, SNAPLEN, 1))
     return written

@@ -104,7 +104,7 @@ def _umask() -> int:
     return mask
 
 
-def _in_place(path: str) -> bool:
+def in_place(path: str) -> bool:
     """True for a path that exists and is not a regular file (device, FIFO, socket)."""
     try:
         return not stat.S_ISREG(os.stat(path).st_mode)
@@ -115,7 +115,7 @@ def _in_place(path: str) -> bool:
 def open_output(path: str) -> tuple[BinaryIO, str | None]:
     """A binary file to write `path` through, and its hidden temporary name (None when the
     path is a device or FIFO, written in place). OSError when it cannot be made."""
-    if _in_place(path):
+    if in_place(path):
         return open(path, "wb"), None
     folder, name = os.path.split(os.path.abspath(path))
     fd, hidden = tempfile.mkstemp(prefix=f".{name}.", suffix=".part", dir=folder)

@@ -12,19 +12,32 @@ import csv
 import datetime as dt
 import io
 import json
+import os
 import re
 import shutil
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
 
 from dissector.capture import open_capture
+from dissector.events import Direction
 from dissector.tables.schema import TABLES
 from tests.support.cli import cli
-from tests.support.crafted import Conn, Session, baseline_msgs, baseline_session, write_pcap
+from tests.support.crafted import (
+    LINKTYPES,
+    Conn,
+    Session,
+    baseline_msgs,
+    baseline_session,
+    link_frame,
+    ts_of,
+    write_pcap,
+    write_pcapng,
+)
 
 PCAPS = Path(__file__).resolve().parents[2] / "pcaps"
 SAMPLE = PCAPS / "produce_consume.pcap"
@@ -209,6 +222,66 @@ def test_w_exports_the_packets_of_the_chosen_connections(tmp_path: Path) -> None
             capture_output=True, text=True, check=True,
         ).stdout.split()  # fmt: skip
         assert set(streams) == {"0"} and len(streams) == len(mine)
+
+
+def pcapng_packets(path: Path) -> tuple[bytes, list[tuple[int, int, bytes]]]:
+    """The file's first 4 bytes, and (link type, timestamp in µs, bytes) of each packet, read
+    with scapy's pcapng reader (independent of ours)."""
+    from scapy.utils import RawPcapNgReader
+
+    packets = []
+    with RawPcapNgReader(str(path)) as reader:
+        for data, meta in reader:
+            ts = (meta.tshigh << 32) | meta.tslow
+            packets.append((meta.linktype, ts, data))
+    return path.read_bytes()[:4], packets
+
+
+def test_w_writes_pcapng_for_captures_of_several_link_types(tmp_path: Path) -> None:
+    """A pcapng whose client side was captured on Ethernet and broker side on a raw-IP
+    interface (the campaign rerun's outputs input 80: a UsageError after the whole read):
+    -w writes every packet with its own link type, as pcapng, since pcap holds one; a
+    .pcapng name asks for pcapng even with one link type."""
+    sessions = [baseline_session(Conn(client_port=41000 + k)) for k in range(2)]
+    segs = [seg for group in zip(*(s.segs for s in sessions), strict=True) for seg in group]
+    mixed = write_pcapng(tmp_path / "mixed.pcapng", segs, links=("ether", "raw"))
+    # what was crafted: interface 0 (Ethernet) client to broker, 1 (raw IP) broker to client
+    want = []
+    for number, seg in enumerate(segs, start=1):
+        link = "ether" if seg.direction is Direction.CLIENT_TO_BROKER else "raw"
+        ts = seg.ts_us if seg.ts_us is not None else ts_of(number)
+        want.append((LINKTYPES[link], ts, link_frame(seg.l3(), link)))
+    assert len({w[0] for w in want}) == 2
+    for name in ("out.pcap", "out.pcapng"):
+        res = cli("read", str(mixed), "-w", str(tmp_path / name))
+        assert res.returncode == 0 and res.stdout == "", res.stderr
+        magic, got = pcapng_packets(tmp_path / name)
+        assert magic == bytes.fromhex("0a0d0d0a") and got == want
+        assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+    mine = [w for w, seg in zip(want, segs, strict=True) if seg.conn.client_port == 41001]
+    res = cli("read", str(mixed), "-w", str(tmp_path / "one.pcap"), "--conn", "2")
+    assert res.returncode == 0, res.stderr
+    assert pcapng_packets(tmp_path / "one.pcap")[1] == mine
+    # a FIFO cannot be written twice: the link types are known before its first byte
+    fifo = tmp_path / "fifo.pcap"
+    os.mkfifo(fifo)
+    got: list[bytes] = []
+    drain = threading.Thread(target=lambda: got.append(fifo.read_bytes()))
+    drain.start()
+    res = cli("read", str(mixed), "-w", str(fifo))
+    drain.join()
+    assert res.returncode == 0, res.stderr
+    (tmp_path / "from_fifo").write_bytes(got[0])
+    assert pcapng_packets(tmp_path / "from_fifo") == (bytes.fromhex("0a0d0d0a"), want)
+    # one link type: a classic pcap, unless the name asks for pcapng
+    single = write_pcap(tmp_path / "single.pcap", segs).path
+    for name, magic in (("s.pcap", "d4c3b2a1"), ("s.pcapng", "0a0d0d0a")):
+        assert cli("read", str(single), "-w", str(tmp_path / name)).returncode == 0
+        assert (tmp_path / name).read_bytes()[:4] == bytes.fromhex(magic)
+    with open_capture(tmp_path / "s.pcapng") as reader:
+        ng = [(p.ts, p.data) for p in reader]
+    with open_capture(single) as reader:
+        assert ng == [(p.ts, p.data) for p in reader]
 
 
 # --------------------------------------------------------------------------- -x: frame bytes

@@ -262,7 +262,8 @@ def add_parser(sub: Subcommands) -> None:
         metavar="OUT.pcap",
         help="write the packets (every TCP segment, handshake included) of the connections "
         "with a frame the filters keep (--topic, --command, --conn, --since, -Y; every "
-        "connection without them) to a pcap file Wireshark opens",
+        "connection without them) to a pcap file Wireshark opens (pcapng when they have "
+        "several link types, or when OUT ends in .pcapng)",
     )
     read.add_argument(
         "-V",

@@ -19,6 +19,7 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
+from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
@@ -232,8 +233,8 @@ def pcapng_packets(path: Path) -> tuple[bytes, list[tuple[int, int, bytes]]]:
     packets = []
     with RawPcapNgReader(str(path)) as reader:
         for data, meta in reader:
-            ts = (meta.tshigh << 32) | meta.tslow
-            packets.append((meta.linktype, ts, data))
+            m: Any = meta  # scapy's pcapng metadata (a namedtuple its stubs leave out)
+            packets.append((m.linktype, (m.tshigh << 32) | m.tslow, data))
     return path.read_bytes()[:4], packets
 
 
@@ -265,19 +266,19 @@ def test_w_writes_pcapng_for_captures_of_several_link_types(tmp_path: Path) -> N
     # a FIFO cannot be written twice: the link types are known before its first byte
     fifo = tmp_path / "fifo.pcap"
     os.mkfifo(fifo)
-    got: list[bytes] = []
-    drain = threading.Thread(target=lambda: got.append(fifo.read_bytes()))
+    drained: list[bytes] = []
+    drain = threading.Thread(target=lambda: drained.append(fifo.read_bytes()))
     drain.start()
     res = cli("read", str(mixed), "-w", str(fifo))
     drain.join()
     assert res.returncode == 0, res.stderr
-    (tmp_path / "from_fifo").write_bytes(got[0])
+    (tmp_path / "from_fifo").write_bytes(drained[0])
     assert pcapng_packets(tmp_path / "from_fifo") == (bytes.fromhex("0a0d0d0a"), want)
     # one link type: a classic pcap, unless the name asks for pcapng
     single = write_pcap(tmp_path / "single.pcap", segs).path
-    for name, magic in (("s.pcap", "d4c3b2a1"), ("s.pcapng", "0a0d0d0a")):
+    for name, first in (("s.pcap", "d4c3b2a1"), ("s.pcapng", "0a0d0d0a")):
         assert cli("read", str(single), "-w", str(tmp_path / name)).returncode == 0
-        assert (tmp_path / name).read_bytes()[:4] == bytes.fromhex(magic)
+        assert (tmp_path / name).read_bytes()[:4] == bytes.fromhex(first)
     with open_capture(tmp_path / "s.pcapng") as reader:
         ng = [(p.ts, p.data) for p in reader]
     with open_capture(single) as reader:

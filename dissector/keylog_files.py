@@ -18,7 +18,7 @@ import os
 from collections.abc import Iterable
 
 from dissector.errors import InputError, os_reason
-from dissector.flow.tls_keylog import MAX_LINE, KeyLog
+from dissector.tls.keylog import MAX_LINE, KeyLog
 
 PathLike = str | os.PathLike[str]
 

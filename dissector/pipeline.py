@@ -16,7 +16,7 @@ Rules:
   module only tells it what it saw and acts on the mode it returns: PENDING connections have
   their events held, PULSAR ones are published, TLS ones reported as encrypted, IGNORED ones
   dropped silently (other protocols in a capture are not our business).
-- TLS connections go to a `flow.tls_session.TlsSession` (the handshake in clear; with a key
+- TLS connections go to a `tls.session.TlsSession` (the handshake in clear; with a key
   log, decryption): its decrypted streams are framed and published as plaintext ones are
   (a connection that became TLS off the broker ports only once its client's first
   decrypted frame is CONNECT). Without a key log, once the handshake is over, TCP stops
@@ -55,12 +55,13 @@ from dissector.flow.net import parse_datagram, parse_layers
 from dissector.flow.preamble import sniff
 from dissector.flow.shard import Sharder
 from dissector.flow.tcp import Reassembler
-from dissector.flow.tls_keylog import KeyLog
-from dissector.flow.tls_session import Plain, PlainGap, TlsEvent, TlsSession, WaitingPool
 from dissector.pulsar.conversations import ConversationState
 from dissector.pulsar.framing import DEFAULT_MAX_FRAME_SIZE, FrameDecoder, StreamStats
 from dissector.pulsar.messages import MessageExtractor
 from dissector.pulsar.wire import COMMAND_TYPES, PAYLOAD_TYPES
+from dissector.tls.keylog import KeyLog
+from dissector.tls.plain import Plain, PlainGap, TlsEvent
+from dissector.tls.session import TlsSession, WaitingPool
 
 DEFAULT_BROKER_PORTS = frozenset({6650, 6651})
 DEFAULT_TLS_PORTS = frozenset({6651})

@@ -31,7 +31,7 @@ from dissector.capture.locations import rereadable, size_of
 from dissector.capture.merge import Progress, first_time, merged, series_items
 from dissector.errors import DissectorError, UsageError
 from dissector.events import Anomaly, PipelineEvent, RawPacket
-from dissector.flow.tls_keylog import KeyLog
+from dissector.tls.keylog import KeyLog
 from dissector.keylog_files import KeylogFiles
 from dissector.pipeline import DEFAULT_BROKER_PORTS, DEFAULT_TLS_PORTS, Pipeline
 from dissector.pulsar.framing import DEFAULT_MAX_FRAME_SIZE

@@ -57,7 +57,7 @@ LONG_RUN = 5.0
 #: the default scale; a larger bound needs a larger --scale).
 MEMORY_GROWTH = 1.3
 MEMORY_SLACK_MIB = 16
-#: Bytes of records each waiting session holds (under tls_session.MAX_WAITING, 1 MiB).
+#: Bytes of records each waiting session holds (under tls.session.MAX_WAITING, 1 MiB).
 WAITING_BYTES = 960 << 10
 
 

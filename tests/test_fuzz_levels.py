@@ -22,7 +22,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from dissector.flow.tls_keylog import LABELS, KeyLog
+from dissector.tls.keylog import LABELS, KeyLog
 from dissector.pulsar.framing import FrameDecoder
 from fuzz import evil, growth, level_cli, level_multi
 from fuzz import tls_inputs as ti

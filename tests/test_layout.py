@@ -1,8 +1,10 @@
 """The layout's rules, read from the source's own import statements.
 
-Data flows one way: capture -> flow -> pulsar -> pipeline -> tables -> frontends.
-- `flow/` and `pulsar/` are sans-IO: they never import each other, `tables`, `frontends`,
-  the pipeline or reader, nor pyarrow, pandas, scapy, pyspark, select or threads.
+Data flows one way: capture -> flow -> tls -> pulsar -> pipeline -> tables -> frontends.
+- `flow/`, `tls/` and `pulsar/` are sans-IO: none imports another of the three, `tables`,
+  `frontends`, the pipeline or reader, nor pyarrow, pandas, scapy, pyspark, select or
+  threads. (TLS is a stream-to-stream stage: the pipeline hands it TCP bytes and hands its
+  plaintext on to Pulsar framing; the stages meet only in the pipeline.)
 - `capture/` (bytes on disk or on the wire -> packets) imports no later stage; of pyarrow,
   only its filesystems (object storage, HDFS), in the modules that locate and list files.
 - `tables/` imports no frontend; `events`, `anomalies` and `errors` import no stage.
@@ -37,20 +39,29 @@ SANS_IO_FORBIDDEN = (
     "dissector.capture",
 )
 RULES: dict[str, tuple[str, ...]] = {
-    "dissector.flow": (*SANS_IO_FORBIDDEN, "dissector.pulsar"),
-    "dissector.pulsar": (*SANS_IO_FORBIDDEN, "dissector.flow"),
+    "dissector.flow": (*SANS_IO_FORBIDDEN, "dissector.pulsar", "dissector.tls"),
+    "dissector.tls": (*SANS_IO_FORBIDDEN, "dissector.pulsar", "dissector.flow"),
+    "dissector.pulsar": (*SANS_IO_FORBIDDEN, "dissector.flow", "dissector.tls"),
     "dissector.capture": (  # pyarrow: its filesystems only (test_capture_uses_pyarrow_fs_only)
         "pandas",
         "pyspark",
         "dissector.flow",
+        "dissector.tls",
         "dissector.pulsar",
         "dissector.pipeline",
         "dissector.tables",
         "dissector.frontends",
         "dissector.reader",
     ),
-    "dissector.tables": ("dissector.frontends",),
-    "dissector.events": ("dissector.capture", "dissector.flow", "dissector.pulsar", "pyarrow"),
+    # tables are built from the pipeline's records: they never reach into the TLS stage
+    "dissector.tables": ("dissector.frontends", "dissector.tls"),
+    "dissector.events": (
+        "dissector.capture",
+        "dissector.flow",
+        "dissector.tls",
+        "dissector.pulsar",
+        "pyarrow",
+    ),
     "dissector.anomalies": ("dissector.",),
     "dissector.errors": ("dissector.",),
 }
@@ -150,6 +161,8 @@ def test_the_rules_see_real_imports() -> None:
     edges = internal_edges()
     assert "dissector.flow.tcp" in edges["dissector.pipeline"]
     assert "dissector.pulsar.framing" in edges["dissector.pipeline"]
+    assert "dissector.tls.session" in edges["dissector.pipeline"]
+    assert "dissector.tls.keyring" in edges["dissector.tls.session"]
     assert "dissector.tables.schema" in edges["dissector.reader"]
     assert "pyarrow" in set(imports(PACKAGE / "tables" / "schema.py"))
 

@@ -21,7 +21,7 @@ import pytest
 
 from dissector.capture import open_capture
 from dissector.events import Direction, Frame
-from dissector.flow.tls_keylog import KeyLog
+from dissector.tls.keylog import KeyLog
 from dissector.frontends.cli import main
 from dissector.reader import Capture, ReaderOptions, make_pipeline, read_capture
 from fuzz.memory_tls import (

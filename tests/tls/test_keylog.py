@@ -1,4 +1,4 @@
-"""The NSS key log: parsing (flow.tls_keylog), files followed as they grow (keylog_files),
+"""The NSS key log: parsing (tls.keylog), files followed as they grow (keylog_files),
 and the option as the Spark data source takes it.
 
 Lines are written by hand in the format NSS documents (LABEL, 32-byte client random and
@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from dissector.errors import InputError
-from dissector.flow.tls_keylog import KeyLog
 from dissector.keylog_files import KeylogFiles, check_keylogs
+from dissector.tls.keylog import KeyLog
 
 RANDOM = bytes(range(32))
 OTHER = bytes(range(1, 33))

@@ -9,8 +9,8 @@ TLS 1.2: the PRF against the widely used P_SHA256 test vector (IETF TLS WG maili
 
 from __future__ import annotations
 
-from dissector.flow.tls_cipher import RecordCipher
-from dissector.flow.tls_keys import SUITES, prf12, suite_name, tls13_keys, tls13_update
+from dissector.tls.cipher import RecordCipher
+from dissector.tls.keys import SUITES, prf12, suite_name, tls13_keys, tls13_update
 
 
 def h(text: str) -> bytes:

@@ -24,12 +24,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from dissector.events import Direction
-from dissector.flow.tls_handshake import ClientHello, ServerHello
-from dissector.flow.tls_keylog import KeyLog
-from dissector.flow.tls_keys import Keys, Suite, tls12_keys, tls13_keys, tls13_update
+from dissector.tls.handshake import ClientHello, ServerHello
+from dissector.tls.keylog import KeyLog
+from dissector.tls.keys import Keys, Suite, tls12_keys, tls13_keys, tls13_update
 
 if TYPE_CHECKING:
-    from dissector.flow.tls_cipher import RecordCipher
+    from dissector.tls.cipher import RecordCipher
 
 C2B, B2C = Direction.CLIENT_TO_BROKER, Direction.BROKER_TO_CLIENT
 HS, APP = 0, 1  # TLS 1.3 key stages
@@ -106,7 +106,7 @@ class KeyRing:
     def _make(self, direction: Direction, stage: int, gen: int) -> RecordCipher | None:
         # Imported on first use: plaintext reads and TLS without a key log never need
         # cryptography's ciphers (their import costs ~0.1 s).
-        from dissector.flow.tls_cipher import RecordCipher
+        from dissector.tls.cipher import RecordCipher
 
         suite, server, client = self._suite(), self.server, self.client
         if suite is None or server is None or client is None:

@@ -1,7 +1,7 @@
 """One direction of a TLS session: where its next protected record is expected, and opening it.
 
-Input: the direction's protected records, handed over in order by `tls_session.TlsSession`,
-and the session's `tls_keyring.KeyRing`; records found by the direction's `RecordReader`
+Input: the direction's protected records, handed over in order by `tls.session.TlsSession`,
+and the session's `tls.keyring.KeyRing`; records found by the direction's `RecordReader`
 while it resyncs (`check`).
 Output: `open` -> (content type, plaintext), or None when the record does not open (`spent`
 tells whether the trial budget stopped the trials); `check` -> the reader's verdict on a
@@ -24,10 +24,10 @@ Rules:
 from __future__ import annotations
 
 from dissector.events import Direction
-from dissector.flow import tls_handshake as hs
-from dissector.flow.tls_keyring import APP, HS, KeyRing
-from dissector.flow.tls_keys import CHACHA
-from dissector.flow.tls_records import HEADER_LEN, Record, RecordReader
+from dissector.tls import handshake as hs
+from dissector.tls.keyring import APP, HS, KeyRing
+from dissector.tls.keys import CHACHA
+from dissector.tls.records import HEADER_LEN, Record, RecordReader
 
 #: Sequence numbers tried past the expected one after lost bytes or a failed record.
 SEQ_WINDOW = 8

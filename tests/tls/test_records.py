@@ -1,4 +1,4 @@
-"""flow.tls_records: records out of one direction's bytes, resync after garbage and gaps.
+"""tls.records: records out of one direction's bytes, resync after garbage and gaps.
 
 Streams are hand-built records (5-byte header, RFC 8446 5.1 / RFC 5246 6.2) and garbage made
 of plausible headers; the expected records are the ones the test put in. Each stream is fed
@@ -7,7 +7,7 @@ Rules checked: every byte is a record or lost (record bytes + lost bytes == stre
 a candidate found while resyncing is accepted when `check` says it opens, rejected when it
 says it cannot, judged by the header after it when `check` cannot say; and `check` is asked
 once per candidate it gives a verdict on, so what a check costs (trial decryptions in
-tls_side) is paid once per candidate, never again as more bytes arrive.
+tls.side) is paid once per candidate, never again as more bytes arrive.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 import pytest
 
-from dissector.flow.tls_records import HEADER_LEN, Lost, Record, RecordReader
+from dissector.tls.records import HEADER_LEN, Lost, Record, RecordReader
 from tests.support.tls13_craft import record
 
 Check = Callable[[Record], bool | None]

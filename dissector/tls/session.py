@@ -6,10 +6,10 @@ Output: `Plain` (decrypted application data, in order per direction), `PlainGap`
 the decrypted stream that cannot be known) and `Anomaly` events; `info()` gives what the
 handshake showed (`TlsInfo`).
 Rules:
-- Records come from `tls_records.RecordReader`; handshake messages in clear (and, for TLS
-  1.3, decrypted ones) are read for version, suite, SNI, ALPN and certificate. Alerts other
-  than close_notify are `tls.alert`, or `tls.handshake_failure` before the handshake is done.
-- Keys (`tls_keyring.KeyRing`): TLS 1.3 from the handshake and application traffic secrets
+- Records come from `tls.records.RecordReader`; handshake messages in clear (and, for TLS
+  1.3, decrypted ones) and alerts go to `tls.facts.Facts` (version, suite, SNI, ALPN,
+  certificate; `tls.alert`, `tls.handshake_failure`).
+- Keys (`tls.keyring.KeyRing`): TLS 1.3 from the handshake and application traffic secrets
   (the switch follows each side's Finished, KeyUpdate gives the next secret); TLS 1.2 from
   the master secret. Only application data becomes Plain: handshake messages, tickets, key
   updates and alerts inside protected records never do.
@@ -22,7 +22,7 @@ Rules:
   `tls.waiting_dropped` (once), and the waiting bytes become PlainGap.
 - A record that does not open is `tls.decrypt_failed` (one row per run of failures) and a
   PlainGap of its plaintext size; the next one is tried at the next sequence number. Where
-  a record is tried, and what a resync may spend, is `tls_side.Side`'s business: after
+  a record is tried, and what a resync may spend, is `tls.side.Side`'s business: after
   lost bytes the reader resyncs on a record that opens near where one is expected, and the
   trial decryptions of garbage cost a bounded amount of work per byte.
 - Every protected or lost byte is either Plain or PlainGap: decrypted stream length ==
@@ -31,15 +31,15 @@ Rules:
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
-from dissector.events import Anomaly, Direction, TlsInfo
-from dissector.flow import tls_handshake as hs
-from dissector.flow.tls_keylog import KeyLog
-from dissector.flow.tls_keyring import APP, HS, KeyRing
-from dissector.flow.tls_keys import CHACHA, SUITES, suite_name
-from dissector.flow.tls_records import Lost, Record
-from dissector.flow.tls_side import Side
+from dissector.events import Direction, TlsInfo
+from dissector.tls import handshake as hs
+from dissector.tls.facts import Facts
+from dissector.tls.keylog import KeyLog
+from dissector.tls.keyring import APP, HS, KeyRing
+from dissector.tls.keys import CHACHA
+from dissector.tls.plain import Plain, PlainGap, TlsEvent
+from dissector.tls.records import Lost, Record
+from dissector.tls.side import Side
 
 C2B, B2C = Direction.CLIENT_TO_BROKER, Direction.BROKER_TO_CLIENT
 #: Bytes of records one session keeps while its key is missing from the key log (a live key
@@ -55,21 +55,6 @@ RECORD_COST = 256
 _CCS, _ALERT, _HANDSHAKE, _APPDATA = 20, 21, 22, 23
 
 
-class Plain(NamedTuple):
-    direction: Direction
-    data: bytes
-    packet: int
-    ts: int
-
-
-class PlainGap(NamedTuple):
-    direction: Direction
-    length: int
-    packet: int
-    ts: int
-
-
-TlsEvent = Plain | PlainGap | Anomaly
 _Out = list[TlsEvent]
 
 
@@ -97,15 +82,11 @@ class TlsSession:
         self._sides: dict[Direction, Side] = {}
         self._keys = KeyRing(keylog)
         self._pool = WaitingPool() if pool is None else pool
-        self._alpn: str | None = None
-        self._cert: hs.CertInfo | None = None
+        self._facts = Facts(conn_id, self._keys)
         self._seen = -1 if keylog is None else keylog.version
         self._waiting = 0  # cost of the records waiting for a key, both sides (RECORD_COST)
         self._no_key = False  # waiting given up (tls.no_key or tls.waiting_dropped reported)
-        self._unsupported = False
         self.decrypted = False
-        self._failed = False  # handshake failure reported
-        self._done = False  # handshake completed (as far as can be seen)
         self._stopped = False
 
     # ----------------------------------------------------------------- public API
@@ -114,7 +95,7 @@ class TlsSession:
     def idle(self) -> bool:
         """Nothing more to learn: no key log and the handshake is over (the caller may stop
         feeding, and `stop`)."""
-        return self.keylog is None and self._done and not self._stopped
+        return self.keylog is None and self._facts.done and not self._stopped
 
     def stop(self) -> None:
         """No more bytes will be fed: `close` reports nothing about unfinished records."""
@@ -158,29 +139,16 @@ class TlsSession:
                 self._item(side, item, out)
         if any(s.waiting for s in self._sides.values()):
             self._no_key_for("the connection ended", out)
-        if self._keys.client is not None and not self._done and not self._failed:
-            self._failed = True
+        if self._keys.client is not None and not self._facts.done and not self._facts.failed:
+            self._facts.failed = True
             detail = "the connection ended before the handshake completed"
             if self._keys.server is None:
                 detail += " (no ServerHello)"
-            out.append(self._anomaly("tls.handshake_failure", None, None, detail, 0, 0))
+            out.append(self._facts.anomaly("tls.handshake_failure", None, None, detail, 0, 0))
         return out
 
     def info(self) -> TlsInfo:
-        server, client, cert = self._keys.server, self._keys.client, self._cert
-        alpn = self._alpn
-        if alpn is None and client is not None and client.alpn:
-            alpn = ",".join(client.alpn)
-        return TlsInfo(
-            version=None if server is None else hs.version_name(server.version),
-            cipher=None if server is None else suite_name(server.suite),
-            sni=None if client is None else client.sni,
-            alpn=alpn,
-            cert_subject=None if cert is None else cert.subject,
-            cert_issuer=None if cert is None else cert.issuer,
-            cert_not_after=None if cert is None else cert.not_after,
-            decrypted=self.decrypted,
-        )
+        return self._facts.info(self.decrypted)
 
     # ----------------------------------------------------------------- records
 
@@ -203,10 +171,10 @@ class TlsSession:
             return
         side.protected += 1
         if side.direction is C2B and self._keys.server is not None:
-            self._done = True  # the client protects its records: its Finished went out
+            self._facts.done = True  # the client protects its records: its Finished went out
         if self.keylog is None:
             return
-        if self._unsupported:
+        if self._facts.unsupported:
             self._undecrypted(side, item, out)
             return
         if side.waiting:
@@ -226,7 +194,7 @@ class TlsSession:
         side.widen = True
         if lost.reason == "skipped":
             out.append(
-                self._anomaly(
+                self._facts.anomaly(
                     "tls.skipped_bytes",
                     side.direction,
                     lost.offset,
@@ -238,7 +206,7 @@ class TlsSession:
             )
         elif lost.reason == "truncated":
             out.append(
-                self._anomaly(
+                self._facts.anomaly(
                     "tls.truncated_record",
                     side.direction,
                     lost.offset,
@@ -259,70 +227,15 @@ class TlsSession:
                 side.seq = 0
             return
         if rec.ctype == _ALERT:
-            self._alert(side, rec, rec.fragment, out)
+            self._facts.alert(side.direction, rec, rec.fragment, out)
         elif rec.ctype == _HANDSHAKE:
             for kind, body in side.hs.feed(rec.fragment):
-                self._handshake(side, rec, kind, body, out)
+                self._message(side, rec, kind, body, out)
 
-    def _handshake(self, side: Side, rec: Record, kind: int, body: bytes, out: _Out) -> None:
-        keys = self._keys
-        if kind == hs.CLIENT_HELLO and keys.client is None:
-            keys.client = hs.read_client_hello(body)
-            self._replay(out)  # records of the server may have waited for its random
-        elif kind == hs.SERVER_HELLO:
-            server = hs.read_server_hello(body)
-            if server is not None and server.retry:
-                keys.retry = server  # TLS 1.3: the CCS that follows changes nothing
-            elif server is not None:
-                keys.server = server
-                suite = keys.suite = SUITES.get(server.suite)
-                side.hs.clear()
-                if self.keylog is not None and (suite is None or not suite.cipher):
-                    self._unsupported = True
-                    out.append(
-                        self._anomaly(
-                            "tls.unsupported_cipher",
-                            side.direction,
-                            rec.offset,
-                            f"{suite_name(server.suite)}: not decrypted",
-                            rec.packet,
-                            rec.ts,
-                        )
-                    )
-                self._replay(out)  # records of the client may have waited for it
-        elif kind == hs.ENCRYPTED_EXTENSIONS:
-            self._alpn = hs.read_encrypted_extensions_alpn(body)
-        elif kind == hs.CERTIFICATE and side.direction is B2C and self._cert is None:
-            self._cert = hs.read_certificate(body, self._keys.tls13)
-            if self._cert is None:
-                out.append(
-                    self._anomaly(
-                        "tls.certificate_undecodable",
-                        side.direction,
-                        rec.offset,
-                        "the server certificate does not parse as X.509",
-                        rec.packet,
-                        rec.ts,
-                    )
-                )
-        if kind == hs.SERVER_HELLO and self._keys.server is not None and self._keys.server.alpn:
-            self._alpn = self._keys.server.alpn
-
-    def _alert(self, side: Side, rec: Record, body: bytes, out: _Out) -> None:
-        if len(body) != 2:
-            return  # an encrypted TLS 1.2 alert, or garbage: nothing to read
-        level, description = body[0], body[1]
-        if description == 0:
-            return  # close_notify: the normal end
-        name = hs.alert_name(description)
-        who = "client" if side.direction is C2B else "server"
-        fatal = level == 2
-        detail = f"{'fatal' if fatal else 'warning'} alert {name} ({description}) from the {who}"
-        code = "tls.alert"
-        if fatal and not self._done:
-            code = "tls.handshake_failure"
-            self._failed = True
-        out.append(self._anomaly(code, side.direction, rec.offset, detail, rec.packet, rec.ts))
+    def _message(self, side: Side, rec: Record, kind: int, body: bytes, out: _Out) -> None:
+        """A handshake message: what it shows; a hello may let waiting records open."""
+        if self._facts.message(side, rec, kind, body, self.keylog is not None, out):
+            self._replay(out)
 
     # ----------------------------------------------------------------- decryption
 
@@ -372,7 +285,7 @@ class TlsSession:
         if not self._no_key:
             self._no_key = True
             out.append(
-                self._anomaly(
+                self._facts.anomaly(
                     code,
                     None if side is None else side.direction,
                     None if rec is None else rec.offset,
@@ -425,7 +338,7 @@ class TlsSession:
         for side in list(self._sides.values()):
             if not side.waiting:
                 continue
-            if self._unsupported:  # reported when the ServerHello said so
+            if self._facts.unsupported:  # reported when the ServerHello said so
                 for rec in self._unwait(side):
                     self._undecrypted(side, rec, out)
             elif self._keys.has_keys(side.direction):
@@ -441,7 +354,7 @@ class TlsSession:
             if not side.failing:
                 side.failing = True
                 out.append(
-                    self._anomaly(
+                    self._facts.anomaly(
                         "tls.decrypt_failed",
                         side.direction,
                         rec.offset,
@@ -464,34 +377,13 @@ class TlsSession:
             if plain:
                 out.append(Plain(side.direction, plain, rec.packet, rec.ts))
         elif ctype == _ALERT:
-            self._alert(side, rec, plain, out)
+            self._facts.alert(side.direction, rec, plain, out)
         elif ctype == _HANDSHAKE and self._keys.tls13:
             for kind, body in side.hs.feed(plain):
-                self._handshake(side, rec, kind, body, out)
+                self._message(side, rec, kind, body, out)
                 if kind == hs.FINISHED and side.stage == HS:
                     side.stage, side.seq = APP, 0
                     side.hs.clear()
                 elif kind == hs.KEY_UPDATE and side.stage == APP:
                     side.gen, side.seq = side.gen + 1, 0
                     side.hs.clear()
-
-    def _anomaly(
-        self,
-        code: str,
-        direction: Direction | None,
-        offset: int | None,
-        detail: str,
-        packet: int,
-        ts: int,
-        length: int = 0,
-    ) -> Anomaly:
-        return Anomaly.of(
-            code,
-            conn_id=self.conn_id,
-            direction=direction,
-            stream_offset=offset,
-            detail=detail,
-            length=length,
-            packet=packet,
-            ts=ts,
-        )

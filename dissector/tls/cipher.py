@@ -1,6 +1,6 @@
 """Open one protected TLS record: AEAD (TLS 1.3, TLS 1.2 GCM and ChaCha20) or AES-CBC (1.2).
 
-Input: one side's `Keys` (dissector.flow.tls_keys) and, per record, its sequence number,
+Input: one side's `Keys` (dissector.tls.keys) and, per record, its sequence number,
 content type, legacy version and protected fragment.
 Output: `RecordCipher.open` -> (content type, plaintext), or None when the record does not
 authenticate with these keys at that sequence number (wrong key, wrong sequence number,
@@ -23,7 +23,7 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM, ChaCha20Poly1305
 
-from dissector.flow.tls_keys import CHACHA, GCM128, GCM256, Keys
+from dissector.tls.keys import CHACHA, GCM128, GCM256, Keys
 
 _TAG = 16
 _SEQ = struct.Struct(">Q")

@@ -1,4 +1,4 @@
-"""flow.tls_session: decryption of one TLS connection, fed as the pipeline feeds it.
+"""tls.session: decryption of one TLS connection, fed as the pipeline feeds it.
 
 Sessions come from tests/support/tls13_craft.py (TLS 1.3 records protected from secrets of
 the test's choosing, written from RFC 8446 without the dissector) and, through captures,
@@ -29,19 +29,14 @@ from typing import Any
 import pytest
 
 from dissector.events import Anomaly, Direction
-from dissector.flow import tls_keys, tls_session
-from dissector.flow.tls_cipher import RecordCipher
-from dissector.flow.tls_keylog import KeyLog
-from dissector.flow.tls_records import HEADER_LEN, Lost, Record
-from dissector.flow.tls_session import (
-    MAX_WAITING,
-    Plain,
-    PlainGap,
-    TlsEvent,
-    TlsSession,
-    WaitingPool,
-)
 from dissector.reader import read_capture
+from dissector.tls import keys as tls_keys
+from dissector.tls import session as tls_session
+from dissector.tls.cipher import RecordCipher
+from dissector.tls.keylog import KeyLog
+from dissector.tls.plain import Plain, PlainGap, TlsEvent
+from dissector.tls.records import HEADER_LEN, Lost, Record
+from dissector.tls.session import MAX_WAITING, TlsSession, WaitingPool
 from tests.support.crafted import Conn, Session, baseline_msgs, chunks, write_pcap
 from tests.support.memory_tls import run_tls
 from tests.support.tls13_craft import Tls13Craft, record

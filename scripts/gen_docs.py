@@ -220,13 +220,14 @@ def _summary(path: Path) -> str:
 
 
 def _tree(folder: Path, depth: int) -> Iterator[tuple[str, str]]:
-    """(indented name, summary) for the package folder's modules, then its subpackages
-    (the generated bindings in _pb/ as one line)."""
+    """(indented name, summary) for the package folder's modules, then its subpackages (every
+    folder with a module; the generated bindings in _pb/ as one line)."""
     pad = "  " * depth
     for path in sorted(p for p in folder.glob("*.py") if p.name != "__init__.py"):
         yield f"{pad}{path.name}", _summary(path)
-    for sub in sorted(p for p in folder.iterdir() if (p / "__init__.py").is_file()):
-        yield f"{pad}{sub.name}/", _summary(sub / "__init__.py")
+    for sub in sorted(p for p in folder.iterdir() if p.is_dir() and any(p.glob("*.py"))):
+        init = sub / "__init__.py"  # a namespace package has none
+        yield f"{pad}{sub.name}/", _summary(init) if init.is_file() else ""
         if sub.name != "_pb":
             yield from _tree(sub, depth + 1)
 

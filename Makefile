@@ -2,13 +2,14 @@
 # make check: install, then lint, type-check and run the quick tier: every test but those
 #   that need real peers, packet capture, Spark, external tools or a long run (a few minutes).
 # make test: install, then lint, type-check and run the whole suite (real peers included).
+# make docs: regenerate the generated parts of README.md and docs/.
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: install java testdeps demo check test lint typecheck pytest proto bench bench-quick fuzz-growth clean
+.PHONY: install java testdeps demo check test lint typecheck pytest proto docs bench bench-quick fuzz-growth clean
 
 install: $(STAMP) java
 
@@ -101,6 +102,12 @@ fuzz-growth: install
 # Regenerate the protobuf bindings from proto/pulsar_api.proto.
 proto: install
 	$(PY) scripts/gen_proto.py
+
+# Regenerate the generated parts of README.md and docs/ (tables and columns, anomaly codes,
+# the CLI reference, the package layout, the README's example outputs): scripts/gen_docs.py.
+# tests/test_docs.py fails when they are stale. No Java needed.
+docs: $(STAMP)
+	$(PY) scripts/gen_docs.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

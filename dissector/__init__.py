@@ -1,6 +1,6 @@
 """pulsar-dissector: turn captures of Apache Pulsar traffic into trustworthy tables.
 
-The public API is re-exported here; see README.md for usage.
+The public API is re-exported here; see README.md and docs/python.md for usage.
 """
 
 from dissector.anomalies import REGISTRY, Severity

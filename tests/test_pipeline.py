@@ -1,10 +1,10 @@
 """The pipeline fed crafted packets, one test per path through the connection modes.
 
-README, "Which connections are Pulsar": a broker port is Pulsar; any other port is Pulsar when
-a side opens with a decodable CONNECT (that side is the client); 6651 and a TLS ClientHello
-are reported as encrypted; a PROXY header before CONNECT gives the original client; anything
-else is dropped. Expected values come from those rules and from the bytes put in (frames,
-packet positions, addresses), never from the pipeline's own output.
+docs/cli.md, "Which connections are Pulsar": a broker port is Pulsar; any other port is
+Pulsar when a side opens with a decodable CONNECT (that side is the client); 6651 and a TLS
+ClientHello are reported as encrypted; a PROXY header before CONNECT gives the original
+client; anything else is dropped. Expected values come from those rules and from the bytes
+put in (frames, packet positions, addresses), never from the pipeline's own output.
 """
 
 from __future__ import annotations

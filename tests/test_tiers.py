@@ -1,5 +1,6 @@
-"""The test tiers (README, Testing): `make check` leaves out what needs real peers, packet
-capture, Spark, external tools or a long run, and no such test can escape its marker.
+"""The test tiers (docs/development.md, "Tests in tiers"): `make check` leaves out what needs
+real peers, packet capture, Spark, external tools or a long run, and no such test can escape
+its marker.
 
 - The markers are registered, and unknown ones refused (--strict-markers).
 - A source scan, independent of the automatic marking (tests/support/tiers.py walks code

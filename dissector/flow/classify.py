@@ -4,7 +4,7 @@ Input: what is learnt about a connection, as `Event`s: the port it opened on, wh
 stream starts with, what each side's first decoded frame is, bounds reached, its end.
 Output: its next `Mode` (`transition`), from the table `TRANSITIONS`; the caller acts on it
 (decode, hold, report, or drop the connection). Pure and sans-IO: no I/O, no state here.
-Rules (README "Which connections are Pulsar"):
+Rules (docs/cli.md, "Which connections are Pulsar"):
 - Every connection starts NEW and is classified when it opens: on a TLS port (6651) it is
   TLS; on a broker port (6650, 6651, every `--port`) with known roles it is PULSAR;
   anywhere else (or when neither a broker port nor a SYN said which side is the broker) it

@@ -246,7 +246,7 @@ SHIP_HINT = (
     "install pulsar-dissector[spark] into that Python on every node, or ship it: "
     "--conf spark.archives=VENV.tar.gz#environment "
     "--conf spark.pyspark.python=./environment/bin/python (a venv packed with venv-pack); "
-    "see the README, 'Shipping the package to a cluster'"
+    "see docs/fleet.md, 'Shipping the package to a cluster'"
 )
 _IMPORT_ERROR = re.compile(r"\b((?:ModuleNotFoundError|ImportError): [^\n]*)")
 _checked: set[str] = set()  # applications whose executors could import the package

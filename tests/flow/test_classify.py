@@ -1,6 +1,6 @@
-"""flow.classify: the connection-mode table checked against the README's rules.
+"""flow.classify: the connection-mode table checked against the documented rules.
 
-README, "Which connections are Pulsar": those on a broker port (6650, 6651 and every
+docs/cli.md, "Which connections are Pulsar": those on a broker port (6650, 6651 and every
 `--port`), and on any other port those whose client opens with a decodable CONNECT. Port
 6651 and connections opening with a TLS ClientHello are reported as encrypted, not decoded.
 A PROXY header before CONNECT is parsed (it is not a mode change). The expected table below
@@ -31,7 +31,7 @@ M, E = Mode, Event
 BROKER_PORTS = frozenset({6650, 6651, 16650})  # the defaults and one `--port`
 TLS_PORTS = frozenset({6651})
 
-#: Every allowed transition, one README rule each.
+#: Every allowed transition, one documented rule each.
 EXPECTED: dict[tuple[Mode, Event], Mode] = {
     # Opening: 6651 is TLS, a broker port is Pulsar, anything else waits for a CONNECT.
     (M.NEW, E.TLS_PORT): M.TLS,

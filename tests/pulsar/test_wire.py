@@ -3,9 +3,8 @@ newest upstream fields decode as known fields from bytes written by hand."""
 
 from __future__ import annotations
 
-import importlib.util
 import struct
-from pathlib import Path
+from types import ModuleType
 
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
@@ -20,16 +19,11 @@ from dissector.pulsar.wire import (
     BaseCommand,
 )
 from tests.support.framehelpers import decode
+from tests.support.scripts import load_script
 
-ROOT = Path(__file__).resolve().parents[2]
 
-
-def _gen_proto():  # scripts/ is not a package: load the generator by path
-    spec = importlib.util.spec_from_file_location("gen_proto", ROOT / "scripts" / "gen_proto.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def _gen_proto() -> ModuleType:
+    return load_script("gen_proto")
 
 
 def test_generated_bindings_are_fresh() -> None:

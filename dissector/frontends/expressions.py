@@ -242,7 +242,8 @@ def run_sql(query: str, tables: dict[str, str]) -> pa.Table:
     # DuckDB holds the thread that runs it until the query ends; a thread of its own
     # leaves this one free to take Ctrl-C and interrupt the query. (An Event, not
     # Thread.join: a join that Ctrl-C interrupts may later return before the thread ends.)
-    threading.Thread(target=work, name="sql", daemon=True).start()
+    worker = threading.Thread(target=work, name="sql", daemon=True)
+    worker.start()
     try:
         while not finished.wait(0.2):
             pass
@@ -251,6 +252,10 @@ def run_sql(query: str, tables: dict[str, str]) -> pa.Table:
         finished.wait()
         con.close()  # DuckDB's own threads end now, not while the interpreter shuts down
         raise
+    # the query is over: its thread ends and the connection closes here, in this thread (a
+    # thread of ours releasing it while the interpreter exits aborts it: duckdb#13904)
+    worker.join()
+    con.close()
     outcome = done[0]
     if isinstance(outcome, duckdb.Error):
         first = _first_line(outcome)

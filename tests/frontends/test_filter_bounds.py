@@ -185,3 +185,30 @@ def test_a_filter_leaves_no_thread_of_its_own_holding_duckdb(
     ok = RowFilter("conn_id = 1", "frames", schema)
     ok.apply(pa.RecordBatch.from_pylist([], schema=schema))
     assert len(timers) == 3 and all(t.joined for t in timers)
+
+
+def test_sql_closes_its_connection_in_the_callers_thread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # As for filters: the query's thread must not be the one that releases the connection
+    # last (duckdb#13904). When run_sql returns or fails, its connection is closed.
+    import duckdb
+    import pyarrow.parquet as pq
+
+    path = tmp_path / "frames.parquet"
+    pq.write_table(pa.table({"x": [1, 2, 3]}), path)
+    connections: list[Any] = []
+    connect = expressions._connect
+
+    def recorded_connect(tables: dict[str, str] | None = None) -> Any:
+        connections.append(connect(tables))
+        return connections[-1]
+
+    monkeypatch.setattr(expressions, "_connect", recorded_connect)
+    assert run_sql("SELECT count(*) AS n FROM frames", {"frames": str(path)}).num_rows == 1
+    with pytest.raises(UsageError):
+        run_sql("SELECT nope FROM frames", {"frames": str(path)})
+    assert len(connections) == 2
+    for con in connections:
+        with pytest.raises(duckdb.ConnectionException):
+            con.execute("SELECT 1")

@@ -150,8 +150,12 @@ class RowFilter:
         self.sql = to_sql(expression)
         self._select = f"SELECT coalesce(({self.sql}), false) FROM rows"
         self._con = _connect()
-        check_filter(self._con, self._select, expression)
-        self.apply(_empty(schema))  # a mistake shows now, before any capture is read
+        try:
+            check_filter(self._con, self._select, expression)
+            self.apply(_empty(schema))  # a mistake shows now, before any capture is read
+        except BaseException:
+            self._con.close()  # now, in this thread (see `mask`)
+            raise
 
     def apply(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         """The rows of `batch` for which the expression is true."""
@@ -177,7 +181,12 @@ class RowFilter:
         except duckdb.Error as exc:
             raise UsageError(self._explain(exc)) from None
         finally:
+            # The timer's thread holds the connection (its `interrupt`): it ends here, so the
+            # connection is never last released by a thread of ours while the interpreter
+            # exits, which aborts the process (duckdb/duckdb#13904; the fuzzing campaign's
+            # cli input 10 of seed 31 exited by SIGABRT after a filter's syntax error).
             stop.cancel()
+            stop.join()
             self._con.unregister("rows")
         if column.num_chunks == 0:
             return pa.array([], pa.bool_())
@@ -233,7 +242,8 @@ def run_sql(query: str, tables: dict[str, str]) -> pa.Table:
     # DuckDB holds the thread that runs it until the query ends; a thread of its own
     # leaves this one free to take Ctrl-C and interrupt the query. (An Event, not
     # Thread.join: a join that Ctrl-C interrupts may later return before the thread ends.)
-    threading.Thread(target=work, name="sql", daemon=True).start()
+    worker = threading.Thread(target=work, name="sql", daemon=True)
+    worker.start()
     try:
         while not finished.wait(0.2):
             pass
@@ -242,6 +252,10 @@ def run_sql(query: str, tables: dict[str, str]) -> pa.Table:
         finished.wait()
         con.close()  # DuckDB's own threads end now, not while the interpreter shuts down
         raise
+    # the query is over: its thread ends and the connection closes here, in this thread (a
+    # thread of ours releasing it while the interpreter exits aborts it: duckdb#13904)
+    worker.join()
+    con.close()
     outcome = done[0]
     if isinstance(outcome, duckdb.Error):
         first = _first_line(outcome)

@@ -8,7 +8,9 @@ must not appear.
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -141,3 +143,72 @@ def test_ctrl_c_stops_a_running_query(tmp_path: Path) -> None:
     assert child.returncode == 130
     assert err.splitlines() == ["pulsar-dissect: interrupted"]
     assert not list(tmp_path.glob("pulsar-dissect-sql-*"))  # the temporary tables are gone
+
+
+def test_a_filter_leaves_no_thread_of_its_own_holding_duckdb(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The campaign rerun's cli input 10 of seed 31: `-Y "1=1; DROP TABLE frames"` exited
+    # by SIGABRT now and then. The stopping timer's thread held the connection; when that
+    # thread released it last while the interpreter exited, DuckDB aborted the process
+    # (duckdb/duckdb#13904). Every timer a filter starts is waited for (joined) before the
+    # filter returns or fails, and a filter that fails closes its connection at once.
+    import duckdb
+
+    timers: list[Recorded] = []
+    connections: list[Any] = []
+
+    class Recorded(threading.Timer):
+        joined = False
+
+        def start(self) -> None:
+            timers.append(self)
+            super().start()
+
+        def join(self, timeout: float | None = None) -> None:
+            super().join(timeout)
+            self.joined = not self.is_alive()
+
+    connect = expressions._connect
+
+    def recorded_connect(tables: dict[str, str] | None = None) -> Any:
+        connections.append(connect(tables))
+        return connections[-1]
+
+    monkeypatch.setattr(threading, "Timer", Recorded)
+    monkeypatch.setattr(expressions, "_connect", recorded_connect)
+    schema = TABLES["frames"].schema
+    with pytest.raises(UsageError):
+        RowFilter("1=1; DROP TABLE frames", "frames", schema)
+    with pytest.raises(duckdb.ConnectionException):
+        connections[0].execute("SELECT 1")  # closed
+    ok = RowFilter("conn_id = 1", "frames", schema)
+    ok.apply(pa.RecordBatch.from_pylist([], schema=schema))
+    assert len(timers) == 3 and all(t.joined for t in timers)
+
+
+def test_sql_closes_its_connection_in_the_callers_thread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # As for filters: the query's thread must not be the one that releases the connection
+    # last (duckdb#13904). When run_sql returns or fails, its connection is closed.
+    import duckdb
+    import pyarrow.parquet as pq
+
+    path = tmp_path / "frames.parquet"
+    pq.write_table(pa.table({"x": [1, 2, 3]}), path)
+    connections: list[Any] = []
+    connect = expressions._connect
+
+    def recorded_connect(tables: dict[str, str] | None = None) -> Any:
+        connections.append(connect(tables))
+        return connections[-1]
+
+    monkeypatch.setattr(expressions, "_connect", recorded_connect)
+    assert run_sql("SELECT count(*) AS n FROM frames", {"frames": str(path)}).num_rows == 1
+    with pytest.raises(UsageError):
+        run_sql("SELECT nope FROM frames", {"frames": str(path)})
+    assert len(connections) == 2
+    for con in connections:
+        with pytest.raises(duckdb.ConnectionException):
+            con.execute("SELECT 1")

@@ -174,7 +174,7 @@ def test_multi_several_captures(harness: Harness) -> None:
 
 def test_multi_flags_j2_rows_that_differ(harness: Harness, monkeypatch: pytest.MonkeyPatch) -> None:
     """A stand-in for the parallel reader that loses one row: the level says so."""
-    from dissector.parallel_reader import stream_tables_parallel as real
+    from dissector.read.parallel import stream_tables_parallel as real
 
     def losing(paths: Any, options: Any, names: Any, sink: Any, jobs: int) -> Any:
         def drop_first(name: str, batch: pa.RecordBatch) -> None:

@@ -41,7 +41,7 @@ from dissector.flow.tls_session import (
     TlsSession,
     WaitingPool,
 )
-from dissector.reader import read_capture
+from dissector.read import read_capture
 from tests.support.crafted import Conn, Session, baseline_msgs, chunks, write_pcap
 from tests.support.memory_tls import run_tls
 from tests.support.tls13_craft import Tls13Craft, record

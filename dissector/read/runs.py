@@ -18,7 +18,7 @@ Rules:
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Generator, Iterable, Iterator
 from dataclasses import replace
 
 from dissector.capture import series as series_mod
@@ -48,7 +48,7 @@ def local_batches(
 
 def iter_series(
     files: list[str], options: ReaderOptions, series_index: int = 0
-) -> Iterator[PipelineEvent]:
+) -> Generator[PipelineEvent, None, None]:
     """Events of a series of capture files read as one capture (rotated files in order),
     connections numbered from series_index * CONN_ID_STRIDE + 1.
 
@@ -67,8 +67,9 @@ def iter_events(
     other_ports: Counter[int] | None = None,
     *,
     tls_keylog: KeylogPath | Iterable[KeylogPath] = (),
-) -> Iterator[tuple[str, PipelineEvent]]:
-    """(capture path, event) for every event of every capture, in order.
+) -> Generator[tuple[str, PipelineEvent], None, None]:
+    """(capture path, event) for every event of every capture, in order (a generator:
+    `close()` it to stop a read early and close its files).
 
     Rotated files of one capture point are read as one series (see dissector.capture.series);
     series that overlap in time merge by timestamp (dissector.capture.merge). The path given

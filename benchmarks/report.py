@@ -211,7 +211,7 @@ def _profile(data: dict[str, Any]) -> list[str]:
         "function's own time, cannot see inside compiled modules (their time lands on the "
         "compiled function Python called) and slows small functions most. Stages: a "
         "function's folder (capture/, flow/, pulsar/, tables/), pipeline = pipeline.py and "
-        "reader.py, output = table writing, pyarrow and the CLI, startup = imports.",
+        "read/, output = table writing, pyarrow and the CLI, startup = imports.",
         "",
     ]
     spy_pct = {s["stage"]: s["percent"] for s in spy.get("stages", [])}

@@ -40,7 +40,7 @@ _RULES = (
     ("dissector/frontends/", "output"),
     ("pyarrow/", "output"),
     ("pandas/", "output"),
-    ("dissector/", "pipeline"),  # pipeline.py, reader.py, events.py, parallel readers
+    ("dissector/", "pipeline"),  # pipeline.py, read/ (the run driver, -j workers), events.py
 )
 
 Func = tuple[str, int, str]  # pstats key: file, line, function name

@@ -20,7 +20,7 @@ from dissector.events import (
 )
 from dissector.pulsar.encoder import command, encode_frame
 from dissector.pulsar.framing import DEFAULT_MAX_FRAME_SIZE, FrameDecoder, StreamStats
-from dissector.reader import Capture, ReaderOptions, iter_events, read_capture, read_tables
+from dissector.read import Capture, ReaderOptions, iter_events, read_capture, read_tables
 
 __all__ = [
     "DEFAULT_MAX_FRAME_SIZE",

@@ -25,7 +25,8 @@ from dissector.capture._source import MAX_TS_US
 from dissector.errors import InputError
 from dissector.events import Anomaly, Conversation, Direction, Frame
 from dissector.frontends.text import FrameLines
-from dissector.reader import PathLike, ReaderOptions, as_paths, iter_events
+from dissector.read import ReaderOptions, iter_events
+from dissector.read.options import PathLike, as_paths
 from dissector.tables.builders import TableBuilder
 from dissector.tables.filters import Filter
 from dissector.tables.schema import TABLES

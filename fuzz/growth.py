@@ -179,7 +179,7 @@ FAMILIES = (
 def measure(spec: dict[str, Any]) -> dict[str, float]:
     """In this (fresh) process: the best time of reading the input, and the peak memory."""
     from dissector.errors import DissectorError
-    from dissector.reader import ReaderOptions, read_tables
+    from dissector.read import ReaderOptions, read_tables
 
     def once(captures: list[str], keylogs: list[str], expression: str | None) -> None:
         if expression is None:

@@ -14,7 +14,7 @@ What an input is, one of:
   timestamps jump back (a minute, eleven days) at some packet.
 Read with ReaderOptions: merged or not (--no-merge), an idle timeout or none, key logs.
 Invariants: those of every capture (fuzz.checks.read_checked); `-j 2` gives the rows of
-`-j 1` (sorted as dissector.parallel_reader documents); --no-merge gives, table by table, the
+`-j 1` (sorted as dissector.read.parallel documents); --no-merge gives, table by table, the
 rows of each file read alone; merging files that share no connection, without an idle
 timeout, too; a TAP pair without skew gives the frames of the capture it was split from; a
 TLS session split with any skew decrypts to the frames put in.
@@ -29,8 +29,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from dissector.parallel_reader import stream_tables_parallel
-from dissector.reader import ReaderOptions, read_tables
+from dissector.read import ReaderOptions, read_tables
+from dissector.read.parallel import stream_tables_parallel
 from dissector.tables.schema import TABLES
 from fuzz import mutators as mu
 from fuzz import tls_inputs as ti
@@ -45,7 +45,7 @@ SKEWS = (0, 0, 1, 20_000, -20_000)
 #: How far timestamps jump back in the `backwards` inputs (µs).
 JUMPS = (60_000_000, 1_000_000_000_000, 1)
 IDLE = (None, None, None, 0.001, 0.000001, 1.0)
-#: The documented order of -j N rows (dissector.parallel_reader): stable by conn_id; anomalies
+#: The documented order of -j N rows (dissector.read.parallel): stable by conn_id; anomalies
 #: tied to no connection by packet.
 ORDER = {name: ["conn_id"] for name in TABLES} | {"anomalies": ["conn_id", "packet"]}
 

@@ -36,7 +36,7 @@ from dissector.errors import DissectorError, InputError
 from dissector.events import Anomaly, Frame
 from dissector.frontends.summary import render, summarize
 from dissector.frontends.text import FrameLines
-from dissector.reader import ReaderOptions, iter_events, read_capture, read_tables
+from dissector.read import ReaderOptions, iter_events, read_capture, read_tables
 from dissector.tables.filters import Filter
 from dissector.tables.output import EXTENSIONS, FORMATS, TableWriter
 from fuzz import mutators as mu

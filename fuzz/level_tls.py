@@ -22,7 +22,7 @@ from pathlib import Path
 from random import Random
 from typing import Any
 
-from dissector.reader import ReaderOptions
+from dissector.read import ReaderOptions
 from fuzz import tls_inputs as ti
 from fuzz.checks import Case, Seen, read_checked, require
 from fuzz.mutators import flip_bits

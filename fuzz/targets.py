@@ -64,7 +64,8 @@ from dissector.frontends.text import frame_text
 from dissector.pulsar.framing import DEFAULT_MAX_FRAME_SIZE, FrameDecoder
 from dissector.pulsar.messages import MessageExtractor
 from dissector.pulsar.payload import DEFAULT_MAX_UNCOMPRESSED, decompress, split_batch
-from dissector.reader import ReaderOptions, read_tables, stream_tables
+from dissector.read import ReaderOptions, read_tables
+from dissector.read.tables import stream_tables
 from dissector.tables.builders import TableBuilder
 from dissector.tables.schema import TABLES
 from fuzz import level_cli, level_multi, level_outputs, level_tls

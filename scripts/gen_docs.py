@@ -252,7 +252,7 @@ EXAMPLES: dict[str, tuple[tuple[str, ...], int | None]] = {
             "sql",
             "pcaps/*.pcap*",
             "SELECT request_command, count(*) AS n, max(latency_us) AS max_us "
-            "FROM timeline WHERE outcome = 'success' GROUP BY 1 ORDER BY n DESC LIMIT 5",
+            "FROM timeline WHERE outcome = 'success' GROUP BY 1 ORDER BY n DESC, 1 LIMIT 5",
         ),
         None,
     ),

@@ -29,7 +29,7 @@ from dissector.flow.tcp import MAX_OPEN_FLOWS
 from dissector.pulsar.encoder import command, encode_frame
 from dissector.pulsar.payload import LZ4, SNAPPY, ZLIB, ZSTD
 from dissector.pulsar.wire import MessageMetadata
-from dissector.reader import read_tables
+from dissector.read import read_tables
 from tests.support.crafted import C2B, T0_US, Conn, Session, msg, write_pcap
 
 PING = encode_frame(command("PING"))

@@ -20,7 +20,7 @@ from scapy.layers.inet6 import IPv6, IPv6ExtHdrFragment
 from scapy.packet import Raw
 
 from dissector.pulsar.wire import MessageMetadata
-from dissector.reader import Capture, ReaderOptions, read_capture, read_tables
+from dissector.read import Capture, ReaderOptions, read_capture, read_tables
 from tests.support.crafted import (
     B2C,
     C2B,

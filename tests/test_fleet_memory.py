@@ -30,7 +30,7 @@ SLACK_MIB = 12
 
 _TASK = """
 import json, resource, sys
-from dissector.reader import ReaderOptions
+from dissector.read import ReaderOptions
 mode, path, out = sys.argv[1:4]
 if mode == "fleet":
     from dissector.frontends import fleet

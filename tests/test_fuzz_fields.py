@@ -21,7 +21,7 @@ from dissector.anomalies import REGISTRY
 from dissector.frontends.cli import main
 from dissector.pulsar.encoder import command, encode_frame
 from dissector.pulsar.wire import BaseCommand, MessageMetadata
-from dissector.reader import read_tables
+from dissector.read import read_tables
 from tests.support.crafted import B2C, C2B, Msg, Session, write_pcap
 
 MARK = b"QQQQ"  # every string below holds it; drawn bytes of the same length replace it

@@ -28,7 +28,7 @@ from dissector.pulsar.wire import (
     BrokerEntryMetadata,
     MessageMetadata,
 )
-from dissector.reader import read_capture, read_tables
+from dissector.read import read_capture, read_tables
 from tests.support.cli import cli
 from tests.support.crafted import (
     B2C,

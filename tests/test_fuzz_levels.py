@@ -22,8 +22,8 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from dissector.tls.keylog import LABELS, KeyLog
 from dissector.pulsar.framing import FrameDecoder
+from dissector.tls.keylog import LABELS, KeyLog
 from fuzz import evil, growth, level_cli, level_multi
 from fuzz import tls_inputs as ti
 from fuzz.campaign import input_rng, save_case
@@ -174,7 +174,7 @@ def test_multi_several_captures(harness: Harness) -> None:
 
 def test_multi_flags_j2_rows_that_differ(harness: Harness, monkeypatch: pytest.MonkeyPatch) -> None:
     """A stand-in for the parallel reader that loses one row: the level says so."""
-    from dissector.parallel_reader import stream_tables_parallel as real
+    from dissector.read.parallel import stream_tables_parallel as real
 
     def losing(paths: Any, options: Any, names: Any, sink: Any, jobs: int) -> Any:
         def drop_first(name: str, batch: pa.RecordBatch) -> None:

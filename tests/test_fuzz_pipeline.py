@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 
 from dissector.capture import open_capture
 from dissector.events import Conversation
-from dissector.reader import ReaderOptions, iter_events
+from dissector.read import ReaderOptions, iter_events
 from fuzz import mutators as mu
 from fuzz.campaign import input_rng
 from fuzz.seeds import Corpus, load

@@ -11,7 +11,7 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from dissector.reader import Capture, read_capture
+from dissector.read import Capture, read_capture
 from tests.support.samples import CAPTURES, IDS, manifest
 
 

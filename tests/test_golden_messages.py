@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from dissector.reader import Capture, read_capture
+from dissector.read import Capture, read_capture
 from tests.support.samples import CAPTURES, IDS, PCAPS, identity, manifest, manifest_path, rows
 
 

@@ -1,13 +1,14 @@
 """The layout's rules, read from the source's own import statements.
 
-Data flows one way: capture -> flow -> tls -> pulsar -> pipeline -> tables -> frontends.
+Data flows one way: capture -> flow -> tls -> pulsar -> pipeline -> tables -> read -> frontends.
 - `flow/`, `tls/` and `pulsar/` are sans-IO: none imports another of the three, `tables`,
-  `frontends`, the pipeline or reader, nor pyarrow, pandas, scapy, pyspark, select or
+  `frontends`, the pipeline or `read`, nor pyarrow, pandas, scapy, pyspark, select or
   threads. (TLS is a stream-to-stream stage: the pipeline hands it TCP bytes and hands its
   plaintext on to Pulsar framing; the stages meet only in the pipeline.)
 - `capture/` (bytes on disk or on the wire -> packets) imports no later stage; of pyarrow,
   only its filesystems (object storage, HDFS), in the modules that locate and list files.
-- `tables/` imports no frontend; `events`, `anomalies` and `errors` import no stage.
+- `tables/` imports no frontend nor `read/`; `read/` (the run driver) imports no frontend;
+  `events`, `anomalies` and `errors` import no stage.
 - No import cycles between the package's modules (imports inside functions included).
 - Every module has a docstring on top.
 """
@@ -35,7 +36,7 @@ SANS_IO_FORBIDDEN = (
     "dissector.tables",
     "dissector.frontends",
     "dissector.pipeline",
-    "dissector.reader",
+    "dissector.read",
     "dissector.capture",
 )
 RULES: dict[str, tuple[str, ...]] = {
@@ -51,10 +52,11 @@ RULES: dict[str, tuple[str, ...]] = {
         "dissector.pipeline",
         "dissector.tables",
         "dissector.frontends",
-        "dissector.reader",
+        "dissector.read",
     ),
     # tables are built from the pipeline's records: they never reach into the TLS stage
-    "dissector.tables": ("dissector.frontends", "dissector.tls"),
+    "dissector.tables": ("dissector.frontends", "dissector.read", "dissector.tls"),
+    "dissector.read": ("dissector.frontends",),
     "dissector.events": (
         "dissector.capture",
         "dissector.flow",
@@ -163,7 +165,8 @@ def test_the_rules_see_real_imports() -> None:
     assert "dissector.pulsar.framing" in edges["dissector.pipeline"]
     assert "dissector.tls.session" in edges["dissector.pipeline"]
     assert "dissector.tls.keyring" in edges["dissector.tls.session"]
-    assert "dissector.tables.schema" in edges["dissector.reader"]
+    assert "dissector.tables.schema" in edges["dissector.read.tables"]
+    assert "dissector.read.driver" in edges["dissector.read.runs"]
     assert "pyarrow" in set(imports(PACKAGE / "tables" / "schema.py"))
 
 

@@ -19,7 +19,7 @@ import pytest
 
 import dissector
 from dissector.errors import UsageError
-from dissector.reader import ReaderOptions, read_tables
+from dissector.read import ReaderOptions, read_tables
 from tests.support.cli import cli
 from tests.support.samples import PCAPS
 

@@ -21,7 +21,7 @@ import pytest
 
 from dissector.frontends.cli import main
 from dissector.pulsar.wire import BaseCommand, MessageMetadata
-from dissector.reader import Capture, read_capture
+from dissector.read import Capture, read_capture
 from dissector.tables.schema import SCHEMAS
 from tests.support.crafted import (
     B2C,

@@ -21,9 +21,10 @@ import pytest
 
 from dissector.capture import open_capture
 from dissector.events import Direction, Frame
-from dissector.tls.keylog import KeyLog
 from dissector.frontends.cli import main
-from dissector.reader import Capture, ReaderOptions, make_pipeline, read_capture
+from dissector.read import Capture, ReaderOptions, read_capture
+from dissector.read.driver import make_pipeline
+from dissector.tls.keylog import KeyLog
 from fuzz.memory_tls import (
     ISSUER,
     OP_NO_ENCRYPT_THEN_MAC,

@@ -23,7 +23,7 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from dissector.reader import Capture, read_capture
+from dissector.read import Capture, read_capture
 from tests.support.cli import cli
 from tests.support.live import Live, require_capture
 from tests.support.peers import free_port

@@ -35,7 +35,8 @@ from dissector.capture import series
 from dissector.capture.merge import merged
 from dissector.events import RawPacket, Segment
 from dissector.flow.net import parse_packet
-from dissector.reader import ReaderOptions, as_paths, stream_tables
+from dissector.read.options import ReaderOptions, as_paths
+from dissector.read.tables import stream_tables
 from dissector.tables.columns import path_text
 from dissector.tables.output import hidden_file, in_place
 

@@ -30,7 +30,8 @@ from dissector.frontends.partitioned import PartitionedWriter, write_empty
 from dissector.frontends.spark import executor_errors, expand
 from dissector.frontends.summary import PERCENTILES, latency_ms
 from dissector.frontends.terminal import printable
-from dissector.reader import ReaderOptions, iter_series
+from dissector.read.options import ReaderOptions
+from dissector.read.runs import iter_series
 from dissector.tables.builders import TableBuilder
 from dissector.tables.schema import TABLES
 

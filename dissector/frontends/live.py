@@ -59,7 +59,8 @@ from dissector.frontends.live_capturer import DEFAULT_QUEUE, Capturer
 from dissector.frontends.live_files import ParquetParts, PcapFiles, check_parquet_root
 from dissector.frontends.text import FrameLines
 from dissector.keylog_files import KeylogFiles
-from dissector.reader import ReaderOptions, make_pipeline
+from dissector.read.driver import make_pipeline
+from dissector.read.options import ReaderOptions
 from dissector.tables.builders import TableBuilder
 from dissector.tables.filters import Filter
 from dissector.tables.output import json_lines as encode

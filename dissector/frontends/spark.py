@@ -62,7 +62,8 @@ from dissector.capture import series as series_mod
 from dissector.capture.listing import expand_captures
 from dissector.capture.locations import s3_endpoint_from
 from dissector.errors import InputError, UsageError
-from dissector.reader import ReaderOptions, iter_series
+from dissector.read.options import ReaderOptions
+from dissector.read.runs import iter_series
 from dissector.tables.builders import TableBuilder
 from dissector.tables.schema import TABLES, needs_payloads
 

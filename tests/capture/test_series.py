@@ -8,7 +8,7 @@ import pytest
 
 from dissector.capture.series import group
 from dissector.errors import UsageError
-from dissector.reader import ReaderOptions, read_tables
+from dissector.read import ReaderOptions, read_tables
 from tests.support.samples import split_pcap
 
 PCAP = Path(__file__).resolve().parents[2] / "pcaps" / "produce_consume.pcap"

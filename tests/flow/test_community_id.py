@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from dissector.flow.community_id import TCP, community_id
-from dissector.reader import read_capture
+from dissector.read import read_capture
 from tests.support.crafted import Conn, baseline_session, write_pcap
 from tests.support.samples import CAPTURES, IDS, PCAPS, manifest
 

@@ -39,7 +39,7 @@ from dissector.anomalies import REGISTRY
 from dissector.events import NetIssue, RawPacket, Segment
 from dissector.flow.fragments import Datagram, Fragment, FragmentReassembler
 from dissector.flow.net import MAX_LAYERS, parse_layers, parse_packet
-from dissector.reader import read_tables
+from dissector.read import read_tables
 from tests.support.cli import cli
 from tests.support.crafted import (
     B2C,

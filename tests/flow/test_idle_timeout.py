@@ -26,9 +26,9 @@ import pyarrow as pa
 
 from dissector.events import CloseReason, ConnClosed, ConnOpened, Conversation, RawPacket, Segment
 from dissector.flow.tcp import Reassembler
-from dissector.parallel_reader import stream_tables_parallel
 from dissector.pipeline import Pipeline
-from dissector.reader import ReaderOptions
+from dissector.read import ReaderOptions
+from dissector.read.parallel import stream_tables_parallel
 from dissector.tables.schema import TABLES
 from tests.support import timed
 

@@ -20,7 +20,7 @@ from dissector.events import Anomaly, Segment, StreamData, StreamGap
 from dissector.flow import reassembly
 from dissector.flow.reassembly import ACK_GRACE_US, MAX_PENDING_ACKS, HalfStream
 from dissector.flow.tcp import ACK, SYN, Reassembler
-from dissector.reader import Capture, read_capture
+from dissector.read import Capture, read_capture
 from tests.flow.test_idle_timeout import read
 from tests.support.crafted import (
     B2C,

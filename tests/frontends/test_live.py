@@ -52,7 +52,7 @@ from dissector.frontends.cli.read import cmd_read
 from dissector.frontends.live import Counts, LiveOptions, Session, json_lines, run
 from dissector.frontends.live_capturer import Capturer
 from dissector.frontends.live_files import ParquetParts, PcapFiles
-from dissector.reader import ReaderOptions, read_tables
+from dissector.read import ReaderOptions, read_tables
 from dissector.tables.filters import Filter
 from dissector.tables.schema import SCHEMAS
 from tests.support.capture import Tcpdump, TcpdumpMissing

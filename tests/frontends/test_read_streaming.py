@@ -26,13 +26,13 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 import pytest
 
-from dissector.reader import read_tables
+from dissector.read import read_tables
 from dissector.tables.schema import TABLES
 from tests.support.cli import cli
 from tests.support.crafted import Conn, baseline_session, write_pcap
 from tests.support.samples import CAPTURES
 
-#: The documented sort (dissector.parallel_reader): stable by conn_id; anomalies tied to no
+#: The documented sort (dissector.read.parallel): stable by conn_id; anomalies tied to no
 #: connection (conn_id 0) by packet.
 ORDER = {name: ["conn_id"] for name in TABLES} | {"anomalies": ["conn_id", "packet"]}
 
@@ -197,13 +197,13 @@ def test_ctrl_c_stops_with_one_line_and_no_file(tmp_path: Path, jobs: str) -> No
 
 
 #: `pulsar-dissect` taking a FIFO for a regular file, so that `-j N` forks N workers that
-#: each open it (parallel_reader.workers decides; nothing else is changed).
+#: each open it (dissector.read.parallel.workers decides; nothing else is changed).
 SHARDED_CLI = (
     "import sys\n"
-    "from dissector import parallel_reader\n"
+    "from dissector.read import parallel\n"
     "from dissector.frontends import cli\n"
     "from dissector.frontends.cli import options\n"
-    "options.workers = parallel_reader.workers = lambda paths, jobs: jobs\n"
+    "options.workers = parallel.workers = lambda paths, jobs: jobs\n"
     "sys.exit(cli.main(sys.argv[1:]))\n"
 )
 

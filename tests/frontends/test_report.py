@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from dissector.reader import read_tables
+from dissector.read import read_tables
 from tests.support.crafted import C2B, Conn, Session, baseline_msgs, msg, write_pcap
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")

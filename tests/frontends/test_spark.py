@@ -16,7 +16,7 @@ from pyspark.sql import SparkSession
 
 from dissector.frontends import fleet
 from dissector.frontends import spark as ds
-from dissector.reader import ReaderOptions, read_tables
+from dissector.read import ReaderOptions, read_tables
 from dissector.tables.schema import SCHEMAS
 from tests.support.samples import split_pcap
 

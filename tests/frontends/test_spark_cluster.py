@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from dissector.frontends import spark as ds
-from dissector.reader import ReaderOptions, read_tables
+from dissector.read import ReaderOptions, read_tables
 from dissector.tables.schema import SCHEMAS
 from tests.support.lake import lake_rows, table_rows
 from tests.support.spark_cluster import SparkCluster, env

@@ -24,7 +24,7 @@ from dissector.errors import InputError
 from dissector.frontends import fleet
 from dissector.frontends import spark as ds
 from dissector.frontends.summary import summarize as local_summary
-from dissector.reader import ReaderOptions, read_tables
+from dissector.read import ReaderOptions, read_tables
 from dissector.tables.schema import SCHEMAS
 from tests.support.lake import lake_rows, table_rows
 

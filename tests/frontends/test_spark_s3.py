@@ -14,7 +14,7 @@ from pyspark.sql import SparkSession
 
 from dissector.frontends import fleet
 from dissector.frontends import spark as ds
-from dissector.reader import ReaderOptions, read_tables
+from dissector.read import ReaderOptions, read_tables
 from tests.support.s3 import MotoS3, s3_env, sample_tree, upload
 
 PCAPS = Path(__file__).resolve().parents[2] / "pcaps"

@@ -10,7 +10,8 @@ import pytest
 
 from dissector.errors import UsageError
 from dissector.frontends.summary import summarize
-from dissector.reader import read_tables, to_pandas
+from dissector.read import read_tables
+from dissector.read.dataframes import to_pandas
 from dissector.tables.filters import Filter, parse_time
 from tests.support.cli import cli
 

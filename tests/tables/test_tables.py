@@ -38,7 +38,7 @@ from dissector.events import (
 )
 from dissector.pulsar.encoder import command
 from dissector.pulsar.wire import BODY_FIELDS, COMMAND_TYPES, BrokerEntryMetadata, MessageMetadata
-from dissector.reader import Capture
+from dissector.read import Capture
 from dissector.tables.builders import TableBuilder
 from dissector.tables.schema import SCHEMAS, TABLES
 

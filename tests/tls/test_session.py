@@ -29,7 +29,7 @@ from typing import Any
 import pytest
 
 from dissector.events import Anomaly, Direction
-from dissector.reader import read_capture
+from dissector.read import read_capture
 from dissector.tls import keys as tls_keys
 from dissector.tls import session as tls_session
 from dissector.tls.cipher import RecordCipher

@@ -29,7 +29,7 @@ from dissector.frontends.cli.options import inputs
 from dissector.frontends.overwrite_guard import refuse_overwrite
 from dissector.frontends.terminal import printable
 from dissector.keylog_files import check_keylogs
-from dissector.reader import check_captures
+from dissector.read.inputs import check_captures
 
 _DIST = "pulsar-dissector"
 

@@ -12,18 +12,19 @@ from __future__ import annotations
 import argparse
 import re
 import sys
-from collections import Counter
 from collections.abc import Callable
 from typing import Any, TypeAlias
 
 from dissector.errors import UsageError
 from dissector.frontends.progress import ReadProgress
 from dissector.frontends.terminal import printable
-from dissector.parallel_reader import default_jobs, stream_tables_parallel, workers
 from dissector.pulsar.framing import DEFAULT_MAX_FRAME_SIZE
 from dissector.pulsar.payload import DEFAULT_MAX_UNCOMPRESSED
 from dissector.pulsar.wire import COMMAND_TYPES
-from dissector.reader import ReaderOptions, capture_bytes, no_pulsar_hint
+from dissector.read.inputs import capture_bytes, no_pulsar_hint
+from dissector.read.options import ReaderOptions
+from dissector.read.parallel import default_jobs, stream_tables_parallel, workers
+from dissector.read.tables import ReadCounts
 from dissector.tables.builders import Sink
 from dissector.tables.filters import Filter, parse_time
 
@@ -200,7 +201,7 @@ def row_filter(args: argparse.Namespace) -> Filter:
 
 def stream_tables(
     args: argparse.Namespace, options: ReaderOptions, names: list[str], sink: Sink
-) -> Counter[str]:
+) -> ReadCounts:
     """Dissect the captures into the tables' record batches, in -j processes; a progress bar
     on stderr when it is a terminal."""
     jobs = workers(args.captures, args.jobs or default_jobs())
@@ -222,7 +223,7 @@ def inputs(args: argparse.Namespace) -> list[str]:
     ]
 
 
-def print_hint(counts: Counter[str], options: ReaderOptions) -> None:
+def print_hint(counts: ReadCounts, options: ReaderOptions) -> None:
     """A read that found no Pulsar frame says so on stderr (still exit 0), with a --port to
     try when TCP conversations were seen on other ports."""
     hint = no_pulsar_hint(counts, options.broker_ports)

@@ -37,6 +37,7 @@ from dissector.frontends.expressions import RowFilter
 from dissector.frontends.overwrite_guard import refuse_overwrite
 from dissector.frontends.terminal import printable
 from dissector.frontends.text import TIME_FORMATS
+from dissector.read.tables import ReadCounts
 from dissector.tables.filters import Filter
 from dissector.tables.output import EXTENSIONS, FORMATS, TableWriter
 from dissector.tables.schema import TABLES, needs_pairs, needs_payloads
@@ -102,7 +103,7 @@ def cmd_read(args: argparse.Namespace, out: TextIO) -> int:
     schemas = {n: _selected(TABLES[n].schema, columns) for n in names}
     out.flush()
     options = reader_options(args, messages=needs_payloads(names), pairs=needs_pairs(names))
-    counts: Counter[str] = Counter()
+    counts = ReadCounts()
     folder = _folder_made(args.output) if len(paths) > 1 or args.output != paths[names[0]] else None
     writers: list[TableWriter] = []
     left = dict.fromkeys(names, args.count)  # -c: rows still to write per table
@@ -127,7 +128,7 @@ def cmd_read(args: argparse.Namespace, out: TextIO) -> int:
         try:
             counts = stream_tables(args, options, names, sink)
         except _Enough:
-            counts = Counter({"frames": 1})  # rows were found: no "no Pulsar" hint
+            counts = ReadCounts(Counter({"frames": 1}))  # rows were found: no "no Pulsar" hint
         for writer in writers:  # every file complete before any gets its name
             writer.finish()
         for writer in writers:

@@ -17,7 +17,9 @@ from dissector.events import Frame
 from dissector.frontends.cli.options import print_hint, reader_options
 from dissector.frontends.expressions import RowFilter
 from dissector.frontends.text import FrameLines
-from dissector.reader import OTHER_PORT, first_packet_time, iter_events
+from dissector.read.inputs import first_packet_time
+from dissector.read.runs import iter_events
+from dissector.read.tables import ReadCounts
 from dissector.tables.builders import BATCH_ROWS, TableBuilder
 from dissector.tables.filters import Filter
 from dissector.tables.schema import TABLES
@@ -78,6 +80,5 @@ def text_view(args: argparse.Namespace, out: TextIO, rows: Filter) -> int:
             break
     if builder is not None and held:
         printed += judge()
-    seen = Counter({"frames": frames, **{f"{OTHER_PORT}{p}": n for p, n in other.items()}})
-    print_hint(seen, options)
+    print_hint(ReadCounts(Counter({"frames": frames}), other), options)
     return 0

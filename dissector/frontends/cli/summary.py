@@ -31,7 +31,7 @@ def cmd_summary(args: argparse.Namespace, out: TextIO) -> int:
     # anomalies are the summary's too).
     options = reader_options(args)
     counts = stream_tables(args, options, list(SUMMARY_TABLES), summary.add)
-    summary.frames, summary.messages = counts["frames"], counts["messages"]
+    summary.frames, summary.messages = counts.rows["frames"], counts.rows["messages"]
     print_hint(counts, options)
     result = summary.result()
     if args.format == "json":

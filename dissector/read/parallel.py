@@ -8,9 +8,8 @@ Rules:
   (dissector.flow.shard; other shards' packets are told from their bytes, unparsed where
   the link and IP headers are plain): a connection is whole in one worker, so its rows are
   the rows one process makes. Capture damage is reported by worker 0 only.
-- conn_id is renumbered as one process numbers connections: by the packet that opened them,
-  on from one group of captures to the next (each worker lists what it opened), so `-j N`
-  gives the rows of `-j 1`. Only their order
+- conn_id is renumbered as one process numbers connections (dissector.read.numbering: each
+  worker lists what it opened), so `-j N` gives the rows of `-j 1`. Only their order
   differs: a stable sort by conn_id (and by packet for anomalies tied to no connection,
   conn_id 0) gives the order of `-j 1`, since a connection's rows keep their order. The
   flow table's bound on open connections applies per worker.
@@ -27,32 +26,24 @@ import multiprocessing
 import os
 import signal
 import tempfile
-from collections import Counter
 from collections.abc import Callable, Iterable
 from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
 
-import numpy as np
 import pyarrow as pa
 
 from dissector.capture.merge import Progress
 from dissector.errors import DissectorError, OutputError, os_reason
-from dissector.reader import (
-    CONN_ID_STRIDE,
-    PathLike,
-    ReaderOptions,
-    as_paths,
-    stream_tables,
-)
+from dissector.read.numbering import Opened, renumber, renumbering
+from dissector.read.options import PathLike, ReaderOptions, as_paths
+from dissector.read.tables import ReadCounts, stream_tables
 from dissector.tables.builders import Sink
 from dissector.tables.schema import TABLES
 
 #: Seconds between two calls of `waiting` while the workers run.
 WAIT_TICK = 0.25
-#: group index -> [(packet that opened it, local conn_id)] in opening order.
-Opened = dict[int, list[tuple[int, int]]]
-#: What a worker reports: the connections it opened, and its rows per table.
-Report = tuple[Opened, Counter[str]]
+#: What a worker reports: the connections it opened, and what it counted.
+Report = tuple[Opened, ReadCounts]
 
 
 def default_jobs() -> int:
@@ -78,8 +69,9 @@ def stream_tables_parallel(
     jobs: int,
     progress: Progress | None = None,
     waiting: Callable[[], None] | None = None,
-) -> Counter[str]:
-    """As reader.stream_tables, with `jobs` worker processes (see the module docstring).
+) -> ReadCounts:
+    """As dissector.read.tables.stream_tables, with `jobs` worker processes (see the module
+    docstring).
 
     waiting: called about every WAIT_TICK seconds while the workers run (to redraw a
     progress bar from this thread: no thread may run here when the workers are forked).
@@ -94,15 +86,15 @@ def stream_tables_parallel(
         return stream_tables(files, options, names, sink, progress)
     with tempfile.TemporaryDirectory(prefix="pulsar-dissect-") as scratch:
         reports = _run_workers(files, options, names, jobs, scratch, progress, waiting)
-        tables_of = _renumbering([o for o, _ in reports], options.per_series_ids)
+        tables_of = renumbering([o for o, _ in reports], options.per_series_ids)
         for name in names:
             for k in range(jobs):
                 # read, not memory-mapped: mapped pages would count in the parent's memory
                 with pa.OSFile(_part(scratch, k, name)) as source:
                     reader = pa.ipc.open_file(source)
                     for i in range(reader.num_record_batches):
-                        sink(name, _renumber(reader.get_batch(i), tables_of[k]))
-    return sum((counts for _, counts in reports), Counter())
+                        sink(name, renumber(reader.get_batch(i), tables_of[k]))
+    return sum((counts for _, counts in reports), ReadCounts())
 
 
 def _run_workers(
@@ -214,38 +206,3 @@ def _work(
             "(free space there, set TMPDIR to another folder, or read with -j 1)"
         ) from None
     return opened, counts
-
-
-def _renumbering(opened: list[Opened], per_series: bool = False) -> list[dict[int, np.ndarray]]:
-    """Per worker, per group: local connection number -> conn_id of a one-process read,
-    which numbers connections by the packet that opened them, on from group to group (or
-    from each series' own range: ReaderOptions.per_series_ids)."""
-    out: list[dict[int, np.ndarray]] = [{} for _ in opened]
-    first = 1  # the conn_id of the group's first connection
-    for index in sorted({i for worker in opened for i in worker}):
-        base = index * CONN_ID_STRIDE + 1
-        if per_series:
-            first = base
-        order = sorted(
-            (packet, k, local)
-            for k, worker in enumerate(opened)
-            for packet, local in worker.get(index, [])
-        )
-        luts = {k: np.zeros(len(w.get(index, [])), dtype=np.int64) for k, w in enumerate(opened)}
-        for rank, (_, k, local) in enumerate(order):
-            luts[k][local - base] = first + rank
-        for k, lut in luts.items():
-            out[k][index] = lut
-        first += len(order)
-    return out
-
-
-def _renumber(batch: pa.RecordBatch, luts: dict[int, np.ndarray]) -> pa.RecordBatch:
-    at = batch.schema.get_field_index("conn_id")
-    ids = batch.column(at).to_numpy(zero_copy_only=False)
-    new = ids.copy()
-    for index, lut in luts.items():
-        local = ids - (index * CONN_ID_STRIDE + 1)
-        hit = (local >= 0) & (local < len(lut))
-        new[hit] = lut[local[hit]]
-    return batch.set_column(at, batch.schema.field(at), pa.array(new, type=pa.int64()))

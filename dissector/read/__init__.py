@@ -1,0 +1,22 @@
+"""EDGE: read capture files through the pipeline into events or tables.
+
+Input: one or more capture paths (files, globs, directories, local or remote) and reader
+settings (`ReaderOptions`: broker ports, TLS ports, frame limit, tables wanted...).
+Output: `iter_events` streams pipeline events (memory stays flat for captures of any size);
+`read_tables` returns Arrow tables; `read_capture` returns a `Capture` whose attributes are
+pandas DataFrames.
+Rule: every read (local, merged groups, -j workers, Spark and fleet executors) goes through
+one run driver (`driver`), and connection ids are decided in one place (`numbering`). The
+modules: options (settings, paths), driver (the run driver, its GC setting), runs (what each
+front end hands the driver), numbering (conn_id ranges, -j renumbering), tables (events ->
+record batches), parallel (-j worker processes), inputs (checks and hints around a read),
+dataframes (pandas). Damage that ends a file's reading becomes an anomaly row, never an
+exception; a file that is not a capture raises InputError.
+"""
+
+from dissector.read.dataframes import Capture, read_capture
+from dissector.read.options import ReaderOptions
+from dissector.read.runs import iter_events
+from dissector.read.tables import read_tables
+
+__all__ = ["Capture", "ReaderOptions", "iter_events", "read_capture", "read_tables"]

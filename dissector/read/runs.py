@@ -1,0 +1,87 @@
+"""EDGE: the reads the front ends ask for, each a way of handing items to the one driver.
+
+Input: capture paths (files, series, several captures) or one series of files with its index
+in a larger read; the read's settings.
+Output: `local_batches` -> the driver's (group, capture, events) batches of a local read;
+`iter_events` -> (capture, event) for the public API and the text view; `iter_series` ->
+the events of one series, for Spark's and the fleet's executors.
+Rules:
+- A local read groups rotated files into series (dissector.capture.series); series that
+  overlap in time merge by timestamp into one group (dissector.capture.merge), unless
+  merging is off or connections are numbered per series; each group has its own pipeline.
+- One series read on its own (an executor's partition) is a group whose index is the
+  series' index, its connections numbered in that index's range (dissector.read.numbering).
+- The public generators apply the driver's GC setting only while a batch is made
+  (dissector.read.driver.collected_between).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Generator, Iterable, Iterator
+from dataclasses import replace
+
+from dissector.capture import series as series_mod
+from dissector.capture.merge import Progress, merged, series_items
+from dissector.events import PipelineEvent
+from dissector.read.driver import Batch, collected_between, drive
+from dissector.read.numbering import Opened
+from dissector.read.options import KeylogPath, PathLike, ReaderOptions, as_paths
+
+
+def local_batches(
+    paths: PathLike | Iterable[PathLike],
+    options: ReaderOptions,
+    progress: Progress | None = None,
+    other_ports: Counter[int] | None = None,
+    opened: Opened | None = None,
+) -> Iterator[Batch]:
+    """The batches of a read of `paths` in this process (see the module rules).
+
+    progress: counts the bytes of the files read. other_ports, opened: see driver.drive.
+    """
+    groups = series_mod.group(as_paths(paths), options.series)
+    merge = options.merge and not options.per_series_ids
+    items = merged(groups, progress, options.s3_endpoint, merge)
+    return drive(dict(enumerate(groups)), items, options, other_ports, opened)
+
+
+def iter_series(
+    files: list[str], options: ReaderOptions, series_index: int = 0
+) -> Generator[PipelineEvent, None, None]:
+    """Events of a series of capture files read as one capture (rotated files in order),
+    connections numbered from series_index * CONN_ID_STRIDE + 1.
+
+    Packet numbers continue from file to file. Damage that ends a file's reading is an
+    anomaly (of shard 0 only, when sharded); the next file of the series is still read.
+    """
+    items = series_items(files, None, options.s3_endpoint, series_index)
+    own = replace(options, per_series_ids=True)  # numbered in the series' own range
+    for _, _, evs in collected_between(drive({series_index: files}, items, own)):
+        yield from evs
+
+
+def iter_events(
+    paths: PathLike | Iterable[PathLike],
+    options: ReaderOptions | None = None,
+    other_ports: Counter[int] | None = None,
+    *,
+    tls_keylog: KeylogPath | Iterable[KeylogPath] = (),
+) -> Generator[tuple[str, PipelineEvent], None, None]:
+    """(capture path, event) for every event of every capture, in order (a generator:
+    `close()` it to stop a read early and close its files).
+
+    Rotated files of one capture point are read as one series (see dissector.capture.series);
+    series that overlap in time merge by timestamp (dissector.capture.merge). The path given
+    with an event is the first file of its connection's series. other_ports: gets, per
+    server port, the TCP conversations found not to be Pulsar.
+    tls_keylog: NSS key log files (added to the options' own) to decrypt TLS sessions with.
+    """
+    options = options or ReaderOptions()
+    if tls_keylog:
+        keylogs = tuple(as_paths(tls_keylog, "tls_keylog"))
+        options = replace(options, tls_keylog=options.tls_keylog + keylogs)
+    batches = local_batches(paths, options, other_ports=other_ports)
+    for _, path, evs in collected_between(batches):
+        for ev in evs:
+            yield path, ev

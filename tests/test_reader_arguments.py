@@ -71,6 +71,7 @@ def odd_name(tmp_path: Path) -> bytes:
     return name
 
 
+@pytest.mark.slow  # many command runs: left out of `make check`
 def test_a_capture_name_that_is_not_utf8(odd_name: bytes, tmp_path: Path) -> None:
     shown = os.fsdecode(os.path.dirname(odd_name)) + "/\\xff\\xfe-cap.pcap"  # by hand
     plain = tmp_path / "plain.pcap"

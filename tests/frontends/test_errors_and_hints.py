@@ -16,6 +16,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from scapy.layers.inet import IP, TCP, UDP
 from scapy.layers.l2 import Ether
 from scapy.packet import Raw
@@ -115,6 +116,7 @@ def limited_read(*args: str, limit: int = 4096) -> subprocess.CompletedProcess[s
     )  # fmt: skip
 
 
+@pytest.mark.slow  # many command runs: left out of `make check`
 def test_a_write_that_fails_midway_leaves_nothing(tmp_path: Path) -> None:
     for fmt, target in (("csv", "m.csv"), ("parquet", "m.parquet"), ("parquet", "all/")):
         out = tmp_path / fmt / target

@@ -74,6 +74,7 @@ def test_overlapping_captures_read_as_mergecap_merges_them(
     assert sorted(r["conn_id"] for r in conversations) == [1, 2]
 
 
+@pytest.mark.slow  # many command runs: left out of `make check`
 def test_captures_of_other_times_follow_in_time_order(captures: dict[str, Path]) -> None:
     """z-early.pcap sorts last by name but is an hour older: it comes first, numbered as
     on its own (Wireshark's packet numbers), and times never run backwards."""

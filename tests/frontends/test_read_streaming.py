@@ -120,6 +120,7 @@ def test_a_failed_read_leaves_no_file(tmp_path: Path) -> None:
         assert leftovers == [], leftovers
 
 
+@pytest.mark.slow  # many command runs: left out of `make check`
 def test_the_format_follows_the_suffix(tmp_path: Path) -> None:
     capture = next(p for p in CAPTURES if p.name.startswith("keepalive"))
     frames = read_tables(capture)["frames"]
@@ -139,6 +140,7 @@ def test_the_format_follows_the_suffix(tmp_path: Path) -> None:
     assert done.returncode == 2 and "-o FOLDER" in done.stderr
 
 
+@pytest.mark.slow  # many command runs: left out of `make check`
 def test_summary_lists_the_busiest_connections(many: Path) -> None:
     done = cli("summary", str(many), "--format", "json", "--top", "5")
     assert done.returncode == 0, done.stderr
@@ -268,6 +270,7 @@ def _opened_by_children(pid: int, path: Path) -> list[int]:
     return found
 
 
+@pytest.mark.slow  # many command runs: left out of `make check`
 def test_idle_timeout_when_reading_follows_capture_time(tmp_path: Path) -> None:
     """`read --idle-timeout T`: with T above the capture's longest silence nothing changes;
     with T under it, a connection ends with `timeout`. Silences come from the packet

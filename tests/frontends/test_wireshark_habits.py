@@ -359,6 +359,7 @@ def _as_json(value: object) -> object:
     return value
 
 
+@pytest.mark.slow  # many command runs: left out of `make check`
 def test_fields_column_holds_every_field_the_command_sets(tmp_path: Path) -> None:
     """--columns ...,fields: each frame's JSON has exactly the fields the crafted command was
     given (enums by name), the auth data redacted; without asking, the column is null."""

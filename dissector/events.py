@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, NamedTuple
 
-from dissector.anomalies import REGISTRY, Severity
+from dissector.anomalies import REGISTRY, AnomalyCode, Severity
 
 
 class Direction(StrEnum):
@@ -210,7 +210,7 @@ class Preamble(NamedTuple):
     def anomaly(self, conn_id: int, packet: int, ts: int) -> Anomaly:
         """A `proxy_invalid` preamble as an anomaly row (at the start of the client stream)."""
         return Anomaly.of(
-            "proxy.header_invalid",
+            AnomalyCode.PROXY_HEADER_INVALID,
             conn_id=conn_id,
             direction=Direction.CLIENT_TO_BROKER,
             stream_offset=0,

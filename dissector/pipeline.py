@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+from dissector.anomalies import AnomalyCode
 from dissector.events import (
     Anomaly,
     ConnClosed,
@@ -296,7 +297,7 @@ class Pipeline:
             if owner is None:
                 out.append(ev)
                 return
-            if ev.code == "tcp.midstream_start" and ev.direction is not None:
+            if ev.code == AnomalyCode.TCP_MIDSTREAM_START and ev.direction is not None:
                 owner.midstream[ev.direction] = True
             self._emit(owner, ev, out)
 
@@ -576,7 +577,7 @@ def _stats(dec: FrameDecoder | None, packets: int, wire: int, preamble: int) -> 
 
 def _encrypted(opened: ConnOpened, detail: str) -> Anomaly:
     return Anomaly.of(
-        "pulsar.encrypted",
+        AnomalyCode.PULSAR_ENCRYPTED,
         conn_id=opened.conn_id,
         direction=None,
         stream_offset=None,

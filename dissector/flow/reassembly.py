@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from typing import Final, Protocol
 
+from dissector.anomalies import AnomalyCode
 from dissector.events import Anomaly, Direction, Segment, StreamData, StreamGap
 from dissector.flow.recent import RecentBytes
 
@@ -169,7 +170,7 @@ class HalfStream:
                     self._anomaly(
                         self.offset,
                         seg,
-                        "tcp.out_of_order_overflow",
+                        AnomalyCode.TCP_OUT_OF_ORDER_OVERFLOW,
                         f"{self.ooo_bytes} bytes buffered behind a hole",
                     )
                 )
@@ -213,7 +214,7 @@ class HalfStream:
                 )
                 out.append(
                     Anomaly.of(
-                        "tcp.gap",
+                        AnomalyCode.TCP_GAP,
                         conn_id=self.conn_id,
                         direction=self.direction,
                         stream_offset=self.offset,
@@ -314,7 +315,9 @@ class HalfStream:
         """A segment after the connection closed: reported when it carries new bytes."""
         if self.next_seq is not None and seq_diff(seg.seq, self.next_seq) >= 0:
             out.append(
-                self._anomaly(self.offset, seg, "tcp.data_after_close", f"{len(seg.payload)} bytes")
+                self._anomaly(
+                    self.offset, seg, AnomalyCode.TCP_DATA_AFTER_CLOSE, f"{len(seg.payload)} bytes"
+                )
             )
 
     def _compare(self, offset: int, data: bytes, seg: Segment, out: Sink) -> None:
@@ -328,7 +331,7 @@ class HalfStream:
                 self._anomaly(
                     lo,
                     seg,
-                    "tcp.retransmission_mismatch",
+                    AnomalyCode.TCP_RETRANSMISSION_MISMATCH,
                     f"bytes {lo}..{hi} differ from the first copy",
                 )
             )

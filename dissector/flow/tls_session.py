@@ -33,6 +33,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from dissector.anomalies import AnomalyCode
 from dissector.events import Anomaly, Direction, TlsInfo
 from dissector.flow import tls_handshake as hs
 from dissector.flow.tls_keylog import KeyLog
@@ -163,7 +164,7 @@ class TlsSession:
             detail = "the connection ended before the handshake completed"
             if self._keys.server is None:
                 detail += " (no ServerHello)"
-            out.append(self._anomaly("tls.handshake_failure", None, None, detail, 0, 0))
+            out.append(self._anomaly(AnomalyCode.TLS_HANDSHAKE_FAILURE, None, None, detail, 0, 0))
         return out
 
     def info(self) -> TlsInfo:
@@ -227,7 +228,7 @@ class TlsSession:
         if lost.reason == "skipped":
             out.append(
                 self._anomaly(
-                    "tls.skipped_bytes",
+                    AnomalyCode.TLS_SKIPPED_BYTES,
                     side.direction,
                     lost.offset,
                     f"{lost.length} bytes that are not TLS records skipped to resync",
@@ -239,7 +240,7 @@ class TlsSession:
         elif lost.reason == "truncated":
             out.append(
                 self._anomaly(
-                    "tls.truncated_record",
+                    AnomalyCode.TLS_TRUNCATED_RECORD,
                     side.direction,
                     lost.offset,
                     f"the stream ended {lost.length} bytes into a record",
@@ -281,7 +282,7 @@ class TlsSession:
                     self._unsupported = True
                     out.append(
                         self._anomaly(
-                            "tls.unsupported_cipher",
+                            AnomalyCode.TLS_UNSUPPORTED_CIPHER,
                             side.direction,
                             rec.offset,
                             f"{suite_name(server.suite)}: not decrypted",
@@ -297,7 +298,7 @@ class TlsSession:
             if self._cert is None:
                 out.append(
                     self._anomaly(
-                        "tls.certificate_undecodable",
+                        AnomalyCode.TLS_CERTIFICATE_UNDECODABLE,
                         side.direction,
                         rec.offset,
                         "the server certificate does not parse as X.509",
@@ -318,9 +319,9 @@ class TlsSession:
         who = "client" if side.direction is C2B else "server"
         fatal = level == 2
         detail = f"{'fatal' if fatal else 'warning'} alert {name} ({description}) from the {who}"
-        code = "tls.alert"
+        code = AnomalyCode.TLS_ALERT
         if fatal and not self._done:
-            code = "tls.handshake_failure"
+            code = AnomalyCode.TLS_HANDSHAKE_FAILURE
             self._failed = True
         out.append(self._anomaly(code, side.direction, rec.offset, detail, rec.packet, rec.ts))
 
@@ -342,7 +343,7 @@ class TlsSession:
                 f"{held} bytes of records waiting for a key not kept: all TLS sessions "
                 f"together keep at most {pool.limit} bytes waiting; not decrypted"
             )
-            self._give_up("tls.waiting_dropped", detail, held, rec, out, side)
+            self._give_up(AnomalyCode.TLS_WAITING_DROPPED, detail, held, rec, out, side)
             self._undecrypted(side, rec, out)
             return
         side.waiting.append(rec)
@@ -353,7 +354,7 @@ class TlsSession:
 
     def _no_key_for(self, why: str, out: _Out) -> None:
         detail = f"no key for this TLS session in the key log ({why}): not decrypted"
-        self._give_up("tls.no_key", detail, 0, None, out)
+        self._give_up(AnomalyCode.TLS_NO_KEY, detail, 0, None, out)
 
     def _give_up(
         self,
@@ -442,7 +443,7 @@ class TlsSession:
                 side.failing = True
                 out.append(
                     self._anomaly(
-                        "tls.decrypt_failed",
+                        AnomalyCode.TLS_DECRYPT_FAILED,
                         side.direction,
                         rec.offset,
                         f"a {len(rec.fragment)}-byte record does not decrypt "

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from dissector.anomalies import AnomalyCode
 from dissector.tables.columns import path_text
 
 LADDER_FRAMES = 400  # frames kept per connection for its ladder
@@ -109,7 +110,11 @@ class ReportData:
         rows = batch.to_pylist()
         for r in rows:
             self.anomaly_codes[r["code"]] += 1
-            if r["code"] in ("tcp.gap", "capture.kernel_drops", "capture.not_dissected"):
+            if r["code"] in (
+                AnomalyCode.TCP_GAP,
+                AnomalyCode.CAPTURE_KERNEL_DROPS,
+                AnomalyCode.CAPTURE_NOT_DISSECTED,
+            ):
                 self.losses.append((int(r["ts"].timestamp() * 1e6), r["code"]))
             if len(self.anomaly_rows) < ROWS:
                 self.anomaly_rows.append(r)

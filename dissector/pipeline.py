@@ -43,6 +43,7 @@ from dissector.events import (
     NetIssue,
     PipelineEvent,
     Preamble,
+    PreambleKind,
     RawPacket,
     Segment,
     StreamData,
@@ -405,13 +406,13 @@ class Pipeline:
                     return
                 conv.head = None
                 conv.preamble = found
-                if found.kind == "tls":
+                if found.kind is PreambleKind.TLS:
                     self._step(conv, Event.CLIENT_HELLO, out)
                     if conv.tls is not None:
                         tls = conv.tls.feed(C2B, head, ev.packet, ev.ts)
                         self._tls(conv, tls, out)
                     return
-                if found.kind == "proxy_invalid":
+                if found.kind is PreambleKind.PROXY_INVALID:
                     # Skip what looked like the header and resynchronise on the first frame.
                     self._emit(conv, found.anomaly(ev.conn_id, ev.packet, ev.ts), out)
                     conv.midstream[C2B] = True

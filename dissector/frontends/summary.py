@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from dissector.events import Outcome
 from dissector.frontends.terminal import printable
 
 PERCENTILES = (0.5, 0.9, 0.99)
@@ -67,7 +68,7 @@ class Summary:
     def _timeline(self, batch: pa.RecordBatch) -> None:
         outcome = np.asarray(batch.column("outcome").to_pylist(), dtype=object)
         request = np.asarray(batch.column("request_command").to_pylist(), dtype=object)
-        answered = (outcome == "success") | (outcome == "error")
+        answered = (outcome == Outcome.SUCCESS) | (outcome == Outcome.ERROR)
         if answered.any():
             latency = batch.column("latency_us").to_numpy(zero_copy_only=False)[answered]
             commands = request[answered]
@@ -76,15 +77,17 @@ class Summary:
                 self._latency.setdefault(str(command), []).append(values)
         codes = batch.column("error_code").to_pylist()
         self._errors.update(
-            "?" if c is None else c for c, o in zip(codes, outcome, strict=True) if o == "error"
+            "?" if c is None else c
+            for c, o in zip(codes, outcome, strict=True)
+            if o == Outcome.ERROR
         )
         self._unanswered.update(
-            str(r) for r, o in zip(request, outcome, strict=True) if o == "unanswered"
+            str(r) for r, o in zip(request, outcome, strict=True) if o == Outcome.UNANSWERED
         )
         responses = batch.column("response_command").to_pylist()
         why = batch.column("error_message").to_pylist()
         for r, o, w in zip(responses, outcome, why, strict=True):
-            if o != "unmatched":
+            if o != Outcome.UNMATCHED:
                 continue
             if w is not None and w.startswith(REPEATED):  # a client's repeated ack: no fault
                 self._repeated[str(r)] += 1

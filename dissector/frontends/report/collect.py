@@ -22,6 +22,7 @@ import numpy as np
 import pyarrow as pa
 
 from dissector.anomalies import AnomalyCode
+from dissector.events import Outcome
 from dissector.tables.columns import path_text
 
 LADDER_FRAMES = 400  # frames kept per connection for its ladder
@@ -156,12 +157,12 @@ class ReportData:
             if r["consumer_id"] is None:
                 continue
             key = (r["conn_id"], r["consumer_id"])
-            if r["outcome"] == "redelivered":
+            if r["outcome"] == Outcome.REDELIVERED:
                 self.redelivered[key] += 1
-            elif r["response_command"] == "ACK" and r["outcome"] == "success":
+            elif r["response_command"] == "ACK" and r["outcome"] == Outcome.SUCCESS:
                 self.acked[key] += 1
         outcome = np.asarray(batch.column("outcome").to_pylist(), dtype=object)
-        answered = (outcome == "success") | (outcome == "error")
+        answered = (outcome == Outcome.SUCCESS) | (outcome == Outcome.ERROR)
         if not answered.any():
             return
         latency = batch.column("latency_us").to_numpy(zero_copy_only=False)[answered]

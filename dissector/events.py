@@ -332,6 +332,9 @@ class Pair(NamedTuple):
     topic: str | None
     error_code: str | None
     error_message: str | None
+    #: An ack of a message already acknowledged (unmatched, yet no fault: a cumulative ack
+    #: covering individually acked messages, an ack sent twice): the packet of its first ack.
+    first_ack_packet: int | None = None
 
 
 @dataclass(slots=True)

@@ -85,11 +85,11 @@ class Summary:
             str(r) for r, o in zip(request, outcome, strict=True) if o == Outcome.UNANSWERED
         )
         responses = batch.column("response_command").to_pylist()
-        why = batch.column("error_message").to_pylist()
-        for r, o, w in zip(responses, outcome, why, strict=True):
+        first_ack = batch.column("first_ack_packet").to_pylist()
+        for r, o, first in zip(responses, outcome, first_ack, strict=True):
             if o != Outcome.UNMATCHED:
                 continue
-            if w is not None and w.startswith(REPEATED):  # a client's repeated ack: no fault
+            if first is not None:  # a client's repeated ack: no fault
                 self._repeated[str(r)] += 1
             else:
                 self._unmatched[str(r)] += 1
@@ -122,11 +122,6 @@ def latency_ms(us: float) -> float:
     """A latency in microseconds as the summaries show it: milliseconds, 3 decimals (the
     fleet job's Spark summary uses this too, so both print the same numbers)."""
     return round(float(us) / 1000, 3)
-
-
-#: How the timeline explains an ack of a message already acknowledged (a cumulative ack
-#: covering individually acked messages, an ack sent twice): `unmatched`, yet no fault.
-REPEATED = "already acknowledged"
 
 
 def _connection(row: dict[str, Any]) -> dict[str, Any]:

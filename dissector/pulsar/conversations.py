@@ -298,7 +298,9 @@ class ConversationState:
         pair = self._pair(None, frame, None, ack_of=key)
         earlier = done.get(key)
         if earlier is not None:
-            pair = pair._replace(error_message=f"already acknowledged (packet {earlier})")
+            pair = pair._replace(
+                error_message=f"already acknowledged (packet {earlier})", first_ack_packet=earlier
+            )
         return pair
 
 

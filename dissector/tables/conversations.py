@@ -259,6 +259,13 @@ TIMELINE = Table(
             "None if resp is None else resp.stream_offset",
             "stream offset of the response frame",
         ),
+        col(
+            "first_ack_packet",
+            I64,
+            "p.first_ack_packet",
+            "a repeated ack (unmatched: of a message already acknowledged, not a fault): "
+            "capture packet number of the message's first ack",
+        ),
     ],
     prelude=_PAIR_PRELUDE,
 )

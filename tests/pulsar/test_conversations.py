@@ -609,8 +609,12 @@ def test_repeated_ack_is_unmatched_and_names_the_first_ack() -> None:
     p = one(again.pairs)
     linked(p, None, again, "unmatched")
     assert p.error_message is not None and f"packet {link.packet - 1}" in p.error_message
+    assert p.first_ack_packet == link.packet - 1  # a field, not only the text
+    assert row(p)["first_ack_packet"] == link.packet - 1
     never = link.send(C2B, "ACK", consumer_id=1, ack_type=0, message_id=[mid(5, 6)])
     assert one(never.pairs).error_message is None
+    assert one(never.pairs).first_ack_packet is None
+    assert one(first.pairs).first_ack_packet is None
 
 
 def test_ack_from_another_consumer_does_not_pair() -> None:

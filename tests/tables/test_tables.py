@@ -478,6 +478,7 @@ def test_timeline_columns_by_name() -> None:
         topic="topic-15",
         error_code="code-16",
         error_message="message-17",
+        first_ack_packet=18,
     )
     unmatched = p._replace(request=None, outcome=Outcome.UNMATCHED)
     opened = ConversationOpened(conn_id=8, key=KEY, ts=0, packet=0)
@@ -506,6 +507,7 @@ def test_timeline_columns_by_name() -> None:
         "error_message": "message-17",
         "request_offset": 4,
         "response_offset": 6,
+        "first_ack_packet": 18,
     }
     none = ("request_command", "request_direction", "request_packet", "request_ts")
     assert got[1]["ts"] == 7 and all(got[1][k] is None for k in none)

@@ -357,8 +357,9 @@ class Entity:
 
 
 @dataclass(slots=True)
-class Summary:
-    """What the connection said about itself (for the conversations table)."""
+class ConnectionInfo:
+    """What the connection said about itself (for the conversations table): its handshake
+    (CONNECT, CONNECTED) and its producers and consumers."""
 
     client_version: str | None = None
     server_version: str | None = None
@@ -424,9 +425,14 @@ class Conversation:
     proxied_client: tuple[str, int] | None  # original client from a PROXY header
     c2b: DirectionStats
     b2c: DirectionStats
-    summary: Summary  # handshake and entities
+    info: ConnectionInfo  # handshake and entities
     anomalies: int  # anomaly rows of this connection
     tls: TlsInfo | None = None  # TLS conversations: what the handshake showed
+
+    @property
+    def summary(self) -> ConnectionInfo:
+        """`info` by its former name (kept for scripts written before it was renamed)."""
+        return self.info
 
 
 PipelineEvent = ConversationOpened | Frame | Anomaly | Conversation | AppMessage | Pair

@@ -51,7 +51,7 @@ from dissector.events import (
     TcpEvent,
 )
 from dissector.flow import classify
-from dissector.flow.classify import Event, Mode
+from dissector.flow.classify import Mode, Trigger
 from dissector.flow.fragments import Datagram, Fragment, FragmentReassembler
 from dissector.flow.net import parse_datagram, parse_layers
 from dissector.flow.preamble import sniff
@@ -59,9 +59,9 @@ from dissector.flow.shard import Sharder
 from dissector.flow.tcp import Reassembler
 from dissector.flow.tls_keylog import KeyLog
 from dissector.flow.tls_session import Plain, PlainGap, TlsEvent, TlsSession, WaitingPool
-from dissector.pulsar.conversations import ConversationState
 from dissector.pulsar.framing import DEFAULT_MAX_FRAME_SIZE, FrameDecoder, StreamStats
 from dissector.pulsar.messages import MessageExtractor
+from dissector.pulsar.pairing import ConversationState
 from dissector.pulsar.wire import COMMAND_TYPES, PAYLOAD_TYPES
 
 DEFAULT_BROKER_PORTS = frozenset({6650, 6651})
@@ -312,7 +312,7 @@ class Pipeline:
 
     # ------------------------------------------------------------------ modes
 
-    def _step(self, conv: _Conv, event: Event, out: _Out) -> None:
+    def _step(self, conv: _Conv, event: Trigger, out: _Out) -> None:
         """Give `event` to the classification table and act on the mode it leads to."""
         old = conv.mode
         mode = conv.mode = classify.transition(old, event)
@@ -322,7 +322,7 @@ class Pipeline:
             conv.decoders.clear()
             conv.tls = TlsSession(opened.conn_id, self.keylog, self.tls_waiting)
             conv.tls_judge = True if old is PENDING else None
-            why = "TLS port" if event is Event.TLS_PORT else "TLS ClientHello"
+            why = "TLS port" if event is Trigger.TLS_PORT else "TLS ClientHello"
             out.append(ConversationOpened(opened.conn_id, opened.key, opened.ts, opened.packet))
             if self.keylog is None:  # else reported at its end if nothing was decrypted
                 out.append(_encrypted(opened, f"{why}: encrypted, not decoded"))
@@ -336,7 +336,7 @@ class Pipeline:
             out.append(ConversationOpened(opened.conn_id, opened.key, opened.ts, opened.packet))
         elif mode is PULSAR:  # a PENDING connection's side opened with CONNECT
             held, conv.held = conv.held, []
-            if event is Event.CONNECT_FROM_BROKER:
+            if event is Trigger.CONNECT_FROM_BROKER:
                 held = self._swap_roles(conv, held)
             key = conv.opened.key
             out.append(ConversationOpened(opened.conn_id, key, opened.ts, opened.packet))
@@ -371,7 +371,7 @@ class Pipeline:
             conv.judged.add(direction)
             self._step(conv, event, out)
         if conv.mode is PENDING and len(conv.held) > classify.MAX_HELD:
-            self._step(conv, Event.OVER_LIMIT, out)
+            self._step(conv, Trigger.OVER_LIMIT, out)
 
     # ------------------------------------------------------------------ decoding
 
@@ -407,7 +407,7 @@ class Pipeline:
                 conv.head = None
                 conv.preamble = found
                 if found.kind is PreambleKind.TLS:
-                    self._step(conv, Event.CLIENT_HELLO, out)
+                    self._step(conv, Trigger.CLIENT_HELLO, out)
                     if conv.tls is not None:
                         tls = conv.tls.feed(C2B, head, ev.packet, ev.ts)
                         self._tls(conv, tls, out)
@@ -424,7 +424,7 @@ class Pipeline:
         dec = self._decoder(conv, direction, offset)
         events = dec.feed(data, packet=ev.packet, ts=ev.ts)
         if conv.mode is PENDING and not events and dec.pending > classify.PENDING_LIMIT:
-            self._step(conv, Event.OVER_LIMIT, out)
+            self._step(conv, Trigger.OVER_LIMIT, out)
         self._deliver(conv, events, out)
 
     def _gap(self, conv: _Conv, ev: StreamGap, out: _Out) -> None:
@@ -531,7 +531,7 @@ class Pipeline:
         if tls is not None and tls.keylog is not None and not tls.decrypted:
             why = "no application data decrypted with the key log"
             self._emit(conv, _encrypted(conv.opened, why), out)
-        conv.mode = classify.transition(conv.mode, Event.CLOSED)
+        conv.mode = classify.transition(conv.mode, Trigger.CLOSED)
         if conv.mode not in classify.REPORTED:
             return  # not Pulsar: nothing to report
         if conv.mode is PULSAR or (tls is not None and conv.decoders):
@@ -555,7 +555,7 @@ class Pipeline:
                 proxied_client=proxied,
                 c2b=_stats(conv.decoders.get(C2B), ev.packets_c2b, ev.bytes_c2b, pre),
                 b2c=_stats(conv.decoders.get(B2C), ev.packets_b2c, ev.bytes_b2c, 0),
-                summary=conv.state.summary,
+                info=conv.state.info,
                 anomalies=conv.anomalies,
                 tls=None if tls is None else tls.info(),
             )

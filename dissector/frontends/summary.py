@@ -28,7 +28,7 @@ PERCENTILES = (0.5, 0.9, 0.99)
 #: Connections listed by default: the busiest, by frames.
 TOP = 20
 #: Tables a summary reads.
-TABLES = ("conversations", "timeline", "anomalies")
+SUMMARY_TABLES = ("conversations", "timeline", "anomalies")
 
 
 class Summary:
@@ -148,7 +148,7 @@ def _connection(row: dict[str, Any]) -> dict[str, Any]:
 def summarize(tables: dict[str, pa.Table], top: int = TOP) -> dict[str, Any]:
     """The summary of whole tables (those of `read_tables`)."""
     summary = Summary(top)
-    for name in TABLES:
+    for name in SUMMARY_TABLES:
         for batch in tables[name].to_batches():
             summary.add(name, batch)
     summary.frames = int(tables["frames"].num_rows)

@@ -31,7 +31,7 @@ SLOWEST = 20
 ROWS = 500
 
 #: What the report reads: every table.
-TABLES = ("frames", "messages", "anomalies", "conversations", "timeline", "entities")
+REPORT_TABLES = ("frames", "messages", "anomalies", "conversations", "timeline", "entities")
 _LADDER_COLUMNS = [
     "ts", "conn_id", "direction", "command", "request_id", "producer_id", "consumer_id",
     "sequence_id", "topic", "last_packet", "checksum", "complete",

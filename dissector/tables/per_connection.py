@@ -44,7 +44,7 @@ _CONVERSATION_PRELUDE = """
     client_ip, client_port, broker_ip, broker_port = c.key
     proxied = c.proxied_client
     c2b, b2c = c.c2b, c.b2c
-    s = c.summary
+    s = c.info
     tls = c.tls
 """
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -42,7 +43,7 @@ def test_summary_numbers_come_from_the_tables() -> None:
 
 def test_summary_tells_repeated_acks_by_their_field_not_their_text() -> None:
     """A repeated ack is an unmatched row with first_ack_packet set, whatever its message."""
-    rows = [
+    rows: list[dict[str, Any]] = [
         {"outcome": "unmatched", "response_command": "ACK", "first_ack_packet": 7},
         {"outcome": "unmatched", "response_command": "ACK", "first_ack_packet": 8},
         {

@@ -29,7 +29,7 @@ TOPICS_PLOTTED = 8
 #: point per second of a day-long capture would make the page tens of megabytes).
 THROUGHPUT_POINTS = 2000
 #: Each direction's line style: produced solid, delivered dashed.
-_DIRECTIONS = {Direction.CLIENT_TO_BROKER: "-", Direction.BROKER_TO_CLIENT: "--"}
+_DIRECTIONS: dict[str, str] = {Direction.CLIENT_TO_BROKER: "-", Direction.BROKER_TO_CLIENT: "--"}
 
 
 def figure(draw: Any, key: str, *, width: float, height: float, rows: int = 1) -> str:

@@ -13,6 +13,7 @@ import re
 from enum import StrEnum
 from pathlib import Path
 
+from dissector import events
 from dissector.anomalies import Severity
 from dissector.events import (
     Checksum,
@@ -22,7 +23,6 @@ from dissector.events import (
     EntityState,
     MessageKind,
     Outcome,
-    PreambleKind,
 )
 from dissector.tables.schema import TABLES
 
@@ -33,15 +33,13 @@ SCANNED = [
     *sorted((PACKAGE / "frontends").rglob("*.py")),
     PACKAGE / "pipeline.py",
 ]
+#: Every closed vocabulary: the StrEnums of dissector.events, and the anomalies' severities.
 VOCABULARIES: list[type[StrEnum]] = [
-    Checksum,
-    CloseReason,
-    Direction,
-    EntityKind,
-    EntityState,
-    MessageKind,
-    Outcome,
-    PreambleKind,
+    *(
+        v
+        for v in vars(events).values()
+        if isinstance(v, type) and issubclass(v, StrEnum) and v.__module__ == events.__name__
+    ),
     Severity,
 ]
 VALUES = {str(member) for enum in VOCABULARIES for member in enum}
@@ -67,6 +65,10 @@ def compared_literals(path: Path) -> list[str]:
         if isinstance(node, ast.Constant) and isinstance(node.value, str):
             found += [f"{node.lineno}: {v}" for v in in_source.findall(node.value) if v in VALUES]
     return found
+
+
+def test_the_vocabularies_are_found() -> None:
+    assert {Checksum, CloseReason, Direction, EntityKind, EntityState, Outcome} < set(VOCABULARIES)
 
 
 def test_tables_and_frontends_compare_with_named_values() -> None:

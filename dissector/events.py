@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, NamedTuple
 
-from dissector.anomalies import REGISTRY, Severity
+from dissector.anomalies import REGISTRY, AnomalyCode, Severity
 
 
 class Direction(StrEnum):
@@ -210,7 +210,7 @@ class Preamble(NamedTuple):
     def anomaly(self, conn_id: int, packet: int, ts: int) -> Anomaly:
         """A `proxy_invalid` preamble as an anomaly row (at the start of the client stream)."""
         return Anomaly.of(
-            "proxy.header_invalid",
+            AnomalyCode.PROXY_HEADER_INVALID,
             conn_id=conn_id,
             direction=Direction.CLIENT_TO_BROKER,
             stream_offset=0,
@@ -332,6 +332,9 @@ class Pair(NamedTuple):
     topic: str | None
     error_code: str | None
     error_message: str | None
+    #: An ack of a message already acknowledged (unmatched, yet no fault: a cumulative ack
+    #: covering individually acked messages, an ack sent twice): the packet of its first ack.
+    first_ack_packet: int | None = None
 
 
 @dataclass(slots=True)
@@ -354,8 +357,9 @@ class Entity:
 
 
 @dataclass(slots=True)
-class Summary:
-    """What the connection said about itself (for the conversations table)."""
+class ConnectionInfo:
+    """What the connection said about itself (for the conversations table): its handshake
+    (CONNECT, CONNECTED) and its producers and consumers."""
 
     client_version: str | None = None
     server_version: str | None = None
@@ -421,9 +425,14 @@ class Conversation:
     proxied_client: tuple[str, int] | None  # original client from a PROXY header
     c2b: DirectionStats
     b2c: DirectionStats
-    summary: Summary  # handshake and entities
+    info: ConnectionInfo  # handshake and entities
     anomalies: int  # anomaly rows of this connection
     tls: TlsInfo | None = None  # TLS conversations: what the handshake showed
+
+    @property
+    def summary(self) -> ConnectionInfo:
+        """`info` by its former name (kept for scripts written before it was renamed)."""
+        return self.info
 
 
 PipelineEvent = ConversationOpened | Frame | Anomaly | Conversation | AppMessage | Pair

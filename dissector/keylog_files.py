@@ -20,13 +20,11 @@ from collections.abc import Iterable
 from dissector.errors import InputError, os_reason
 from dissector.tls.keylog import MAX_LINE, KeyLog
 
-PathLike = str | os.PathLike[str]
-
 
 class KeylogFiles:
     """Key log files read into one KeyLog; see the module docstring."""
 
-    def __init__(self, paths: Iterable[PathLike], *, follow: bool = False) -> None:
+    def __init__(self, paths: Iterable[str | os.PathLike[str]], *, follow: bool = False) -> None:
         """follow: the files may still grow (live): a last line without its newline waits
         for the rest; else it is taken as it is."""
         self.paths = [os.fspath(p) for p in paths]
@@ -75,7 +73,7 @@ class KeylogFiles:
         return self.keylog.feed(data[:cut].decode("utf-8", "replace"))
 
 
-def check_keylogs(paths: Iterable[PathLike]) -> None:
+def check_keylogs(paths: Iterable[str | os.PathLike[str]]) -> None:
     """Every key log file is readable (InputError for the first that is not)."""
     for path in paths:
         if os.path.isdir(path):

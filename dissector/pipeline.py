@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+from dissector.anomalies import AnomalyCode
 from dissector.events import (
     Anomaly,
     ConnClosed,
@@ -42,6 +43,7 @@ from dissector.events import (
     NetIssue,
     PipelineEvent,
     Preamble,
+    PreambleKind,
     RawPacket,
     Segment,
     StreamData,
@@ -49,15 +51,15 @@ from dissector.events import (
     TcpEvent,
 )
 from dissector.flow import classify
-from dissector.flow.classify import Event, Mode
+from dissector.flow.classify import Mode, Trigger
 from dissector.flow.fragments import Datagram, Fragment, FragmentReassembler
 from dissector.flow.net import parse_datagram, parse_layers
 from dissector.flow.preamble import sniff
 from dissector.flow.shard import Sharder
 from dissector.flow.tcp import Reassembler
-from dissector.pulsar.conversations import ConversationState
 from dissector.pulsar.framing import DEFAULT_MAX_FRAME_SIZE, FrameDecoder, StreamStats
 from dissector.pulsar.messages import MessageExtractor
+from dissector.pulsar.pairing import ConversationState
 from dissector.pulsar.wire import COMMAND_TYPES, PAYLOAD_TYPES
 from dissector.tls.keylog import KeyLog
 from dissector.tls.plain import Plain, PlainGap, TlsEvent
@@ -297,7 +299,7 @@ class Pipeline:
             if owner is None:
                 out.append(ev)
                 return
-            if ev.code == "tcp.midstream_start" and ev.direction is not None:
+            if ev.code == AnomalyCode.TCP_MIDSTREAM_START and ev.direction is not None:
                 owner.midstream[ev.direction] = True
             self._emit(owner, ev, out)
 
@@ -311,7 +313,7 @@ class Pipeline:
 
     # ------------------------------------------------------------------ modes
 
-    def _step(self, conv: _Conv, event: Event, out: _Out) -> None:
+    def _step(self, conv: _Conv, event: Trigger, out: _Out) -> None:
         """Give `event` to the classification table and act on the mode it leads to."""
         old = conv.mode
         mode = conv.mode = classify.transition(old, event)
@@ -321,7 +323,7 @@ class Pipeline:
             conv.decoders.clear()
             conv.tls = TlsSession(opened.conn_id, self.keylog, self.tls_waiting)
             conv.tls_judge = True if old is PENDING else None
-            why = "TLS port" if event is Event.TLS_PORT else "TLS ClientHello"
+            why = "TLS port" if event is Trigger.TLS_PORT else "TLS ClientHello"
             out.append(ConversationOpened(opened.conn_id, opened.key, opened.ts, opened.packet))
             if self.keylog is None:  # else reported at its end if nothing was decrypted
                 out.append(_encrypted(opened, f"{why}: encrypted, not decoded"))
@@ -335,7 +337,7 @@ class Pipeline:
             out.append(ConversationOpened(opened.conn_id, opened.key, opened.ts, opened.packet))
         elif mode is PULSAR:  # a PENDING connection's side opened with CONNECT
             held, conv.held = conv.held, []
-            if event is Event.CONNECT_FROM_BROKER:
+            if event is Trigger.CONNECT_FROM_BROKER:
                 held = self._swap_roles(conv, held)
             key = conv.opened.key
             out.append(ConversationOpened(opened.conn_id, key, opened.ts, opened.packet))
@@ -370,7 +372,7 @@ class Pipeline:
             conv.judged.add(direction)
             self._step(conv, event, out)
         if conv.mode is PENDING and len(conv.held) > classify.MAX_HELD:
-            self._step(conv, Event.OVER_LIMIT, out)
+            self._step(conv, Trigger.OVER_LIMIT, out)
 
     # ------------------------------------------------------------------ decoding
 
@@ -405,13 +407,13 @@ class Pipeline:
                     return
                 conv.head = None
                 conv.preamble = found
-                if found.kind == "tls":
-                    self._step(conv, Event.CLIENT_HELLO, out)
+                if found.kind is PreambleKind.TLS:
+                    self._step(conv, Trigger.CLIENT_HELLO, out)
                     if conv.tls is not None:
                         tls = conv.tls.feed(C2B, head, ev.packet, ev.ts)
                         self._tls(conv, tls, out)
                     return
-                if found.kind == "proxy_invalid":
+                if found.kind is PreambleKind.PROXY_INVALID:
                     # Skip what looked like the header and resynchronise on the first frame.
                     self._emit(conv, found.anomaly(ev.conn_id, ev.packet, ev.ts), out)
                     conv.midstream[C2B] = True
@@ -423,7 +425,7 @@ class Pipeline:
         dec = self._decoder(conv, direction, offset)
         events = dec.feed(data, packet=ev.packet, ts=ev.ts)
         if conv.mode is PENDING and not events and dec.pending > classify.PENDING_LIMIT:
-            self._step(conv, Event.OVER_LIMIT, out)
+            self._step(conv, Trigger.OVER_LIMIT, out)
         self._deliver(conv, events, out)
 
     def _gap(self, conv: _Conv, ev: StreamGap, out: _Out) -> None:
@@ -530,7 +532,7 @@ class Pipeline:
         if tls is not None and tls.keylog is not None and not tls.decrypted:
             why = "no application data decrypted with the key log"
             self._emit(conv, _encrypted(conv.opened, why), out)
-        conv.mode = classify.transition(conv.mode, Event.CLOSED)
+        conv.mode = classify.transition(conv.mode, Trigger.CLOSED)
         if conv.mode not in classify.REPORTED:
             return  # not Pulsar: nothing to report
         if conv.mode is PULSAR or (tls is not None and conv.decoders):
@@ -554,7 +556,7 @@ class Pipeline:
                 proxied_client=proxied,
                 c2b=_stats(conv.decoders.get(C2B), ev.packets_c2b, ev.bytes_c2b, pre),
                 b2c=_stats(conv.decoders.get(B2C), ev.packets_b2c, ev.bytes_b2c, 0),
-                summary=conv.state.summary,
+                info=conv.state.info,
                 anomalies=conv.anomalies,
                 tls=None if tls is None else tls.info(),
             )
@@ -577,7 +579,7 @@ def _stats(dec: FrameDecoder | None, packets: int, wire: int, preamble: int) -> 
 
 def _encrypted(opened: ConnOpened, detail: str) -> Anomaly:
     return Anomaly.of(
-        "pulsar.encrypted",
+        AnomalyCode.PULSAR_ENCRYPTED,
         conn_id=opened.conn_id,
         direction=None,
         stream_offset=None,

@@ -164,8 +164,7 @@ def _text(path: str, options: ReaderOptions, s: dict[str, Any]) -> None:
 
 
 def _report(path: str, tables: dict[str, pa.Table]) -> None:
-    from dissector.frontends.report import TABLES as REPORT_TABLES
-    from dissector.frontends.report import Report
+    from dissector.frontends.report import REPORT_TABLES, Report
 
     report = Report([path])
     with warnings.catch_warnings(record=True) as caught:

@@ -112,7 +112,7 @@ def test_broker_port_is_pulsar() -> None:
         bytes_of(msgs, B2C),
     )
     assert (conv.c2b.frames, conv.b2c.frames) == (7, 6)
-    assert conv.summary.client_version == "crafted-client"
+    assert conv.info.client_version == "crafted-client"
 
 
 def test_other_port_is_pulsar_when_the_client_opens_with_connect() -> None:
@@ -238,7 +238,7 @@ def test_roles_swap_when_the_first_packet_seen_goes_broker_to_client() -> None:
         bytes_of(msgs, B2C),
     )
     assert (conv.c2b.packets, conv.b2c.packets) == (7, 6)
-    assert conv.summary.client_version == "crafted-client"
+    assert conv.info.client_version == "crafted-client"
 
 
 def test_a_swap_keeps_other_connections_apart() -> None:

@@ -232,6 +232,7 @@ _ID_COLUMNS = (
     "entry_id",
     "error_code",
     "error_message",
+    "first_ack_packet",  # repeated acks only: none here
 )
 
 

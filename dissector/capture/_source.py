@@ -13,6 +13,8 @@ from __future__ import annotations
 import zlib
 from typing import NamedTuple, Protocol
 
+from dissector.anomalies import AnomalyCode
+
 #: Bytes requested from the stream per read: large enough that the per-read cost vanishes
 #: next to the per-record cost, small enough to keep the reader's memory flat.
 CHUNK_SIZE = 1 << 20
@@ -78,10 +80,10 @@ class ByteWindow:
             try:
                 chunk = self._stream.read1(max(CHUNK_SIZE, need - have))
             except EOFError as exc:  # gzip: compressed stream ended before its end marker
-                self.error = ("capture.truncated", f"compressed stream cut short ({exc})")
+                self.error = (AnomalyCode.CAPTURE_TRUNCATED, f"compressed stream cut short ({exc})")
                 break
             except (OSError, zlib.error) as exc:  # gzip.BadGzipFile is an OSError
-                self.error = ("capture.corrupt_record", f"read failed: {exc}")
+                self.error = (AnomalyCode.CAPTURE_CORRUPT_RECORD, f"read failed: {exc}")
                 break
             if not chunk:
                 break
@@ -102,7 +104,7 @@ class ByteWindow:
             code, detail = self.error
             return CaptureIssue(code, f"{detail}, in {what}", packet, offset)
         return CaptureIssue(
-            "capture.truncated",
+            AnomalyCode.CAPTURE_TRUNCATED,
             f"file ends inside {what} ({self.available} of {need} bytes present)",
             packet,
             offset,
@@ -110,10 +112,10 @@ class ByteWindow:
 
     def corrupt(self, detail: str, packet: int, pos: int) -> CaptureIssue:
         """The issue for an impossible record at `buf[pos]`."""
-        return CaptureIssue("capture.corrupt_record", detail, packet, self.base + pos)
+        return CaptureIssue(AnomalyCode.CAPTURE_CORRUPT_RECORD, detail, packet, self.base + pos)
 
 
 def bad_timestamp(ts: int, packet: int, offset: int) -> CaptureIssue:
     """The issue for packet `packet`, whose time `ts` (µs) is outside 1970..9999."""
     detail = f"packet {packet}: timestamp {ts} µs is outside 1970..9999; the previous one used"
-    return CaptureIssue("capture.bad_timestamp", detail, packet, offset)
+    return CaptureIssue(AnomalyCode.CAPTURE_BAD_TIMESTAMP, detail, packet, offset)

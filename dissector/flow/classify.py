@@ -1,6 +1,6 @@
 """Which connections are Pulsar: one connection's mode as a state machine, in one table.
 
-Input: what is learnt about a connection, as `Event`s: the port it opened on, what its client
+Input: what is learnt about a connection, as `Trigger`s: the port it opened on, what its client
 stream starts with, what each side's first decoded frame is, bounds reached, its end.
 Output: its next `Mode` (`transition`), from the table `TRANSITIONS`; the caller acts on it
 (decode, hold, report, or drop the connection). Pure and sans-IO: no I/O, no state here.
@@ -49,7 +49,9 @@ class Mode(Enum):
     IGNORED = "ignored"  # not Pulsar: tracked by TCP, nothing reported
 
 
-class Event(Enum):
+class Trigger(Enum):
+    """What is learnt about a connection: the input of a transition."""
+
     TLS_PORT = "tls_port"  # opened on a TLS port
     BROKER_PORT = "broker_port"  # opened on a broker port, client and broker known
     OTHER_PORT = "other_port"  # opened elsewhere, or which side is the broker was guessed
@@ -62,10 +64,10 @@ class Event(Enum):
     CLOSED = "closed"  # the connection ended
 
 
-M, E = Mode, Event
+M, E = Mode, Trigger
 
 #: (mode, event) -> next mode. A pair that is not here is refused.
-TRANSITIONS: dict[tuple[Mode, Event], Mode] = {
+TRANSITIONS: dict[tuple[Mode, Trigger], Mode] = {
     (M.NEW, E.TLS_PORT): M.TLS,
     (M.NEW, E.BROKER_PORT): M.PULSAR,
     (M.NEW, E.OTHER_PORT): M.PENDING,
@@ -88,7 +90,7 @@ DECODED = frozenset({M.PENDING, M.PULSAR})
 REPORTED = frozenset({M.PULSAR, M.TLS})
 
 
-def transition(mode: Mode, event: Event) -> Mode:
+def transition(mode: Mode, event: Trigger) -> Mode:
     """The mode after `event`; `UsageError` if the table refuses the pair."""
     try:
         return TRANSITIONS[mode, event]
@@ -98,7 +100,7 @@ def transition(mode: Mode, event: Event) -> Mode:
 
 def on_open(
     broker_port: int, guessed: bool, broker_ports: Collection[int], tls_ports: Collection[int]
-) -> Event:
+) -> Trigger:
     """The event a new connection gives: `broker_port` is the port of the side taken for the
     broker, `guessed` says neither a broker port nor a SYN told which side that is."""
     if broker_port in tls_ports:
@@ -108,7 +110,7 @@ def on_open(
     return E.OTHER_PORT
 
 
-def judge(direction: Direction, connect: bool, judged: Collection[Direction]) -> Event | None:
+def judge(direction: Direction, connect: bool, judged: Collection[Direction]) -> Trigger | None:
     """The event a PENDING connection's side gives with its first decoded event.
 
     connect: that event is a CONNECT frame; judged: the sides judged before (each opened with

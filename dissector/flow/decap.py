@@ -23,13 +23,15 @@ Rules (layouts from the RFCs and the ERSPAN draft, checked against Wireshark's d
 - PPPoE session stage (RFC 2516): version and type 1, code 0, then the PPP protocol (0x0021
   IPv4, 0x0057 IPv6; also compressed to one byte, RFC 1661 PFC).
 - Bytes missing for a header once it is known to be a tunnel raise
-  `HeaderFault("net.truncated_header")`; a UDP datagram too short for a tunnel header (or
+  `HeaderFault(AnomalyCode.NET_TRUNCATED_HEADER)`; a UDP datagram too short for a tunnel header (or
   its ports not captured) is not a tunnel.
 """
 
 from __future__ import annotations
 
 import struct
+
+from dissector.anomalies import AnomalyCode
 
 ETH_IPV4, ETH_IPV6 = 0x0800, 0x86DD
 ETH_BRIDGED = 0x6558
@@ -58,7 +60,9 @@ class HeaderFault(Exception):
 
 
 def short(what: str, need: int, have: int) -> HeaderFault:
-    return HeaderFault("net.truncated_header", f"{what} needs {need} bytes, {have} captured")
+    return HeaderFault(
+        AnomalyCode.NET_TRUNCATED_HEADER, f"{what} needs {need} bytes, {have} captured"
+    )
 
 
 def _need(data: bytes, end: int, what: str) -> None:

@@ -30,6 +30,7 @@ from bisect import bisect_left, insort
 from socket import AF_INET, AF_INET6, inet_ntop
 from typing import NamedTuple
 
+from dissector.anomalies import AnomalyCode
 from dissector.events import NetIssue
 from dissector.flow.decap import GENEVE_PORT, VXLAN_PORTS
 
@@ -67,7 +68,7 @@ class Fragment(NamedTuple):
     lost: int  # bytes of the fragment after `data`: on the wire, not captured (snap length)
     depth: int  # encapsulation layers around it (flow.net bounds them)
 
-    def issue(self, code: str = "net.ip_fragment", why: str = "") -> NetIssue:
+    def issue(self, code: str = AnomalyCode.NET_IP_FRAGMENT, why: str = "") -> NetIssue:
         """This fragment as a `NetIssue` (addresses, and nothing of the datagram)."""
         version = 4 if len(self.src) == 4 else 6
         detail = f"IPv{version} fragment (offset {self.offset}, more={int(self.more)}){why}"
@@ -141,7 +142,7 @@ class FragmentReassembler:
         partial.seen.append((frag.number, frag.ts, frag.offset, frag.more))
         conflict = self._add(partial, frag)
         if conflict:
-            issue = frag.issue("net.ip_fragment_overlap", f": {conflict}")
+            issue = frag.issue(AnomalyCode.NET_IP_FRAGMENT_OVERLAP, f": {conflict}")
             if _reportable(key, partial):
                 out.append(_with_ports(issue, partial, key))
         if partial.have == partial.end:
@@ -258,7 +259,7 @@ class FragmentReassembler:
         out = []
         for number, ts, offset, more in partial.seen:
             text = f"IPv{version} fragment (offset {offset}, more={int(more)}){detail}"
-            issue = NetIssue("net.ip_fragment", text, number, ts, _text(src), _text(dst))
+            issue = NetIssue(AnomalyCode.NET_IP_FRAGMENT, text, number, ts, _text(src), _text(dst))
             out.append(_with_ports(issue, partial, key))
         return out
 

@@ -33,6 +33,7 @@ import struct
 from collections.abc import Callable
 from socket import AF_INET, AF_INET6, inet_ntop
 
+from dissector.anomalies import AnomalyCode
 from dissector.events import NetIssue, RawPacket, Segment
 from dissector.flow import decap
 from dissector.flow.decap import (
@@ -149,7 +150,7 @@ def _raw(data: bytes) -> tuple[int, int]:
         return ETH_IPV4, 0
     if version == 6:
         return ETH_IPV6, 0
-    raise HeaderFault("net.bad_header", f"raw IP packet with IP version {version}")
+    raise HeaderFault(AnomalyCode.NET_BAD_HEADER, f"raw IP packet with IP version {version}")
 
 
 def _raw4(data: bytes) -> tuple[int, int]:
@@ -197,10 +198,10 @@ def _ipv4(pkt: RawPacket, data: bytes, off: int, depth: int) -> Parsed:
         raise _short("IPv4 header", off + 20, len(data))
     vihl, total, frag, proto, src, dst = _IPV4.unpack_from(data, off)
     if vihl >> 4 != 4:
-        raise HeaderFault("net.bad_header", f"IP version {vihl >> 4} in an IPv4 packet")
+        raise HeaderFault(AnomalyCode.NET_BAD_HEADER, f"IP version {vihl >> 4} in an IPv4 packet")
     ihl = (vihl & 0x0F) * 4
     if ihl < 20:
-        raise HeaderFault("net.bad_header", f"IPv4 header length {ihl} < 20")
+        raise HeaderFault(AnomalyCode.NET_BAD_HEADER, f"IPv4 header length {ihl} < 20")
     if proto != PROTO_TCP:
         if proto in CARRIED:
             return _ipv4_carrier(pkt, data, off, ihl, total, frag, proto, src, dst, depth)
@@ -215,7 +216,7 @@ def _ipv4(pkt: RawPacket, data: bytes, off: int, depth: int) -> Parsed:
         total = pkt.orig_len - off
     elif total < ihl:
         detail = f"IPv4 total length {total} < header length {ihl}"
-        return NetIssue("net.bad_header", detail, pkt.number, pkt.ts, src_ip, dst_ip)
+        return NetIssue(AnomalyCode.NET_BAD_HEADER, detail, pkt.number, pkt.ts, src_ip, dst_ip)
     return _tcp(pkt, data, off + ihl, off + total, src_ip, dst_ip)
 
 
@@ -226,7 +227,9 @@ def _ipv4_end(pkt: RawPacket, data: bytes, off: int, ihl: int, total: int) -> in
     if total == 0:
         return pkt.orig_len
     if total < ihl:
-        raise HeaderFault("net.bad_header", f"IPv4 total length {total} < header length {ihl}")
+        raise HeaderFault(
+            AnomalyCode.NET_BAD_HEADER, f"IPv4 total length {total} < header length {ihl}"
+        )
     return off + total
 
 
@@ -284,7 +287,9 @@ def _fragment(
     """The fragment whose payload spans [at, end) on the wire."""
     captured = len(data)
     if at > end:
-        raise HeaderFault("net.bad_header", f"IP fragment payload starts at {at}, ends at {end}")
+        raise HeaderFault(
+            AnomalyCode.NET_BAD_HEADER, f"IP fragment payload starts at {at}, ends at {end}"
+        )
     if captured >= end:
         chunk, lost = data[at:end], 0
     else:
@@ -298,7 +303,7 @@ def _ipv6(pkt: RawPacket, data: bytes, off: int, depth: int) -> Parsed:
         raise _short("IPv6 header", off + 40, len(data))
     vbyte, plen, nxt, src, dst = _IPV6.unpack_from(data, off)
     if vbyte >> 4 != 6:
-        raise HeaderFault("net.bad_header", f"IP version {vbyte >> 4} in an IPv6 packet")
+        raise HeaderFault(AnomalyCode.NET_BAD_HEADER, f"IP version {vbyte >> 4} in an IPv6 packet")
     end = off + 40 + plen if plen else pkt.orig_len  # 0: jumbogram or segmentation offload
     return _ipv6_upper(pkt, data, off + 40, end, nxt, src, dst, depth)
 
@@ -333,7 +338,9 @@ def _ipv6_upper(
         return None
     if at > end:
         detail = f"IPv6 extension headers end at {at}, the packet at {end}"
-        return NetIssue("net.bad_header", detail, pkt.number, pkt.ts, _text(src), _text(dst))
+        return NetIssue(
+            AnomalyCode.NET_BAD_HEADER, detail, pkt.number, pkt.ts, _text(src), _text(dst)
+        )
     if nxt == PROTO_TCP:
         return _tcp(pkt, data, at, end, _text(src), _text(dst))
     return _carried(pkt, data, at, end, nxt, depth)
@@ -384,7 +391,9 @@ def _inner(pkt: RawPacket, data: bytes, etype: int, off: int, depth: int) -> Par
 
 
 def _too_deep() -> HeaderFault:
-    return HeaderFault("net.encapsulation_too_deep", f"more than {MAX_LAYERS} encapsulation layers")
+    return HeaderFault(
+        AnomalyCode.NET_ENCAPSULATION_TOO_DEEP, f"more than {MAX_LAYERS} encapsulation layers"
+    )
 
 
 def _tcp(
@@ -398,7 +407,9 @@ def _tcp(
     start = off + (doff >> 4) * 4
     if start < off + 20 or start > ip_end:
         detail = f"TCP data offset {(doff >> 4) * 4} outside 20..{ip_end - off}"
-        return NetIssue("net.bad_header", detail, pkt.number, pkt.ts, src_ip, dst_ip, sport, dport)
+        return NetIssue(
+            AnomalyCode.NET_BAD_HEADER, detail, pkt.number, pkt.ts, src_ip, dst_ip, sport, dport
+        )
     if captured < start:
         fault = _short("TCP options", start, captured)
         return NetIssue(fault.code, fault.detail, pkt.number, pkt.ts, src_ip, dst_ip, sport, dport)
@@ -428,7 +439,7 @@ def parse_layers(pkt: RawPacket) -> Parsed:
         link = LINK_PARSERS.get(pkt.linktype)
         if link is None:
             detail = f"link type {pkt.linktype} is not supported"
-            return NetIssue("net.unsupported_linktype", detail, pkt.number, pkt.ts)
+            return NetIssue(AnomalyCode.NET_UNSUPPORTED_LINKTYPE, detail, pkt.number, pkt.ts)
         etype, off = link(data)
         return _inner(pkt, data, etype, off, 0)
     except HeaderFault as fault:

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from typing import Final, Protocol
 
+from dissector.anomalies import AnomalyCode
 from dissector.events import Anomaly, Direction, Segment, StreamData, StreamGap
 from dissector.flow.recent import RecentBytes
 
@@ -64,7 +65,7 @@ def seq_diff(a: int, b: int) -> int:
     return ((a - b + _HALF) & _MASK) - _HALF
 
 
-class Sink(Protocol):
+class EventSink(Protocol):
     """Where events go: the caller's list of events."""
 
     def append(self, event: StreamData | StreamGap | Anomaly, /) -> None: ...
@@ -146,7 +147,7 @@ class HalfStream:
         """The connection's roles were swapped: this half now carries `direction`."""
         self.direction = direction
 
-    def segment(self, seq: int, data: bytes, missing: int, seg: Segment, out: Sink) -> None:
+    def segment(self, seq: int, data: bytes, missing: int, seg: Segment, out: EventSink) -> None:
         """Bytes at sequence number `seq` (general case: out of order, overlapping, lost)."""
         assert self.next_seq is not None
         d = seq_diff(seq, self.next_seq)
@@ -169,7 +170,7 @@ class HalfStream:
                     self._anomaly(
                         self.offset,
                         seg,
-                        "tcp.out_of_order_overflow",
+                        AnomalyCode.TCP_OUT_OF_ORDER_OVERFLOW,
                         f"{self.ooo_bytes} bytes buffered behind a hole",
                     )
                 )
@@ -195,7 +196,7 @@ class HalfStream:
                 if self.ooo:
                     self.drain(out, seg.ts)
 
-    def deliver(self, data: bytes, missing: int, packet: int, ts: int, out: Sink) -> None:
+    def deliver(self, data: bytes, missing: int, packet: int, ts: int, out: EventSink) -> None:
         """`data` continues the stream, then `missing` bytes were not captured."""
         n = len(data)
         if n:
@@ -213,7 +214,7 @@ class HalfStream:
                 )
                 out.append(
                     Anomaly.of(
-                        "tcp.gap",
+                        AnomalyCode.TCP_GAP,
                         conn_id=self.conn_id,
                         direction=self.direction,
                         stream_offset=self.offset,
@@ -226,7 +227,7 @@ class HalfStream:
             self.offset += missing
         self.next_seq = ((self.next_seq or 0) + n + missing) & _MASK
 
-    def drain(self, out: Sink, now: int) -> None:
+    def drain(self, out: EventSink, now: int) -> None:
         """Deliver buffered segments that now continue the stream.
 
         They keep their own packet number (provenance) but are stamped `now`, the time the
@@ -246,7 +247,7 @@ class HalfStream:
             elif cut < len(data) + missing:
                 self.deliver(b"", len(data) + missing - cut, packet, ts, out)
 
-    def advance(self, target: int, packet: int, ts: int, out: Sink) -> None:
+    def advance(self, target: int, packet: int, ts: int, out: EventSink) -> None:
         """Declare everything up to stream offset `target` received: holes become gaps."""
         while self.offset < target:
             if self.ooo and min(self.ooo) <= self.offset:
@@ -257,7 +258,7 @@ class HalfStream:
         if self.ooo:
             self.drain(out, ts)
 
-    def acked(self, ack: int, seg: Segment, out: Sink) -> None:
+    def acked(self, ack: int, seg: Segment, out: EventSink) -> None:
         """The peer acknowledged up to `ack`: bytes before it were sent even if not captured
         yet. They may still arrive (the ACK was merged ahead of them): the hole becomes a gap
         only when the ACK is older than ACK_GRACE_US (`overdue`) or the connection ends."""
@@ -280,7 +281,7 @@ class HalfStream:
                     acks[-1] = (target, seg.number, seg.ts)
             self.deadline = acks[0][2] + ACK_GRACE_US
 
-    def overdue(self, now: int, out: Sink) -> None:
+    def overdue(self, now: int, out: EventSink) -> None:
         """Capture time is `now`: holes acknowledged more than ACK_GRACE_US ago become gaps."""
         acks = self.acks
         while acks and acks[0][2] + ACK_GRACE_US < now:
@@ -288,7 +289,7 @@ class HalfStream:
             self._settle(target, packet, ts, out)
         self.deadline = acks[0][2] + ACK_GRACE_US if acks else NEVER
 
-    def _settle(self, target: int, packet: int, ts: int, out: Sink) -> None:
+    def _settle(self, target: int, packet: int, ts: int, out: EventSink) -> None:
         """What was acknowledged up to stream offset `target` (by `packet` at `ts`) was
         sent: holes before it become gaps (not past a FIN seen since)."""
         if self.fin_seq is not None and self.next_seq is not None:
@@ -296,7 +297,7 @@ class HalfStream:
         if target > self.offset:
             self.advance(target, packet, ts, out)
 
-    def finish(self, packet: int, ts: int, out: Sink) -> None:
+    def finish(self, packet: int, ts: int, out: EventSink) -> None:
         """The connection ends: buffered bytes and holes up to a seen FIN are delivered
         (holes acknowledged earlier as gaps at their acknowledgement)."""
         for target, ack_packet, ack_ts in self.acks:
@@ -310,14 +311,16 @@ class HalfStream:
             self.advance(max(ends), packet, ts, out)
         self.recent.clear()
 
-    def late_data(self, seg: Segment, out: Sink) -> None:
+    def late_data(self, seg: Segment, out: EventSink) -> None:
         """A segment after the connection closed: reported when it carries new bytes."""
         if self.next_seq is not None and seq_diff(seg.seq, self.next_seq) >= 0:
             out.append(
-                self._anomaly(self.offset, seg, "tcp.data_after_close", f"{len(seg.payload)} bytes")
+                self._anomaly(
+                    self.offset, seg, AnomalyCode.TCP_DATA_AFTER_CLOSE, f"{len(seg.payload)} bytes"
+                )
             )
 
-    def _compare(self, offset: int, data: bytes, seg: Segment, out: Sink) -> None:
+    def _compare(self, offset: int, data: bytes, seg: Segment, out: EventSink) -> None:
         """Report when retransmitted bytes at `offset` differ from those delivered."""
         if self.ignored:
             return
@@ -328,7 +331,7 @@ class HalfStream:
                 self._anomaly(
                     lo,
                     seg,
-                    "tcp.retransmission_mismatch",
+                    AnomalyCode.TCP_RETRANSMISSION_MISMATCH,
                     f"bytes {lo}..{hi} differ from the first copy",
                 )
             )

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 from collections import OrderedDict, deque
 
+from dissector.anomalies import AnomalyCode
 from dissector.events import (
     Anomaly,
     CloseReason,
@@ -165,7 +166,7 @@ class Reassembler:
                     direction,
                     0,
                     seg,
-                    "tcp.midstream_start",
+                    AnomalyCode.TCP_MIDSTREAM_START,
                     "no SYN: stream offsets start at the first byte seen",
                 )
             )
@@ -313,7 +314,7 @@ class Reassembler:
                 None,
                 None,
                 seg,
-                "tcp.flow_evicted",
+                AnomalyCode.TCP_FLOW_EVICTED,
                 f"more than {MAX_OPEN_FLOWS} open connections",
             )
         )

@@ -25,7 +25,7 @@ from pyspark.sql import functions as F
 
 from dissector.capture import series as series_mod
 from dissector.capture.locations import filesystem_for, is_local, local_path
-from dissector.events import Conversation, ConversationOpened
+from dissector.events import Checksum, Conversation, ConversationOpened, MessageKind, Outcome
 from dissector.frontends.partitioned import PartitionedWriter, write_empty
 from dissector.frontends.spark import executor_errors, expand
 from dissector.frontends.summary import PERCENTILES, latency_ms
@@ -136,7 +136,9 @@ def summarize(
     per_topic = msgs.groupBy("topic", "kind").agg(
         F.count("*").alias("messages"), F.sum("payload_size").alias("bytes")
     )
-    answered = t["timeline"].where(F.col("outcome").isin("success", "error"))
+    answered = t["timeline"].where(
+        F.col("outcome").isin(Outcome.SUCCESS.value, Outcome.ERROR.value)
+    )
     # exact percentiles (Spark's `percentile`: linear interpolation between the closest
     # ranks, as numpy's default), in microseconds; made milliseconds as `summary` does
     latency = answered.groupBy("request_command").agg(
@@ -144,19 +146,21 @@ def summarize(
         *(F.percentile("latency_us", p).alias(f"p{round(p * 100)}_ms") for p in PERCENTILES),
         F.max("latency_us").alias("max_ms"),
     )
-    errors = t["timeline"].where(F.col("outcome") == "error").groupBy("error_code").count()
+    errors = (
+        t["timeline"].where(F.col("outcome") == Outcome.ERROR.value).groupBy("error_code").count()
+    )
     frames = t["frames"]
-    checksum = frames.where(F.col("checksum") == "invalid").groupBy("broker").count()
+    checksum = frames.where(F.col("checksum") == Checksum.INVALID.value).groupBy("broker").count()
     anomalies = t["anomalies"].groupBy("code", "severity").count()
     producers = (
-        msgs.where(F.col("kind") == "produced")
+        msgs.where(F.col("kind") == MessageKind.PRODUCED.value)
         .groupBy("broker", "topic", "producer_name")
         .agg(F.count("*").alias("messages"), F.sum("payload_size").alias("bytes"))
         .orderBy(F.desc("messages"))
         .limit(top)
     )
     consumers = (
-        msgs.where(F.col("kind") == "delivered")
+        msgs.where(F.col("kind") == MessageKind.DELIVERED.value)
         .groupBy("broker", "topic", "conn_id", "consumer_id")
         .agg(F.count("*").alias("messages"), F.sum("payload_size").alias("bytes"))
         .orderBy(F.desc("messages"))

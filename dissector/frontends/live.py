@@ -43,6 +43,7 @@ from typing import Any, Protocol, TextIO
 
 import pyarrow as pa
 
+from dissector.anomalies import AnomalyCode
 from dissector.capture.bpf import BpfProgram, broker_port_filter
 from dissector.capture.packet_socket import LINKTYPE_NAMES, ChooseFilter, PacketSocket
 from dissector.capture.pcap_filter import compile_expression
@@ -313,19 +314,21 @@ class Session:
         now = time.time_ns() // 1000
         dropped, before = self.source.drops(), self.counts.dropped or 0
         if dropped is not None and dropped > before:
-            self._loss("capture.kernel_drops", dropped - before, "dropped by the kernel", now)
+            self._loss(
+                AnomalyCode.CAPTURE_KERNEL_DROPS, dropped - before, "dropped by the kernel", now
+            )
         if dropped is not None:
             self.counts.dropped = dropped
         skipped = getattr(self.source, "skipped", None)
         if skipped is not None and skipped() > self.counts.skipped:
             more, self.counts.skipped = skipped() - self.counts.skipped, skipped()
-            self._loss("capture.not_dissected", more, "captured but not dissected", now)
+            self._loss(AnomalyCode.CAPTURE_NOT_DISSECTED, more, "captured but not dissected", now)
         self._drops_checked = now
 
     def _loss(self, code: str, count: int, what: str, now: int) -> None:
         start = dt.datetime.fromtimestamp(self._drops_checked / 1e6, dt.UTC)
         end = dt.datetime.fromtimestamp(now / 1e6, dt.UTC)
-        hint = "raise -B" if code == "capture.kernel_drops" else "raise --queue-size"
+        hint = "raise -B" if code == AnomalyCode.CAPTURE_KERNEL_DROPS else "raise --queue-size"
         detail = (
             f"{count} packets {what} between {start.isoformat()} and {end.isoformat()} ({hint})"
         )

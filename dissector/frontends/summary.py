@@ -21,13 +21,14 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from dissector.events import Outcome
 from dissector.frontends.terminal import printable
 
 PERCENTILES = (0.5, 0.9, 0.99)
 #: Connections listed by default: the busiest, by frames.
 TOP = 20
 #: Tables a summary reads.
-TABLES = ("conversations", "timeline", "anomalies")
+SUMMARY_TABLES = ("conversations", "timeline", "anomalies")
 
 
 class Summary:
@@ -67,7 +68,7 @@ class Summary:
     def _timeline(self, batch: pa.RecordBatch) -> None:
         outcome = np.asarray(batch.column("outcome").to_pylist(), dtype=object)
         request = np.asarray(batch.column("request_command").to_pylist(), dtype=object)
-        answered = (outcome == "success") | (outcome == "error")
+        answered = (outcome == Outcome.SUCCESS) | (outcome == Outcome.ERROR)
         if answered.any():
             latency = batch.column("latency_us").to_numpy(zero_copy_only=False)[answered]
             commands = request[answered]
@@ -76,17 +77,19 @@ class Summary:
                 self._latency.setdefault(str(command), []).append(values)
         codes = batch.column("error_code").to_pylist()
         self._errors.update(
-            "?" if c is None else c for c, o in zip(codes, outcome, strict=True) if o == "error"
+            "?" if c is None else c
+            for c, o in zip(codes, outcome, strict=True)
+            if o == Outcome.ERROR
         )
         self._unanswered.update(
-            str(r) for r, o in zip(request, outcome, strict=True) if o == "unanswered"
+            str(r) for r, o in zip(request, outcome, strict=True) if o == Outcome.UNANSWERED
         )
         responses = batch.column("response_command").to_pylist()
-        why = batch.column("error_message").to_pylist()
-        for r, o, w in zip(responses, outcome, why, strict=True):
-            if o != "unmatched":
+        first_ack = batch.column("first_ack_packet").to_pylist()
+        for r, o, first in zip(responses, outcome, first_ack, strict=True):
+            if o != Outcome.UNMATCHED:
                 continue
-            if w is not None and w.startswith(REPEATED):  # a client's repeated ack: no fault
+            if first is not None:  # a client's repeated ack: no fault
                 self._repeated[str(r)] += 1
             else:
                 self._unmatched[str(r)] += 1
@@ -121,11 +124,6 @@ def latency_ms(us: float) -> float:
     return round(float(us) / 1000, 3)
 
 
-#: How the timeline explains an ack of a message already acknowledged (a cumulative ack
-#: covering individually acked messages, an ack sent twice): `unmatched`, yet no fault.
-REPEATED = "already acknowledged"
-
-
 def _connection(row: dict[str, Any]) -> dict[str, Any]:
     return {
         "conn_id": int(row["conn_id"]),
@@ -150,7 +148,7 @@ def _connection(row: dict[str, Any]) -> dict[str, Any]:
 def summarize(tables: dict[str, pa.Table], top: int = TOP) -> dict[str, Any]:
     """The summary of whole tables (those of `read_tables`)."""
     summary = Summary(top)
-    for name in TABLES:
+    for name in SUMMARY_TABLES:
         for batch in tables[name].to_batches():
             summary.add(name, batch)
     summary.frames = int(tables["frames"].num_rows)

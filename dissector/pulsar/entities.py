@@ -2,7 +2,7 @@
 
 Input: the decoded frames of one connection in order (through `ENTITY_STEPS`), the
 request/response pairs completed (`responded`), then `close`.
-Output: the topic each frame concerns, and a `Summary` of what the connection said about
+Output: the topic each frame concerns, and a `ConnectionInfo` of what the connection said about
 itself (CONNECT, CONNECTED) with its `Entity` records (producers and consumers).
 Rules:
 - PRODUCER / SUBSCRIBE create an entity (pending) on the topic they name; their answer makes
@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from dissector.events import Direction, Entity, EntityKind, EntityState, Frame, Summary
+from dissector.events import ConnectionInfo, Direction, Entity, EntityKind, EntityState, Frame
 from dissector.pulsar.wire import COMMAND_TYPES, enum_name, types_with
 
 T = COMMAND_TYPES
@@ -37,10 +37,10 @@ def _optional_enum(body: Any, name: str) -> str | None:
 class Entities:
     """The producers, consumers and handshake of one connection; see the module docstring."""
 
-    __slots__ = ("consumers", "producers", "summary")
+    __slots__ = ("consumers", "info", "producers")
 
     def __init__(self) -> None:
-        self.summary = Summary()
+        self.info = ConnectionInfo()
         self.producers: dict[int, Entity] = {}
         self.consumers: dict[int, Entity] = {}
 
@@ -84,7 +84,7 @@ class Entities:
 
     def connect(self, body: Any) -> None:
         """The client's CONNECT."""
-        s = self.summary
+        s = self.info
         s.client_version = body.client_version
         s.client_protocol = body.protocol_version if body.HasField("protocol_version") else None
         s.auth_method = body.auth_method_name if body.HasField("auth_method_name") else None
@@ -99,14 +99,14 @@ class Entities:
 
     def connected(self, body: Any) -> None:
         """The broker's CONNECTED."""
-        s = self.summary
+        s = self.info
         s.server_version = body.server_version
         s.server_protocol = body.protocol_version if body.HasField("protocol_version") else None
         if body.HasField("max_message_size"):
             s.max_message_size = body.max_message_size
 
     def close(self) -> None:
-        self.summary.entities = [*self.producers.values(), *self.consumers.values()]
+        self.info.entities = [*self.producers.values(), *self.consumers.values()]
 
 
 # ------------------------------------------------------------------ steps, one per command type

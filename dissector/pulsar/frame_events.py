@@ -16,6 +16,7 @@ from bisect import bisect_right
 from dataclasses import dataclass
 from typing import Any
 
+from dissector.anomalies import AnomalyCode
 from dissector.events import Anomaly, Checksum, Direction, Event, Frame
 from dissector.pulsar.sections import (
     HEADER,
@@ -94,22 +95,22 @@ class FrameEmitter:
                 raise Reject("no sub-message")
             if ctype in COMMAND_NAMES:
                 detail = f"{COMMAND_NAMES[ctype]} without its sub-message"
-                problems.append(("pulsar.command_missing_body", pos, detail, 0))
+                problems.append((AnomalyCode.PULSAR_COMMAND_MISSING_BODY, pos, detail, 0))
             else:
-                problems.append(("pulsar.unknown_command_type", pos, f"type {ctype}", 0))
+                problems.append((AnomalyCode.PULSAR_UNKNOWN_COMMAND_TYPE, pos, f"type {ctype}", 0))
         name = COMMAND_NAMES.get(ctype) or command_name(ctype)
         if ctype in PAYLOAD_TYPES:
             parts = decode_payload_section(buf, mv, cend, end, strict, problems)
         why = _repaired(name, body)
         if why is not None:
-            problems.append(("pulsar.invalid_utf8", pos, why, 0))
+            problems.append((AnomalyCode.PULSAR_INVALID_UTF8, pos, why, 0))
         if ctype not in PAYLOAD_TYPES:
             parts = _NO_PAYLOAD
             if end > cend:
                 if strict:
                     raise Reject("trailing bytes")
                 detail = f"{end - cend} bytes after the {name} command"
-                problems.append(("pulsar.trailing_bytes", cend, detail, end - cend))
+                problems.append((AnomalyCode.PULSAR_TRAILING_BYTES, cend, detail, end - cend))
         marks = self._marks
         if len(marks) == 1:
             _, first_packet, first_ts = marks[0]
@@ -158,7 +159,7 @@ class FrameEmitter:
         have = len(buf)
         if have < 8:
             self._skip(base, have)
-            out.append(self._anomaly("pulsar.truncated_frame", base, why, length=have))
+            out.append(self._anomaly(AnomalyCode.PULSAR_TRUNCATED_FRAME, base, why, length=have))
             return None
         total: int
         csize: int
@@ -168,7 +169,7 @@ class FrameEmitter:
             return None
         frame_end = base + 4 + total
         truncated = self._anomaly(
-            "pulsar.truncated_frame",
+            AnomalyCode.PULSAR_TRUNCATED_FRAME,
             base,
             f"{why}: {have} of {4 + total} bytes present",
             length=have,
@@ -208,7 +209,7 @@ class FrameEmitter:
             )
         )
         if not_utf8 is not None:
-            out.append(self._anomaly("pulsar.invalid_utf8", base, not_utf8))
+            out.append(self._anomaly(AnomalyCode.PULSAR_INVALID_UTF8, base, not_utf8))
         out.append(truncated)
         self.stats.frames += 1
         self.stats.frame_bytes += have
@@ -228,7 +229,7 @@ class FrameEmitter:
         if self._skip_len:
             out.append(
                 self._anomaly(
-                    "pulsar.skipped_bytes",
+                    AnomalyCode.PULSAR_SKIPPED_BYTES,
                     self._skip_start,
                     f"{self._skip_len} bytes skipped to resynchronise ({self._sync_reason})",
                     length=self._skip_len,

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from bisect import bisect_right
 
+from dissector.anomalies import AnomalyCode
 from dissector.errors import UsageError
 from dissector.events import Direction, Event
 from dissector.pulsar.frame_events import FrameEmitter, StreamStats
@@ -277,7 +278,9 @@ class FrameDecoder(FrameEmitter):
                 try:
                     frame, problems = self._decode(buf, mv, pos, total, csize, strict=False)
                 except Reject as exc:
-                    out.append(self._anomaly("pulsar.command_undecodable", base + pos, str(exc)))
+                    out.append(
+                        self._anomaly(AnomalyCode.PULSAR_COMMAND_UNDECODABLE, base + pos, str(exc))
+                    )
                     self._start_sync(f"after pulsar.command_undecodable at offset {base + pos}")
                     continue
             if self.keep_raw:

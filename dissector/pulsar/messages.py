@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any, NamedTuple
 
+from dissector.anomalies import AnomalyCode
 from dissector.events import Anomaly, AppMessage, Frame, MessageKind
 from dissector.pulsar.payload import (
     CODEC_NAMES,
@@ -179,10 +180,12 @@ class MessageExtractor:
             if problems and why is None:
                 why = problems[0][0]
         if encrypted:
-            why = why or "payload.encrypted"
+            why = why or AnomalyCode.PAYLOAD_ENCRYPTED
             keys = ", ".join(k.key for k in meta.encryption_keys)
             self._problems(
-                frame, [("payload.encrypted", f"keys {keys}; algo {meta.encryption_algo}")], out
+                frame,
+                [(AnomalyCode.PAYLOAD_ENCRYPTED, f"keys {keys}; algo {meta.encryption_algo}")],
+                out,
             )
         compressed = None if data is None else len(data)
         if plain is None or not batched:
@@ -194,7 +197,7 @@ class MessageExtractor:
             replaced = repair(entry.meta)
             if replaced:
                 where = f"batch entry {entry.position}"
-                problems.append(("pulsar.invalid_utf8", describe(where, replaced)))
+                problems.append((AnomalyCode.PULSAR_INVALID_UTF8, describe(where, replaced)))
         self._problems(frame, problems, out)
         why = why or (problems[0][0] if problems else None)
         for entry in entries:

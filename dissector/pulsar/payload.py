@@ -30,6 +30,7 @@ from typing import Any, NamedTuple
 
 import cramjam
 
+from dissector.anomalies import AnomalyCode
 from dissector.pulsar.sections import parse
 from dissector.pulsar.wire import COMPRESSION_NAMES, COMPRESSION_TYPES, SingleMessageMetadata
 
@@ -66,28 +67,32 @@ def decompress(
         return bytes(data), []
     inflate = _DECOMPRESSORS.get(codec)
     if inflate is None:
-        return None, [("payload.decompression_failed", f"unknown compression type {codec}")]
+        return None, [
+            (AnomalyCode.PAYLOAD_DECOMPRESSION_FAILED, f"unknown compression type {codec}")
+        ]
     name = CODEC_NAMES[codec]
     if uncompressed_size is not None and uncompressed_size > limit:
         detail = f"{name}: uncompressed_size {uncompressed_size} exceeds the {limit}-byte bound"
-        return None, [("payload.decompression_bomb", detail)]
+        return None, [(AnomalyCode.PAYLOAD_DECOMPRESSION_BOMB, detail)]
     try:
         if uncompressed_size is None:
             out = _unsized(inflate, data, limit)
         else:
             out = inflate(data, uncompressed_size, limit)
     except _Bomb as bomb:
-        return None, [("payload.decompression_bomb", str(bomb))]
+        return None, [(AnomalyCode.PAYLOAD_DECOMPRESSION_BOMB, str(bomb))]
     except _TooBig:
         if uncompressed_size is not None and uncompressed_size < limit:
             detail = f"{name}: output exceeds uncompressed_size {uncompressed_size}"
-            return None, [("payload.size_mismatch", detail)]
-        return None, [("payload.decompression_bomb", f"{name}: output exceeds {limit} bytes")]
+            return None, [(AnomalyCode.PAYLOAD_SIZE_MISMATCH, detail)]
+        return None, [
+            (AnomalyCode.PAYLOAD_DECOMPRESSION_BOMB, f"{name}: output exceeds {limit} bytes")
+        ]
     except (cramjam.DecompressionError, zlib.error, ValueError) as exc:
-        return None, [("payload.decompression_failed", f"{name}: {exc}")]
+        return None, [(AnomalyCode.PAYLOAD_DECOMPRESSION_FAILED, f"{name}: {exc}")]
     if uncompressed_size is not None and len(out) != uncompressed_size:
         detail = f"{name}: {len(out)} bytes, uncompressed_size says {uncompressed_size}"
-        return out, [("payload.size_mismatch", detail)]
+        return out, [(AnomalyCode.PAYLOAD_SIZE_MISMATCH, detail)]
     return out, []
 
 
@@ -221,7 +226,10 @@ def split_batch(data: bytes, count: int) -> tuple[list[BatchEntry], list[Problem
     while pos < n and len(entries) < count:
         if n - pos < 4:
             problems.append(
-                ("payload.batch_invalid", f"{n - pos} stray bytes after entry {len(entries)}")
+                (
+                    AnomalyCode.PAYLOAD_BATCH_INVALID,
+                    f"{n - pos} stray bytes after entry {len(entries)}",
+                )
             )
             return entries, problems
         size = _U32.unpack_from(data, pos)[0]
@@ -229,28 +237,34 @@ def split_batch(data: bytes, count: int) -> tuple[list[BatchEntry], list[Problem
             detail = (
                 f"entry {len(entries)}: metadata size {size} beyond the batch ({n - pos - 4} left)"
             )
-            problems.append(("payload.batch_invalid", detail))
+            problems.append((AnomalyCode.PAYLOAD_BATCH_INVALID, detail))
             return entries, problems
         try:
             meta = parse(SingleMessageMetadata, memoryview(data)[pos + 4 : pos + 4 + size])
         except Exception as exc:  # protobuf DecodeError
-            problems.append(("payload.batch_invalid", f"entry {len(entries)}: {exc}"))
+            problems.append((AnomalyCode.PAYLOAD_BATCH_INVALID, f"entry {len(entries)}: {exc}"))
             return entries, problems
         start = pos + 4 + size
         end = start + meta.payload_size
         if meta.payload_size < 0 or end > n:
             detail = f"entry {len(entries)}: payload_size {meta.payload_size} beyond the batch"
-            problems.append(("payload.batch_invalid", detail))
+            problems.append((AnomalyCode.PAYLOAD_BATCH_INVALID, detail))
             return entries, problems
         entries.append(BatchEntry(len(entries), meta, data[start:end]))
         pos = end
     if len(entries) < count:
         problems.append(
-            ("payload.batch_invalid", f"{len(entries)} entries, num_messages_in_batch {count}")
+            (
+                AnomalyCode.PAYLOAD_BATCH_INVALID,
+                f"{len(entries)} entries, num_messages_in_batch {count}",
+            )
         )
     elif pos < n:
         problems.append(
-            ("payload.batch_invalid", f"{n - pos} bytes after the last of {count} entries")
+            (
+                AnomalyCode.PAYLOAD_BATCH_INVALID,
+                f"{n - pos} bytes after the last of {count} entries",
+            )
         )
     return entries, problems
 
@@ -342,7 +356,9 @@ class ChunkAssembler:
             else:
                 self._pop(full_key)
             detail = f"{uuid} chunk {chunk_id}: {invalid}"
-            return self._partial(full_key, current), [("payload.chunk_count_invalid", detail)]
+            return self._partial(full_key, current), [
+                (AnomalyCode.PAYLOAD_CHUNK_COUNT_INVALID, detail)
+            ]
         if current is None:
             if chunk_id != 0:
                 if full_key in self._rejected:  # its message was reported with chunk 0
@@ -350,7 +366,7 @@ class ChunkAssembler:
                         del self._rejected[full_key]
                     return None, []
                 detail = f"chunk {chunk_id} of {uuid} without chunk 0"
-                return None, [("payload.chunk_missing", detail)]
+                return None, [(AnomalyCode.PAYLOAD_CHUNK_MISSING, detail)]
             if meta.total_chunk_msg_size > self.max_message:
                 detail = (
                     f"{uuid}: {meta.num_chunks_from_msg} chunks, "
@@ -361,19 +377,23 @@ class ChunkAssembler:
                 self._rejected[full_key] = None
                 if len(self._rejected) > MAX_OPEN_CHUNKED:
                     del self._rejected[next(iter(self._rejected))]
-                return self._partial(full_key, rejected), [("payload.chunk_size_mismatch", detail)]
+                return self._partial(full_key, rejected), [
+                    (AnomalyCode.PAYLOAD_CHUNK_SIZE_MISMATCH, detail)
+                ]
             if len(self._open) >= MAX_OPEN_CHUNKED:
                 oldest = next(iter(self._open))
                 dropped = self._pop(oldest)
                 detail = f"{oldest[-1]}: dropped after {len(dropped.parts)} chunks (too many open)"
-                problems.append(("payload.chunk_missing", detail))
+                problems.append((AnomalyCode.PAYLOAD_CHUNK_MISSING, detail))
             current = self._open[full_key] = _Open(meta, frame)
         elif chunk_id < len(current.parts):
-            return None, [("payload.chunk_duplicate", f"chunk {chunk_id} of {uuid} again")]
+            return None, [
+                (AnomalyCode.PAYLOAD_CHUNK_DUPLICATE, f"chunk {chunk_id} of {uuid} again")
+            ]
         elif chunk_id > len(current.parts):
             self._pop(full_key)
             detail = f"{uuid}: chunk {chunk_id} after {len(current.parts)} chunks"
-            problems.append(("payload.chunk_missing", detail))
+            problems.append((AnomalyCode.PAYLOAD_CHUNK_MISSING, detail))
             return self._partial(full_key, current), problems
         current.parts.append(payload)
         current.size += len(payload)
@@ -385,11 +405,11 @@ class ChunkAssembler:
                 f"{oldest[-1]}: dropped after {len(dropped.parts)} chunks "
                 f"(open chunked messages above {self.max_open_bytes} bytes)"
             )
-            problems.append(("payload.chunk_missing", detail))
+            problems.append((AnomalyCode.PAYLOAD_CHUNK_MISSING, detail))
         if current.size > current.total:
             self._pop(full_key)
             detail = f"{uuid}: {current.size} bytes so far, total_chunk_msg_size {current.total}"
-            problems.append(("payload.chunk_size_mismatch", detail))
+            problems.append((AnomalyCode.PAYLOAD_CHUNK_SIZE_MISMATCH, detail))
             return self._partial(full_key, current), problems
         if len(current.parts) < current.num_chunks:
             return None, problems
@@ -397,7 +417,7 @@ class ChunkAssembler:
         data = b"".join(current.parts)
         if len(data) != current.total:
             detail = f"{uuid}: {len(data)} bytes joined, total_chunk_msg_size {current.total}"
-            problems.append(("payload.chunk_size_mismatch", detail))
+            problems.append((AnomalyCode.PAYLOAD_CHUNK_SIZE_MISMATCH, detail))
             return self._partial(full_key, current), problems
         return ChunkedMessage(
             full_key,
@@ -419,7 +439,9 @@ class ChunkAssembler:
             if key_prefix is None or full_key[: len(key_prefix)] == key_prefix:
                 current = self._pop(full_key)
                 detail = f"{full_key[-1]}: {len(current.parts)} of {current.num_chunks} chunks seen"
-                out.append((self._partial(full_key, current), ("payload.chunk_missing", detail)))
+                out.append(
+                    (self._partial(full_key, current), (AnomalyCode.PAYLOAD_CHUNK_MISSING, detail))
+                )
         return out
 
     @staticmethod

@@ -22,6 +22,7 @@ from google.protobuf.message import DecodeError
 from google.protobuf.message import Message as _Message
 from google.protobuf.unknown_fields import UnknownFieldSet
 
+from dissector.anomalies import AnomalyCode
 from dissector.events import Checksum
 from dissector.pulsar.wire import (
     BODY_FIELDS,
@@ -70,11 +71,11 @@ _parse_command = BaseCommand.FromString
 def header_problem(total: int, csize: int, max_size: int) -> tuple[str, str] | None:
     """(code, detail) when a frame header is impossible, else None."""
     if total > max_size:
-        return "pulsar.frame_too_large", f"totalSize {total} > limit {max_size}"
+        return AnomalyCode.PULSAR_FRAME_TOO_LARGE, f"totalSize {total} > limit {max_size}"
     if total < 4 + MIN_COMMAND_SIZE:
-        return "pulsar.frame_too_small", f"totalSize {total}"
+        return AnomalyCode.PULSAR_FRAME_TOO_SMALL, f"totalSize {total}"
     if csize < MIN_COMMAND_SIZE or csize + 4 > total:
-        return "pulsar.command_size_invalid", f"commandSize {csize} in totalSize {total}"
+        return AnomalyCode.PULSAR_COMMAND_SIZE_INVALID, f"commandSize {csize} in totalSize {total}"
     return None
 
 
@@ -123,7 +124,7 @@ def decode_payload_section(
             if strict:
                 raise Reject("broker entry metadata")
             detail = "size beyond the frame or protobuf does not decode"
-            problems.append(("pulsar.broker_entry_metadata_invalid", p, detail, 0))
+            problems.append((AnomalyCode.PULSAR_BROKER_ENTRY_METADATA_INVALID, p, detail, 0))
     expected = computed = None
     status = Checksum.ABSENT
     if buf.startswith(MAGIC_CHECKSUM, p, end) and end - p >= 6:
@@ -137,23 +138,23 @@ def decode_payload_section(
             if strict:
                 raise Reject("checksum")
             detail = f"expected 0x{expected:08x} computed 0x{computed:08x}"
-            problems.append(("pulsar.bad_checksum", p - 6, detail, 0))
+            problems.append((AnomalyCode.PULSAR_BAD_CHECKSUM, p - 6, detail, 0))
     metadata = msize = payload = None
     code = detail = ""
     if end - p < 4:
-        code, detail = "pulsar.payload_missing", f"{end - p} bytes after the command"
+        code, detail = AnomalyCode.PULSAR_PAYLOAD_MISSING, f"{end - p} bytes after the command"
     else:
         size: int = U32.unpack_from(buf, p)[0]
         mstart = p + 4
         if mstart + size > end:
             if status is Checksum.ABSENT:
-                code = "pulsar.bad_magic"
+                code = AnomalyCode.PULSAR_BAD_MAGIC
                 detail = (
                     f"found {buf[p : p + 2].hex()}: neither magic 0x0e01 nor a metadataSize"
                     " that fits the frame"
                 )
             else:
-                code = "pulsar.metadata_size_invalid"
+                code = AnomalyCode.PULSAR_METADATA_SIZE_INVALID
                 detail = f"metadataSize {size} with {end - mstart} bytes left"
         else:
             msize = size
@@ -161,7 +162,7 @@ def decode_payload_section(
                 metadata = parse(MessageMetadata, mv[mstart : mstart + size])
                 payload = mv[mstart + size : end]
             except DecodeError as exc:
-                code, detail = "pulsar.metadata_undecodable", str(exc) or "DecodeError"
+                code, detail = AnomalyCode.PULSAR_METADATA_UNDECODABLE, str(exc) or "DecodeError"
     if code:
         if strict:
             raise Reject(code)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
+from dissector.anomalies import AnomalyCode
 from dissector.events import Anomaly, Frame
 
 _STRING, _MESSAGE = 9, 11  # FieldDescriptor.TYPE_STRING, TYPE_MESSAGE
@@ -111,7 +112,7 @@ def repair_metadata(frame: Frame) -> Anomaly | None:
     if not replaced:
         return None
     return Anomaly.of(
-        "pulsar.invalid_utf8",
+        AnomalyCode.PULSAR_INVALID_UTF8,
         conn_id=frame.conn_id,
         direction=frame.direction,
         stream_offset=frame.stream_offset,

@@ -43,7 +43,7 @@ from dissector.tables.schema import TABLES
 #: Seconds between two calls of `waiting` while the workers run.
 WAIT_TICK = 0.25
 #: What a worker reports: the connections it opened, and what it counted.
-Report = tuple[Opened, ReadCounts]
+WorkerReport = tuple[Opened, ReadCounts]
 
 
 def default_jobs() -> int:
@@ -105,7 +105,7 @@ def _run_workers(
     scratch: str,
     progress: Progress | None,
     waiting: Callable[[], None] | None = None,
-) -> list[Report]:
+) -> list[WorkerReport]:
     """Fork the workers and gather their reports. A worker's error is raised here; on any
     error or interruption (Ctrl-C reaches the parent: workers ignore SIGINT) every worker
     still running is stopped."""
@@ -125,7 +125,7 @@ def _run_workers(
                 running.append((worker, receive))
         finally:
             signal.pthread_sigmask(signal.SIG_SETMASK, blocked)  # a pending Ctrl-C fires now
-        reports: dict[int, Report] = {}
+        reports: dict[int, WorkerReport] = {}
         pending = {receive: k for k, (_, receive) in enumerate(running)}
         while pending:
             if waiting is not None:
@@ -183,7 +183,7 @@ def _work(
     shard: tuple[int, int],
     scratch: str,
     progress: Progress | None = None,
-) -> Report:
+) -> WorkerReport:
     """Dissect one shard of the captures into IPC files; list what it opened. A scratch file
     that cannot be written (a full disk) is our OutputError naming the scratch folder."""
     mine = dataclasses.replace(options, shard=shard)

@@ -3,8 +3,8 @@
 Input: pipeline events (ConversationOpened, Frame, AppMessage, Anomaly, Pair, Conversation).
 Output: one pyarrow.Table per table asked for, or its record batches handed to a sink as
 they are made (streaming: memory holds one batch per table, not the tables).
-Rule: the row functions are the tables' own (declared once, in dissector.tables.frames and
-.conversations): one tuple per row in the hot path, transposed into Arrow columns every
+Rule: the row functions are the tables' own (declared once, in dissector.tables.per_frame and
+.per_connection): one tuple per row in the hot path, transposed into Arrow columns every
 BATCH_ROWS rows (through one Arrow struct array). Rows of tables nobody asked for are never
 made. A connection's Community ID is computed once, when its conversation opens; its rows
 share that one string.
@@ -158,7 +158,7 @@ class TableBuilder:
             if self.conversations is not None:
                 self.conversations.add(conversation_row(ev, self.capture, cid))
             if self.entities is not None:
-                for entity in ev.summary.entities:
+                for entity in ev.info.entities:
                     self.entities.add(entity_row(ev.conn_id, entity, cid))
 
     def counts(self) -> dict[str, int]:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import keyword
 import linecache
 import textwrap
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -94,6 +94,13 @@ def col(
     """A column: its name, type, the expression that gives its value, one line of doc;
     on_request: null unless the row function `Table.row_with` is used."""
     return Column(name, dtype, value, doc, nullable, on_request)
+
+
+def one_of(values: Iterable[str]) -> str:
+    """A closed set of values as a column's description says it: "a, b or c". Columns take
+    it from the set's enum (dissector.events), so their descriptions follow it."""
+    *rest, last = values
+    return f"{', '.join(rest)} or {last}" if rest else last
 
 
 def endpoints() -> list[Column]:

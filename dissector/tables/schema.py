@@ -1,6 +1,6 @@
 """The registry of tables: every table by name, declared once, in the order frontends list them.
 
-Input: the declarations of dissector.tables.frames and dissector.tables.conversations.
+Input: the declarations of dissector.tables.per_frame and dissector.tables.per_connection.
 Output: `TABLES`, table name -> `Table` (Arrow schema, row function, column descriptions);
 `SCHEMAS`, table name -> pyarrow.Schema, derived from it; `describe`; which tables may be
 read without payload decoding (`WITHOUT_PAYLOADS`, `needs_payloads`) and which need
@@ -21,8 +21,8 @@ from collections.abc import Iterable
 import pyarrow as pa
 
 from dissector.tables.columns import Table
-from dissector.tables.conversations import CONVERSATIONS, ENTITIES, TIMELINE
-from dissector.tables.frames import ANOMALIES, FRAMES, MESSAGES
+from dissector.tables.per_connection import CONVERSATIONS, ENTITIES, TIMELINE
+from dissector.tables.per_frame import ANOMALIES, FRAMES, MESSAGES
 
 #: Every table, in the order the frontends list them.
 TABLES: dict[str, Table] = {

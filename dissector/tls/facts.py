@@ -19,6 +19,7 @@ Rules:
 
 from __future__ import annotations
 
+from dissector.anomalies import AnomalyCode
 from dissector.events import Anomaly, Direction, TlsInfo
 from dissector.tls import handshake as hs
 from dissector.tls.keyring import KeyRing
@@ -65,7 +66,7 @@ class Facts:
                     self.unsupported = True
                     out.append(
                         self.anomaly(
-                            "tls.unsupported_cipher",
+                            AnomalyCode.TLS_UNSUPPORTED_CIPHER,
                             side.direction,
                             rec.offset,
                             f"{suite_name(server.suite)}: not decrypted",
@@ -81,7 +82,7 @@ class Facts:
             if self._cert is None:
                 out.append(
                     self.anomaly(
-                        "tls.certificate_undecodable",
+                        AnomalyCode.TLS_CERTIFICATE_UNDECODABLE,
                         side.direction,
                         rec.offset,
                         "the server certificate does not parse as X.509",
@@ -104,9 +105,9 @@ class Facts:
         who = "client" if direction is C2B else "server"
         fatal = level == 2
         detail = f"{'fatal' if fatal else 'warning'} alert {name} ({description}) from the {who}"
-        code = "tls.alert"
+        code = AnomalyCode.TLS_ALERT
         if fatal and not self.done:
-            code = "tls.handshake_failure"
+            code = AnomalyCode.TLS_HANDSHAKE_FAILURE
             self.failed = True
         out.append(self.anomaly(code, direction, rec.offset, detail, rec.packet, rec.ts))
 

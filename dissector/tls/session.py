@@ -31,6 +31,7 @@ Rules:
 
 from __future__ import annotations
 
+from dissector.anomalies import AnomalyCode
 from dissector.events import Direction, TlsInfo
 from dissector.tls import handshake as hs
 from dissector.tls.facts import Facts
@@ -144,7 +145,9 @@ class TlsSession:
             detail = "the connection ended before the handshake completed"
             if self._keys.server is None:
                 detail += " (no ServerHello)"
-            out.append(self._facts.anomaly("tls.handshake_failure", None, None, detail, 0, 0))
+            out.append(
+                self._facts.anomaly(AnomalyCode.TLS_HANDSHAKE_FAILURE, None, None, detail, 0, 0)
+            )
         return out
 
     def info(self) -> TlsInfo:
@@ -195,7 +198,7 @@ class TlsSession:
         if lost.reason == "skipped":
             out.append(
                 self._facts.anomaly(
-                    "tls.skipped_bytes",
+                    AnomalyCode.TLS_SKIPPED_BYTES,
                     side.direction,
                     lost.offset,
                     f"{lost.length} bytes that are not TLS records skipped to resync",
@@ -207,7 +210,7 @@ class TlsSession:
         elif lost.reason == "truncated":
             out.append(
                 self._facts.anomaly(
-                    "tls.truncated_record",
+                    AnomalyCode.TLS_TRUNCATED_RECORD,
                     side.direction,
                     lost.offset,
                     f"the stream ended {lost.length} bytes into a record",
@@ -255,7 +258,7 @@ class TlsSession:
                 f"{held} bytes of records waiting for a key not kept: all TLS sessions "
                 f"together keep at most {pool.limit} bytes waiting; not decrypted"
             )
-            self._give_up("tls.waiting_dropped", detail, held, rec, out, side)
+            self._give_up(AnomalyCode.TLS_WAITING_DROPPED, detail, held, rec, out, side)
             self._undecrypted(side, rec, out)
             return
         side.waiting.append(rec)
@@ -266,7 +269,7 @@ class TlsSession:
 
     def _no_key_for(self, why: str, out: _Out) -> None:
         detail = f"no key for this TLS session in the key log ({why}): not decrypted"
-        self._give_up("tls.no_key", detail, 0, None, out)
+        self._give_up(AnomalyCode.TLS_NO_KEY, detail, 0, None, out)
 
     def _give_up(
         self,
@@ -355,7 +358,7 @@ class TlsSession:
                 side.failing = True
                 out.append(
                     self._facts.anomaly(
-                        "tls.decrypt_failed",
+                        AnomalyCode.TLS_DECRYPT_FAILED,
                         side.direction,
                         rec.offset,
                         f"a {len(rec.fragment)}-byte record does not decrypt "

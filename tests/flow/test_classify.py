@@ -19,20 +19,20 @@ from dissector.flow.classify import (
     DECODED,
     REPORTED,
     TRANSITIONS,
-    Event,
     Mode,
+    Trigger,
     judge,
     on_open,
     transition,
 )
 
 C2B, B2C = Direction.CLIENT_TO_BROKER, Direction.BROKER_TO_CLIENT
-M, E = Mode, Event
+M, E = Mode, Trigger
 BROKER_PORTS = frozenset({6650, 6651, 16650})  # the defaults and one `--port`
 TLS_PORTS = frozenset({6651})
 
 #: Every allowed transition, one documented rule each.
-EXPECTED: dict[tuple[Mode, Event], Mode] = {
+EXPECTED: dict[tuple[Mode, Trigger], Mode] = {
     # Opening: 6651 is TLS, a broker port is Pulsar, anything else waits for a CONNECT.
     (M.NEW, E.TLS_PORT): M.TLS,
     (M.NEW, E.BROKER_PORT): M.PULSAR,
@@ -54,23 +54,23 @@ EXPECTED: dict[tuple[Mode, Event], Mode] = {
     (M.TLS, E.CLOSED): M.TLS,
     (M.IGNORED, E.CLOSED): M.IGNORED,
 }
-REFUSED = [pair for pair in itertools.product(Mode, Event) if pair not in EXPECTED]
+REFUSED = [pair for pair in itertools.product(Mode, Trigger) if pair not in EXPECTED]
 
 
 @pytest.mark.parametrize(("mode", "event"), sorted(EXPECTED, key=str))
-def test_every_allowed_transition(mode: Mode, event: Event) -> None:
+def test_every_allowed_transition(mode: Mode, event: Trigger) -> None:
     assert transition(mode, event) is EXPECTED[mode, event]
 
 
 @pytest.mark.parametrize(("mode", "event"), REFUSED, ids=str)
-def test_every_other_transition_is_refused(mode: Mode, event: Event) -> None:
+def test_every_other_transition_is_refused(mode: Mode, event: Trigger) -> None:
     with pytest.raises(UsageError, match=f"{mode.value}: {event.value} refused"):
         transition(mode, event)
 
 
 def test_the_table_is_exactly_the_rules() -> None:
     assert TRANSITIONS == EXPECTED
-    assert len(REFUSED) == len(Mode) * len(Event) - len(EXPECTED)
+    assert len(REFUSED) == len(Mode) * len(Trigger) - len(EXPECTED)
 
 
 def test_final_modes() -> None:
@@ -98,7 +98,7 @@ def test_decoded_and_reported() -> None:
         (6650, True, E.OTHER_PORT),  # roles unknown: the CONNECT must tell
     ],
 )
-def test_on_open(port: int, guessed: bool, event: Event) -> None:
+def test_on_open(port: int, guessed: bool, event: Trigger) -> None:
     assert on_open(port, guessed, BROKER_PORTS, TLS_PORTS) is event
 
 
@@ -120,7 +120,7 @@ def test_judge_each_side_once() -> None:
     assert judge(C2B, False, {C2B}) is None
 
 
-def walk(*events: Event) -> Mode:
+def walk(*events: Trigger) -> Mode:
     mode = M.NEW
     for event in events:
         mode = transition(mode, event)
@@ -146,5 +146,5 @@ def walk(*events: Event) -> Mode:
         ((E.BROKER_PORT, E.CLOSED), M.PULSAR),
     ],
 )
-def test_connection_stories(events: tuple[Event, ...], final: Mode) -> None:
+def test_connection_stories(events: tuple[Trigger, ...], final: Mode) -> None:
     assert walk(*events) is final

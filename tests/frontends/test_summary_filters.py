@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pytest
 
 from dissector.errors import UsageError
-from dissector.frontends.summary import summarize
+from dissector.frontends.summary import Summary, summarize
 from dissector.read import read_tables
 from dissector.read.dataframes import to_pandas
 from dissector.tables.filters import Filter, parse_time
+from dissector.tables.schema import TABLES
 from tests.support.cli import cli
 
 PCAP = Path(__file__).resolve().parents[2] / "pcaps" / "produce_consume.pcap"
@@ -35,8 +37,39 @@ def test_summary_numbers_come_from_the_tables() -> None:
     unmatched = timeline[timeline["outcome"] == "unmatched"]
     repeated = unmatched["error_message"].str.startswith("already acknowledged").fillna(False)
     assert repeated.sum() > 0
+    assert (unmatched["first_ack_packet"].notna() == repeated).all()
     assert s["repeated_acks"] == {"ACK": int(repeated.sum())}
     assert s["unmatched"] == ({"ACK": int((~repeated).sum())} if (~repeated).sum() else {})
+
+
+def test_summary_tells_repeated_acks_by_their_field_not_their_text() -> None:
+    """A repeated ack is an unmatched row with first_ack_packet set, whatever its message."""
+    rows: list[dict[str, Any]] = [
+        {"outcome": "unmatched", "response_command": "ACK", "first_ack_packet": 7},
+        {"outcome": "unmatched", "response_command": "ACK", "first_ack_packet": 8},
+        {
+            "outcome": "unmatched",
+            "response_command": "ACK",
+            "error_message": "already acknowledged (a broker's own words)",
+        },
+        {"outcome": "unmatched", "response_command": "PONG"},
+        {
+            "outcome": "success",
+            "response_command": "ACK",
+            "request_command": "MESSAGE",
+            "latency_us": 9,
+        },
+    ]
+    schema = TABLES["timeline"].schema
+    batch = pa.RecordBatch.from_pylist(
+        [{name: r.get(name) for name in schema.names} | {"conn_id": 1} for r in rows],
+        schema=schema,
+    )
+    summary = Summary()
+    summary.add("timeline", batch)
+    got = summary.result()
+    assert got["repeated_acks"] == {"ACK": 2}
+    assert got["unmatched"] == {"ACK": 1, "PONG": 1}
 
 
 def test_summary_cli_text_and_json() -> None:

@@ -21,6 +21,7 @@ from dissector.events import (
     AppMessage,
     Checksum,
     CloseReason,
+    ConnectionInfo,
     Conversation,
     ConversationOpened,
     Direction,
@@ -33,7 +34,6 @@ from dissector.events import (
     MessageKind,
     Outcome,
     Pair,
-    Summary,
     TlsInfo,
 )
 from dissector.pulsar.encoder import command
@@ -325,7 +325,7 @@ def test_conversations_and_entities_columns_by_name() -> None:
         permits=10,
         delivered=11,
     )
-    summary = Summary(
+    info = ConnectionInfo(
         client_version="cv",
         server_version="sv",
         client_protocol=12,
@@ -350,7 +350,7 @@ def test_conversations_and_entities_columns_by_name() -> None:
         proxied_client=("10.0.0.24", 25),
         c2b=_stats(100),
         b2c=_stats(200),
-        summary=summary,
+        info=info,
         anomalies=26,
         tls=TlsInfo(
             version="TLS 1.2",
@@ -478,6 +478,7 @@ def test_timeline_columns_by_name() -> None:
         topic="topic-15",
         error_code="code-16",
         error_message="message-17",
+        first_ack_packet=18,
     )
     unmatched = p._replace(request=None, outcome=Outcome.UNMATCHED)
     opened = ConversationOpened(conn_id=8, key=KEY, ts=0, packet=0)
@@ -506,6 +507,7 @@ def test_timeline_columns_by_name() -> None:
         "error_message": "message-17",
         "request_offset": 4,
         "response_offset": 6,
+        "first_ack_packet": 18,
     }
     none = ("request_command", "request_direction", "request_packet", "request_ts")
     assert got[1]["ts"] == 7 and all(got[1][k] is None for k in none)

@@ -26,8 +26,7 @@ from dissector.tables.output import hidden_file
 def cmd_report(args: argparse.Namespace, out: TextIO) -> int:
     """One self-contained HTML page of the captures: overview, ladders, latency, throughput,
     producers and consumers, anomalies."""
-    from dissector.frontends.report import TABLES as REPORT_TABLES
-    from dissector.frontends.report import Report
+    from dissector.frontends.report import REPORT_TABLES, Report
 
     if not args.output.endswith((".html", ".htm")):
         raise UsageError(f"{args.output}: the report is an HTML page: name it NAME.html")

@@ -20,8 +20,7 @@ from dissector.frontends.cli.options import (
     stream_tables,
     whole,
 )
-from dissector.frontends.summary import TABLES as SUMMARY_TABLES
-from dissector.frontends.summary import TOP, Summary, render
+from dissector.frontends.summary import SUMMARY_TABLES, TOP, Summary, render
 
 
 def cmd_summary(args: argparse.Namespace, out: TextIO) -> int:

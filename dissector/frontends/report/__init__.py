@@ -8,10 +8,10 @@ Rule: `collect` gathers (bounded, whatever the capture's size), `html` renders t
 
 from __future__ import annotations
 
-from dissector.frontends.report.collect import TABLES, ReportData
+from dissector.frontends.report.collect import REPORT_TABLES, ReportData
 from dissector.frontends.report.html import page
 
-__all__ = ["TABLES", "Report", "ReportData", "page"]
+__all__ = ["REPORT_TABLES", "Report", "ReportData", "page"]
 
 
 class Report(ReportData):

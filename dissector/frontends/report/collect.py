@@ -21,6 +21,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from dissector.anomalies import AnomalyCode
+from dissector.events import Outcome
 from dissector.tables.columns import path_text
 
 LADDER_FRAMES = 400  # frames kept per connection for its ladder
@@ -29,7 +31,7 @@ SLOWEST = 20
 ROWS = 500
 
 #: What the report reads: every table.
-TABLES = ("frames", "messages", "anomalies", "conversations", "timeline", "entities")
+REPORT_TABLES = ("frames", "messages", "anomalies", "conversations", "timeline", "entities")
 _LADDER_COLUMNS = [
     "ts", "conn_id", "direction", "command", "request_id", "producer_id", "consumer_id",
     "sequence_id", "topic", "last_packet", "checksum", "complete",
@@ -109,7 +111,11 @@ class ReportData:
         rows = batch.to_pylist()
         for r in rows:
             self.anomaly_codes[r["code"]] += 1
-            if r["code"] in ("tcp.gap", "capture.kernel_drops", "capture.not_dissected"):
+            if r["code"] in (
+                AnomalyCode.TCP_GAP,
+                AnomalyCode.CAPTURE_KERNEL_DROPS,
+                AnomalyCode.CAPTURE_NOT_DISSECTED,
+            ):
                 self.losses.append((int(r["ts"].timestamp() * 1e6), r["code"]))
             if len(self.anomaly_rows) < ROWS:
                 self.anomaly_rows.append(r)
@@ -151,12 +157,12 @@ class ReportData:
             if r["consumer_id"] is None:
                 continue
             key = (r["conn_id"], r["consumer_id"])
-            if r["outcome"] == "redelivered":
+            if r["outcome"] == Outcome.REDELIVERED:
                 self.redelivered[key] += 1
-            elif r["response_command"] == "ACK" and r["outcome"] == "success":
+            elif r["response_command"] == "ACK" and r["outcome"] == Outcome.SUCCESS:
                 self.acked[key] += 1
         outcome = np.asarray(batch.column("outcome").to_pylist(), dtype=object)
-        answered = (outcome == "success") | (outcome == "error")
+        answered = (outcome == Outcome.SUCCESS) | (outcome == Outcome.ERROR)
         if not answered.any():
             return
         latency = batch.column("latency_us").to_numpy(zero_copy_only=False)[answered]

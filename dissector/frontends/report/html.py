@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from dissector.anomalies import REGISTRY
+from dissector.events import Direction, EntityKind
 from dissector.frontends.report.collect import LADDER_FRAMES, ROWS, ReportData, when
 from dissector.frontends.report.plots import TOPICS_PLOTTED, cdf, figure, io_graph
 
@@ -154,7 +155,7 @@ def _ladder(report: ReportData, conv: dict[str, Any]) -> str:
     pending = sorted(report.ladder_anomalies.get(conn, []), key=lambda a: a["packet"])
     lines = []
     for f in frames:
-        c2b = f["direction"] == "client_to_broker"
+        c2b = f["direction"] == Direction.CLIENT_TO_BROKER
         ids = " ".join(
             f"{k.split('_')[0]}={f[k]}"
             for k in ("request_id", "producer_id", "consumer_id", "sequence_id")
@@ -214,7 +215,7 @@ def _entities_section(report: ReportData) -> str:
 
 
 def _consumer_cells(report: ReportData, e: dict[str, Any]) -> str:
-    if e.get("kind") != "consumer":
+    if e.get("kind") != EntityKind.CONSUMER:
         return "<td></td><td></td>"
     key = (e["conn_id"], e["entity_id"])
     return f"<td class=n>{report.acked[key]}</td><td class=n>{report.redelivered[key]}</td>"

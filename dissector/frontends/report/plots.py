@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from dissector.events import Direction, MessageKind
 from dissector.frontends.report.collect import ReportData, when
 from dissector.frontends.terminal import printable
 
@@ -28,7 +29,7 @@ TOPICS_PLOTTED = 8
 #: point per second of a day-long capture would make the page tens of megabytes).
 THROUGHPUT_POINTS = 2000
 #: Each direction's line style: produced solid, delivered dashed.
-_DIRECTIONS = {"client_to_broker": "-", "broker_to_client": "--"}
+_DIRECTIONS: dict[str, str] = {Direction.CLIENT_TO_BROKER: "-", Direction.BROKER_TO_CLIENT: "--"}
 
 
 def figure(draw: Any, key: str, *, width: float, height: float, rows: int = 1) -> str:
@@ -85,7 +86,8 @@ def io_graph(axes: list[Any], report: ReportData, topics: list[str]) -> None:
         for topic, direction in lines:
             ys = series[(topic, direction)]
             if any(ys):
-                kind = "produced" if direction == "client_to_broker" else "delivered"
+                c2b = direction == Direction.CLIENT_TO_BROKER
+                kind = MessageKind.PRODUCED if c2b else MessageKind.DELIVERED
                 ax.plot(xs, ys, _DIRECTIONS[direction], marker=".",
                         label=printable(f"{topic.rsplit('/', 1)[-1]} {kind}"))  # fmt: skip
         for ts, _ in report.losses[:200]:

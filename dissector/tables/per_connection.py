@@ -11,6 +11,7 @@ come from the table's prelude. Protocol uint64 ids are stored as int64 (see colu
 
 from __future__ import annotations
 
+from dissector.events import CloseReason, EntityKind, EntityState, Outcome
 from dissector.tables.columns import (
     BOOL,
     I32,
@@ -23,6 +24,7 @@ from dissector.tables.columns import (
     col,
     community_id_column,
     endpoints,
+    one_of,
 )
 
 # ----------------------------------------------------------------------------- conversations
@@ -42,7 +44,7 @@ _CONVERSATION_PRELUDE = """
     client_ip, client_port, broker_ip, broker_port = c.key
     proxied = c.proxied_client
     c2b, b2c = c.c2b, c.b2c
-    s = c.summary
+    s = c.info
     tls = c.tls
 """
 
@@ -56,7 +58,7 @@ CONVERSATIONS = Table(
         community_id_column(),
         col("end_ts", TS, "c.end_ts", "time of the last packet (or of the FIN/RST that closed it)"),
         col("duration_us", I64, "c.end_ts - c.start_ts", "end_ts - ts in microseconds"),
-        col("ended", STR, "c.ended", "fin, rst, capture_end, port_reuse, evicted or timeout"),
+        col("ended", STR, "c.ended", one_of(CloseReason)),
         col("syn_seen", BOOL, "c.syn_seen", "the capture holds the connection's SYN"),
         col("encrypted", BOOL, "c.encrypted", "TLS: reported, not decoded"),
         col(
@@ -115,13 +117,13 @@ CONVERSATIONS = Table(
         col(
             "producers",
             I32,
-            "sum(1 for e in s.entities if e.kind == 'producer')",
+            "sum(1 for e in s.entities if e.kind == EntityKind.PRODUCER)",
             "producers created on the connection",
         ),
         col(
             "consumers",
             I32,
-            "sum(1 for e in s.entities if e.kind == 'consumer')",
+            "sum(1 for e in s.entities if e.kind == EntityKind.CONSUMER)",
             "consumers created on the connection",
         ),
         col(
@@ -172,6 +174,7 @@ CONVERSATIONS = Table(
         ),
     ],
     prelude=_CONVERSATION_PRELUDE,
+    env={"EntityKind": EntityKind},
 )
 
 #: Row function timeline_row(p, community_id): p is a Pair (a request and its response, either
@@ -241,7 +244,7 @@ TIMELINE = Table(
         ),
         col("entry_id", I64, "_opt64(p.entry_id)", "message id: entry"),
         col("topic", STR, "p.topic", "topic of the request"),
-        col("outcome", STR, "p.outcome", "success, error, unanswered, unmatched or redelivered"),
+        col("outcome", STR, "p.outcome", one_of(Outcome)),
         col("error_code", STR, "p.error_code", "ServerError name when the response reports one"),
         col("error_message", STR, "p.error_message", "the response's error message"),
         col(
@@ -256,6 +259,13 @@ TIMELINE = Table(
             "None if resp is None else resp.stream_offset",
             "stream offset of the response frame",
         ),
+        col(
+            "first_ack_packet",
+            I64,
+            "p.first_ack_packet",
+            "a repeated ack (unmatched: of a message already acknowledged, not a fault): "
+            "capture packet number of the message's first ack",
+        ),
     ],
     prelude=_PAIR_PRELUDE,
 )
@@ -269,7 +279,7 @@ ENTITIES = Table(
         col("ts", TS, "e.created_ts", "when the PRODUCER / SUBSCRIBE was sent", False),
         col("conn_id", I64, "conn_id", "connection id, joins every table", False),
         community_id_column(),
-        col("kind", STR, "e.kind", "producer or consumer", False),
+        col("kind", STR, "e.kind", one_of(EntityKind), False),
         col("entity_id", I64, "_i64(e.entity_id)", "producer_id or consumer_id on the connection"),
         col("topic", STR, "e.topic", "topic of the producer or consumer"),
         col("name", STR, "e.name", "producer name (as assigned) or consumer name"),
@@ -281,9 +291,7 @@ ENTITIES = Table(
             "e.access_mode",
             "producers: Shared, Exclusive, WaitForExclusive, ...",
         ),
-        col(
-            "state", STR, "e.state", "pending, created, failed, closed_by_client, closed_by_broker"
-        ),
+        col("state", STR, "e.state", ", ".join(EntityState)),
         col("closed_ts", TS, "e.closed_ts", "when it was closed"),
         col("permits", I64, "e.permits", "consumers: FLOW permits granted"),
         col(

@@ -13,11 +13,11 @@ from typing import Any
 
 import pytest
 
-import dissector.pulsar.conversations as conversations
+import dissector.pulsar.pairing as pairing
 from dissector.events import Direction, Entity, Frame, Pair
-from dissector.pulsar.conversations import ConversationState
 from dissector.pulsar.encoder import command, encode_frame
 from dissector.pulsar.framing import FrameDecoder
+from dissector.pulsar.pairing import ConversationState
 from dissector.pulsar.wire import BaseCommand, MessageMetadata
 from dissector.tables.builders import pair_row
 from dissector.tables.schema import TABLES
@@ -609,8 +609,12 @@ def test_repeated_ack_is_unmatched_and_names_the_first_ack() -> None:
     p = one(again.pairs)
     linked(p, None, again, "unmatched")
     assert p.error_message is not None and f"packet {link.packet - 1}" in p.error_message
+    assert p.first_ack_packet == link.packet - 1  # a field, not only the text
+    assert row(p)["first_ack_packet"] == link.packet - 1
     never = link.send(C2B, "ACK", consumer_id=1, ack_type=0, message_id=[mid(5, 6)])
     assert one(never.pairs).error_message is None
+    assert one(never.pairs).first_ack_packet is None
+    assert one(first.pairs).first_ack_packet is None
 
 
 def test_ack_from_another_consumer_does_not_pair() -> None:
@@ -829,7 +833,7 @@ def test_entity_lifecycle() -> None:
         c_by_broker.ts,
     )
     assert (c3.sub_type, c3.state) == ("Failover", "failed")
-    summary = link.state.summary.entities
+    summary = link.state.info.entities
     assert [(e.kind, e.entity_id) for e in summary] == [
         ("producer", 1),
         ("producer", 2),
@@ -893,7 +897,7 @@ def test_handshake_summary() -> None:
         max_message_size=5 * 1024 * 1024,
         feature_flags={"supports_broker_entry_metadata": True},
     )
-    s = link.state.summary
+    s = link.state.info
     assert (s.client_version, s.client_protocol) == ("Pulsar-Java-v4.0.0", 21)
     assert (s.server_version, s.server_protocol) == ("Pulsar Server4.0.0", 20)
     assert s.auth_method == "token"
@@ -907,7 +911,7 @@ def test_handshake_summary_minimal_and_legacy_auth_method() -> None:
     link = Link()
     link.send(C2B, "CONNECT", client_version="old", auth_method=1)
     link.send(B2C, "CONNECTED", server_version="b")
-    s = link.state.summary
+    s = link.state.info
     assert (s.client_version, s.server_version) == ("old", "b")
     assert s.auth_method == "AuthMethodYcaV1"
     assert (s.client_protocol, s.server_protocol, s.max_message_size) == (None, None, None)
@@ -941,7 +945,7 @@ def _flood(link: Link, kind: str, i: int) -> Sent:
 def test_pending_requests_are_bounded_and_the_oldest_reported_unanswered(
     monkeypatch: pytest.MonkeyPatch, kind: str, bound: int
 ) -> None:
-    monkeypatch.setattr(conversations, "MAX_PENDING", bound)
+    monkeypatch.setattr(pairing, "MAX_PENDING", bound)
     link = Link()
     total = 10 * bound
     sent: list[Sent] = []

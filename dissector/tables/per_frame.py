@@ -14,6 +14,8 @@ from __future__ import annotations
 import orjson
 import pyarrow as pa
 
+from dissector.anomalies import Severity
+from dissector.events import Checksum, Direction, MessageKind
 from dissector.pulsar.field_values import message_dict
 from dissector.pulsar.wire import BODY_FIELDS, COMMAND_NAMES, MESSAGE_ID_FIELDS, SINGULAR_FIELDS
 from dissector.tables.columns import (
@@ -29,6 +31,7 @@ from dissector.tables.columns import (
     col,
     community_id_column,
     endpoints,
+    one_of,
 )
 
 # ------------------------------------------------------------------------------------ frames
@@ -95,7 +98,7 @@ FRAMES = Table(
     [
         col("ts", TS, "f.last_ts", "time of the packet that completed the frame", False),
         col("conn_id", I64, "f.conn_id", "connection id, joins every table", False),
-        col("direction", STR, "f.direction", "client_to_broker or broker_to_client", False),
+        col("direction", STR, "f.direction", one_of(Direction), False),
         *endpoints(),
         community_id_column(),
         col(
@@ -130,7 +133,7 @@ FRAMES = Table(
         col("topic", STR, "f.topic", "topic the frame names, or of its producer/consumer id"),
         col("ledger_id", I64, "ledger_id", "ledger of the (first) message id the command carries"),
         col("entry_id", I64, "entry_id", "entry of the (first) message id the command carries"),
-        col("checksum", STR, "f.checksum", "payload frames: valid, invalid, absent or unknown"),
+        col("checksum", STR, "f.checksum", f"payload frames: {one_of(Checksum)}"),
         col("checksum_expected", I64, "f.checksum_expected", "CRC32C carried by the frame"),
         col("checksum_computed", I64, "f.checksum_computed", "CRC32C computed over the frame"),
         col(
@@ -177,11 +180,11 @@ ANOMALIES = Table(
             "direction",
             STR,
             "None if a.direction is None else a.direction.value",
-            "client_to_broker, broker_to_client or null",
+            one_of([*Direction, "null"]),
         ),
         col("stream_offset", I64, "a.stream_offset", "offset in the direction's stream, if any"),
         col("code", STR, "a.code", "stable dotted code, e.g. pulsar.bad_checksum", False),
-        col("severity", STR, "a.severity.value", "info, warning or error", False),
+        col("severity", STR, "a.severity.value", one_of(Severity), False),
         col("detail", STR, "a.detail", "what exactly was found"),
         col("length", I64, "a.length", "bytes concerned (skipped, missing, ...), 0 if none"),
         col("packet", I64, "a.packet", "capture packet number (0 if unknown)"),
@@ -200,8 +203,19 @@ MESSAGES = Table(
         col("ts", TS, "m.ts", "time of the packet that completed the (last) frame", False),
         col("conn_id", I64, "m.conn_id", "connection id, joins every table", False),
         community_id_column(),
-        col("direction", STR, "m.direction", "client_to_broker (produced) or broker_to_client"),
-        col("kind", STR, "m.kind", "produced (SEND) or delivered (MESSAGE)", False),
+        col(
+            "direction",
+            STR,
+            "m.direction",
+            f"{Direction.CLIENT_TO_BROKER} (produced) or {Direction.BROKER_TO_CLIENT}",
+        ),
+        col(
+            "kind",
+            STR,
+            "m.kind",
+            f"{MessageKind.PRODUCED} (SEND) or {MessageKind.DELIVERED} (MESSAGE)",
+            False,
+        ),
         col("topic", STR, "m.topic", "topic of the producer or consumer"),
         col("producer_id", I64, "_opt64(m.producer_id)", "produced: the connection's producer id"),
         col("consumer_id", I64, "_opt64(m.consumer_id)", "delivered: the connection's consumer id"),

@@ -2,7 +2,7 @@
 
 Input: the decoded frames of one connection in order (`observe`), then `close`.
 Output: the frame's topic, `Pair` records (one timeline row each) as responses arrive, and at
-close the pairs never answered plus a `Summary` of the handshake and entities.
+close the pairs never answered plus a `ConnectionInfo` of the handshake and entities.
 Rules (the pairing table):
 - request_id: a command carrying one is a request unless its name says response (…_RESPONSE,
   SUCCESS, ERROR, PRODUCER_SUCCESS, WATCH_TOPIC_LIST_SUCCESS); a response pairs with the
@@ -86,7 +86,7 @@ class ConversationState:
         self.conn_id = conn_id
         self.pairing = pairs
         self.entities = Entities()
-        self.summary = self.entities.summary
+        self.info = self.entities.info
         self.producers = self.entities.producers
         self.consumers = self.entities.consumers
         self._pair = partial(make_pair, conn_id, self.entities) if pairs else _no_pair
@@ -298,7 +298,9 @@ class ConversationState:
         pair = self._pair(None, frame, None, ack_of=key)
         earlier = done.get(key)
         if earlier is not None:
-            pair = pair._replace(error_message=f"already acknowledged (packet {earlier})")
+            pair = pair._replace(
+                error_message=f"already acknowledged (packet {earlier})", first_ack_packet=earlier
+            )
         return pair
 
 

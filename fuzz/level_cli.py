@@ -24,6 +24,7 @@ which stays a device.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -337,9 +338,18 @@ def run(case: Case, workdir: Path) -> Seen:
             how,
         )
     for option in ("-w", "-o"):
-        if option in args and args[args.index(option) + 1] == full:
-            detail = f"{option} {full} gave exit 0: {_shown(args)}"
-            require(code != 0, "cli_full_device", detail, option)
+        if option in args and args[args.index(option) + 1] == full and code == 0:
+            # Nothing to write fits on a full device (an empty result: cli:32:229, a query
+            # whose result has no row as jsonl): the same command onto a regular file says
+            # whether there was anything to write.
+            at = args.index(option) + 1
+            plain = os.path.join(folder, "full-check.out")
+            again, _, _ = _run([*args[:at], plain, *args[at + 1 :]], folder, subprocess.PIPE)
+            size = os.path.getsize(plain) if os.path.isfile(plain) else 0
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(plain)
+            detail = f"{option} {full} gave exit 0 (a file gets {size} bytes): {_shown(args)}"
+            require(again != 0 or size == 0, "cli_full_device", detail, option)
     if case.settings.get("full") and code == 0 and out:
         with open("/dev/full", "wb") as device:  # opened, never replaced: safe
             again, _, err2 = _run(args, folder, device)

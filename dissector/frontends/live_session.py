@@ -1,0 +1,276 @@
+"""EDGE: the dissecting side of a live capture: packets in, printed rows and files out.
+
+Input: `LiveOptions` (what the command line asked for), where the packets come from (a
+`Link`: its name, link type and kernel drops), then packets in capture order, the capturer's
+losses and the clock (`Session.tick`).
+Output: the `read` text view or JSON lines of table rows on `out`, Parquet parts and the
+summary line (`Counts.line`) on `err`; anomaly rows for kernel drops and skipped packets.
+Rules: only what is asked for is made (Parquet gets every table, jsonl its tables, the text
+view's `!` lines need messages); rows wait at most one flush interval; `close()` ends open
+conversations and writes the last rows. The capture loop, signals and stopping are `live`'s.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import time
+from dataclasses import dataclass, field, replace
+from typing import Protocol, TextIO
+
+import pyarrow as pa
+
+from dissector.anomalies import AnomalyCode
+from dissector.errors import UsageError
+from dissector.events import (
+    Anomaly,
+    AppMessage,
+    ConversationOpened,
+    Frame,
+    PipelineEvent,
+    RawPacket,
+)
+from dissector.frontends.live_capturer import DEFAULT_QUEUE
+from dissector.frontends.live_files import ParquetParts
+from dissector.frontends.text import FrameLines
+from dissector.keylog_files import KeylogFiles
+from dissector.read.driver import make_pipeline
+from dissector.read.options import ReaderOptions
+from dissector.tables.builders import TableBuilder
+from dissector.tables.filters import Filter
+from dissector.tables.output import json_lines as encode
+from dissector.tables.schema import TABLES, needs_pairs, needs_payloads
+
+DEFAULT_BUFFER = 64 << 20  # kernel receive buffer: loopback bursts of 64 KiB segments
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LiveOptions:
+    interface: str | None = None  # None: the default route's
+    bpf: str | None = None  # None: built in for the broker ports; "": no filter
+    reader: ReaderOptions = field(default_factory=ReaderOptions)
+    fmt: str = "text"  # text | jsonl
+    tables: tuple[str, ...] | None = None  # jsonl: tables printed (None: all)
+    rows: Filter = field(default_factory=Filter)  # what is printed (files get everything)
+    show_secrets: bool = False
+    pcap: str | None = None  # -w
+    rotate_bytes: int | None = None  # -C, in bytes
+    rotate_seconds: float | None = None  # -G
+    max_files: int | None = None  # -W
+    parquet: str | None = None  # -o: a directory of Parquet datasets
+    flush_interval: float = 5.0
+    count: int | None = None
+    duration: float | None = None
+    buffer_bytes: int = DEFAULT_BUFFER
+    queue_bytes: int = DEFAULT_QUEUE  # packets waiting for the dissector, at most
+
+    def __post_init__(self) -> None:
+        if self.fmt not in ("text", "jsonl"):
+            raise UsageError(f"format must be text or jsonl, not {self.fmt!r}")
+        if self.tables is not None and (self.fmt != "jsonl" or set(self.tables) - set(TABLES)):
+            raise UsageError(f"--table takes --format jsonl and one of {', '.join(TABLES)}")
+        if self.pcap is None and (self.rotate_bytes or self.rotate_seconds or self.max_files):
+            raise UsageError("-C, -G and -W rotate the files written with -w PATH: give -w")
+        if self.max_files is not None and not (self.rotate_bytes or self.rotate_seconds):
+            raise UsageError("-W limits the number of rotated files: give -C or -G too")
+        for name in ("rotate_bytes", "rotate_seconds", "max_files", "count", "duration"):
+            value = getattr(self, name)
+            if value is not None and value <= 0:
+                raise UsageError(f"{name.replace('_', ' ')} must be positive")
+        if self.flush_interval <= 0 or self.buffer_bytes <= 0 or self.queue_bytes <= 0:
+            raise UsageError("flush interval, buffer size and queue size must be positive")
+
+
+class Link(Protocol):
+    """What a Session needs to know of where packets come from."""
+
+    name: str
+    linktype: int
+
+    def drops(self) -> int | None: ...
+
+
+def json_lines(name: str, batch: pa.RecordBatch, rows: Filter) -> str:
+    """The JSON lines of a batch of table rows, each `{"table": name, ...columns}`."""
+    table = rows.table(pa.Table.from_batches([batch]))
+    return "".join(encode(b, {"table": name}).decode() for b in table.to_batches())
+
+
+def _n(count: int, one: str, many: str = "") -> str:
+    return f"{count} {one if count == 1 else many or one + 's'}"
+
+
+@dataclass(slots=True)
+class Counts:
+    packets: int = 0  # dissected
+    captured: int | None = None  # by the capturer (None: not known, as many as dissected)
+    skipped: int = 0  # captured while the dissector was too far behind: not dissected
+    frames: int = 0
+    messages: int | None = 0  # None: payloads not decoded (the tables asked need none)
+    conversations: int = 0
+    anomalies: int = 0
+    dropped: int | None = None  # None: the platform does not say
+    unread: int = 0  # still queued at stop: counted (and written by -w), not dissected
+    unread_more: bool = False  # and more still, when counting ran out of time
+
+    def line(self) -> str:
+        captured = self.packets if self.captured is None else self.captured
+        parts = [
+            _n(captured, "packet") + " captured",
+            _n(self.frames, "frame"),
+            *([] if self.messages is None else [_n(self.messages, "message")]),
+            _n(self.conversations, "conversation"),
+            _n(self.anomalies, "anomaly", "anomalies"),
+        ]
+        dropped = "n/a" if self.dropped is None else self.dropped
+        line = ", ".join(parts) + f", {dropped} dropped by the kernel"
+        if self.unread:
+            more = "at least " if self.unread_more else ""
+            line += f", {more}{_n(self.unread, 'packet')} still queued at stop (not dissected)"
+        if self.skipped:
+            line += f", {_n(self.skipped, 'packet')} skipped (dissection fell behind)"
+        return line
+
+
+class Session:
+    """Packets in; printed lines and Parquet files out. `close()` finishes everything.
+
+    `source` says the link type and name, and the losses so far: `drops()` (the kernel's)
+    and, for the capturing process, `skipped()`."""
+
+    def __init__(self, opts: LiveOptions, source: Link, out: TextIO, err: TextIO) -> None:
+        self.opts, self.source, self.out, self.err = opts, source, out, err
+        self.printed = [n for n in TABLES if opts.tables is None or n in opts.tables]
+        # Only what is asked for is made: Parquet files get every table; jsonl its tables
+        # (frames alone need no payload decoding); the text view's `!` lines need messages.
+        made: list[str] = []
+        if opts.parquet is not None:
+            made = list(TABLES)
+        elif opts.fmt == "jsonl":
+            made = self.printed
+        decode = opts.fmt == "text" or needs_payloads(made)
+        reader = replace(opts.reader, messages=decode, pairs=needs_pairs(made))
+        # Key log files are followed: peers append secrets as they open sessions.
+        self.keylogs = KeylogFiles(reader.tls_keylog, follow=True) if reader.tls_keylog else None
+        self.pipe = make_pipeline(reader, keylog=self.keylogs.keylog if self.keylogs else None)
+        self.lines = FrameLines(opts.rows, show_secrets=opts.show_secrets)
+        self.builder = None
+        if made:
+            self.builder = TableBuilder(
+                capture=f"live:{source.name}", tables=made, fields=opts.reader.fields
+            )
+        self.counts = Counts(messages=0 if decode else None)
+        self._files = contextlib.ExitStack()  # closes every file, whatever happens
+        self.parquet: ParquetParts | None = None
+        if opts.parquet is not None:
+            self.parquet = ParquetParts(opts.parquet)
+            self._files.callback(self.parquet.close)
+        self._next_flush = time.monotonic() + opts.flush_interval
+        self._drops_checked = time.time_ns() // 1000  # start of the window of the next drops
+
+    def packets(self, batch: list[tuple[int, bytes]]) -> None:
+        linktype, feed, counts = self.source.linktype, self.pipe.feed, self.counts
+        if self.keylogs is not None:
+            self.keylogs.poll()  # sessions of this batch find the secrets written meanwhile
+        if batch and self.lines.first_ts is None:
+            self.lines.start(batch[0][0])  # times count from the first packet, as in read
+        for ts, data in batch:
+            counts.packets += 1
+            self._events(feed(RawPacket(counts.packets, ts, linktype, data, len(data))))
+        self._emit()
+
+    def _events(self, events: list[PipelineEvent]) -> None:
+        counts, builder, text = self.counts, self.builder, self.opts.fmt == "text"
+        for ev in events:
+            kind = type(ev)
+            if kind is Frame:
+                counts.frames += 1
+            elif kind is AppMessage and counts.messages is not None:
+                counts.messages += 1
+            elif kind is Anomaly:
+                counts.anomalies += 1
+            elif kind is ConversationOpened:
+                counts.conversations += 1
+            if text:
+                line = self.lines.line(ev)
+                if line is not None:
+                    self.out.write(line)
+            if builder is not None:
+                builder.add(ev)
+
+    def _emit(self) -> None:
+        """Hand the rows made so far to the Parquet writer and stdout; flush the outputs."""
+        if self.builder is not None:
+            made = {name: b.take() for name, b in self.builder.batches.items()}
+            if self.parquet is not None:  # files first: a closed stdout must not cost rows
+                for name, batches in made.items():
+                    self.parquet.add(name, batches)
+            if self.opts.fmt == "jsonl":
+                for name in self.printed:
+                    for batch in made[name]:
+                        self.out.write(json_lines(name, batch, self.opts.rows))
+        self.out.flush()
+
+    def tick(self) -> None:
+        """Periodic work: idle connections ended, Parquet parts, kernel drop warnings."""
+        ended = self.pipe.expire(time.time_ns() // 1000)  # packets carry the kernel's clock
+        if self.keylogs is not None and self.keylogs.poll():
+            ended += self.pipe.retry_tls()
+        if ended:
+            self._events(ended)
+            self._emit()
+        now = time.monotonic()
+        if now < self._next_flush:
+            return
+        self._next_flush = now + self.opts.flush_interval
+        if self.parquet is not None:
+            self.parquet.flush()
+        self._drops()
+
+    def _drops(self) -> None:
+        """Packets lost since the last look, each kind a warning on stderr and an anomaly row
+        (conn_id 0) naming the time window, so the tables show where data is missing: those
+        the kernel dropped, and those captured (kept by -w) but skipped by dissection."""
+        now = time.time_ns() // 1000
+        dropped, before = self.source.drops(), self.counts.dropped or 0
+        if dropped is not None and dropped > before:
+            self._loss(
+                AnomalyCode.CAPTURE_KERNEL_DROPS, dropped - before, "dropped by the kernel", now
+            )
+        if dropped is not None:
+            self.counts.dropped = dropped
+        skipped = getattr(self.source, "skipped", None)
+        if skipped is not None and skipped() > self.counts.skipped:
+            more, self.counts.skipped = skipped() - self.counts.skipped, skipped()
+            self._loss(AnomalyCode.CAPTURE_NOT_DISSECTED, more, "captured but not dissected", now)
+        self._drops_checked = now
+
+    def _loss(self, code: str, count: int, what: str, now: int) -> None:
+        start = dt.datetime.fromtimestamp(self._drops_checked / 1e6, dt.UTC)
+        end = dt.datetime.fromtimestamp(now / 1e6, dt.UTC)
+        hint = "raise -B" if code == AnomalyCode.CAPTURE_KERNEL_DROPS else "raise --queue-size"
+        detail = (
+            f"{count} packets {what} between {start.isoformat()} and {end.isoformat()} ({hint})"
+        )
+        self.err.write(f"pulsar-dissect: {detail}\n")
+        self.err.flush()
+        anomaly = Anomaly.of(
+            code,
+            conn_id=0,
+            direction=None,
+            stream_offset=None,
+            detail=detail,
+            length=count,
+            packet=self.counts.packets,
+            ts=now,
+        )
+        self._events([anomaly])
+        self._emit()
+
+    def close(self) -> None:
+        with self._files:
+            self._drops()  # the last window's drops are rows too
+            self._events(self.pipe.close())
+            self._emit()
+        if self.counts.dropped is None:
+            self.counts.dropped = self.source.drops()

@@ -1,7 +1,9 @@
-"""Build: the pure-Python package, with its hot modules compiled by mypyc when possible.
+"""Build: the pure-Python package, with its compiled core and hot modules when possible.
 
 Input: the environment of `pip install` (a C compiler, mypyc from the build requirements).
-Output: the `dissector` package; the modules in HOT also as C extensions beside their source.
+Output: the `dissector` package; the compiled stage `dissector._core._walk` (hand-written C
+in dissector/_core/, docs/compiled-core.md: no generator, so the sdist carries all it needs);
+the modules in HOT also as C extensions beside their source (mypyc).
 Rule: compiled or not, the package behaves the same (the test suite runs on both, see
 tests/test_pure_python.py); compiling is about twice as fast in the per-packet path. It is
 skipped, with one line saying so, when PULSAR_DISSECTOR_PURE=1 is set or when no C compiler
@@ -15,7 +17,15 @@ import shutil
 import sys
 from typing import Any
 
-from setuptools import setup
+from setuptools import Extension, setup
+
+#: The compiled stage: plain C with the CPython API (docs/compiled-core.md).
+CORE = Extension(
+    "dissector._core._walk",
+    sources=["dissector/_core/_walkmodule.c", "dissector/_core/walk.c"],
+    depends=["dissector/_core/cursor.h", "dissector/_core/walk.h"],
+    extra_compile_args=["-O2", "-std=c11", "-Wall", "-Wextra"],
+)
 
 #: The per-packet path: packet records, headers (tunnels, IP fragments), TCP, framing,
 #: decoding, conversation state, the pipeline and the table builder (mypyc needs their type
@@ -57,9 +67,9 @@ def _extensions() -> list[Any]:
     try:
         from mypyc.build import mypycify
     except ImportError:
-        print("pulsar-dissector: mypyc not available: pure Python (slower)", file=sys.stderr)
-        return []
-    return list(mypycify(HOT, opt_level="3"))
+        print("pulsar-dissector: mypyc not available: hot modules in Python", file=sys.stderr)
+        return [CORE]
+    return [CORE, *mypycify(HOT, opt_level="3")]
 
 
 setup(ext_modules=_extensions())

@@ -14,6 +14,8 @@ Rules:
   `CaptureIssue` is recorded and the iteration stops.
 - Files are read in chunks (`CHUNK_SIZE`), never whole; remote files are streamed in ranged
   reads of that size, never downloaded to local disk.
+- `parsed()` iterates with the compiled stage (dissector._core) where it is built: packets
+  it parsed come as `Segment`s, the others as `RawPacket`s, in capture order.
 """
 
 from __future__ import annotations
@@ -26,11 +28,12 @@ from collections.abc import Iterator
 from types import TracebackType
 from typing import Any, Literal
 
+from dissector import _core
 from dissector.capture import pcap, pcapng
 from dissector.capture._source import ByteWindow, CaptureIssue, Stream
 from dissector.capture.locations import input_error, is_local, local_path, open_input, redact
 from dissector.errors import InputError, UsageError
-from dissector.events import RawPacket
+from dissector.events import RawPacket, Segment
 
 GZIP_MAGIC = b"\x1f\x8b"
 
@@ -60,6 +63,8 @@ class CaptureReader:
         self._window = ByteWindow(stream)
         self.format: Format
         self._packets: Iterator[RawPacket]
+        self._header: pcap.PcapHeader | None = None  # pcap's file header
+        self._started = False
         self._start()
 
     def _start(self) -> None:
@@ -76,7 +81,7 @@ class CaptureReader:
                 raise InputError(
                     f"{self.path}: pcap file header cut short ({len(head)} of 24 bytes)"
                 )
-            header = pcap.parse_header(head)
+            header = self._header = pcap.parse_header(head)
             window.pos = pcap.HEADER_SIZE
             self.format = "pcap"
             self._packets = pcap.packets(window, header, self.issues)
@@ -93,9 +98,36 @@ class CaptureReader:
         """The packets; a second pass yields nothing. `UsageError` once closed."""
         if self._closed:
             raise UsageError(f"{self.path}: capture reader used after close()")
+        self._started = True
         for packet in self._packets:
             yield packet
             if self._closed:  # closed by the consumer mid-iteration
+                return
+        self._release()
+
+    def parsed(self) -> Iterator[RawPacket | Segment]:
+        """The packets, those the compiled stage parsed as their `Segment` (see the module
+        rules); the plain packets when it is not built or the iteration has begun."""
+        if self._closed:
+            raise UsageError(f"{self.path}: capture reader used after close()")
+        header = self._header
+        if self._started or not _core.COMPILED:
+            yield from self
+            return
+        self._started = True
+        items: Iterator[RawPacket | Segment]
+        if header is not None:
+            walk = _core.pcap_walk(header)
+            assert walk is not None
+            items = pcap.packets(self._window, header, self.issues, walk)
+        else:
+            ng_walk = _core.pcapng_walk()
+            assert ng_walk is not None
+            items = pcapng.packets(self._window, self.issues, ng_walk)
+        self._packets = iter(())
+        for item in items:
+            yield item
+            if self._closed:
                 return
         self._release()
 

@@ -10,13 +10,16 @@ Rules:
   information). The header's `thiszone` is ignored: writers set it to 0.
 - A record cut off by the end of the file gives `capture.truncated`; a record longer than
   `MAX_RECORD_SIZE` gives `capture.corrupt_record`. Either ends the reading.
+- `fast` (the compiled stage, dissector._core): walks the complete records it can take from
+  a position, giving each packet as it would be parsed; this loop then takes the one record
+  the walk stopped at (incomplete in the buffer, or damaged) and calls it again.
 """
 
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator
-from typing import NamedTuple
+from collections.abc import Callable, Iterator
+from typing import NamedTuple, TypeVar, overload
 
 from dissector.capture._source import MAX_RECORD_SIZE, ByteWindow, CaptureIssue
 from dissector.events import RawPacket
@@ -35,6 +38,10 @@ MAGICS: dict[bytes, tuple[str, bool]] = {
 _HEADERS = {order: struct.Struct(order + "4xHHiIII") for order in "<>"}
 _RECORDS = {order: struct.Struct(order + "IIII") for order in "<>"}
 
+T = TypeVar("T")
+#: A compiled walk: (buf, pos, number) -> (pos, number, packets walked).
+Walk = Callable[[bytes, int, int], tuple[int, int, list[T]]]
+
 
 class PcapHeader(NamedTuple):
     order: str  # "<" or ">"
@@ -51,9 +58,24 @@ def parse_header(head: bytes) -> PcapHeader:
     return PcapHeader(order, nano, (major, minor), snaplen, link & 0xFFFF)
 
 
+@overload
 def packets(
     window: ByteWindow, header: PcapHeader, issues: list[CaptureIssue]
-) -> Iterator[RawPacket]:
+) -> Iterator[RawPacket]: ...
+
+
+@overload
+def packets(
+    window: ByteWindow, header: PcapHeader, issues: list[CaptureIssue], fast: Walk[T]
+) -> Iterator[RawPacket | T]: ...
+
+
+def packets(
+    window: ByteWindow,
+    header: PcapHeader,
+    issues: list[CaptureIssue],
+    fast: Walk[T] | None = None,
+) -> Iterator[RawPacket | T]:
     """Yield the records after the file header (the window is already past it)."""
     unpack = _RECORDS[header.order].unpack_from
     frac_div = 1000 if header.nanosecond else 1
@@ -69,6 +91,11 @@ def packets(
                     issues.append(window.cut_short("a record header", 16, number))
                 return
             buf, pos, end = window.buf, 0, len(window.buf)
+        if fast is not None:
+            pos, number, walked = fast(buf, pos, number)
+            yield from walked
+            if end - pos < RECORD_HEADER_SIZE:
+                continue
         sec, frac, incl_len, orig_len = unpack(buf, pos)
         if incl_len > MAX_RECORD_SIZE:
             detail = f"record length {incl_len} exceeds {MAX_RECORD_SIZE}"

@@ -19,13 +19,15 @@ Rules:
   gives `capture.corrupt_record`. Either ends the reading.
 - A timestamp before 1970 or after 9999 gives `capture.bad_timestamp`; the packet keeps the
   previous packet's time.
+- `fast` (the compiled stage, dissector._core): walks the Enhanced Packet Blocks it can take
+  from a position; this loop takes the block it stopped at, then calls it again.
 """
 
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator
-from typing import NamedTuple
+from collections.abc import Callable, Iterator, Sequence
+from typing import NamedTuple, TypeVar, overload
 
 from dissector.capture._source import (
     MAX_RECORD_SIZE,
@@ -62,6 +64,7 @@ class _Structs:
 
 
 _STRUCTS = {order: _Structs(order) for order in "<>"}
+_LITTLE = _STRUCTS["<"]
 
 
 class Interface(NamedTuple):
@@ -117,7 +120,27 @@ def _interface(buf: bytes, pos: int, length: int, s: _Structs, index: int) -> In
     return Interface(index, linktype, snaplen, mul, div, offset)
 
 
-def packets(window: ByteWindow, issues: list[CaptureIssue]) -> Iterator[RawPacket]:
+T = TypeVar("T")
+#: A compiled walk: (buf, pos, little endian, interfaces, number, last_ts) ->
+#: (pos, number, last_ts, packets walked).
+Walk = Callable[
+    [bytes, int, bool, Sequence[tuple[int, ...]], int, int], tuple[int, int, int, list[T]]
+]
+
+
+@overload
+def packets(window: ByteWindow, issues: list[CaptureIssue]) -> Iterator[RawPacket]: ...
+
+
+@overload
+def packets(
+    window: ByteWindow, issues: list[CaptureIssue], fast: Walk[T]
+) -> Iterator[RawPacket | T]: ...
+
+
+def packets(
+    window: ByteWindow, issues: list[CaptureIssue], fast: Walk[T] | None = None
+) -> Iterator[RawPacket | T]:
     """Yield the packets of every section, from the first Section Header Block on."""
     number = 0
     last_ts = 0
@@ -134,6 +157,12 @@ def packets(window: ByteWindow, issues: list[CaptureIssue]) -> Iterator[RawPacke
                     issues.append(window.cut_short("a block header", 12, number))
                 return
             buf, pos, end = window.buf, 0, len(window.buf)
+        if fast is not None and interfaces:
+            little = s is _LITTLE
+            pos, number, last_ts, walked = fast(buf, pos, little, interfaces, number, last_ts)
+            yield from walked
+            if end - pos < 12:
+                continue
         btype, length = s.head.unpack_from(buf, pos)
         if btype == SHB:  # a palindrome: the same in both byte orders
             order = BYTE_ORDERS.get(buf[pos + 8 : pos + 12])

@@ -1,0 +1,68 @@
+"""The compiled stage (C, dissector/_core/*.c) and how the Python readers call it.
+
+Input: a capture reader's buffer, position and counters (dissector.capture.pcap/pcapng call
+the walks made here at the top of their record loops).
+Output: `pcap_walk(header)` / `pcapng_walk()`: functions that walk the complete, common
+records from a position and return, per packet, a `Segment` (a plain Ethernet/VLAN/IPv4/IPv6
+TCP segment, parsed in C) or a `RawPacket` (anything else: the Python stages parse it);
+`None` when the extension is not built (the pure-Python package: the readers then walk every
+record themselves).
+Rule: the compiled stage only ever takes a record or a packet it can give exactly as the
+Python stages would (tests/core/ compares them on every sample, crafted and mutated
+capture); everything else stays with the Python code, which is the reference.
+`COMPILED` says whether the extension was loaded (a test fails if a compiler was present at
+install and it was not: a build that silently fell back to Python).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from types import ModuleType
+from typing import TYPE_CHECKING
+
+from dissector.events import RawPacket, Segment
+
+if TYPE_CHECKING:
+    from dissector.capture.pcap import PcapHeader
+
+native: ModuleType | None
+try:
+    from dissector._core import _walk as native
+except ImportError:  # the pure-Python package (no C compiler, or PULSAR_DISSECTOR_PURE=1)
+    native = None
+
+COMPILED = native is not None
+if native is not None:
+    native.set_types(Segment, RawPacket)
+
+Item = Segment | RawPacket
+#: (buf, pos, number) -> (pos, number, items): pcap records walked from `pos`.
+PcapWalk = Callable[[bytes, int, int], tuple[int, int, list[Item]]]
+#: (buf, pos, little endian, interfaces, number, last_ts) -> (pos, number, last_ts, items).
+PcapngWalk = Callable[
+    [bytes, int, bool, Sequence[tuple[int, ...]], int, int], tuple[int, int, int, list[Item]]
+]
+
+
+def pcap_walk(header: PcapHeader) -> PcapWalk | None:
+    """The compiled walk of a pcap file with this header, or None (pure Python)."""
+    if native is None:
+        return None
+    scan = native.scan_pcap
+    little = header.order == "<"
+    frac_div = 1000 if header.nanosecond else 1
+    linktype = header.linktype
+
+    def walk(buf: bytes, pos: int, number: int) -> tuple[int, int, list[Item]]:
+        result: tuple[int, int, list[Item]] = scan(buf, pos, little, frac_div, linktype, number)
+        return result
+
+    return walk
+
+
+def pcapng_walk() -> PcapngWalk | None:
+    """The compiled walk of Enhanced Packet Blocks, or None (pure Python)."""
+    if native is None:
+        return None
+    scan: PcapngWalk = native.scan_pcapng
+    return scan

@@ -9,7 +9,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: install java testdeps demo check test lint typecheck pytest proto docs bench bench-quick fuzz-growth clean
+.PHONY: install java testdeps demo check test lint typecheck pytest proto docs bench bench-quick fuzz-growth fuzz-native clean
 
 install: $(STAMP) java
 
@@ -98,6 +98,25 @@ bench-quick: install
 # reports/fuzz_growth.md and .json.
 fuzz-growth: install
 	$(PY) -m fuzz.growth --out reports/fuzz_growth.json
+
+# Native fuzzing of the compiled stage (fuzz/native/walk_fuzz.c, docs/compiled-core.md): with
+# clang (Debian: clang, libclang-rt-dev), libFuzzer coverage-guided for FUZZ_SECONDS seeded
+# from pcaps/; without it, gcc's address and undefined-behaviour sanitizers over
+# PD_FUZZ_RUNS random mutations of the same seeds. Exit 1 on a finding.
+FUZZ_SECONDS ?= 60
+NATIVE_SRC := fuzz/native/walk_fuzz.c dissector/_core/walk.c
+fuzz-native:
+	@mkdir -p /tmp/pulsar-dissector-fuzz-native
+	@if command -v clang >/dev/null 2>&1; then \
+	  clang -O1 -g -DPD_LIBFUZZER -fsanitize=fuzzer,address,undefined $(NATIVE_SRC) \
+	    -o /tmp/pulsar-dissector-fuzz-native/walk && \
+	  /tmp/pulsar-dissector-fuzz-native/walk -max_total_time=$(FUZZ_SECONDS) \
+	    /tmp/pulsar-dissector-fuzz-native pcaps; \
+	else \
+	  gcc -O1 -g -std=c11 -fsanitize=address,undefined -fno-sanitize-recover=all $(NATIVE_SRC) \
+	    -o /tmp/pulsar-dissector-fuzz-native/walk-gcc && \
+	  PD_FUZZ_RUNS=$${PD_FUZZ_RUNS:-2000000} /tmp/pulsar-dissector-fuzz-native/walk-gcc pcaps/*.pcap; \
+	fi
 
 # Regenerate the protobuf bindings from proto/pulsar_api.proto.
 proto: install

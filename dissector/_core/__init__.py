@@ -16,18 +16,19 @@ install and it was not: a build that silently fell back to Python).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import importlib
 from types import ModuleType
 from typing import TYPE_CHECKING
 
 from dissector.events import RawPacket, Segment
 
 if TYPE_CHECKING:
-    from dissector.capture.pcap import PcapHeader
+    from dissector.capture.pcap import PcapHeader, PcapWalk
+    from dissector.capture.pcapng import PcapngWalk
 
 native: ModuleType | None
 try:
-    from dissector._core import _walk as native
+    native = importlib.import_module("dissector._core._walk")
 except ImportError:  # the pure-Python package (no C compiler, or PULSAR_DISSECTOR_PURE=1)
     native = None
 
@@ -35,16 +36,11 @@ COMPILED = native is not None
 if native is not None:
     native.set_types(Segment, RawPacket)
 
-Item = Segment | RawPacket
-#: (buf, pos, number) -> (pos, number, items): pcap records walked from `pos`.
-PcapWalk = Callable[[bytes, int, int], tuple[int, int, list[Item]]]
-#: (buf, pos, little endian, interfaces, number, last_ts) -> (pos, number, last_ts, items).
-PcapngWalk = Callable[
-    [bytes, int, bool, Sequence[tuple[int, ...]], int, int], tuple[int, int, int, list[Item]]
-]
+#: What a walk gives per packet: parsed in C, or to be parsed by dissector.flow.net.
+Walked = Segment | RawPacket
 
 
-def pcap_walk(header: PcapHeader) -> PcapWalk | None:
+def pcap_walk(header: PcapHeader) -> PcapWalk[Walked] | None:
     """The compiled walk of a pcap file with this header, or None (pure Python)."""
     if native is None:
         return None
@@ -53,16 +49,16 @@ def pcap_walk(header: PcapHeader) -> PcapWalk | None:
     frac_div = 1000 if header.nanosecond else 1
     linktype = header.linktype
 
-    def walk(buf: bytes, pos: int, number: int) -> tuple[int, int, list[Item]]:
-        result: tuple[int, int, list[Item]] = scan(buf, pos, little, frac_div, linktype, number)
+    def walk(buf: bytes, pos: int, number: int) -> tuple[int, int, list[Walked]]:
+        result: tuple[int, int, list[Walked]] = scan(buf, pos, little, frac_div, linktype, number)
         return result
 
     return walk
 
 
-def pcapng_walk() -> PcapngWalk | None:
+def pcapng_walk() -> PcapngWalk[Walked] | None:
     """The compiled walk of Enhanced Packet Blocks, or None (pure Python)."""
     if native is None:
         return None
-    scan: PcapngWalk = native.scan_pcapng
+    scan: PcapngWalk[Walked] = native.scan_pcapng
     return scan

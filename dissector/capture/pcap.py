@@ -40,7 +40,7 @@ _RECORDS = {order: struct.Struct(order + "IIII") for order in "<>"}
 
 T = TypeVar("T")
 #: A compiled walk: (buf, pos, number) -> (pos, number, packets walked).
-Walk = Callable[[bytes, int, int], tuple[int, int, list[T]]]
+PcapWalk = Callable[[bytes, int, int], tuple[int, int, list[T]]]
 
 
 class PcapHeader(NamedTuple):
@@ -66,7 +66,7 @@ def packets(
 
 @overload
 def packets(
-    window: ByteWindow, header: PcapHeader, issues: list[CaptureIssue], fast: Walk[T]
+    window: ByteWindow, header: PcapHeader, issues: list[CaptureIssue], fast: PcapWalk[T]
 ) -> Iterator[RawPacket | T]: ...
 
 
@@ -74,7 +74,7 @@ def packets(
     window: ByteWindow,
     header: PcapHeader,
     issues: list[CaptureIssue],
-    fast: Walk[T] | None = None,
+    fast: PcapWalk[T] | None = None,
 ) -> Iterator[RawPacket | T]:
     """Yield the records after the file header (the window is already past it)."""
     unpack = _RECORDS[header.order].unpack_from

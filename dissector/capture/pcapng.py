@@ -123,7 +123,7 @@ def _interface(buf: bytes, pos: int, length: int, s: _Structs, index: int) -> In
 T = TypeVar("T")
 #: A compiled walk: (buf, pos, little endian, interfaces, number, last_ts) ->
 #: (pos, number, last_ts, packets walked).
-Walk = Callable[
+PcapngWalk = Callable[
     [bytes, int, bool, Sequence[tuple[int, ...]], int, int], tuple[int, int, int, list[T]]
 ]
 
@@ -134,12 +134,12 @@ def packets(window: ByteWindow, issues: list[CaptureIssue]) -> Iterator[RawPacke
 
 @overload
 def packets(
-    window: ByteWindow, issues: list[CaptureIssue], fast: Walk[T]
+    window: ByteWindow, issues: list[CaptureIssue], fast: PcapngWalk[T]
 ) -> Iterator[RawPacket | T]: ...
 
 
 def packets(
-    window: ByteWindow, issues: list[CaptureIssue], fast: Walk[T] | None = None
+    window: ByteWindow, issues: list[CaptureIssue], fast: PcapngWalk[T] | None = None
 ) -> Iterator[RawPacket | T]:
     """Yield the packets of every section, from the first Section Header Block on."""
     number = 0

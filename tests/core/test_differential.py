@@ -48,7 +48,7 @@ needs_core = pytest.mark.skipif(not _core.COMPILED, reason="pure-Python build: n
 def test_the_compiled_stage_is_loaded_where_a_compiler_is() -> None:
     compiler = shutil.which(os.environ.get("CC", "cc")) is not None
     expected = compiler and os.environ.get("PULSAR_DISSECTOR_PURE") != "1"
-    assert _core.COMPILED == expected, "make install (or PULSAR_DISSECTOR_PURE=1 for both)"
+    assert expected == _core.COMPILED, "make install (or PULSAR_DISSECTOR_PURE=1 for both)"
     if expected:
         assert _core.native is not None
         where = _core.native.__file__ or ""

@@ -1,6 +1,7 @@
 """The one place the stages are wired together: packets in, frames and conversations out.
 
-Input: RawPackets in capture order (from a file reader or live capture), then `close()`.
+Input: RawPackets in capture order (from a file reader or live capture), among them, fed to
+`feed_parsed`, the TCP segments the compiled stage already parsed; then `close()`.
 Output: `ConversationOpened` (once a connection is known to be Pulsar or TLS), `Frame`,
 `Anomaly` and `Conversation` (when a connection ends) events.
 Rules:
@@ -182,6 +183,25 @@ class Pipeline:
                 out.extend(self._packet(pkt))
                 return out
         return self._packet(pkt)
+
+    def feed_parsed(self, seg: Segment) -> list[PipelineEvent]:
+        """A packet the compiled stage (dissector._core) parsed to `seg`: counted, the clock
+        and its shard as `feed` has them for that packet."""
+        self.packets += 1
+        if self._idle:
+            ended = self.tcp.tick(seg.ts)
+            if ended is not None:
+                out: list[PipelineEvent] = []
+                self._route_all(ended, out)
+                out.extend(self._parsed(seg))
+                return out
+        return self._parsed(seg)
+
+    def _parsed(self, seg: Segment) -> list[PipelineEvent]:
+        sharder = self._sharder
+        if sharder is not None and sharder.of(seg) != self._mine:
+            return []  # one deal per packet, as `of_raw` or `of` makes it in `_packet`
+        return self.feed_segment(seg)
 
     def _packet(self, pkt: RawPacket) -> list[PipelineEvent]:
         sharder = self._sharder

@@ -11,12 +11,15 @@ Rule: the compiled stage only ever takes a record or a packet it can give exactl
 Python stages would (tests/core/ compares them on every sample, crafted and mutated
 capture); everything else stays with the Python code, which is the reference.
 `COMPILED` says whether the extension was loaded (a test fails if a compiler was present at
-install and it was not: a build that silently fell back to Python).
+install and it was not: a build that silently fell back to Python). `active()` says whether
+reads use it: `PULSAR_DISSECTOR_CORE=0` turns it off for a run (the differential tests and
+the benchmark compare both ways in one build).
 """
 
 from __future__ import annotations
 
 import importlib
+import os
 from types import ModuleType
 from typing import TYPE_CHECKING
 
@@ -35,6 +38,15 @@ except ImportError:  # the pure-Python package (no C compiler, or PULSAR_DISSECT
 COMPILED = native is not None
 if native is not None:
     native.set_types(Segment, RawPacket)
+
+#: Set to "0" to read with the Python stages alone in a build that has the compiled one.
+SWITCH = "PULSAR_DISSECTOR_CORE"
+
+
+def active() -> bool:
+    """Whether reads use the compiled stage: built, and not turned off by `SWITCH`."""
+    return COMPILED and os.environ.get(SWITCH) != "0"
+
 
 #: What a walk gives per packet: parsed in C, or to be parsed by dissector.flow.net.
 Walked = Segment | RawPacket

@@ -14,8 +14,9 @@ Rules:
   `CaptureIssue` is recorded and the iteration stops.
 - Files are read in chunks (`CHUNK_SIZE`), never whole; remote files are streamed in ranged
   reads of that size, never downloaded to local disk.
-- `parsed()` iterates with the compiled stage (dissector._core) where it is built: packets
-  it parsed come as `Segment`s, the others as `RawPacket`s, in capture order.
+- `parsed()` iterates with the compiled stage (dissector._core) where it is built and not
+  turned off: packets it parsed come as `Segment`s, the others as `RawPacket`s, in capture
+  order.
 """
 
 from __future__ import annotations
@@ -107,14 +108,14 @@ class CaptureReader:
 
     def parsed(self) -> Iterator[RawPacket | Segment]:
         """The packets, those the compiled stage parsed as their `Segment` (see the module
-        rules); the plain packets when it is not built or the iteration has begun."""
+        rules); the reader itself (plain packets) when it is not active or the iteration
+        has begun."""
         if self._closed:
             raise UsageError(f"{self.path}: capture reader used after close()")
-        header = self._header
-        if self._started or not _core.COMPILED:
-            yield from self
-            return
+        if self._started or not _core.active():
+            return iter(self)
         self._started = True
+        header = self._header
         items: Iterator[RawPacket | Segment]
         if header is not None:
             walk = _core.pcap_walk(header)
@@ -125,6 +126,9 @@ class CaptureReader:
             assert ng_walk is not None
             items = pcapng.packets(self._window, self.issues, ng_walk)
         self._packets = iter(())
+        return self._walked(items)
+
+    def _walked(self, items: Iterator[RawPacket | Segment]) -> Iterator[RawPacket | Segment]:
         for item in items:
             yield item
             if self._closed:

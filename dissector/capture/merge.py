@@ -4,7 +4,9 @@ Input: series of capture files (each a list of paths read in order as one captur
 dissector.capture.series).
 Output: `merged(series)`: every packet of every series as (group, series index, path,
 packet) and, after each file's packets, the issue that ended its reading as (group, series
-index, path, CaptureIssue). Packets are numbered from 1 within their group.
+index, path, CaptureIssue). Packets are numbered from 1 within their group. With
+`parsed=True`, packets the compiled stage parsed come as their `Segment`
+(`CaptureReader.parsed()`), the others as `RawPacket`s; numbered and ordered the same.
 Rules (mergecap's, for captures taken at the same time on several hosts):
 - A group is a set of series whose time spans overlap (a chain of overlaps included): its
   packets come in timestamp order, ties in the order of the series (a series joins when the
@@ -27,12 +29,14 @@ from typing import Protocol
 from dissector.capture._source import CaptureIssue
 from dissector.capture.files import open_capture
 from dissector.capture.locations import rereadable, size_of
-from dissector.events import RawPacket
+from dissector.events import RawPacket, Segment
 
 #: Packets between two updates of a Progress.
 PROGRESS_EVERY = 8192
 
-Item = tuple[int, int, str, RawPacket | CaptureIssue]
+#: A packet as read, or as the compiled stage parsed it (`parsed=True`).
+Packet = RawPacket | Segment
+Item = tuple[int, int, str, Packet | CaptureIssue]
 
 
 class Progress(Protocol):
@@ -54,6 +58,7 @@ def series_items(
     progress: Progress | None = None,
     s3_endpoint: str | None = None,
     index: int = 0,
+    parsed: bool = False,
 ) -> Iterator[Item]:
     """A series' packets file after file (numbered on across files), each file's issues
     after its packets, as (index, index, path, item): the series read as a group of its own."""
@@ -61,7 +66,7 @@ def series_items(
     for path in files:
         count = counted = 0  # packets of this file; bytes of it added to progress
         with open_capture(path, s3_endpoint) as reader:
-            for pkt in reader:
+            for pkt in reader.parsed() if parsed else reader:
                 count = pkt.number
                 yield (
                     index,
@@ -85,11 +90,12 @@ def merged(
     progress: Progress | None = None,
     s3_endpoint: str | None = None,
     merge: bool = True,
+    parsed: bool = False,
 ) -> Iterator[Item]:
     """(group, series index, path, packet or issue) of every series; see the module rules."""
     if not merge or len(series) < 2 or not all(rereadable(files[0]) for files in series):
         for index, files in enumerate(series):
-            yield from series_items(files, progress, s3_endpoint, index)
+            yield from series_items(files, progress, s3_endpoint, index, parsed)
         return
     starts = [(first_time(files, s3_endpoint), index) for index, files in enumerate(series)]
     order = sorted(starts, key=lambda s: (-1 if s[0] is None else s[0], s[1]))
@@ -98,42 +104,44 @@ def merged(
     while pending:
         group += 1
         first, index = pending.pop()
-        heap: list[tuple[int, int, int, str, RawPacket | CaptureIssue]] = []
+        heap: list[tuple[int, int, int, str, Packet | CaptureIssue]] = []
         sources: dict[int, Iterator[Item]] = {}
         last_ts = first
         number = 0
 
-        sources[index] = series_items(series[index], progress, s3_endpoint, index)
+        sources[index] = series_items(series[index], progress, s3_endpoint, index, parsed)
         _push(heap, index, sources[index], last_ts)
         while heap:
             ts, rank, index, path, item = heapq.heappop(heap)
             while pending and pending[-1][0] <= ts:  # a series that starts by now joins
                 joining = pending.pop()[1]
-                sources[joining] = series_items(series[joining], progress, s3_endpoint, joining)
+                sources[joining] = series_items(
+                    series[joining], progress, s3_endpoint, joining, parsed
+                )
                 _push(heap, joining, sources[joining], last_ts)
                 if heap[0][:2] < (ts, rank):
                     heapq.heappush(heap, (ts, rank, index, path, item))
                     ts, rank, index, path, item = heapq.heappop(heap)
-            if type(item) is RawPacket:
+            if isinstance(item, CaptureIssue):
+                item = item._replace(packet=number)
+            else:
+                assert type(item) is RawPacket or type(item) is Segment
                 number += 1
                 last_ts = item.ts
                 if item.number != number:
                     item = item._replace(number=number)
-            else:
-                assert isinstance(item, CaptureIssue)
-                item = item._replace(packet=number)
             yield group, index, path, item
             _push(heap, index, sources[index], last_ts)
 
 
 def _push(
-    heap: list[tuple[int, int, int, str, RawPacket | CaptureIssue]],
+    heap: list[tuple[int, int, int, str, Packet | CaptureIssue]],
     index: int,
     it: Iterator[Item],
     last_ts: int,
 ) -> None:
     """The next item of a series onto the heap (an issue sorts at the time reached)."""
     for _, _, path, item in it:
-        ts = item.ts if type(item) is RawPacket else last_ts
+        ts = last_ts if isinstance(item, CaptureIssue) else item.ts
         heapq.heappush(heap, (ts, index, index, path, item))
         return

@@ -12,6 +12,8 @@ Rules:
 - A group is dissected by a pipeline of its own; its first conn_id is decided by
   dissector.read.numbering. In a group of several series (merged), each connection belongs to
   the series whose packet opened it: its events come one a batch, named by that series.
+- Packets the compiled stage parsed (`Segment`s) go to `Pipeline.feed_parsed`, the others
+  (`RawPacket`s) to `Pipeline.feed`: the same packet count, clock and shard either way.
 - Damage that ends a file's reading is an anomaly row of connection 0 (of shard 0 only, when
   sharded), never an exception; the next file is still read.
 - The cyclic garbage collector runs less often while the driver works (about a fifth of the
@@ -29,7 +31,7 @@ from typing import TypeVar
 
 from dissector.capture import CaptureIssue
 from dissector.capture.merge import Item
-from dissector.events import Anomaly, PipelineEvent, RawPacket
+from dissector.events import Anomaly, PipelineEvent, RawPacket, Segment
 from dissector.keylog_files import KeylogFiles
 from dissector.pipeline import Pipeline
 from dissector.pulsar.messages import MessageExtractor
@@ -114,24 +116,27 @@ def drive(
                 members.add(index)
                 merging = pipe.log_opened = True
                 logged = len(pipe.opened)  # those opened so far are the first series'
-        if type(item) is RawPacket:
-            last_ts = item.ts
+        if isinstance(item, Segment):
+            evs = pipe.feed_parsed(item)
+        elif isinstance(item, RawPacket):
             evs = pipe.feed(item)
-            if not merging:
-                if evs:
-                    yield group, home, evs
-                continue
-            log = pipe.opened
-            for _, conn_id in log[logged:]:
-                owner[conn_id] = series[index][0]
-            if opened is None:
-                log.clear()
-            logged = len(log)
-            for ev in evs:
-                yield group, owner.get(getattr(ev, "conn_id", 0), home), [ev]
-        elif issues:
-            assert isinstance(item, CaptureIssue)
-            yield group, series[index][0], [issue_anomaly(path, item, last_ts)]
+        else:
+            if issues:
+                yield group, series[index][0], [issue_anomaly(path, item, last_ts)]
+            continue
+        last_ts = item.ts
+        if not merging:
+            if evs:
+                yield group, home, evs
+            continue
+        log = pipe.opened
+        for _, conn_id in log[logged:]:
+            owner[conn_id] = series[index][0]
+        if opened is None:
+            log.clear()
+        logged = len(log)
+        for ev in evs:
+            yield group, owner.get(getattr(ev, "conn_id", 0), home), [ev]
     if pipe is not None:
         yield from _close(pipe, group, home, owner, merging, other_ports)
 

@@ -11,6 +11,8 @@ Rules:
   merging is off or connections are numbered per series; each group has its own pipeline.
 - One series read on its own (an executor's partition) is a group whose index is the
   series' index, its connections numbered in that index's range (dissector.read.numbering).
+- Packets come parsed by the compiled stage where it is active (dissector._core), the
+  others as read: the driver feeds each kind to the pipeline's matching entry.
 - The public generators apply the driver's GC setting only while a batch is made
   (dissector.read.driver.collected_between).
 """
@@ -42,7 +44,7 @@ def local_batches(
     """
     groups = series_mod.group(as_paths(paths), options.series)
     merge = options.merge and not options.per_series_ids
-    items = merged(groups, progress, options.s3_endpoint, merge)
+    items = merged(groups, progress, options.s3_endpoint, merge, parsed=True)
     return drive(dict(enumerate(groups)), items, options, other_ports, opened)
 
 
@@ -55,7 +57,7 @@ def iter_series(
     Packet numbers continue from file to file. Damage that ends a file's reading is an
     anomaly (of shard 0 only, when sharded); the next file of the series is still read.
     """
-    items = series_items(files, None, options.s3_endpoint, series_index)
+    items = series_items(files, None, options.s3_endpoint, series_index, parsed=True)
     own = replace(options, per_series_ids=True)  # numbered in the series' own range
     for _, _, evs in collected_between(drive({series_index: files}, items, own)):
         yield from evs

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import struct
 from pathlib import Path
 from random import Random
 
@@ -26,16 +25,8 @@ from dissector.capture import open_capture
 from dissector.events import RawPacket, Segment
 from dissector.flow.net import parse_layers
 from fuzz.mutators import Rec, mutate_capture
-from tests.support.crafted import (
-    LINKTYPES,
-    Conn,
-    baseline_session,
-    fragment_l3,
-    link_frame,
-    write_frames,
-    write_pcap,
-    write_pcapng,
-)
+from tests.support.core_captures import link_captures, odd_pcapng
+from tests.support.crafted import Conn, baseline_session, write_pcap
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = sorted((ROOT / "pcaps").glob("*.pcap*"))
@@ -101,77 +92,15 @@ def test_the_compiled_stage_parses_the_common_packets_itself(tmp_path: Path) -> 
             assert items and all(type(i) is Segment for i in items), (link, conn)
 
 
-def crafted(tmp_path: Path) -> list[Path]:
-    out = []
-    v4, v6 = Conn(), Conn(client_ip="fd00::1", broker_ip="fd00::2")
-    for link in LINKTYPES:
-        for conn in (v4, v6):
-            segs = baseline_session(conn).segs
-            name = f"{link}-{'v6' if conn.ipv6 else 'v4'}"
-            out.append(write_pcap(tmp_path / f"{name}.pcap", segs, link=link).path)
-            for order in "<>":
-                for nano in (False, True):
-                    path = tmp_path / f"{name}-{order == '<'}-{nano}.pcap"
-                    out.append(write_pcap(path, segs, link=link, nano=nano, endianness=order).path)
-            path = tmp_path / f"{name}-snap.pcap"
-            out.append(write_pcap(path, segs, link=link, snaplen=70).path)
-            out.append(write_pcap(tmp_path / f"{name}.pcap.gz", segs, link=link, gz=True).path)
-    segs = baseline_session(v4).segs + baseline_session(v6).segs
-    out.append(write_pcapng(tmp_path / "ng.pcapng", segs))
-    out.append(write_pcapng(tmp_path / "ng-all.pcapng", segs, links=list(LINKTYPES)))
-    out.append(write_pcapng(tmp_path / "ng.pcapng.gz", segs, links=("vlan", "sll"), gz=True))
-    frames = []  # IP fragments (the Python path reassembles them) around whole packets
-    for number, seg in enumerate(baseline_session(v4).segs):
-        l3 = seg.l3()
-        pieces = fragment_l3(l3, 16, number) if len(l3) > 60 else [l3]
-        frames += [link_frame(p, "ether") for p in pieces]
-    out.append(write_frames(tmp_path / "fragments.pcap", frames))
-    return out
-
-
 @needs_core
 def test_crafted_captures_of_every_link_type(tmp_path: Path) -> None:
-    for path in crafted(tmp_path):
+    for path in link_captures(tmp_path):
         both(path)
-
-
-def _odd_pcapng(tmp_path: Path) -> Path:
-    """Interfaces whose timestamp rules the C walk declines (2^-n, huge offsets), a bad
-    timestamp, a simple packet block and a statistics block between packets."""
-    segs = baseline_session().segs
-    frames = [link_frame(s.l3(), "ether") for s in segs]
-
-    def block(btype: int, body: bytes) -> bytes:
-        body += b"\0" * (-len(body) % 4)
-        size = struct.pack("<I", 12 + len(body))
-        return struct.pack("<I", btype) + size + body + size
-
-    def idb(options: bytes) -> bytes:
-        return block(1, struct.pack("<HHI", 1, 0, 0) + options + b"\0\0\0\0")
-
-    def option(code: int, value: bytes) -> bytes:
-        return struct.pack("<HH", code, len(value)) + value + b"\0" * (-len(value) % 4)
-
-    out = [block(0x0A0D0D0A, struct.pack("<IHHq", 0x1A2B3C4D, 1, 0, -1))]
-    out += [idb(b""), idb(option(9, b"\x94")), idb(option(14, struct.pack("<q", 1 << 62)))]
-    out += [idb(option(9, b"\x7f"))]
-    for i, frame in enumerate(frames):
-        ts = 1_700_000_000_000_000 + i
-        if i == 3:
-            ts = 1 << 63  # beyond 9999: capture.bad_timestamp
-        head = struct.pack("<IIIII", i % 4, ts >> 32, ts & 0xFFFFFFFF, len(frame), len(frame))
-        out.append(block(6, head + frame))
-        if i == 5:
-            out.append(block(3, struct.pack("<I", len(frame)) + frame))
-            out.append(block(5, struct.pack("<III", 0, 0, 0)))
-    path = tmp_path / "odd.pcapng"
-    path.write_bytes(b"".join(out))
-    return path
 
 
 @needs_core
 def test_pcapng_blocks_and_rules_the_walk_leaves_to_python(tmp_path: Path) -> None:
-    ref, _ = both(_odd_pcapng(tmp_path))
+    ref, _ = both(odd_pcapng(tmp_path))
     assert len(ref) > 10
 
 

@@ -9,7 +9,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: install java testdeps demo check test lint typecheck pytest proto docs bench bench-quick fuzz-growth fuzz-native clean
+.PHONY: install java testdeps demo check test lint typecheck pytest proto docs bench bench-quick fuzz-growth fuzzdeps fuzz-native clean
 
 install: $(STAMP) java
 
@@ -100,22 +100,36 @@ fuzz-growth: install
 	$(PY) -m fuzz.growth --out reports/fuzz_growth.json
 
 # Native fuzzing of the compiled stage (fuzz/native/walk_fuzz.c, docs/compiled-core.md): with
-# clang (Debian: clang, libclang-rt-dev), libFuzzer coverage-guided for FUZZ_SECONDS seeded
-# from pcaps/; without it, gcc's address and undefined-behaviour sanitizers over
-# PD_FUZZ_RUNS random mutations of the same seeds. Exit 1 on a finding.
+# clang and its libFuzzer runtime (installed with apt when missing, as testdeps does: Debian's
+# clang and libclang-rt-N-dev), libFuzzer coverage-guided for FUZZ_SECONDS (or FUZZ_RUNS
+# executions) seeded from pcaps/, its corpus kept in FUZZ_DIR/corpus; where they cannot be
+# had, gcc's address and undefined-behaviour sanitizers over PD_FUZZ_RUNS random mutations
+# of the same seeds. Exit 1 on a finding.
 FUZZ_SECONDS ?= 60
+FUZZ_RUNS ?= -1
+FUZZ_DIR := /tmp/pulsar-dissector-fuzz-native
 NATIVE_SRC := fuzz/native/walk_fuzz.c dissector/_core/walk.c
-fuzz-native:
-	@mkdir -p /tmp/pulsar-dissector-fuzz-native
-	@if command -v clang >/dev/null 2>&1; then \
+LIBFUZZER = $$(clang -print-file-name=libclang_rt.fuzzer-x86_64.a 2>/dev/null)
+fuzzdeps:
+	@if ! command -v clang >/dev/null 2>&1 || ! test -f "$(LIBFUZZER)"; then \
+	  echo "fuzz-native: clang with libFuzzer not found: installing with apt"; \
+	  { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q clang && \
+	    v=$$(clang -dumpversion | cut -d. -f1) && \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -q libclang-rt-$$v-dev; } \
+	  || echo "fuzz-native: could not install clang: gcc sanitizers instead"; \
+	fi
+
+fuzz-native: fuzzdeps
+	@mkdir -p $(FUZZ_DIR)/corpus
+	@if command -v clang >/dev/null 2>&1 && test -f "$(LIBFUZZER)"; then \
 	  clang -O1 -g -DPD_LIBFUZZER -fsanitize=fuzzer,address,undefined $(NATIVE_SRC) \
-	    -o /tmp/pulsar-dissector-fuzz-native/walk && \
-	  /tmp/pulsar-dissector-fuzz-native/walk -max_total_time=$(FUZZ_SECONDS) \
-	    /tmp/pulsar-dissector-fuzz-native pcaps; \
+	    -o $(FUZZ_DIR)/walk && \
+	  $(FUZZ_DIR)/walk -max_total_time=$(FUZZ_SECONDS) -runs=$(FUZZ_RUNS) -print_final_stats=1 \
+	    -artifact_prefix=$(FUZZ_DIR)/ $(FUZZ_DIR)/corpus pcaps; \
 	else \
 	  gcc -O1 -g -std=c11 -fsanitize=address,undefined -fno-sanitize-recover=all $(NATIVE_SRC) \
-	    -o /tmp/pulsar-dissector-fuzz-native/walk-gcc && \
-	  PD_FUZZ_RUNS=$${PD_FUZZ_RUNS:-2000000} /tmp/pulsar-dissector-fuzz-native/walk-gcc pcaps/*.pcap; \
+	    -o $(FUZZ_DIR)/walk-gcc && \
+	  PD_FUZZ_RUNS=$${PD_FUZZ_RUNS:-2000000} $(FUZZ_DIR)/walk-gcc pcaps/*.pcap; \
 	fi
 
 # Regenerate the protobuf bindings from proto/pulsar_api.proto.

@@ -99,23 +99,32 @@ bench-quick: install
 fuzz-growth: install
 	$(PY) -m fuzz.growth --out reports/fuzz_growth.json
 
-# Native fuzzing of the compiled stage (fuzz/native/walk_fuzz.c, docs/compiled-core.md): with
-# clang (Debian: clang, libclang-rt-dev), libFuzzer coverage-guided for FUZZ_SECONDS seeded
-# from pcaps/; without it, gcc's address and undefined-behaviour sanitizers over
-# PD_FUZZ_RUNS random mutations of the same seeds. Exit 1 on a finding.
+# Native fuzzing of the compiled stages (fuzz/native/*_fuzz.c, docs/compiled-core.md): the
+# record walk (walk_fuzz.c, seeded from pcaps/) and the framing stage (frames_fuzz.c, seeded
+# from pcaps/streams/ and pcaps/). With clang (Debian: clang, libclang-rt-dev), libFuzzer
+# coverage-guided for FUZZ_SECONDS each; without it, gcc's address and undefined-behaviour
+# sanitizers over PD_FUZZ_RUNS random mutations of the same seeds. Exit 1 on a finding.
 FUZZ_SECONDS ?= 60
+FUZZ_DIR := /tmp/pulsar-dissector-fuzz-native
 NATIVE_SRC := fuzz/native/walk_fuzz.c dissector/_core/walk.c
+FRAMES_SRC := fuzz/native/frames_fuzz.c dissector/_core/frames.c dissector/_core/pbscan.c \
+  dissector/_core/crc32c.c
 fuzz-native:
-	@mkdir -p /tmp/pulsar-dissector-fuzz-native
+	@mkdir -p $(FUZZ_DIR)/walk-corpus $(FUZZ_DIR)/frames-corpus
 	@if command -v clang >/dev/null 2>&1; then \
 	  clang -O1 -g -DPD_LIBFUZZER -fsanitize=fuzzer,address,undefined $(NATIVE_SRC) \
-	    -o /tmp/pulsar-dissector-fuzz-native/walk && \
-	  /tmp/pulsar-dissector-fuzz-native/walk -max_total_time=$(FUZZ_SECONDS) \
-	    /tmp/pulsar-dissector-fuzz-native pcaps; \
+	    -o $(FUZZ_DIR)/walk && \
+	  $(FUZZ_DIR)/walk -max_total_time=$(FUZZ_SECONDS) $(FUZZ_DIR)/walk-corpus pcaps && \
+	  clang -O1 -g -DPD_LIBFUZZER -fsanitize=fuzzer,address,undefined $(FRAMES_SRC) \
+	    -o $(FUZZ_DIR)/frames && \
+	  $(FUZZ_DIR)/frames -max_total_time=$(FUZZ_SECONDS) $(FUZZ_DIR)/frames-corpus pcaps/streams; \
 	else \
 	  gcc -O1 -g -std=c11 -fsanitize=address,undefined -fno-sanitize-recover=all $(NATIVE_SRC) \
-	    -o /tmp/pulsar-dissector-fuzz-native/walk-gcc && \
-	  PD_FUZZ_RUNS=$${PD_FUZZ_RUNS:-2000000} /tmp/pulsar-dissector-fuzz-native/walk-gcc pcaps/*.pcap; \
+	    -o $(FUZZ_DIR)/walk-gcc && \
+	  PD_FUZZ_RUNS=$${PD_FUZZ_RUNS:-2000000} $(FUZZ_DIR)/walk-gcc pcaps/*.pcap && \
+	  gcc -O1 -g -std=c11 -fsanitize=address,undefined -fno-sanitize-recover=all $(FRAMES_SRC) \
+	    -o $(FUZZ_DIR)/frames-gcc && \
+	  PD_FUZZ_RUNS=$${PD_FUZZ_RUNS:-2000000} $(FUZZ_DIR)/frames-gcc pcaps/streams/*.bin pcaps/*.pcap; \
 	fi
 
 # Regenerate the protobuf bindings from proto/pulsar_api.proto.

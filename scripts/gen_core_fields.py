@@ -157,7 +157,9 @@ def render() -> str:
                 sub = -1
             if f.is_packed:
                 raise SystemExit(f"{d.full_name}.{f.name}: packed fields are not handled")
-            rows.append(f"    {{{f.number}, {wire}, {kind}, {int(f.is_repeated)}, {sub}}}, /* {f.name} */")
+            rows.append(
+                f"    {{{f.number}, {wire}, {kind}, {int(f.is_repeated)}, {sub}}}, /* {f.name} */"
+            )
         top = max((f.number for f in fields), default=0)
         if top > 255 or len(fields) > 254:
             raise SystemExit(f"{d.full_name}: field numbers above 255 need a wider slot table")
@@ -181,6 +183,8 @@ def render() -> str:
     ints = (F.TYPE_UINT64, F.TYPE_INT64)
     in_batch = meta.fields_by_name["num_messages_in_batch"]
     send_count = pb.CommandSend.DESCRIPTOR.fields_by_name["num_messages"]
+    type_enum = base.fields_by_name["type"].enum_type
+    assert type_enum is not None
     lines += [
         "/* the messages the scanner starts from */",
         f"#define PD_MSG_BASE_COMMAND {msg_index[base.full_name]}",
@@ -190,10 +194,10 @@ def render() -> str:
         "",
         "/* field numbers read */",
         f"#define PD_F_COMMAND_TYPE {_field_number(base, 'type', (F.TYPE_ENUM,))}",
-        f"#define PD_E_COMMAND_TYPE {enum_index[base.fields_by_name['type'].enum_type.full_name]}",
+        f"#define PD_E_COMMAND_TYPE {enum_index[type_enum.full_name]}",
         f"#define PD_F_LEDGER_ID {_field_number(mid, 'ledgerId', ints)}",
         f"#define PD_F_ENTRY_ID {_field_number(mid, 'entryId', ints)}",
-        f"#define PD_F_NUM_IN_BATCH {_field_number(meta, 'num_messages_in_batch', (F.TYPE_INT32,))}",
+        f"#define PD_F_NUM_IN_BATCH {_field_number(meta, in_batch.name, (F.TYPE_INT32,))}",
         f"#define PD_DEFAULT_NUM_IN_BATCH {int(in_batch.default_value)}",
         f"#define PD_F_BROKER_TIMESTAMP {_field_number(entry, 'broker_timestamp', ints)}",
         f"#define PD_F_BROKER_INDEX {_field_number(entry, 'index', ints)}",
@@ -219,13 +223,15 @@ def render() -> str:
             lines.append("    {-1, 0, 0, 0, 0, 0, 0, 0, 0},")
             continue
         singular = SINGULAR_FIELDS[t]
-        ids = [
-            _field_number(desc, name, ints) if name in singular else 0 for name in ID_NAMES
-        ]
+        ids = [_field_number(desc, name, ints) if name in singular else 0 for name in ID_NAMES]
         topic = _field_number(desc, "topic", (F.TYPE_STRING,)) if "topic" in singular else 0
         mid_name, repeated = MESSAGE_ID_FIELDS.get(t, (None, False))
         mid_no = 0 if mid_name is None else int(desc.fields_by_name[mid_name].number)
-        count = _field_number(desc, "num_messages", (F.TYPE_INT32,)) if t == COMMAND_TYPES["SEND"] else 0
+        count = (
+            _field_number(desc, "num_messages", (F.TYPE_INT32,))
+            if t == COMMAND_TYPES["SEND"]
+            else 0
+        )
         cells = [msg_index[desc.full_name], *ids, topic, mid_no, int(repeated), count]
         lines.append(f"    {{{', '.join(map(str, cells))}}}, /* {t}: {desc.name} */")
     lines += ["};", f"#define PD_MAX_BODY_TYPE {top_type}", "", "#endif", ""]

@@ -28,6 +28,7 @@ from typing import Any
 import pytest
 from crc32c import crc32c
 
+from benchmarks.bench_framing import build_stream
 from dissector._core import frame_scan
 from dissector._core.frame_scan import CHECKSUMS, Has, Stop, scan_frames
 from dissector.anomalies import AnomalyCode
@@ -48,6 +49,7 @@ MUTANTS = 3000
 needs_frames = pytest.mark.skipif(not frame_scan.COMPILED, reason="pure-Python build")
 
 _IDS = ("request_id", "producer_id", "consumer_id", "sequence_id")
+_ID_BITS = (Has.REQUEST_ID, Has.PRODUCER_ID, Has.CONSUMER_ID, Has.SEQUENCE_ID)
 
 
 @cache
@@ -80,7 +82,7 @@ def expected_row(f: Frame) -> dict[str, Any]:
     row: dict[str, Any] = {"total_size": f.total_size, "command_size": f.command_size}
     row["command_type"] = ctype
     present = Has(0)
-    for bit, name in zip((Has.REQUEST_ID, Has.PRODUCER_ID, Has.CONSUMER_ID, Has.SEQUENCE_ID), _IDS):
+    for bit, name in zip(_ID_BITS, _IDS, strict=True):
         if name in SINGULAR_FIELDS[ctype] and body.HasField(name):
             present |= bit
             row[name] = getattr(body, name)
@@ -134,7 +136,7 @@ def c_row(buf: bytes, cols: dict[str, Any], i: int) -> dict[str, Any]:
         "present": int(present),
         "checksum": CHECKSUMS[cols["checksum"][i]],
     }
-    for bit, name in zip((Has.REQUEST_ID, Has.PRODUCER_ID, Has.CONSUMER_ID, Has.SEQUENCE_ID), _IDS):
+    for bit, name in zip(_ID_BITS, _IDS, strict=True):
         if present & bit:
             row[name] = cols[name][i] & (2**64 - 1)
     if present & Has.TOPIC:
@@ -149,9 +151,10 @@ def c_row(buf: bytes, cols: dict[str, Any], i: int) -> dict[str, Any]:
         row["meta_len"] = cols["meta_len"][i]
         row["payload_len"] = cols["payload_len"][i]
         assert cols["payload_at"][i] == cols["meta_at"][i] + cols["meta_len"][i]
-        assert cols["payload_at"][i] + cols["payload_len"][i] == cols["offset"][i] + 4 + cols[
-            "total_size"
-        ][i]
+        assert (
+            cols["payload_at"][i] + cols["payload_len"][i]
+            == cols["offset"][i] + 4 + cols["total_size"][i]
+        )
     for name in ("entry_ts", "entry_index"):
         if present & Has[name.upper()]:
             row[name] = cols[name][i] & (2**64 - 1)
@@ -249,6 +252,8 @@ def test_batches_and_prefixes_stop_where_python_waits() -> None:
         compare(stream[:cut], walk)
     compare(stream, walk, max_size=64)
     assert walk.handed_back > 0
+    # the framing benchmark's stream: MESSAGE without checksum, ACK, FLOW, PING, PONG ...
+    compare(build_stream(20)[0], walk)
 
 
 @needs_frames

@@ -99,7 +99,9 @@ bench-quick: install
 fuzz-growth: install
 	$(PY) -m fuzz.growth --out reports/fuzz_growth.json
 
-# Native fuzzing of the compiled stage (fuzz/native/walk_fuzz.c, docs/compiled-core.md): with
+# Native fuzzing of the compiled stages (fuzz/native/*_fuzz.c, docs/compiled-core.md): the
+# record walk (walk_fuzz.c, seeded from pcaps/) and the framing stage (frames_fuzz.c, seeded
+# from pcaps/streams/ and pcaps/). With
 # clang and its libFuzzer runtime (installed with apt when missing, as testdeps does: Debian's
 # clang and libclang-rt-N-dev), libFuzzer coverage-guided for FUZZ_SECONDS (or FUZZ_RUNS
 # executions) seeded from pcaps/, its corpus kept in FUZZ_DIR/corpus; where they cannot be
@@ -109,6 +111,8 @@ FUZZ_SECONDS ?= 60
 FUZZ_RUNS ?= -1
 FUZZ_DIR := /tmp/pulsar-dissector-fuzz-native
 NATIVE_SRC := fuzz/native/walk_fuzz.c dissector/_core/walk.c
+FRAMES_SRC := fuzz/native/frames_fuzz.c dissector/_core/frames.c dissector/_core/pbscan.c \
+  dissector/_core/crc32c.c
 LIBFUZZER = $$(clang -print-file-name=libclang_rt.fuzzer-x86_64.a 2>/dev/null)
 fuzzdeps:
 	@if ! command -v clang >/dev/null 2>&1 || ! test -f "$(LIBFUZZER)"; then \
@@ -120,16 +124,23 @@ fuzzdeps:
 	fi
 
 fuzz-native: fuzzdeps
-	@mkdir -p $(FUZZ_DIR)/corpus
+	@mkdir -p $(FUZZ_DIR)/corpus $(FUZZ_DIR)/frames-corpus
 	@if command -v clang >/dev/null 2>&1 && test -f "$(LIBFUZZER)"; then \
 	  clang -O1 -g -DPD_LIBFUZZER -fsanitize=fuzzer,address,undefined $(NATIVE_SRC) \
 	    -o $(FUZZ_DIR)/walk && \
 	  $(FUZZ_DIR)/walk -max_total_time=$(FUZZ_SECONDS) -runs=$(FUZZ_RUNS) -print_final_stats=1 \
-	    -artifact_prefix=$(FUZZ_DIR)/ $(FUZZ_DIR)/corpus pcaps; \
+	    -artifact_prefix=$(FUZZ_DIR)/ $(FUZZ_DIR)/corpus pcaps && \
+	  clang -O1 -g -DPD_LIBFUZZER -fsanitize=fuzzer,address,undefined $(FRAMES_SRC) \
+	    -o $(FUZZ_DIR)/frames && \
+	  $(FUZZ_DIR)/frames -max_total_time=$(FUZZ_SECONDS) -runs=$(FUZZ_RUNS) -print_final_stats=1 \
+	    -artifact_prefix=$(FUZZ_DIR)/frames- $(FUZZ_DIR)/frames-corpus pcaps/streams; \
 	else \
 	  gcc -O1 -g -std=c11 -fsanitize=address,undefined -fno-sanitize-recover=all $(NATIVE_SRC) \
 	    -o $(FUZZ_DIR)/walk-gcc && \
-	  PD_FUZZ_RUNS=$${PD_FUZZ_RUNS:-2000000} $(FUZZ_DIR)/walk-gcc pcaps/*.pcap; \
+	  PD_FUZZ_RUNS=$${PD_FUZZ_RUNS:-2000000} $(FUZZ_DIR)/walk-gcc pcaps/*.pcap && \
+	  gcc -O1 -g -std=c11 -fsanitize=address,undefined -fno-sanitize-recover=all $(FRAMES_SRC) \
+	    -o $(FUZZ_DIR)/frames-gcc && \
+	  PD_FUZZ_RUNS=$${PD_FUZZ_RUNS:-2000000} $(FUZZ_DIR)/frames-gcc pcaps/streams/*.bin pcaps/*.pcap; \
 	fi
 
 # Regenerate the protobuf bindings from proto/pulsar_api.proto.

@@ -27,6 +27,25 @@ CORE = Extension(
     extra_compile_args=["-O2", "-std=c11", "-Wall", "-Wextra"],
 )
 
+#: The compiled framing stage (C, phase 3 of docs/compiled-core.md): not wired yet.
+FRAMES = Extension(
+    "dissector._core._frames",
+    sources=[
+        "dissector/_core/_framesmodule.c",
+        "dissector/_core/frames.c",
+        "dissector/_core/pbscan.c",
+        "dissector/_core/crc32c.c",
+    ],
+    depends=[
+        "dissector/_core/cursor.h",
+        "dissector/_core/frames.h",
+        "dissector/_core/pbscan.h",
+        "dissector/_core/crc32c.h",
+        "dissector/_core/fields.h",
+    ],
+    extra_compile_args=["-O2", "-std=c11", "-Wall", "-Wextra"],
+)
+
 #: The per-packet path: packet records, headers (tunnels, IP fragments), TCP, framing,
 #: decoding, conversation state, the pipeline and the table builder (mypyc needs their type
 #: hints to be exact).
@@ -68,8 +87,8 @@ def _extensions() -> list[Any]:
         from mypyc.build import mypycify
     except ImportError:
         print("pulsar-dissector: mypyc not available: hot modules in Python", file=sys.stderr)
-        return [CORE]
-    return [CORE, *mypycify(HOT, opt_level="3")]
+        return [CORE, FRAMES]
+    return [CORE, FRAMES, *mypycify(HOT, opt_level="3")]
 
 
 setup(ext_modules=_extensions())

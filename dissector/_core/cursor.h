@@ -56,4 +56,35 @@ static inline pd_cursor pd_sub(const pd_cursor *c, int64_t at, int64_t n) {
     return s;
 }
 
+/* Little-endian 64 bits at `at` (bulk readers: CRC32C 8 bytes at a time). */
+static inline uint64_t pd_le64(const pd_cursor *c, int64_t at) {
+    uint64_t v;
+    memcpy(&v, c->base + at, 8);
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    v = __builtin_bswap64(v);
+#endif
+    return v;
+}
+
+/* A protobuf varint at `at` of at most `max` bytes (10 for values, 5 for tags and lengths).
+ * Returns its length (1..max) and sets *v, or 0 when it runs past the range or is longer;
+ * a 10-byte varint whose last byte is above 1 (beyond 64 bits) is refused as well. */
+static inline int pd_varint(const pd_cursor *c, int64_t at, int max, uint64_t *v) {
+    uint64_t r = 0;
+    for (int i = 0; i < max; i++) {
+        uint32_t b;
+        if (!pd_need(c, at + i, 1))
+            return 0;
+        b = pd_u8(c, at + i);
+        if (i == 9 && b > 1)
+            return 0;
+        r |= (uint64_t)(b & 0x7f) << (7 * i);
+        if (!(b & 0x80)) {
+            *v = r;
+            return i + 1;
+        }
+    }
+    return 0;
+}
+
 #endif

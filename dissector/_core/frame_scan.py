@@ -1,0 +1,91 @@
+"""The compiled framing stage (dissector/_core/frames.c), as Python sees it: not wired yet.
+
+Input: one direction's stream bytes from a frame boundary (where the Python `FrameDecoder`
+is in sync), a position and the frame size limit.
+Output: `FrameBatch`: where the scan stopped, why (`Stop`), and the frames it took as
+columns (`COLUMNS` names them; each a sequence of int64, absent values 0 with their
+`Has` bit clear in `present`); `None` from `scan_frames` when the extension is not built.
+Rule: the C scan takes a frame only when the Python decoder would emit it whole with no
+anomaly but a bad checksum, and stops before any other: that frame, and any resync after
+it, stay with `dissector.pulsar.framing` (tests/core/test_frames_differential.py checks it
+on every sample stream and on mutated streams). The lead wires it into the pipeline later.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Sequence
+from enum import IntEnum, IntFlag
+from types import ModuleType
+from typing import NamedTuple
+
+from dissector.events import Checksum
+from dissector.pulsar.framing import DEFAULT_MAX_FRAME_SIZE
+
+native: ModuleType | None
+try:
+    native = importlib.import_module("dissector._core._frames")
+except ImportError:  # the pure-Python package
+    native = None
+
+COMPILED = native is not None
+
+#: Column names, in the order of frames.h's PD_FC_* indices.
+COLUMNS: tuple[str, ...] = () if native is None else tuple(native.COLUMNS)
+
+
+class Stop(IntEnum):
+    """Why a scan stopped (frames.h PD_STOP_*)."""
+
+    END = 0  # at the end of the buffer, on a frame boundary
+    MORE = 1  # the frame there is not all present yet
+    PYTHON = 2  # the frame there is for the Python decoder
+    FULL = 3  # the batch is full: call again from pos
+
+
+class Has(IntFlag):
+    """Bits of the `present` column (frames.h PD_HAS_*)."""
+
+    REQUEST_ID = 1
+    PRODUCER_ID = 2
+    CONSUMER_ID = 4
+    SEQUENCE_ID = 8
+    TOPIC = 16
+    MESSAGE_ID = 32
+    NUM_MESSAGES = 64
+    ENTRY_TS = 128
+    ENTRY_INDEX = 256
+    PAYLOAD = 512
+
+
+#: The `checksum` column's values (frames.h PD_CHECKSUM_*): None for commands without payload.
+CHECKSUMS: tuple[Checksum | None, ...] = (None, Checksum.ABSENT, Checksum.VALID, Checksum.INVALID)
+
+
+class FrameBatch(NamedTuple):
+    pos: int  # where the scan stopped
+    stop: Stop
+    columns: dict[str, Sequence[int]]  # name -> one int64 per frame taken
+
+    @property
+    def rows(self) -> int:
+        return len(self.columns["offset"]) if self.columns else 0
+
+
+def scan_frames(
+    buf: bytes, pos: int = 0, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE, rows: int = 1024
+) -> FrameBatch | None:
+    """Frames of `buf` from `pos` (a frame boundary), at most `rows`; None if not built."""
+    if native is None:
+        return None
+    end, stop, cols = native.scan_frames(buf, pos, max_frame_size, rows)
+    columns = {name: memoryview(col).cast("q") for name, col in zip(COLUMNS, cols, strict=True)}
+    return FrameBatch(end, Stop(stop), columns)  # type: ignore[arg-type]  # memoryview[int]
+
+
+def crc32c(data: bytes, *, software: bool = False) -> int | None:
+    """The compiled CRC32C (software=True: the table path even where SSE4.2 is)."""
+    if native is None:
+        return None
+    value: int = native.crc32c(data, software)
+    return value

@@ -14,12 +14,16 @@ capture); everything else stays with the Python code, which is the reference.
 install and it was not: a build that silently fell back to Python). `active()` says whether
 reads use it: `PULSAR_DISSECTOR_CORE=0` turns it off for a run (the differential tests and
 the benchmark compare both ways in one build).
+`frames_scan()`: the compiled frame scan (dissector/_core/frames.c) a new
+`dissector.pulsar.framing.FrameDecoder` runs over its synced stream, or None (pure Python,
+`PULSAR_DISSECTOR_CORE=0`, or `PULSAR_DISSECTOR_CORE_FRAMES=0`: that stage alone off).
 """
 
 from __future__ import annotations
 
 import importlib
 import os
+from collections.abc import Callable
 from types import ModuleType
 from typing import TYPE_CHECKING
 
@@ -35,17 +39,40 @@ try:
 except ImportError:  # the pure-Python package (no C compiler, or PULSAR_DISSECTOR_PURE=1)
     native = None
 
+frames_native: ModuleType | None
+try:
+    frames_native = importlib.import_module("dissector._core._frames")
+except ImportError:
+    frames_native = None
+
 COMPILED = native is not None
 if native is not None:
     native.set_types(Segment, RawPacket)
 
 #: Set to "0" to read with the Python stages alone in a build that has the compiled one.
 SWITCH = "PULSAR_DISSECTOR_CORE"
+#: Set to "0" to keep the framing stage in Python (the record walk stays compiled).
+FRAMES_SWITCH = "PULSAR_DISSECTOR_CORE_FRAMES"
+
+#: One frame taken by the compiled scan, as `scan_rows` gives it: (offset, total_size,
+#: command_size, checksum verdict (frames.h PD_CHECKSUM_*, 0: no payload), crc_expected,
+#: crc_computed, meta_at, meta_len); offsets from the start of the buffer scanned.
+ScannedFrame = tuple[int, int, int, int, int, int, int, int]
+#: scan(buf, pos, max_frame_size) -> (where it stopped, why (PD_STOP_*), frames taken).
+FrameScan = Callable[[bytes, int, int], tuple[int, int, list[ScannedFrame]]]
 
 
 def active() -> bool:
     """Whether reads use the compiled stage: built, and not turned off by `SWITCH`."""
     return COMPILED and os.environ.get(SWITCH) != "0"
+
+
+def frames_scan() -> FrameScan | None:
+    """The compiled frame scan for a new frame decoder, or None (not built, or switched off)."""
+    if frames_native is None or not active() or os.environ.get(FRAMES_SWITCH) == "0":
+        return None
+    scan: FrameScan = frames_native.scan_rows
+    return scan
 
 
 #: What a walk gives per packet: parsed in C, or to be parsed by dissector.flow.net.

@@ -3,7 +3,8 @@
  * Input: a buffer holding one direction's stream from a frame boundary, a position, the
  * frame size limit.
  * Output: scan_frames -> (pos, stop, columns): where the scan stopped, why (STOP_*), and per
- * column (COLUMNS names them) the rows as bytes of native int64; crc32c(data) for tests.
+ * column (COLUMNS names them) the rows as bytes of native int64; scan_rows -> (pos, stop,
+ * rows): one tuple per frame, what FrameDecoder reads; crc32c(data) for tests.
  * Rule: nothing here reads stream bytes; it only hands frames.c's columns to Python.
  */
 #define PY_SSIZE_T_CLEAN
@@ -76,6 +77,71 @@ static PyObject *scan_frames(PyObject *self, PyObject *args, PyObject *kw) {
     return result;
 }
 
+/* Frames taken per scan_rows call: the rows live on the stack (PD_FC_NCOLS * 8 bytes
+ * each, ~12 KiB); the decoder calls again after a FULL stop. */
+#define ROW_FRAMES 64
+
+/* scan_rows(buf, pos, max_frame_size) -> (pos, stop, rows): what the Python FrameDecoder
+ * needs of each frame taken, one tuple per frame: (offset, total_size, command_size,
+ * checksum, crc_expected, crc_computed, meta_at, meta_len), the last five 0 for a command
+ * without payload. One small call per piece of stream: no column objects. */
+static PyObject *scan_rows(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    static const int keep[8] = {PD_FC_OFFSET,       PD_FC_TOTAL,        PD_FC_CSIZE,
+                                PD_FC_CHECKSUM,     PD_FC_CRC_EXPECTED, PD_FC_CRC_COMPUTED,
+                                PD_FC_META_AT,      PD_FC_META_LEN};
+    int64_t block[PD_FC_NCOLS][ROW_FRAMES];
+    Py_buffer view;
+    long long pos, max_size;
+    pd_frames out;
+    pd_cursor c;
+    int stop = PD_STOP_END;
+    PyObject *rows;
+    (void)self;
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "scan_rows(buf, pos, max_frame_size)");
+        return NULL;
+    }
+    pos = PyLong_AsLongLong(args[1]);
+    max_size = PyLong_AsLongLong(args[2]);
+    if (PyErr_Occurred())
+        return NULL;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    if (pos < 0 || pos > view.len || max_size < 8) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "pos outside the buffer or max_frame_size");
+        return NULL;
+    }
+    out.cap = ROW_FRAMES;
+    out.n = 0;
+    for (int k = 0; k < PD_FC_NCOLS; k++)
+        out.col[k] = block[k];
+    c.base = view.buf;
+    c.len = view.len;
+    pos = pd_scan_frames(&c, pos, max_size, &out, &stop);
+    PyBuffer_Release(&view);
+    rows = PyList_New((Py_ssize_t)out.n);
+    if (rows == NULL)
+        return NULL;
+    for (int64_t i = 0; i < out.n; i++) {
+        PyObject *row = PyTuple_New(8);
+        if (row == NULL) {
+            Py_DECREF(rows);
+            return NULL;
+        }
+        PyList_SET_ITEM(rows, (Py_ssize_t)i, row);
+        for (int k = 0; k < 8; k++) {
+            PyObject *v = PyLong_FromLongLong(block[keep[k]][i]);
+            if (v == NULL) {
+                Py_DECREF(rows);
+                return NULL;
+            }
+            PyTuple_SET_ITEM(row, k, v);
+        }
+    }
+    return Py_BuildValue("(LiN)", pos, stop, rows);
+}
+
 static PyObject *crc32c(PyObject *self, PyObject *args, PyObject *kw) {
     static char *names[] = {"data", "software", NULL};
     Py_buffer view;
@@ -103,6 +169,8 @@ static PyObject *crc32c_hardware(PyObject *self, PyObject *unused) {
 static PyMethodDef methods[] = {
     {"scan_frames", (PyCFunction)(void (*)(void))scan_frames, METH_VARARGS | METH_KEYWORDS,
      "Scan Pulsar frames from pos: (pos, stop, columns)."},
+    {"scan_rows", (PyCFunction)(void (*)(void))scan_rows, METH_FASTCALL,
+     "Scan Pulsar frames from pos: (pos, stop, rows) for the Python FrameDecoder."},
     {"crc32c", (PyCFunction)(void (*)(void))crc32c, METH_VARARGS | METH_KEYWORDS,
      "CRC32C of a buffer (software=True: the table path even where SSE4.2 is)."},
     {"crc32c_hardware", crc32c_hardware, METH_NOARGS, "Whether CRC32C uses SSE4.2."},

@@ -1,4 +1,4 @@
-"""The compiled framing stage (dissector/_core/frames.c), as Python sees it: not wired yet.
+"""The compiled framing stage (dissector/_core/frames.c) as columns, as tests and benchmarks see it.
 
 Input: one direction's stream bytes from a frame boundary (where the Python `FrameDecoder`
 is in sync), a position and the frame size limit.
@@ -8,7 +8,8 @@ columns (`COLUMNS` names them; each a sequence of int64, absent values 0 with th
 Rule: the C scan takes a frame only when the Python decoder would emit it whole with no
 anomaly but a bad checksum, and stops before any other: that frame, and any resync after
 it, stay with `dissector.pulsar.framing` (tests/core/test_frames_differential.py checks it
-on every sample stream and on mutated streams). The lead wires it into the pipeline later.
+on every sample stream and on mutated streams). The pipeline's `FrameDecoder` calls the
+same scan through `dissector._core.frames_scan` (rows rather than columns).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from types import ModuleType
 from typing import NamedTuple
 
 from dissector.events import Checksum
+from dissector.pulsar.frame_events import CHECKSUM_VERDICTS
 from dissector.pulsar.framing import DEFAULT_MAX_FRAME_SIZE
 
 native: ModuleType | None
@@ -59,7 +61,7 @@ class Has(IntFlag):
 
 
 #: The `checksum` column's values (frames.h PD_CHECKSUM_*): None for commands without payload.
-CHECKSUMS: tuple[Checksum | None, ...] = (None, Checksum.ABSENT, Checksum.VALID, Checksum.INVALID)
+CHECKSUMS: tuple[Checksum | None, ...] = CHECKSUM_VERDICTS
 
 
 class FrameBatch(NamedTuple):

@@ -5,6 +5,7 @@ the start of one that will not complete), and the (stream offset, packet, ts) of
 of the stream fed so far.
 Output: the `Frame` event (decoded by `sections`, stamped with connection, direction, offset
 and first/last packet and timestamp) and its `Anomaly` events; `StreamStats`.
+Also: the `Frame` and anomaly events of the frames the compiled scan took (`_taken`).
 Rules: a frame that will not complete is emitted (complete=False) when its command is whole
 and decodes, else its bytes count as skipped; a run of skipped bytes is reported once, as one
 anomaly, when it ends; frame_bytes + skipped_bytes + gap_bytes == stream length.
@@ -14,8 +15,11 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
+from google.protobuf.message import DecodeError
+
+from dissector._core import ScannedFrame
 from dissector.anomalies import AnomalyCode
 from dissector.events import Anomaly, Checksum, Direction, Event, Frame
 from dissector.pulsar.sections import (
@@ -26,10 +30,20 @@ from dissector.pulsar.sections import (
     decode_command,
     decode_payload_section,
     header_problem,
+    parse,
+    parse_command,
     partial_metadata,
 )
 from dissector.pulsar.text_fields import describe, has_strings, repair
-from dissector.pulsar.wire import BODY_DESCRIPTORS, COMMAND_NAMES, PAYLOAD_TYPES, command_name
+from dissector.pulsar.wire import (
+    BODY_DESCRIPTORS,
+    BODY_FIELDS,
+    COMMAND_NAMES,
+    PAYLOAD_TYPES,
+    BrokerEntryMetadata,
+    MessageMetadata,
+    command_name,
+)
 
 
 @dataclass(slots=True)
@@ -43,9 +57,20 @@ class StreamStats:
 
 
 _NO_PAYLOAD = PayloadParts(None, None, None, None, None, None, None)
+#: The compiled scan's checksum verdicts (frames.h PD_CHECKSUM_*: none, absent, valid,
+#: invalid) as the frames carry them.
+CHECKSUM_VERDICTS: tuple[Checksum | None, ...] = (
+    None,
+    Checksum.ABSENT,
+    Checksum.VALID,
+    Checksum.INVALID,
+)
+_VERDICT_ABSENT: Final = 1
+_VERDICT_INVALID: Final = 3
 _NO_PROBLEMS: list[Anomaly] = []  # shared, never mutated: returned when a frame is clean
 #: Builds a NamedTuple from a tuple without its keyword-aware __new__ (several times faster).
 _new_frame = tuple.__new__
+_parse_command = parse_command
 
 
 class FrameEmitter:
@@ -111,6 +136,30 @@ class FrameEmitter:
                     raise Reject("trailing bytes")
                 detail = f"{end - cend} bytes after the {name} command"
                 problems.append((AnomalyCode.PULSAR_TRAILING_BYTES, cend, detail, end - cend))
+        frame = self._stamp(offset, end, total, csize, ctype, name, cmd, body, parts)
+        if not problems:
+            return frame, _NO_PROBLEMS
+        base = self._base
+        anomalies = [
+            self._anomaly(code, base + at, detail, length=length)
+            for code, at, detail, length in problems
+        ]
+        return frame, anomalies
+
+    def _stamp(
+        self,
+        offset: int,
+        end: int,
+        total: int,
+        csize: int,
+        ctype: int,
+        name: str,
+        cmd: Any,
+        body: Any,
+        parts: PayloadParts,
+    ) -> Frame:
+        """The whole frame at stream `offset` (ending at buffer position `end`), stamped
+        with its connection, direction and first/last packet and timestamp."""
         marks = self._marks
         if len(marks) == 1:
             _, first_packet, first_ts = marks[0]
@@ -118,7 +167,7 @@ class FrameEmitter:
         else:
             first_packet, first_ts = self._where(offset)
             last_packet, last_ts = self._where(self._base + end - 1)
-        frame = _new_frame(
+        frame: Frame = _new_frame(
             Frame,
             (
                 self.conn_id,
@@ -140,14 +189,59 @@ class FrameEmitter:
                 None,  # topic: set by the pipeline
             ),
         )
-        if not problems:
-            return frame, _NO_PROBLEMS
+        return frame
+
+    def _taken(
+        self, mv: memoryview, rows: list[ScannedFrame], keep_raw: bool, out: list[Event]
+    ) -> int:
+        """Events of the frames the compiled scan took (dissector._core.frames_scan), which
+        the Python decoder would emit whole with no anomaly but a bad checksum: the same
+        `Frame` (its protobuf parts decoded from the ranges the scan found) and, for a bad
+        checksum, the same anomaly; counted in `stats`. Return the buffer position after the
+        last frame made: short of the scan's when a part failed to decode after all (then
+        Python decodes that frame and reports it, as without the scan)."""
         base = self._base
-        anomalies = [
-            self._anomaly(code, base + at, detail, length=length)
-            for code, at, detail, length in problems
-        ]
-        return frame, anomalies
+        start = done = rows[0][0] if rows else 0
+        made = 0
+        for offset, total, csize, verdict, expected, computed, meta_at, meta_len in rows:
+            cend = offset + 8 + csize
+            end = offset + 4 + total
+            try:
+                cmd = _parse_command(mv[offset + 8 : cend])  # type: ignore[arg-type]
+                ctype: int = cmd.type
+                body = getattr(cmd, BODY_FIELDS[ctype])
+                if verdict:
+                    crc = verdict != _VERDICT_ABSENT
+                    bend = meta_at - (10 if crc else 4)  # broker entry metadata ends there
+                    mend = meta_at + meta_len
+                    parts = PayloadParts(
+                        CHECKSUM_VERDICTS[verdict],
+                        expected if crc else None,
+                        computed if crc else None,
+                        parse(BrokerEntryMetadata, mv[cend + 6 : bend]) if bend > cend else None,
+                        meta_len,
+                        parse(MessageMetadata, mv[meta_at:mend]),
+                        mv[mend:end],
+                    )
+                else:
+                    parts = _NO_PAYLOAD
+            except DecodeError:
+                break
+            name = COMMAND_NAMES.get(ctype) or command_name(ctype)
+            frame = self._stamp(base + offset, end, total, csize, ctype, name, cmd, body, parts)
+            if keep_raw:
+                frame = frame._replace(raw=bytes(mv[offset:end]))
+            out.append(frame)
+            if verdict == _VERDICT_INVALID:
+                detail = f"expected 0x{expected:08x} computed 0x{computed:08x}"
+                at = base + meta_at - 10  # the checksum's magic
+                out.append(self._anomaly(AnomalyCode.PULSAR_BAD_CHECKSUM, at, detail))
+            done = end
+            made += 1
+        stats = self.stats
+        stats.frames += made
+        stats.frame_bytes += done - start
+        return done
 
     def _cut_frame(self, buf: bytes, max_size: int, out: list[Event], why: str) -> int | None:
         """The pending bytes start a frame that will not complete here.

@@ -19,6 +19,9 @@ Rules:
   the bytes all candidates may decode, checksum or wait for are bounded by
   RESYNC_WORK_PER_BYTE times the bytes received (gaps excluded).
 - Every byte is accounted for: frame_bytes + skipped_bytes + gap_bytes == stream length.
+- Where the compiled stage is active (dissector._core.frames_scan), runs of whole frames
+  in sync are scanned in C (sizes, command, payload layout, checksum); the scan stops
+  before any frame it cannot vouch for, which the code here decodes as without it.
 This module buffers and locates frames (sizes, gaps, resync); its base class
 `frame_events.FrameEmitter` turns each located frame into events with provenance.
 """
@@ -26,7 +29,9 @@ This module buffers and locates frames (sizes, gaps, resync); its base class
 from __future__ import annotations
 
 from bisect import bisect_right
+from typing import Final
 
+from dissector._core import FrameScan, frames_scan
 from dissector.anomalies import AnomalyCode
 from dissector.errors import UsageError
 from dissector.events import Direction, Event
@@ -66,6 +71,12 @@ DEFAULT_MAX_FRAME_SIZE = 5 * 1024 * 1024 + 10 * 1024
 RESYNC_WORK_PER_BYTE = 4
 #: Shortest possible frame: totalSize, commandSize, type tag and a one-byte type.
 _MIN_FRAME = 10
+#: Why the compiled scan stopped (frames.h PD_STOP_*) where the decoder tells them apart:
+#: at a frame it leaves to Python, and with its batch full (the others: the decoder's turn).
+_STOP_PYTHON: Final = 2
+_STOP_FULL: Final = 3
+#: frames.h PD_MAX_FRAME_LIMIT: the scan leaves a larger size limit to Python at once.
+_SCAN_LIMIT: Final = 1 << 31
 
 
 class FrameDecoder(FrameEmitter):
@@ -99,6 +110,8 @@ class FrameDecoder(FrameEmitter):
         self._reach = 0  # stream offset up to which that candidate has been charged
         self._checked = -1  # stream offset of the candidate whose cheap checks passed
         self.keep_raw = keep_raw
+        # The compiled scan of whole frames (C), or None: pure Python, or switched off.
+        self._scan: FrameScan | None = frames_scan() if max_frame_size < _SCAN_LIMIT else None
 
     # ----------------------------------------------------------------- public API
 
@@ -232,6 +245,8 @@ class FrameDecoder(FrameEmitter):
         max_size = self.max_frame_size
         frames = fbytes = 0
         wait = 8  # bytes needed from pos before parsing is worth trying again
+        scan = self._scan
+        declined = -1  # where the compiled scan last stopped short: Python's turn there
         while n - pos >= 8:
             if self._syncing:
                 nxt = buf.find(b"\x08", pos + 8)  # the type tag: C speed over most garbage
@@ -264,6 +279,19 @@ class FrameDecoder(FrameEmitter):
                 self._flush_skip(out)
                 end = pos + 4 + total
             else:
+                if scan is not None and pos != declined:
+                    # Compiled scan: the run of frames it takes from here, then Python
+                    # decodes (or waits for) the frame it stopped at, if any.
+                    stop_at, stop, rows = scan(buf, pos, max_size)
+                    if rows:
+                        done = self._taken(mv, rows, self.keep_raw, out)
+                        if done != stop_at:  # a part failed to decode: Python's frame
+                            stop_at = done
+                            stop = _STOP_PYTHON
+                        pos = stop_at
+                    if stop != _STOP_FULL:
+                        declined = pos
+                    continue
                 total, csize = HEADER.unpack_from(buf, pos)
                 end = pos + 4 + total
                 if total > max_size or total < 6 or csize < MIN_COMMAND_SIZE or csize + 4 > total:

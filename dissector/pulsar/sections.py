@@ -65,7 +65,9 @@ def parse(cls: type[M], data: bytes | memoryview) -> M:
     return cls.FromString(data)  # type: ignore[arg-type]  # upb accepts any buffer
 
 
-_parse_command = BaseCommand.FromString
+#: BaseCommand from any buffer (upb takes any); the frame emitter decodes the commands the
+#: compiled scan found with it too.
+parse_command = _parse_command = BaseCommand.FromString
 
 
 def header_problem(total: int, csize: int, max_size: int) -> tuple[str, str] | None:

@@ -20,6 +20,8 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import cache
 from pathlib import Path
 from random import Random
@@ -29,6 +31,7 @@ import pytest
 from crc32c import crc32c
 
 from benchmarks.bench_framing import build_stream
+from dissector import _core
 from dissector._core import frame_scan
 from dissector._core.frame_scan import CHECKSUMS, Has, Stop, scan_frames
 from dissector.anomalies import AnomalyCode
@@ -71,8 +74,24 @@ def broker_port(path: Path) -> int:
     raise AssertionError(f"{path}: no SYN")
 
 
+@contextmanager
+def frames_stage(on: bool) -> Iterator[None]:
+    """FrameDecoders made inside run with the compiled scan (when built) or without it."""
+    saved = os.environ.get(_core.FRAMES_SWITCH)
+    os.environ[_core.FRAMES_SWITCH] = "1" if on else "0"
+    try:
+        yield
+    finally:
+        if saved is None:
+            del os.environ[_core.FRAMES_SWITCH]
+        else:
+            os.environ[_core.FRAMES_SWITCH] = saved
+
+
 def python_events(stream: bytes, max_size: int = DEFAULT_MAX_FRAME_SIZE) -> list[Any]:
-    decoder = FrameDecoder(max_frame_size=max_size)
+    """The reference: the Python decoder alone (the compiled scan off)."""
+    with frames_stage(on=False):
+        decoder = FrameDecoder(max_frame_size=max_size)
     return decoder.feed(stream) + decoder.close()
 
 

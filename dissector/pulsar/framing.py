@@ -31,7 +31,7 @@ from __future__ import annotations
 from bisect import bisect_right
 from typing import Final
 
-from dissector._core import FrameScan, frames_scan
+from dissector import _core
 from dissector.anomalies import AnomalyCode
 from dissector.errors import UsageError
 from dissector.events import Direction, Event
@@ -111,7 +111,8 @@ class FrameDecoder(FrameEmitter):
         self._checked = -1  # stream offset of the candidate whose cheap checks passed
         self.keep_raw = keep_raw
         # The compiled scan of whole frames (C), or None: pure Python, or switched off.
-        self._scan: FrameScan | None = frames_scan() if max_frame_size < _SCAN_LIMIT else None
+        scan = _core.frames_scan() if max_frame_size < _SCAN_LIMIT else None
+        self._scan: _core.FrameScan | None = scan
 
     # ----------------------------------------------------------------- public API
 

@@ -1,15 +1,18 @@
-"""Every table, byte for byte, with the compiled stage on and turned off.
+"""Every table, byte for byte, with the compiled stages on and turned off.
 
 The reference is the same build read with `PULSAR_DISSECTOR_CORE=0` (dissector._core.SWITCH):
 the readers then never call the C walk and every packet goes through `Pipeline.feed`
-(headers parsed in Python, the shard told from the bytes). With the stage on, the packets
-it parsed go through `Pipeline.feed_parsed`. All six tables, written as Arrow IPC streams,
-must be the same bytes: on every bundled sample, on crafted captures (every link type, byte
-order and timestamp resolution, pcapng interface rules, IP fragments, payload faults,
-reordered/repeated/lost segments of several connections with idle pauses), on mutated
-captures (fuzz/mutators.py), with the reading settings that change the packet path
-(sharding, idle timeout, merging of captures taken at the same time). A count of the
-segments made in C shows that the compiled stage did the work when on, and none when off.
+(headers parsed in Python, the shard told from the bytes), and the frame decoders never call
+the C frame scan. With the stages on, the packets the walk parsed go through
+`Pipeline.feed_parsed` and runs of whole frames in sync are scanned in C. All six tables,
+written as Arrow IPC streams, must be the same bytes: on every bundled sample, on crafted
+captures (every link type, byte order and timestamp resolution, pcapng interface rules, IP
+fragments, payload faults, reordered/repeated/lost segments of several connections with
+idle pauses), on mutated captures (fuzz/mutators.py), with the reading settings that change
+the packet path (sharding, idle timeout, merging of captures taken at the same time). A
+count of the
+segments made in C and of the frames the C scan took shows that both compiled stages did
+the work when on, and none when off.
 """
 
 from __future__ import annotations
@@ -49,15 +52,18 @@ SETTINGS = {
     "fields": ReaderOptions(fields=True, frame_bytes=True, payload_preview=8),
 }
 
+SHARDED = ("shard0of2", "shard1of2", "idle-shard")
+
 pytestmark = pytest.mark.skipif(not _core.COMPILED, reason="pure-Python build: nothing to compare")
 
 
 class Counted:
-    """Segments the C walks gave, counted through `dissector._core`'s walk factories."""
+    """Segments the C walks gave and frames the C scan gave, counted through
+    `dissector._core`'s walk and scan factories."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        self.segments = 0
-        pcap_walk, pcapng_walk = _core.pcap_walk, _core.pcapng_walk
+        self.segments = self.frames = 0
+        pcap_walk, pcapng_walk, frames_scan = _core.pcap_walk, _core.pcapng_walk, _core.frames_scan
 
         def counted(walk: Any) -> Any:
             def run(*args: Any) -> Any:
@@ -69,6 +75,20 @@ class Counted:
 
         monkeypatch.setattr(_core, "pcap_walk", lambda header: counted(pcap_walk(header)))
         monkeypatch.setattr(_core, "pcapng_walk", lambda: counted(pcapng_walk()))
+
+        def scanned() -> Any:
+            scan = frames_scan()
+            if scan is None:
+                return None
+
+            def run(*args: Any) -> Any:
+                result = scan(*args)
+                self.frames += len(result[2])
+                return result
+
+            return run
+
+        monkeypatch.setattr(_core, "frames_scan", scanned)
 
 
 @pytest.fixture
@@ -86,7 +106,8 @@ def ipc(table: pa.Table) -> bytes:
 def tables(
     monkeypatch: pytest.MonkeyPatch, paths: Sequence[Path], options: ReaderOptions, on: bool
 ) -> dict[str, bytes]:
-    monkeypatch.setenv(_core.SWITCH, "1" if on else "0")
+    monkeypatch.setenv(_core.SWITCH, "1" if on else "0")  # both stages: walk and frame scan
+    monkeypatch.delenv(_core.FRAMES_SWITCH, raising=False)
     made = read_tables([str(p) for p in paths], options)
     assert set(made) == set(TABLES)
     return {name: ipc(table) for name, table in made.items()}
@@ -99,9 +120,10 @@ def same_both_ways(
     options: ReaderOptions,
 ) -> int:
     """Compare every table both ways; the segments the compiled stage made."""
-    before = counted.segments
+    before, frames_before = counted.segments, counted.frames
     off = tables(monkeypatch, paths, options, on=False)
     assert counted.segments == before, "turned off, yet the C walk ran"
+    assert counted.frames == frames_before, "turned off, yet the C frame scan ran"
     on = tables(monkeypatch, paths, options, on=True)
     for name in TABLES:
         assert on[name] == off[name], (name, [p.name for p in paths], options)
@@ -126,6 +148,9 @@ def test_samples_and_crafted_captures(
         made += same_both_ways(monkeypatch, counted, [path], SETTINGS[setting])
     # every packet of the samples is a plain Ethernet TCP segment; the crafted ones add more
     assert made > sum(len(_records(p)) for p in SAMPLES)
+    # the samples' frames (675 in both directions) went through the C frame scan; a shard
+    # reads some connections only (shard 1 of 2: 39 frames)
+    assert counted.frames > (30 if setting in SHARDED else 600), counted.frames
 
 
 @pytest.mark.parametrize("setting", ["default", "shard1of2", "idle", "idle-shard"])
@@ -136,6 +161,7 @@ def test_tcp_scenarios(
     for path in tcp_scenarios(tmp_path, SCENARIOS):
         made += same_both_ways(monkeypatch, counted, [path], SETTINGS[setting])
     assert made > SCENARIOS * 10
+    assert counted.frames > SCENARIOS
 
 
 def test_captures_merged_by_time(
@@ -174,3 +200,4 @@ def test_mutated_captures(
             if type(exc).__name__ != "InputError":
                 raise
     assert made > MUTANTS
+    assert counted.frames > MUTANTS

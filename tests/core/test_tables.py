@@ -32,6 +32,7 @@ from dissector.events import Segment
 from dissector.read import ReaderOptions, read_tables
 from dissector.tables.schema import TABLES
 from fuzz.mutators import Rec, mutate_capture
+from tests.core.test_frames_wired import Scanned
 from tests.support.core_captures import link_captures, odd_pcapng, tcp_scenarios
 from tests.support.payload_faults import crafted as payload_faults
 
@@ -62,8 +63,8 @@ class Counted:
     `dissector._core`'s walk and scan factories."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        self.segments = self.frames = 0
-        pcap_walk, pcapng_walk, frames_scan = _core.pcap_walk, _core.pcapng_walk, _core.frames_scan
+        self.segments = 0
+        pcap_walk, pcapng_walk = _core.pcap_walk, _core.pcapng_walk
 
         def counted(walk: Any) -> Any:
             def run(*args: Any) -> Any:
@@ -75,20 +76,11 @@ class Counted:
 
         monkeypatch.setattr(_core, "pcap_walk", lambda header: counted(pcap_walk(header)))
         monkeypatch.setattr(_core, "pcapng_walk", lambda: counted(pcapng_walk()))
+        self.scanned = Scanned(monkeypatch)
 
-        def scanned() -> Any:
-            scan = frames_scan()
-            if scan is None:
-                return None
-
-            def run(*args: Any) -> Any:
-                result = scan(*args)
-                self.frames += len(result[2])
-                return result
-
-            return run
-
-        monkeypatch.setattr(_core, "frames_scan", scanned)
+    @property
+    def frames(self) -> int:
+        return self.scanned.frames
 
 
 @pytest.fixture

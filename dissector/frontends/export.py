@@ -20,7 +20,6 @@ Rules:
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 
@@ -28,16 +27,13 @@ import pyarrow as pa
 
 from dissector.capture import series
 from dissector.capture.merge import merged
+from dissector.capture.pcap_writer import write_header, write_packet
 from dissector.errors import UsageError
 from dissector.events import RawPacket, Segment
 from dissector.flow.net import parse_packet
 from dissector.reader import ReaderOptions, as_paths, stream_tables
 from dissector.tables.columns import path_text
 from dissector.tables.output import hidden_file
-
-_HEADER = struct.Struct("<IHHiIII")
-_RECORD = struct.Struct("<IIII")
-SNAPLEN = 262144
 
 Endpoints = tuple[str, int, str, int]
 
@@ -124,7 +120,7 @@ def _write(
             continue  # damage that ended a file: its packets before it were written
         if linktype is None:
             linktype = pkt.linktype
-            write(_HEADER.pack(0xA1B2C3D4, 2, 4, 0, 0, SNAPLEN, linktype))
+            write_header(write, linktype)
         elif pkt.linktype != linktype:
             raise UsageError(
                 f"{file}: link type {pkt.linktype} differs from {linktype}: "
@@ -140,10 +136,8 @@ def _write(
         number = pkt.number  # numbered in its group, as the tables number packets
         if spans is None or not any(a <= number <= b for a, b in spans):
             continue
-        ts = pkt.ts
-        write(_RECORD.pack(ts // 1_000_000, ts % 1_000_000, len(pkt.data), pkt.orig_len))
-        write(pkt.data)
+        write_packet(write, pkt.ts, pkt.data, pkt.orig_len)
         written += 1
     if linktype is None:  # no packet at all: still a valid (empty) capture
-        write(_HEADER.pack(0xA1B2C3D4, 2, 4, 0, 0, SNAPLEN, 1))
+        write_header(write, 1)
     return written

@@ -17,10 +17,23 @@ from dataclasses import dataclass, field
 
 from dissector.errors import UsageError
 from dissector.events import Anomaly, Frame
-from dissector.tables.predicates import AllOf, AnyOf, Data, Predicate, Term, apply, matches
+from dissector.tables.predicates import (
+    AllOf,
+    AnyOf,
+    Data,
+    Predicate,
+    RowCheck,
+    Term,
+    apply,
+    row_check,
+)
 
 #: The columns a command filter looks in, in the tables that have them.
 COMMAND_COLUMNS = ("command", "request_command", "response_command")
+#: What the text view's lines are checked on: a frame's frames-table columns (from the
+#: Frame), an anomaly's conn_id only (its lines are not filtered by time).
+FRAME_LINE = ("ts", "conn_id", "topic", "command")
+ANOMALY_LINE = ("conn_id",)
 
 
 def parse_time(text: str) -> int:
@@ -54,9 +67,18 @@ class Filter:
     until: int | None = None
     #: The settings as one predicate, built once (every engine compiles this).
     predicate: AllOf = field(init=False, repr=False, compare=False)
+    _frame: RowCheck = field(init=False, repr=False, compare=False)
+    _anomaly: RowCheck = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "predicate", self._predicate())
+        predicate = self._predicate()
+        object.__setattr__(self, "predicate", predicate)
+        object.__setattr__(self, "_frame", row_check(predicate, FRAME_LINE))
+        object.__setattr__(self, "_anomaly", row_check(predicate, ANOMALY_LINE))
+
+    def __reduce__(self) -> tuple[type[Filter], tuple[object, ...]]:
+        """Pickled as its settings (the compiled checks are made again)."""
+        return Filter, (self.topics, self.commands, self.conns, self.since, self.until)
 
     def _predicate(self) -> AllOf:
         parts: list[Predicate] = []
@@ -79,14 +101,11 @@ class Filter:
 
     def frame(self, f: Frame) -> bool:
         """Whether a frame's line is shown: the predicate on its frames-table row."""
-        if self.empty:
-            return True
-        row = {"ts": f.last_ts, "conn_id": f.conn_id, "topic": f.topic, "command": f.command_name}
-        return matches(self.predicate, row)
+        return self._frame((f.last_ts, f.conn_id, f.topic, f.command_name))  # FRAME_LINE
 
     def anomaly(self, a: Anomaly) -> bool:
         """Whether an anomaly's line is shown (the text view filters them by conn only)."""
-        return self.empty or matches(self.predicate, {"conn_id": a.conn_id})
+        return self._anomaly((a.conn_id,))  # ANOMALY_LINE
 
     def table(self, table: Data) -> Data:
         """The rows of a table or record batch that the filter keeps."""

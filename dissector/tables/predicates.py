@@ -4,7 +4,8 @@ Input: a predicate: `Term`s (column, op, value) joined by `AllOf` (and) and `Any
 read filters build theirs from the user's options (dissector.tables.filters.Filter), the
 Spark data source from the filters Spark pushes down (dissector.frontends.spark).
 Output: the rows a predicate keeps, as an Arrow mask over a table or record batch (`mask`),
-as a SQL condition DuckDB evaluates (`to_sql`), for one row given as a mapping (`matches`);
+as a SQL condition DuckDB evaluates (`to_sql`), as a check of one row's values (`row_check`,
+compiled once; `matches` for a row given as a mapping);
 the Spark data source's own filter objects are made from and into terms in
 dissector.frontends.spark (pyspark is an extra).
 Rules (every target gives the same rows):
@@ -21,7 +22,8 @@ Rules (every target gives the same rows):
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable, Mapping
+import operator
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias
 
@@ -124,33 +126,61 @@ def apply(pred: Predicate, data: Data) -> Data:
 
 # ------------------------------------------------------------------------------ rows
 
+RowCheck: TypeAlias = Callable[[Sequence[Any]], bool]
+
+
+def row_check(pred: Predicate, columns: Sequence[str]) -> RowCheck:
+    """`pred` as a function of one row's values, given in the order of `columns` (times as
+    µs ints): compiled once, then a few calls per row (the text view checks every frame)."""
+    applies = restrict(pred, columns)
+    if applies is None:
+        return _always
+    return _check(applies, {name: i for i, name in enumerate(columns)})
+
 
 def matches(pred: Predicate, row: Mapping[str, Any]) -> bool:
     """Whether one row (column -> value; times as µs ints) passes `pred`."""
-    return _matches(pred, row) is not False
+    return row_check(pred, list(row))(list(row.values()))
 
 
-def _matches(pred: Predicate, row: Mapping[str, Any]) -> bool | None:
-    """True or False, or None when nothing of `pred` applies to the row's columns."""
+def _always(row: Sequence[Any]) -> bool:
+    return True
+
+
+def _check(pred: Predicate, at: dict[str, int]) -> RowCheck:
     if isinstance(pred, Term):
-        if pred.column not in row:
-            return None
-        value = row[pred.column]
+        i, bound = at[pred.column], pred.value
         if pred.op == "in":
-            return value in pred.value
-        return value is not None and bool(_PYTHON[pred.op](value, pred.value))
-    found = [r for r in (_matches(part, row) for part in pred.parts) if r is not None]
-    if not found:
-        return None
-    return all(found) if isinstance(pred, AllOf) else any(found)
+            values = frozenset(bound)
+            return lambda row: row[i] in values
+        compare = _PYTHON[pred.op]
+        return lambda row: row[i] is not None and bool(compare(row[i], bound))
+    parts = tuple(_check(part, at) for part in pred.parts)
+    if isinstance(pred, AllOf):
+
+        def every(row: Sequence[Any]) -> bool:
+            for part in parts:  # noqa: SIM110  (a loop: all() of a generator is 2x slower)
+                if not part(row):
+                    return False
+            return True
+
+        return every
+
+    def some(row: Sequence[Any]) -> bool:
+        for part in parts:  # noqa: SIM110  (as `every`)
+            if part(row):
+                return True
+        return False
+
+    return some
 
 
 _PYTHON: dict[str, Callable[[Any, Any], Any]] = {
-    "eq": lambda a, b: a == b,
-    "lt": lambda a, b: a < b,
-    "le": lambda a, b: a <= b,
-    "gt": lambda a, b: a > b,
-    "ge": lambda a, b: a >= b,
+    "eq": operator.eq,
+    "lt": operator.lt,
+    "le": operator.le,
+    "gt": operator.gt,
+    "ge": operator.ge,
 }
 
 # -------------------------------------------------------------------------------- SQL

@@ -10,6 +10,7 @@ tests/frontends/test_spark.py::test_the_predicate_model_pushed_to_spark.)
 from __future__ import annotations
 
 import datetime as dt
+import pickle
 from typing import Any
 
 import duckdb
@@ -27,6 +28,7 @@ from dissector.tables.predicates import (
     mask,
     matches,
     restrict,
+    row_check,
     to_sql,
 )
 
@@ -165,3 +167,16 @@ def test_the_sql_is_what_duckdb_reads() -> None:
     assert to_sql(pred, FRAMES.schema) == (
         """("topic" IN ('x''y') AND "command" IN ('SEND') AND epoch_us("ts") >= 5)"""
     )
+
+
+def test_a_filter_pickles_as_its_settings() -> None:
+    rows = Filter(conns=frozenset({2}), since=T0 + 3)
+    again = pickle.loads(pickle.dumps(rows))
+    assert again == rows and again.predicate == rows.predicate
+    assert kept(again.predicate, FRAMES) == [3]
+
+
+def test_row_checks_take_values_in_column_order() -> None:
+    check = row_check(Filter(topics=frozenset({"a"}), until=10).predicate, ("topic", "ts"))
+    assert check(("a", 9)) and not check(("a", 10)) and not check((None, 9))
+    assert row_check(Term("topic", "eq", "a"), ("conn_id",))((5,))  # does not apply

@@ -5,9 +5,8 @@ read filters build theirs from the user's options (dissector.tables.filters.Filt
 Spark data source from the filters Spark pushes down (dissector.frontends.spark).
 Output: the rows a predicate keeps, as an Arrow mask over a table or record batch (`mask`),
 as a SQL condition DuckDB evaluates (`to_sql`), as a check of one row's values (`row_check`,
-compiled once; `matches` for a row given as a mapping);
-the Spark data source's own filter objects are made from and into terms in
-dissector.frontends.spark (pyspark is an extra).
+compiled once; `matches` for a row given as a mapping); the Spark data source's own filter
+objects are made from and into terms in dissector.frontends.spark (pyspark is an extra).
 Rules (every target gives the same rows):
 - Ops: eq, lt, le, gt, ge (a scalar value) and in (a tuple of values). A null in the row
   never passes a comparison; `in` passes a null only when its values hold None (as Arrow's
@@ -31,7 +30,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 Op = Literal["eq", "lt", "le", "gt", "ge", "in"]
-OPS: tuple[Op, ...] = ("eq", "lt", "le", "gt", "ge", "in")
 
 
 @dataclass(frozen=True, slots=True)

@@ -85,7 +85,9 @@ class Latencies:
         latency = column[answered].astype(np.int64)
         request = np.asarray(batch.column("request_command").to_pylist(), dtype=object)
         commands = request[answered]
-        for command in set(commands.tolist()):  # a new command is keyed in the set's order
+        # new commands are keyed by name: never in a set's order, which changes with the
+        # hash seed from one run to the next (the report's ties, the summary's JSON)
+        for command in sorted(set(commands.tolist()), key=str):
             self._parts.setdefault(str(command), []).append(latency[commands == command])
         return answered, latency
 

@@ -84,7 +84,7 @@ def _latency_section(report: ReportData) -> str:
         return "<p>No answered request.</p>"
     rows = []
     values = report.latency.values()
-    for command in sorted(values, key=lambda c: -len(values[c])):
+    for command in sorted(values, key=lambda c: (-len(values[c]), c)):  # ties by name
         stats = describe(values[command])
         cells = "".join(f"<td class=n>{stats[name]:.3f}</td>" for name in MS_NAMES)
         rows.append(f"<tr><td>{command}</td><td class=n>{stats[COUNT]}</td>{cells}</tr>")

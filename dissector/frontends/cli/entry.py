@@ -44,6 +44,28 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
 
+    def _print_message(self, message: str, file: Any = None) -> None:
+        """argparse's, but a failed write of --help or --version is not passed over: one
+        line and exit 2 (a full disk), or exit 0 for a reader that left (`| head`)."""
+        if not message:
+            return
+        out = file or sys.stderr
+        try:
+            out.write(message)
+            out.flush()
+        except BrokenPipeError:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), out.fileno())
+            raise SystemExit(0) from None
+        except OSError as exc:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), out.fileno())  # the exit's flush too
+            print(f"pulsar-dissect: {_stream_name(out)}: cannot write: {os_reason(exc)}",
+                  file=sys.stderr)  # fmt: skip
+            raise SystemExit(2) from None
+
+
+def _stream_name(out: Any) -> str:
+    return "standard output" if out is sys.stdout else "standard error"
+
 
 def build_parser() -> argparse.ArgumentParser:
     """Every command's parser; each one's arguments and `run` come from its module."""

@@ -110,30 +110,30 @@ def write_packets(
 ) -> int:
     """Write the chosen connections' packets to `path` (see the module docstring); the
     number of packets written."""
+    groups = series.group(as_paths(paths), options.series)  # once: each pass reads them
     ng = path.lower().endswith(".pcapng")
     if not ng and in_place(path):
-        ng = len(_link_types(paths, options)) > 1
+        ng = len(_link_types(groups, options)) > 1
     try:
         with hidden_file(path) as out:
-            return _write(out, paths, options, chosen, ng)
+            return _write(out, groups, options, chosen, ng)
     except _SeveralLinkTypes:  # found while writing a pcap: again, as pcapng
         with hidden_file(path) as out:
-            return _write(out, paths, options, chosen, True)
+            return _write(out, groups, options, chosen, True)
 
 
 class _SeveralLinkTypes(Exception):
     """A pcap being written met a second link type (internal: it is written again)."""
 
 
-def _link_types(paths: Iterable[str], options: ReaderOptions) -> set[int]:
-    groups = series.group(as_paths(paths), options.series)
+def _link_types(groups: list[list[str]], options: ReaderOptions) -> set[int]:
     found = merged(groups, None, options.s3_endpoint, options.merge)
     return {pkt.linktype for _, _, _, pkt in found if type(pkt) is RawPacket}
 
 
 def _write(
     out: object,
-    paths: Iterable[str],
+    groups: list[list[str]],
     options: ReaderOptions,
     chosen: dict[str, dict[Endpoints, list[tuple[int, int]]]],
     ng: bool,
@@ -144,7 +144,6 @@ def _write(
     written = 0
     if ng:
         write_section(write)
-    groups = series.group(as_paths(paths), options.series)
     names = [path_text(files[0]) for files in groups]  # as the capture column holds them
     for _, index, _file, pkt in merged(groups, None, options.s3_endpoint, options.merge):
         if type(pkt) is not RawPacket:

@@ -25,7 +25,6 @@ Rules:
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 
@@ -33,22 +32,19 @@ import pyarrow as pa
 
 from dissector.capture import series
 from dissector.capture.merge import merged
+from dissector.capture.pcap_writer import (
+    write_enhanced,
+    write_header,
+    write_interface,
+    write_packet,
+    write_section,
+)
 from dissector.events import RawPacket, Segment
 from dissector.flow.net import parse_packet
 from dissector.read.options import ReaderOptions, as_paths
 from dissector.read.tables import stream_tables
 from dissector.tables.columns import path_text
 from dissector.tables.output import hidden_file, in_place
-
-_HEADER = struct.Struct("<IHHiIII")
-_RECORD = struct.Struct("<IIII")
-SNAPLEN = 262144
-# pcapng (draft-ietf-opsawg-pcapng): the section header (byte-order magic, version 1.0,
-# section length unknown), an interface (link type, reserved, snap length; the default
-# timestamp resolution is microseconds) and the enhanced packet block's fixed fields.
-_SHB = struct.pack("<IIIHHqI", 0x0A0D0D0A, 28, 0x1A2B3C4D, 1, 0, -1, 28)
-_IDB = struct.Struct("<IIHHII")
-_EPB = struct.Struct("<IIIIIII")
 
 Endpoints = tuple[str, int, str, int]
 
@@ -114,30 +110,30 @@ def write_packets(
 ) -> int:
     """Write the chosen connections' packets to `path` (see the module docstring); the
     number of packets written."""
+    groups = series.group(as_paths(paths), options.series)  # once: each pass reads them
     ng = path.lower().endswith(".pcapng")
     if not ng and in_place(path):
-        ng = len(_link_types(paths, options)) > 1
+        ng = len(_link_types(groups, options)) > 1
     try:
         with hidden_file(path) as out:
-            return _write(out, paths, options, chosen, ng)
+            return _write(out, groups, options, chosen, ng)
     except _SeveralLinkTypes:  # found while writing a pcap: again, as pcapng
         with hidden_file(path) as out:
-            return _write(out, paths, options, chosen, True)
+            return _write(out, groups, options, chosen, True)
 
 
 class _SeveralLinkTypes(Exception):
     """A pcap being written met a second link type (internal: it is written again)."""
 
 
-def _link_types(paths: Iterable[str], options: ReaderOptions) -> set[int]:
-    groups = series.group(as_paths(paths), options.series)
+def _link_types(groups: list[list[str]], options: ReaderOptions) -> set[int]:
     found = merged(groups, None, options.s3_endpoint, options.merge)
     return {pkt.linktype for _, _, _, pkt in found if type(pkt) is RawPacket}
 
 
 def _write(
     out: object,
-    paths: Iterable[str],
+    groups: list[list[str]],
     options: ReaderOptions,
     chosen: dict[str, dict[Endpoints, list[tuple[int, int]]]],
     ng: bool,
@@ -147,8 +143,7 @@ def _write(
     interfaces: dict[int, int] = {}  # pcapng: link type -> interface number
     written = 0
     if ng:
-        write(_SHB)
-    groups = series.group(as_paths(paths), options.series)
+        write_section(write)
     names = [path_text(files[0]) for files in groups]  # as the capture column holds them
     for _, index, _file, pkt in merged(groups, None, options.s3_endpoint, options.merge):
         if type(pkt) is not RawPacket:
@@ -168,20 +163,16 @@ def _write(
             ifid = interfaces.get(pkt.linktype)
             if ifid is None:
                 ifid = interfaces[pkt.linktype] = len(interfaces)
-                write(_IDB.pack(1, 20, pkt.linktype, 0, SNAPLEN, 20))
-            pad = -len(data) % 4
-            size = 32 + len(data) + pad
-            write(_EPB.pack(6, size, ifid, ts >> 32, ts & 0xFFFFFFFF, len(data), pkt.orig_len))
-            write(data + b"\0" * pad + struct.pack("<I", size))
+                write_interface(write, pkt.linktype)
+            write_enhanced(write, ifid, ts, data, pkt.orig_len)
         else:
             if linktype is None:
                 linktype = pkt.linktype
-                write(_HEADER.pack(0xA1B2C3D4, 2, 4, 0, 0, SNAPLEN, linktype))
+                write_header(write, linktype)
             elif pkt.linktype != linktype:
                 raise _SeveralLinkTypes
-            write(_RECORD.pack(ts // 1_000_000, ts % 1_000_000, len(data), pkt.orig_len))
-            write(data)
+            write_packet(write, ts, data, pkt.orig_len)
         written += 1
     if linktype is None and not ng:  # no packet at all: still a valid (empty) capture
-        write(_HEADER.pack(0xA1B2C3D4, 2, 4, 0, 0, SNAPLEN, 1))
+        write_header(write, 1)
     return written

@@ -30,6 +30,7 @@ import json
 import os
 import re
 import threading
+import weakref
 from collections.abc import Iterator
 from typing import Any
 
@@ -156,6 +157,9 @@ class RowFilter:
         except BaseException:
             self._con.close()  # now, in this thread (see `mask`)
             raise
+        # closed when the filter goes, or at the latest when the interpreter starts to exit
+        # (atexit, in the main thread): never torn down during its shutdown (duckdb#13904)
+        weakref.finalize(self, self._con.close)
 
     def apply(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         """The rows of `batch` for which the expression is true."""

@@ -8,8 +8,10 @@ OUT/summary.txt computed with Spark SQL over those tables.
 Rules: executors read the captures and write the Parquet files themselves, streaming (a
 task holds one record batch per table and at most MAX_OPEN_FILES open files, never a
 series' table); the tables of an earlier run in OUT are replaced; the summary is computed
-from the written tables; its latency percentiles are exact, with the linear interpolation
-of `pulsar-dissect summary` (numpy's default), so both give the same numbers.
+from the written tables; its latency statistics are those of dissector.tables.stats (the
+same percentiles, names, answered outcomes and milliseconds), computed by Spark: Spark SQL's
+`percentile` is exact with the linear interpolation `stats` states (numpy's default), so the
+fleet job and `pulsar-dissect summary` give the same numbers.
 """
 
 from __future__ import annotations
@@ -28,12 +30,20 @@ from dissector.capture.locations import filesystem_for, is_local, local_path
 from dissector.events import Checksum, Conversation, ConversationOpened, MessageKind, Outcome
 from dissector.frontends.partitioned import PartitionedWriter, write_empty
 from dissector.frontends.spark import executor_errors, expand
-from dissector.frontends.summary import PERCENTILES, latency_ms
 from dissector.frontends.terminal import printable
 from dissector.read.options import ReaderOptions
 from dissector.read.runs import iter_series
 from dissector.tables.builders import TableBuilder
 from dissector.tables.schema import TABLES
+from dissector.tables.stats import (
+    ANSWERED,
+    COUNT,
+    MAX,
+    MS_NAMES,
+    PERCENTILES,
+    latency_ms,
+    percentile_name,
+)
 
 #: Closed connections whose brokers are kept until their rows are written (then all pending
 #: rows are flushed and they are forgotten): bounds the executor's map of brokers.
@@ -136,15 +146,14 @@ def summarize(
     per_topic = msgs.groupBy("topic", "kind").agg(
         F.count("*").alias("messages"), F.sum("payload_size").alias("bytes")
     )
-    answered = t["timeline"].where(
-        F.col("outcome").isin(Outcome.SUCCESS.value, Outcome.ERROR.value)
-    )
-    # exact percentiles (Spark's `percentile`: linear interpolation between the closest
-    # ranks, as numpy's default), in microseconds; made milliseconds as `summary` does
+    answered = t["timeline"].where(F.col("outcome").isin(*ANSWERED))
+    # dissector.tables.stats' statistics: exact percentiles (Spark's `percentile`: linear
+    # interpolation between the closest ranks, as `stats.describe`), in microseconds, made
+    # milliseconds by `_in_ms` as `describe` does
     latency = answered.groupBy("request_command").agg(
-        F.count("*").alias("count"),
-        *(F.percentile("latency_us", p).alias(f"p{round(p * 100)}_ms") for p in PERCENTILES),
-        F.max("latency_us").alias("max_ms"),
+        F.count("*").alias(COUNT),
+        *(F.percentile("latency_us", p).alias(percentile_name(p)) for p in PERCENTILES),
+        F.max("latency_us").alias(MAX),
     )
     errors = (
         t["timeline"].where(F.col("outcome") == Outcome.ERROR.value).groupBy("error_code").count()
@@ -180,7 +189,7 @@ def summarize(
 
 
 def _in_ms(row: dict[str, Any]) -> dict[str, Any]:
-    return {k: latency_ms(v) if k.endswith("_ms") and v is not None else v for k, v in row.items()}
+    return {k: latency_ms(v) if k in MS_NAMES and v is not None else v for k, v in row.items()}
 
 
 def render(summary: dict[str, Any]) -> str:

@@ -1,8 +1,8 @@
 """EDGE: the files a live capture writes: pcap rotated like tcpdump, Parquet parts.
 
 Input: packets (time, bytes, wire length) and Arrow record batches of the tables.
-Output: pcap files PATH, PATH1, ... rotated by size (-C), time (-G) and count (-W); Parquet
-datasets ROOT/TABLE/part-NNNNNN.parquet.
+Output: pcap files PATH, PATH1, ... (written by dissector.capture.pcap_writer) rotated by
+size (-C), time (-G) and count (-W); Parquet datasets ROOT/TABLE/part-NNNNNN.parquet.
 Rule: every file on disk is valid at every moment: pcap records are written whole, Parquet
 parts are written under a hidden name and renamed.
 """
@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import struct
 import time
 from collections import deque
 from pathlib import Path
@@ -20,14 +19,11 @@ from typing import BinaryIO
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from dissector.capture.pcap_writer import write_header, write_packet
 from dissector.errors import InputError
 from dissector.tables.schema import TABLES
 
-SNAPLEN = 262144  # as tcpdump: more than any loopback segment (64 KiB) or GSO packet
 PART_ROWS = 65536  # rows of one table held before a Parquet part is written early
-
-_PCAP_HEADER = struct.Struct("<IHHiIII")
-_PCAP_RECORD = struct.Struct("<IIII")
 
 
 class PcapFiles:
@@ -71,8 +67,7 @@ class PcapFiles:
     def _open(self, now: float) -> None:
         name = self._name(now)
         self._fh = open(name, "wb")  # noqa: SIM115  (closed by close() or the next rotation)
-        self._fh.write(_PCAP_HEADER.pack(0xA1B2C3D4, 2, 4, 0, 0, SNAPLEN, self.linktype))
-        self._size = _PCAP_HEADER.size
+        self._size = write_header(self._fh.write, self.linktype)
         self._started = now
         self.opened += 1
         self.files.append(name)
@@ -89,9 +84,7 @@ class PcapFiles:
             self.close()
             self._open(now)
         assert self._fh is not None
-        self._fh.write(_PCAP_RECORD.pack(ts // 1_000_000, ts % 1_000_000, len(data), orig_len))
-        self._fh.write(data)
-        self._size += _PCAP_RECORD.size + len(data)
+        self._size += write_packet(self._fh.write, ts, data, orig_len)
 
     def flush(self) -> None:
         if self._fh is not None:

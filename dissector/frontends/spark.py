@@ -26,7 +26,9 @@ Rules:
 - With option `pushdown=true` (set by `read()` when the session has
   spark.sql.python.filterPushdown.enabled, as `session()` does), filters on `conn_id`, `ts`,
   `command`, `topic`, ports and `code` are applied to each batch before it leaves the
-  executor; every other filter is left to Spark.
+  executor; every other filter is left to Spark. Pushed filters become terms of the one
+  predicate model (dissector.tables.predicates, `term_of`; `filters_of` is the reverse),
+  which the executor compiles to an Arrow mask as the CLI's read filters do.
 """
 
 from __future__ import annotations
@@ -35,12 +37,11 @@ import datetime as dt
 import os
 import re
 import sys
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.datasource import (
@@ -65,11 +66,13 @@ from dissector.errors import InputError, UsageError
 from dissector.read.options import ReaderOptions
 from dissector.read.runs import iter_series
 from dissector.tables.builders import TableBuilder
+from dissector.tables.predicates import AllOf, AnyOf, Op, Predicate, Term
+from dissector.tables.predicates import mask as predicate_mask
 from dissector.tables.schema import TABLES, needs_payloads
 
 PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
 _PUSHABLE = ("conn_id", "ts", "command", "topic", "broker_port", "client_port", "code")
-_OPS = {
+_OPS: dict[type[Filter], Op] = {
     EqualTo: "eq",
     GreaterThan: "gt",
     GreaterThanOrEqual: "ge",
@@ -77,6 +80,7 @@ _OPS = {
     LessThanOrEqual: "le",
     In: "in",
 }
+_FILTERS: dict[Op, Callable[..., Filter]] = {op: kind for kind, op in _OPS.items()}
 
 
 def expand(paths: str | Sequence[str], s3_endpoint: str | None = None) -> list[str]:
@@ -151,7 +155,7 @@ class PulsarReader(DataSourceReader):
     def __init__(self, opts: dict[str, str]) -> None:
         self.opts = opts
         self.table = opts["table"]
-        self.filters: list[tuple[str, str, Any]] = []  # (column, op, value) pushed down
+        self.filters: list[Term] = []  # pushed down (values of time columns in µs)
 
     def partitions(self) -> Sequence[InputPartition]:
         path = self.opts.get("path") or self.opts.get("paths")
@@ -176,7 +180,7 @@ class PulsarReader(DataSourceReader):
     def _filtered(self, batches: list[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
             if self.filters:
-                batch = batch.filter(_mask(batch, self.filters))
+                batch = batch.filter(predicate_mask(AllOf(tuple(self.filters)), batch))
             if batch.num_rows:
                 yield batch
 
@@ -186,43 +190,41 @@ class PushdownReader(PulsarReader):
     for a reader with pushFilters, so it is chosen only when that setting is on)."""
 
     def pushFilters(self, filters: list[Filter]) -> Iterable[Filter]:
-        names = set(TABLES[self.table].names)
+        schema = TABLES[self.table].schema
         rest = []
         for f in filters:
-            op = _OPS.get(type(f))
-            attribute: tuple[str, ...] = getattr(f, "attribute", ())
-            column = attribute[0] if len(attribute) == 1 else None
-            if op is None or column not in _PUSHABLE or column not in names:
+            term = term_of(f, schema)
+            if term is None:
                 rest.append(f)
-                continue
-            raw: Any = getattr(f, "value", None)
-            value = list(raw) if op == "in" else raw
-            self.filters.append((column, op, value))
+            else:
+                self.filters.append(term)
         return rest
 
 
-def _mask(batch: pa.RecordBatch, filters: list[tuple[str, str, Any]]) -> pa.Array:
-    mask = pa.array([True] * batch.num_rows)
-    for column, op, value in filters:
-        col = batch.column(column)
-        if column == "ts" or pa.types.is_timestamp(col.type):
-            col = pc.cast(col, pa.int64())
-            value = [_us(v) for v in value] if op == "in" else _us(value)
-        if op == "in":
-            hit = pc.is_in(col, pa.array(value, type=col.type))
-        else:
-            hit = getattr(
-                pc,
-                {
-                    "eq": "equal",
-                    "gt": "greater",
-                    "ge": "greater_equal",
-                    "lt": "less",
-                    "le": "less_equal",
-                }[op],
-            )(col, value)
-        mask = pc.and_(mask, pc.fill_null(hit, False))
-    return mask
+def term_of(f: Filter, schema: pa.Schema) -> Term | None:
+    """A filter Spark pushes down as a predicate term, when the reader applies it: a
+    comparison or IN on one of the _PUSHABLE columns of the table (`schema`); time values
+    (datetimes) become µs."""
+    op = _OPS.get(type(f))
+    attribute: tuple[str, ...] = getattr(f, "attribute", ())
+    column = attribute[0] if len(attribute) == 1 else None
+    if op is None or column not in _PUSHABLE or column not in schema.names:
+        return None
+    raw: Any = getattr(f, "value", None)
+    if pa.types.is_timestamp(schema.field(column).type):
+        return Term(column, op, tuple(_us(v) for v in raw) if op == "in" else _us(raw))
+    return Term(column, op, tuple(raw) if op == "in" else raw)
+
+
+def filters_of(pred: Predicate) -> list[Filter]:
+    """A predicate as the filters Spark pushes to a data source (the reverse of `term_of`):
+    it must be a conjunction of terms (`predicates.restrict` it to the table's columns
+    first); time values stay µs (the reader takes ints as they are)."""
+    if isinstance(pred, AnyOf):
+        raise ValueError("Spark pushes a conjunction: an AnyOf of several terms is not one")
+    if isinstance(pred, AllOf):
+        return [f for part in pred.parts for f in filters_of(part)]
+    return [_FILTERS[pred.op]((pred.column,), pred.value)]
 
 
 def _us(value: Any) -> int:

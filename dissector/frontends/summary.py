@@ -5,11 +5,10 @@ read hands them over, in any order), and the row counts of frames and messages; 
 tables (`summarize`).
 Output: a JSON-ready dict (`Summary.result`) and its text rendering (`render`).
 Rules: every number is computed from the tables alone, so a summary can always be checked
-against them; latency percentiles are exact (linear interpolation, as pandas and numpy) over
-answered pairs only (outcome success or error); the fleet job's Spark summary computes the
-same (Spark's exact `percentile`; tests/frontends/test_spark_lake.py compares them). Memory
-is bounded by the lists shown: the `top` busiest connections (by frames) and counts per
-command, code and outcome; latencies are kept as 8-byte integers per answered request.
+against them; latency statistics are dissector.tables.stats' (exact percentiles over
+answered pairs, the fleet job's Spark summary computes the same). Memory is bounded by the
+lists shown: the `top` busiest connections (by frames) and counts per command, code and
+outcome; latencies are kept as 8-byte integers per answered request.
 """
 
 from __future__ import annotations
@@ -23,8 +22,8 @@ import pyarrow as pa
 
 from dissector.events import Outcome
 from dissector.frontends.terminal import printable
+from dissector.tables.stats import COUNT, MS_NAMES, Latencies
 
-PERCENTILES = (0.5, 0.9, 0.99)
 #: Connections listed by default: the busiest, by frames.
 TOP = 20
 #: Tables a summary reads.
@@ -40,7 +39,7 @@ class Summary:
         self.connections = 0
         self.frames = self.messages = 0
         self._busiest: list[tuple[int, int, dict[str, Any]]] = []  # heap (frames, -id, row)
-        self._latency: dict[str, list[np.ndarray]] = {}
+        self._latency = Latencies()
         self._errors: Counter[str] = Counter()
         self._unanswered: Counter[str] = Counter()
         self._unmatched: Counter[str] = Counter()
@@ -68,13 +67,7 @@ class Summary:
     def _timeline(self, batch: pa.RecordBatch) -> None:
         outcome = np.asarray(batch.column("outcome").to_pylist(), dtype=object)
         request = np.asarray(batch.column("request_command").to_pylist(), dtype=object)
-        answered = (outcome == Outcome.SUCCESS) | (outcome == Outcome.ERROR)
-        if answered.any():
-            latency = batch.column("latency_us").to_numpy(zero_copy_only=False)[answered]
-            commands = request[answered]
-            for command in set(commands.tolist()):
-                values = latency[commands == command].astype(np.int64)
-                self._latency.setdefault(str(command), []).append(values)
+        self._latency.add(batch, outcome)
         codes = batch.column("error_code").to_pylist()
         self._errors.update(
             "?" if c is None else c
@@ -96,18 +89,10 @@ class Summary:
 
     def result(self) -> dict[str, Any]:
         busiest = sorted(self._busiest, key=lambda item: -item[1])  # by conn_id
-        latency: dict[str, dict[str, float | int]] = {}
-        for command, parts in self._latency.items():
-            us = np.concatenate(parts).astype("float64")
-            stats: dict[str, float | int] = {"count": len(us)}
-            for p in PERCENTILES:
-                stats[f"p{round(p * 100)}_ms"] = latency_ms(float(np.quantile(us, p)))
-            stats["max_ms"] = latency_ms(float(us.max()))
-            latency[command] = stats
         return {
             "connection_count": self.connections,
             "connections": [_connection(row) for _, _, row in busiest],
-            "latency": latency,
+            "latency": self._latency.stats(),
             "errors": dict(self._errors),
             "unanswered": dict(self._unanswered),
             "unmatched": dict(self._unmatched),
@@ -116,12 +101,6 @@ class Summary:
             "frames": self.frames,
             "messages": self.messages,
         }
-
-
-def latency_ms(us: float) -> float:
-    """A latency in microseconds as the summaries show it: milliseconds, 3 decimals (the
-    fleet job's Spark summary uses this too, so both print the same numbers)."""
-    return round(float(us) / 1000, 3)
 
 
 def _connection(row: dict[str, Any]) -> dict[str, Any]:
@@ -166,12 +145,11 @@ def _int(value: Any) -> int | None:
 
 def _latency(summary: dict[str, Any]) -> list[str]:
     lines = ["", "Latency per request (ms)"]
-    lines.append(f"  {'request':<32} {'count':>7} {'p50':>9} {'p90':>9} {'p99':>9} {'max':>9}")
+    heads = "".join(f" {name.removesuffix('_ms'):>9}" for name in MS_NAMES)  # p50 ... max
+    lines.append(f"  {'request':<32} {COUNT:>7}{heads}")
     for command, s in sorted(summary["latency"].items()):
-        lines.append(
-            f"  {command:<32} {s['count']:>7} {s['p50_ms']:>9.3f} {s['p90_ms']:>9.3f} "
-            f"{s['p99_ms']:>9.3f} {s['max_ms']:>9.3f}"
-        )
+        values = "".join(f" {s[name]:>9.3f}" for name in MS_NAMES)
+        lines.append(f"  {command:<32} {s[COUNT]:>7}{values}")
     return lines
 
 

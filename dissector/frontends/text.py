@@ -206,7 +206,7 @@ class FrameLines:
                 line += frame_hex(ev, show_secrets=self.show_secrets)
             return line
         if isinstance(ev, Anomaly):
-            if self.rows.conns and ev.conn_id not in self.rows.conns:
+            if not self.rows.anomaly(ev):
                 return None
             where = f"conn {ev.conn_id}" if ev.conn_id else "capture"
             text = f"{'!':>6} {'':>11} {where}: {ev.code} ({ev.severity}) {ev.detail}"

@@ -1,23 +1,39 @@
 """Row filters shared by the CLI's text output and its tables: topic, command, conn, time.
 
-Input: filter settings, then frames (text mode) or an Arrow table.
-Output: whether a frame passes (`Filter.frame`), or the table's passing rows (`Filter.table`).
+Input: filter settings (the read options --topic, --command, --conn, --since, --until), then
+frames and anomalies (text mode) or Arrow tables and record batches.
+Output: the settings' predicate (`Filter.predicate`, dissector.tables.predicates: what every
+engine compiles), whether a frame or an anomaly line passes (`Filter.frame`,
+`Filter.anomaly`), or the table's passing rows (`Filter.table`).
 Rule: a filter constrains only tables that have the column it names (anomalies have no topic,
-for instance); an empty filter passes everything. Times are UTC microseconds.
+for instance); an empty filter passes everything. Times are UTC microseconds; a command is
+looked for in every command column a table has (command, request_command, response_command).
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass
-
-import pyarrow as pa
-import pyarrow.compute as pc
+from dataclasses import dataclass, field
 
 from dissector.errors import UsageError
-from dissector.events import Frame
+from dissector.events import Anomaly, Frame
+from dissector.tables.predicates import (
+    AllOf,
+    AnyOf,
+    Data,
+    Predicate,
+    RowCheck,
+    Term,
+    apply,
+    row_check,
+)
 
-_COMMAND_COLUMNS = ("command", "request_command", "response_command")
+#: The columns a command filter looks in, in the tables that have them.
+COMMAND_COLUMNS = ("command", "request_command", "response_command")
+#: What the text view's lines are checked on: a frame's frames-table columns (from the
+#: Frame), an anomaly's conn_id only (its lines are not filtered by time).
+FRAME_LINE = ("ts", "conn_id", "topic", "command")
+ANOMALY_LINE = ("conn_id",)
 
 
 def parse_time(text: str) -> int:
@@ -49,45 +65,48 @@ class Filter:
     conns: frozenset[int] = frozenset()
     since: int | None = None
     until: int | None = None
+    #: The settings as one predicate, built once (every engine compiles this).
+    predicate: AllOf = field(init=False, repr=False, compare=False)
+    _frame: RowCheck = field(init=False, repr=False, compare=False)
+    _anomaly: RowCheck = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        predicate = self._predicate()
+        object.__setattr__(self, "predicate", predicate)
+        object.__setattr__(self, "_frame", row_check(predicate, FRAME_LINE))
+        object.__setattr__(self, "_anomaly", row_check(predicate, ANOMALY_LINE))
+
+    def __reduce__(self) -> tuple[type[Filter], tuple[object, ...]]:
+        """Pickled as its settings (the compiled checks are made again)."""
+        return Filter, (self.topics, self.commands, self.conns, self.since, self.until)
+
+    def _predicate(self) -> AllOf:
+        parts: list[Predicate] = []
+        if self.conns:
+            parts.append(Term("conn_id", "in", tuple(sorted(self.conns))))
+        if self.topics:
+            parts.append(Term("topic", "in", tuple(sorted(self.topics))))
+        if self.commands:
+            wanted = tuple(sorted(self.commands))
+            parts.append(AnyOf(tuple(Term(c, "in", wanted) for c in COMMAND_COLUMNS)))
+        if self.since is not None:
+            parts.append(Term("ts", "ge", self.since))
+        if self.until is not None:
+            parts.append(Term("ts", "lt", self.until))
+        return AllOf(tuple(parts))
 
     @property
     def empty(self) -> bool:
-        return not (self.topics or self.commands or self.conns) and (
-            self.since is None and self.until is None
-        )
+        return not self.predicate.parts
 
     def frame(self, f: Frame) -> bool:
-        ts = f.last_ts
-        return (
-            (not self.topics or f.topic in self.topics)
-            and (not self.commands or f.command_name in self.commands)
-            and (not self.conns or f.conn_id in self.conns)
-            and (self.since is None or ts >= self.since)
-            and (self.until is None or ts < self.until)
-        )
+        """Whether a frame's line is shown: the predicate on its frames-table row."""
+        return self._frame((f.last_ts, f.conn_id, f.topic, f.command_name))  # FRAME_LINE
 
-    def table(self, table: pa.Table) -> pa.Table:
-        if self.empty or table.num_rows == 0:
-            return table
-        names = set(table.column_names)
-        mask = pa.array([True] * table.num_rows)
-        if self.conns and "conn_id" in names:
-            mask = pc.and_(mask, pc.is_in(table["conn_id"], pa.array(sorted(self.conns))))
-        if self.topics and "topic" in names:
-            wanted = pa.array(sorted(self.topics))
-            mask = pc.and_(mask, pc.fill_null(pc.is_in(table["topic"], wanted), False))
-        if self.commands:
-            columns = [c for c in _COMMAND_COLUMNS if c in names]
-            if columns:
-                wanted = pa.array(sorted(self.commands))
-                hits = [pc.fill_null(pc.is_in(table[c], wanted), False) for c in columns]
-                any_hit = hits[0]
-                for hit in hits[1:]:
-                    any_hit = pc.or_(any_hit, hit)
-                mask = pc.and_(mask, any_hit)
-        ts = pc.cast(table["ts"], pa.int64())
-        if self.since is not None:
-            mask = pc.and_(mask, pc.greater_equal(ts, self.since))
-        if self.until is not None:
-            mask = pc.and_(mask, pc.less(ts, self.until))
-        return table.filter(mask)
+    def anomaly(self, a: Anomaly) -> bool:
+        """Whether an anomaly's line is shown (the text view filters them by conn only)."""
+        return self._anomaly((a.conn_id,))  # ANOMALY_LINE
+
+    def table(self, table: Data) -> Data:
+        """The rows of a table or record batch that the filter keeps."""
+        return table if self.empty else apply(self.predicate, table)

@@ -8,6 +8,7 @@ must not appear.
 
 from __future__ import annotations
 
+import gc
 import threading
 from pathlib import Path
 from typing import Any
@@ -185,6 +186,13 @@ def test_a_filter_leaves_no_thread_of_its_own_holding_duckdb(
     ok = RowFilter("conn_id = 1", "frames", schema)
     ok.apply(pa.RecordBatch.from_pylist([], schema=schema))
     assert len(timers) == 3 and all(t.joined for t in timers)
+    # a filter's connection closes with the filter (and at exit, before the interpreter's
+    # teardown: weakref.finalize runs at atexit), not when DuckDB's module is torn down
+    connections[1].execute("SELECT 1")  # open while the filter lives
+    del ok
+    gc.collect()
+    with pytest.raises(duckdb.ConnectionException):
+        connections[1].execute("SELECT 1")
 
 
 def test_sql_closes_its_connection_in_the_callers_thread(

@@ -42,6 +42,9 @@ def _device() -> tuple[int, int]:
         ["summary", SAMPLE, "--format", "json"],
         ["sql", SAMPLE, "SELECT count(*) FROM frames"],
         ["fields", "frames"],
+        ["--help"],  # argparse passed over its failed write: exit 0
+        ["read", "--help"],
+        ["--version"],
     ],
     ids=lambda a: " ".join(x for x in a if x != SAMPLE),
 )

@@ -44,6 +44,34 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
 
+    def _print_message(self, message: str, file: Any = None) -> None:
+        """argparse's, but a failed write of --help or --version is not passed over: one
+        line and exit 2 (a full disk), or exit 0 for a reader that left (`| head`)."""
+        if not message:
+            return
+        out = file or sys.stderr
+        try:
+            out.write(message)
+            out.flush()
+        except BrokenPipeError:
+            _to_devnull(out)
+            raise SystemExit(0) from None
+        except OSError as exc:
+            _to_devnull(out)  # the exit's flush too
+            print(f"pulsar-dissect: {_stream_name(out)}: cannot write: {os_reason(exc)}",
+                  file=sys.stderr)  # fmt: skip
+            raise SystemExit(2) from None
+
+
+def _to_devnull(out: Any) -> None:
+    """Point a stream that can no longer be written at /dev/null, so that the interpreter's
+    own flush on its way out does not complain a second time."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), out.fileno())
+
+
+def _stream_name(out: Any) -> str:
+    return "standard output" if out is sys.stdout else "standard error"
+
 
 def build_parser() -> argparse.ArgumentParser:
     """Every command's parser; each one's arguments and `run` come from its module."""
@@ -76,7 +104,7 @@ def _flushed(code: int) -> int:
         sys.stdout.flush()
     except OSError as exc:
         # the interpreter flushes again on its way out: let that one go nowhere
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        _to_devnull(sys.stdout)
         if isinstance(exc, BrokenPipeError):
             return code
         print(f"pulsar-dissect: standard output: cannot write: {os_reason(exc)}", file=sys.stderr)
@@ -102,7 +130,7 @@ def _main(argv: Sequence[str] | None) -> int:
     except BrokenPipeError:
         # Output piped into `head`: not an error. Point stdout at devnull so that the
         # interpreter's final flush does not complain either.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        _to_devnull(sys.stdout)
         return 0
     except DissectorError as exc:
         print(f"pulsar-dissect: {printable(str(exc))}", file=sys.stderr)

@@ -6,8 +6,8 @@ slowest requests, the first anomalies and entities: what `html.page` renders.
 Rules:
 - Bounded, whatever the capture's size: counts and per-second buckets, the first
   LADDER_FRAMES frames of at most LADDER_KEPT connections, the SLOWEST slowest requests, the
-  first ROWS anomalies and entities; latency keeps one integer per answered request (as
-  `summary`).
+  first ROWS anomalies and entities; latency keeps one integer per answered request
+  (dissector.tables.stats, as `summary`).
 - Every number kept is computed from the table rows it names; nothing is estimated.
 """
 
@@ -24,6 +24,7 @@ import pyarrow as pa
 from dissector.anomalies import AnomalyCode
 from dissector.events import Outcome
 from dissector.tables.columns import path_text
+from dissector.tables.stats import Latencies
 
 LADDER_FRAMES = 400  # frames kept per connection for its ladder
 LADDER_KEPT = 64  # connections whose first frames are kept while reading
@@ -52,7 +53,7 @@ class ReportData:
         self.anomaly_rows: list[dict[str, Any]] = []
         self.conversations: list[dict[str, Any]] = []
         self.versions: Counter[tuple[str, str]] = Counter()
-        self.latency: dict[str, list[np.ndarray]] = defaultdict(list)
+        self.latency = Latencies()
         self.slowest: list[tuple[int, int, dict[str, Any]]] = []
         self.throughput: Counter[tuple[int, str, str]] = Counter()  # (second, topic, dir)
         self.throughput_bytes: Counter[tuple[int, str, str]] = Counter()
@@ -161,16 +162,9 @@ class ReportData:
                 self.redelivered[key] += 1
             elif r["response_command"] == "ACK" and r["outcome"] == Outcome.SUCCESS:
                 self.acked[key] += 1
-        outcome = np.asarray(batch.column("outcome").to_pylist(), dtype=object)
-        answered = (outcome == Outcome.SUCCESS) | (outcome == Outcome.ERROR)
+        answered, latency = self.latency.add(batch)
         if not answered.any():
             return
-        latency = batch.column("latency_us").to_numpy(zero_copy_only=False)[answered]
-        latency = latency.astype(np.int64)
-        request = np.asarray(batch.column("request_command").to_pylist(), dtype=object)
-        request = request[answered]
-        for command in set(request.tolist()):
-            self.latency[str(command)].append(latency[request == command])
         rows_at = np.flatnonzero(answered)[np.argsort(-latency, kind="stable")[:SLOWEST]]
         for r in batch.take(pa.array(rows_at)).to_pylist():
             self._seq += 1

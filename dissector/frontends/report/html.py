@@ -16,12 +16,11 @@ import html
 from importlib import resources
 from typing import Any
 
-import numpy as np
-
 from dissector.anomalies import REGISTRY
 from dissector.events import Direction, EntityKind
 from dissector.frontends.report.collect import LADDER_FRAMES, ROWS, ReportData, when
 from dissector.frontends.report.plots import TOPICS_PLOTTED, cdf, figure, io_graph
+from dissector.tables.stats import COUNT, MS_NAMES, describe
 
 LADDER_CONNECTIONS = 12  # ladders drawn, the busiest connections by frames
 RUN_MIN = 4  # a run of at least this many alike lines is collapsed
@@ -84,18 +83,16 @@ def _latency_section(report: ReportData) -> str:
     if not report.latency:
         return "<p>No answered request.</p>"
     rows = []
-    values = {c: np.concatenate(v) for c, v in report.latency.items()}
-    for command in sorted(values, key=lambda c: -len(values[c])):
-        us = values[command]
-        p50, p90, p99 = (float(np.quantile(us, q)) / 1000 for q in (0.5, 0.9, 0.99))
-        rows.append(
-            f"<tr><td>{command}</td><td class=n>{len(us)}</td><td class=n>{p50:.3f}</td>"
-            f"<td class=n>{p90:.3f}</td><td class=n>{p99:.3f}</td>"
-            f"<td class=n>{us.max() / 1000:.3f}</td></tr>"
-        )
+    values = report.latency.values()
+    for command in sorted(values, key=lambda c: (-len(values[c]), c)):  # ties by name
+        stats = describe(values[command])
+        cells = "".join(f"<td class=n>{stats[name]:.3f}</td>" for name in MS_NAMES)
+        rows.append(f"<tr><td>{command}</td><td class=n>{stats[COUNT]}</td>{cells}</tr>")
+    heads = "".join(f"<th>{name.removesuffix('_ms')} ms</th>" for name in MS_NAMES)
     table = (
-        "<table id=latency-table><tr><th>request</th><th>count</th><th>p50 ms</th>"
-        "<th>p90 ms</th><th>p99 ms</th><th>max ms</th></tr>" + "".join(rows) + "</table>"
+        f"<table id=latency-table><tr><th>request</th><th>{COUNT}</th>{heads}</tr>"
+        + "".join(rows)
+        + "</table>"
     )
     plot = figure(lambda ax: cdf(ax, values), "latency-plot", width=9, height=4.5)
     slow = sorted(report.slowest, key=lambda item: item[:2], reverse=True)

@@ -116,6 +116,22 @@ class Frame(NamedTuple):
         return 4 + self.total_size
 
 
+class FrameRun(NamedTuple):
+    """Whole frames of one direction that the compiled scan took in a row, as columns: what
+    reads of the frames and entities tables get instead of a `Frame` per frame
+    (dissector.pulsar.frame_runs says which frames and why)."""
+
+    conn_id: int
+    direction: Direction
+    size: int  # frames in the run
+    rows: bytes  # count rows of frame_runs.NCOLS native int64 (row-major), as C scanned them
+    base: int  # stream offset of the scanned buffer's first byte (row offsets are from it)
+    first_packets: list[int]  # per frame, as Frame.first_packet
+    last_packets: list[int]  # per frame, as Frame.last_packet
+    last_ts: list[int]  # per frame, as Frame.last_ts
+    topics: list[str | None] | None = None  # per frame, as Frame.topic: set by the pipeline
+
+
 class Anomaly(NamedTuple):
     """A fault found in the data: reported as a row, never raised."""
 
@@ -136,6 +152,8 @@ class Anomaly(NamedTuple):
 
 
 Event = Frame | Anomaly
+#: What a frame decoder gives: events, and frame runs when it was asked for them.
+Decoded = Frame | FrameRun | Anomaly
 
 
 class RawPacket(NamedTuple):
@@ -435,4 +453,4 @@ class Conversation:
         return self.info
 
 
-PipelineEvent = ConversationOpened | Frame | Anomaly | Conversation | AppMessage | Pair
+PipelineEvent = ConversationOpened | Frame | FrameRun | Anomaly | Conversation | AppMessage | Pair

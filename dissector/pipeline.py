@@ -37,10 +37,12 @@ from dissector.events import (
     ConnOpened,
     Conversation,
     ConversationOpened,
+    Decoded,
     Direction,
     DirectionStats,
     FlowKey,
     Frame,
+    FrameRun,
     NetIssue,
     PipelineEvent,
     Preamble,
@@ -79,6 +81,8 @@ _Out = list[PipelineEvent]  # where a method appends the events it emits
 _new_frame = tuple.__new__
 _TOPIC = Frame._fields.index("topic")
 assert len(Frame._fields) - 1 == _TOPIC
+_TOPICS = FrameRun._fields.index("topics")
+assert len(FrameRun._fields) - 1 == _TOPICS
 
 
 class _Conv:
@@ -130,10 +134,15 @@ class Pipeline:
         idle_timeout: int | None = None,
         frame_bytes: bool = False,
         keylog: KeyLog | None = None,
+        frame_runs: bool = False,
     ) -> None:
         """messages: the extractor of application messages, or None not to extract them.
 
         frame_bytes: every complete frame carries its bytes as on the wire (`Frame.raw`).
+
+        frame_runs: frames of the commonest commands come as `FrameRun` events (columns, no
+        object per frame; dissector.pulsar.frame_runs), for a reader of the frames and
+        entities tables only: taken only without pairs, messages and frame bytes.
 
         keylog: TLS secrets (NSS key log) to decrypt TLS connections with; it may gain
         secrets while the pipeline runs (live), sessions waiting for theirs then retry.
@@ -161,6 +170,7 @@ class Pipeline:
         self._mine = 0 if shard is None else shard[0]
         self.pairs = pairs
         self.frame_bytes = frame_bytes
+        self.frame_runs = frame_runs and not pairs and messages is None and not frame_bytes
         self.keylog = keylog
         self.tls_waiting = WaitingPool()  # records waiting for a key, all sessions together
         self.opened: list[tuple[int, int]] = []
@@ -380,7 +390,7 @@ class Pipeline:
         conv.midstream = {C2B: conv.midstream[B2C], B2C: conv.midstream[C2B]}
         return [_flip(e) for e in held]
 
-    def _decide(self, conv: _Conv, events: list[Frame | Anomaly], out: _Out) -> None:
+    def _decide(self, conv: _Conv, events: list[Decoded], out: _Out) -> None:
         """A PENDING connection's decoded events: held, and each side judged on its first."""
         first = events[0]
         direction = first.direction
@@ -410,6 +420,8 @@ class Pipeline:
                 synced=not conv.midstream[direction] if synced is None else synced,
                 offset=offset,
                 keep_raw=self.frame_bytes,
+                # runs only where no role or protocol is left to judge from frames
+                runs=self.frame_runs and conv.mode is not PENDING and conv.tls_judge is None,
             )
             conv.decoders[direction] = dec
         return dec
@@ -461,7 +473,7 @@ class Pipeline:
         if head:
             self._deliver(conv, self._decoder(conv, C2B, 0).feed(head, packet=packet, ts=ts), out)
 
-    def _deliver(self, conv: _Conv, events: list[Frame | Anomaly], out: _Out) -> None:
+    def _deliver(self, conv: _Conv, events: list[Decoded], out: _Out) -> None:
         if conv.mode is PENDING and events:
             self._decide(conv, list(events), out)
         elif conv.mode is PULSAR:
@@ -490,7 +502,7 @@ class Pipeline:
             tls.stop()
             self.tcp.ignore(conv.opened.conn_id)
 
-    def _tls_deliver(self, conv: _Conv, events: list[Frame | Anomaly], out: _Out) -> None:
+    def _tls_deliver(self, conv: _Conv, events: list[Decoded], out: _Out) -> None:
         """A decrypted stream's events; off the broker ports, held until the client's first
         decrypted event says whether it is Pulsar (CONNECT)."""
         if conv.tls_judge is None:
@@ -532,6 +544,8 @@ class Pipeline:
                         if type(item) is Anomaly:
                             conv.anomalies += 1
                         out.append(item)
+            elif type(ev) is FrameRun:
+                out.append(_new_frame(FrameRun, (*ev[:_TOPICS], state.observe_run(ev))))
             else:
                 if type(ev) is Anomaly:
                     conv.anomalies += 1

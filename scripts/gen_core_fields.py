@@ -206,6 +206,7 @@ def render() -> str:
         "/* command types */",
         f"#define PD_CMD_SEND {COMMAND_TYPES['SEND']}",
         f"#define PD_CMD_MESSAGE {COMMAND_TYPES['MESSAGE']}",
+        f"#define PD_CMD_SEND_RECEIPT {COMMAND_TYPES['SEND_RECEIPT']}",
         "",
         "/* per command type with a body (its BaseCommand field number is the type): the body",
         " * message and the numbers of the fields the frames table reads (0: the body has none) */",

@@ -17,6 +17,8 @@ the benchmark compare both ways in one build).
 `frames_scan()`: the compiled frame scan (dissector/_core/frames.c) a new
 `dissector.pulsar.framing.FrameDecoder` runs over its synced stream, or None (pure Python,
 `PULSAR_DISSECTOR_CORE=0`, or `PULSAR_DISSECTOR_CORE_FRAMES=0`: that stage alone off).
+`frames_block()`: the same scan for frame runs (dissector.pulsar.frame_runs): only the
+command types of a mask, every frame's columns in one bytes block; None as frames_scan.
 """
 
 from __future__ import annotations
@@ -65,6 +67,20 @@ FrameScan = Callable[[bytes, int, int], tuple[int, int, list[ScannedFrame]]]
 def active() -> bool:
     """Whether reads use the compiled stage: built, and not turned off by `SWITCH`."""
     return COMPILED and os.environ.get(SWITCH) != "0"
+
+
+#: scan_block(buf, pos, max_frame_size, only_types) -> (where it stopped, why, frames
+#: taken, their rows: n * len(COLUMNS) native int64, row-major).
+FrameBlockScan = Callable[[bytes, int, int, int], tuple[int, int, int, bytes]]
+
+
+def frames_block() -> FrameBlockScan | None:
+    """The compiled scan of frame runs, or None (as `frames_scan`)."""
+    if frames_scan() is None:
+        return None
+    assert frames_native is not None
+    scan: FrameBlockScan = frames_native.scan_block
+    return scan
 
 
 def frames_scan() -> FrameScan | None:

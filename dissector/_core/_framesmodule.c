@@ -4,7 +4,8 @@
  * frame size limit.
  * Output: scan_frames -> (pos, stop, columns): where the scan stopped, why (STOP_*), and per
  * column (COLUMNS names them) the rows as bytes of native int64; scan_rows -> (pos, stop,
- * rows): one tuple per frame, what FrameDecoder reads; crc32c(data) for tests.
+ * rows): one tuple per frame, what FrameDecoder reads; scan_block -> (pos, stop, n, block):
+ * a frame run's rows in one bytes object; crc32c(data) for tests.
  * Rule: nothing here reads stream bytes; it only hands frames.c's columns to Python.
  */
 #define PY_SSIZE_T_CLEAN
@@ -54,7 +55,7 @@ static PyObject *scan_frames(PyObject *self, PyObject *args, PyObject *kw) {
     c.base = view.buf;
     c.len = view.len;
     Py_BEGIN_ALLOW_THREADS
-    pos = pd_scan_frames(&c, pos, max_size, &out, &stop);
+    pos = pd_scan_frames(&c, pos, max_size, PD_ANY_TYPE, &out, &stop);
     Py_END_ALLOW_THREADS
     PyBuffer_Release(&view);
     cols = PyTuple_New(PD_FC_NCOLS);
@@ -118,7 +119,7 @@ static PyObject *scan_rows(PyObject *self, PyObject *const *args, Py_ssize_t nar
         out.col[k] = block[k];
     c.base = view.buf;
     c.len = view.len;
-    pos = pd_scan_frames(&c, pos, max_size, &out, &stop);
+    pos = pd_scan_frames(&c, pos, max_size, PD_ANY_TYPE, &out, &stop);
     PyBuffer_Release(&view);
     rows = PyList_New((Py_ssize_t)out.n);
     if (rows == NULL)
@@ -140,6 +141,57 @@ static PyObject *scan_rows(PyObject *self, PyObject *const *args, Py_ssize_t nar
         }
     }
     return Py_BuildValue("(LiN)", pos, stop, rows);
+}
+
+/* scan_block(buf, pos, max_frame_size, only_types) -> (pos, stop, n, block): the frames a
+ * frame run takes (only the command types of the mask `only_types`, no bad checksum), as
+ * one bytes object of n rows of PD_FC_NCOLS native int64 each (row-major: row i's column
+ * k at i * PD_FC_NCOLS + k). One call per piece of stream and one object per call, whatever
+ * the number of frames: the frames table reads the block as columns. */
+static PyObject *scan_block(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    int64_t block[PD_FC_NCOLS][ROW_FRAMES];
+    Py_buffer view;
+    long long pos, max_size;
+    unsigned long long only;
+    pd_frames out;
+    pd_cursor c;
+    int stop = PD_STOP_END;
+    PyObject *bytes;
+    int64_t *rows;
+    (void)self;
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "scan_block(buf, pos, max_frame_size, only_types)");
+        return NULL;
+    }
+    pos = PyLong_AsLongLong(args[1]);
+    max_size = PyLong_AsLongLong(args[2]);
+    only = PyLong_AsUnsignedLongLong(args[3]);
+    if (PyErr_Occurred())
+        return NULL;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    if (pos < 0 || pos > view.len || max_size < 8) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "pos outside the buffer or max_frame_size");
+        return NULL;
+    }
+    out.cap = ROW_FRAMES;
+    out.n = 0;
+    for (int k = 0; k < PD_FC_NCOLS; k++)
+        out.col[k] = block[k];
+    c.base = view.buf;
+    c.len = view.len;
+    pos = pd_scan_frames(&c, pos, max_size, (uint64_t)only, &out, &stop);
+    PyBuffer_Release(&view);
+    bytes = PyBytes_FromStringAndSize(NULL,
+                                      (Py_ssize_t)(out.n * PD_FC_NCOLS * (int64_t)sizeof(int64_t)));
+    if (bytes == NULL)
+        return NULL;
+    rows = (int64_t *)PyBytes_AS_STRING(bytes);
+    for (int64_t i = 0; i < out.n; i++)
+        for (int k = 0; k < PD_FC_NCOLS; k++)
+            rows[i * PD_FC_NCOLS + k] = block[k][i];
+    return Py_BuildValue("(LiLN)", pos, stop, (long long)out.n, bytes);
 }
 
 static PyObject *crc32c(PyObject *self, PyObject *args, PyObject *kw) {
@@ -171,6 +223,8 @@ static PyMethodDef methods[] = {
      "Scan Pulsar frames from pos: (pos, stop, columns)."},
     {"scan_rows", (PyCFunction)(void (*)(void))scan_rows, METH_FASTCALL,
      "Scan Pulsar frames from pos: (pos, stop, rows) for the Python FrameDecoder."},
+    {"scan_block", (PyCFunction)(void (*)(void))scan_block, METH_FASTCALL,
+     "scan_block(buf, pos, max_frame_size, only_types) -> (pos, stop, n, block)"},
     {"crc32c", (PyCFunction)(void (*)(void))crc32c, METH_VARARGS | METH_KEYWORDS,
      "CRC32C of a buffer (software=True: the table path even where SSE4.2 is)."},
     {"crc32c_hardware", crc32c_hardware, METH_NOARGS, "Whether CRC32C uses SSE4.2."},

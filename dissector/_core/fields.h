@@ -980,6 +980,7 @@ static const pd_message pd_messages[] = {
 /* command types */
 #define PD_CMD_SEND 6
 #define PD_CMD_MESSAGE 9
+#define PD_CMD_SEND_RECEIPT 7
 
 /* per command type with a body (its BaseCommand field number is the type): the body
  * message and the numbers of the fields the frames table reads (0: the body has none) */

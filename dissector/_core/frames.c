@@ -128,16 +128,18 @@ static int payload(const pd_cursor *c, int64_t p, int64_t end, row_t row, int64_
     row[PD_FC_META_LEN] = size;
     row[PD_FC_PAYLOAD_AT] = mstart + size;
     row[PD_FC_PAYLOAD_LEN] = end - mstart - size;
-    if (row[PD_FC_TYPE] == PD_CMD_SEND && send_count != NO_COUNT)
+    if (row[PD_FC_TYPE] == PD_CMD_SEND && send_count != NO_COUNT) {
         row[PD_FC_NUM_MESSAGES] = send_count;
+        row[PD_FC_PRESENT] |= PD_HAS_SEND_COUNT;
+    }
     else
         row[PD_FC_NUM_MESSAGES] =
             h[0].count ? (int64_t)(int32_t)(uint32_t)h[0].value : PD_DEFAULT_NUM_IN_BATCH;
     return 1;
 }
 
-int64_t pd_scan_frames(const pd_cursor *buf, int64_t pos, int64_t max_size, pd_frames *out,
-                       int *stop) {
+int64_t pd_scan_frames(const pd_cursor *buf, int64_t pos, int64_t max_size, uint64_t only_types,
+                       pd_frames *out, int *stop) {
     if (max_size > PD_MAX_FRAME_LIMIT) {
         *stop = PD_STOP_PYTHON;
         return pos;
@@ -183,6 +185,12 @@ int64_t pd_scan_frames(const pd_cursor *buf, int64_t pos, int64_t max_size, pd_f
             }
         } else if (end != pos + 8 + csize) {
             *stop = PD_STOP_PYTHON; /* pulsar.trailing_bytes */
+            return pos;
+        }
+        if (only_types != PD_ANY_TYPE &&
+            (row[PD_FC_TYPE] >= 64 || !(only_types >> row[PD_FC_TYPE] & 1) ||
+             row[PD_FC_CHECKSUM] == PD_CHECKSUM_INVALID)) {
+            *stop = PD_STOP_PYTHON; /* a frame the run's rules leave to Python */
             return pos;
         }
         for (int k = 0; k < PD_FC_NCOLS; k++)

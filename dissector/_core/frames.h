@@ -57,8 +57,12 @@ enum {
     PD_HAS_NUM_MESSAGES = 64,
     PD_HAS_ENTRY_TS = 128,
     PD_HAS_ENTRY_INDEX = 256,
-    PD_HAS_PAYLOAD = 512 /* a SEND/MESSAGE frame: metadata and payload columns set */
+    PD_HAS_PAYLOAD = 512, /* a SEND/MESSAGE frame: metadata and payload columns set */
+    PD_HAS_SEND_COUNT = 1024 /* a SEND whose body sets num_messages (NUM_MESSAGES holds it) */
 };
+
+/* `only_types` of a scan that takes every frame it can vouch for (any type, any checksum). */
+#define PD_ANY_TYPE UINT64_MAX
 
 /* Checksum verdicts (dissector.events.Checksum; 0: not a payload frame). */
 enum { PD_CHECKSUM_NONE, PD_CHECKSUM_ABSENT, PD_CHECKSUM_VALID, PD_CHECKSUM_INVALID };
@@ -82,8 +86,11 @@ typedef struct {
 } pd_frames;
 
 /* Scan frames of `buf` from `pos` (a frame boundary) with size limit `max_size`; append
- * rows to `out`; return the position where it stopped and set *stop to the reason. */
-int64_t pd_scan_frames(const pd_cursor *buf, int64_t pos, int64_t max_size, pd_frames *out,
-                       int *stop);
+ * rows to `out`; return the position where it stopped and set *stop to the reason.
+ * only_types: PD_ANY_TYPE, or a bit mask of command types (bit t: type t < 64) outside
+ * which the scan stops (PD_STOP_PYTHON), as it does before a bad checksum then: the frame
+ * runs of dissector.pulsar.frame_runs take only frames their state rules know. */
+int64_t pd_scan_frames(const pd_cursor *buf, int64_t pos, int64_t max_size, uint64_t only_types,
+                       pd_frames *out, int *stop);
 
 #endif

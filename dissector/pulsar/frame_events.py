@@ -5,7 +5,8 @@ the start of one that will not complete), and the (stream offset, packet, ts) of
 of the stream fed so far.
 Output: the `Frame` event (decoded by `sections`, stamped with connection, direction, offset
 and first/last packet and timestamp) and its `Anomaly` events; `StreamStats`.
-Also: the `Frame` and anomaly events of the frames the compiled scan took (`_taken`).
+Also: the `Frame` and anomaly events of the frames the compiled scan took (`_taken`), and
+the `FrameRun` of the frames its run scan took (`_run`: no object per frame).
 Rules: a frame that will not complete is emitted (complete=False) when its command is whole
 and decodes, else its bytes count as skipped; a run of skipped bytes is reported once, as one
 anomaly, when it ends; frame_bytes + skipped_bytes + gap_bytes == stream length.
@@ -21,7 +22,8 @@ from google.protobuf.message import DecodeError
 
 from dissector._core import ScannedFrame
 from dissector.anomalies import AnomalyCode
-from dissector.events import Anomaly, Checksum, Direction, Event, Frame
+from dissector.events import Anomaly, Checksum, Decoded, Direction, Frame, FrameRun
+from dissector.pulsar.frame_runs import C_OFFSET, C_TOTAL, NCOLS
 from dissector.pulsar.sections import (
     HEADER,
     Fault,
@@ -192,7 +194,7 @@ class FrameEmitter:
         return frame
 
     def _taken(
-        self, mv: memoryview, rows: list[ScannedFrame], keep_raw: bool, out: list[Event]
+        self, mv: memoryview, rows: list[ScannedFrame], keep_raw: bool, out: list[Decoded]
     ) -> int:
         """Events of the frames the compiled scan took (dissector._core.frames_scan), which
         the Python decoder would emit whole with no anomaly but a bad checksum: the same
@@ -243,7 +245,35 @@ class FrameEmitter:
         stats.frame_bytes += done - start
         return done
 
-    def _cut_frame(self, buf: bytes, max_size: int, out: list[Event], why: str) -> int | None:
+    def _run(self, rows: bytes, count: int, start: int, end: int) -> FrameRun:
+        """The `FrameRun` of `count` frames the compiled run scan took between buffer
+        positions `start` and `end` (`rows`: its block), each frame's packets and time found
+        as `_stamp` finds them; counted in `stats`."""
+        marks = self._marks
+        base = self._base
+        if len(marks) == 1 or base + start >= marks[-1][0]:  # all in the last piece
+            _, packet, ts = marks[-1]
+            firsts = lasts = [packet] * count
+            times = [ts] * count
+        else:
+            where = self._where
+            cols = memoryview(rows).cast("q")
+            firsts, lasts, times = [], [], []
+            for r in range(0, count * NCOLS, NCOLS):
+                at = base + cols[r + C_OFFSET]
+                firsts.append(where(at)[0])
+                packet, ts = where(at + 3 + cols[r + C_TOTAL])
+                lasts.append(packet)
+                times.append(ts)
+        stats = self.stats
+        stats.frames += count
+        stats.frame_bytes += end - start
+        return _new_frame(
+            FrameRun,
+            (self.conn_id, self.direction, count, rows, base, firsts, lasts, times, None),
+        )
+
+    def _cut_frame(self, buf: bytes, max_size: int, out: list[Decoded], why: str) -> int | None:
         """The pending bytes start a frame that will not complete here.
 
         Emit it as an incomplete frame when its command is whole and decodes, else count
@@ -319,7 +349,7 @@ class FrameEmitter:
         self._skip_len += length
         self.stats.skipped_bytes += length
 
-    def _flush_skip(self, out: list[Event]) -> None:
+    def _flush_skip(self, out: list[Decoded]) -> None:
         if self._skip_len:
             out.append(
                 self._anomaly(

@@ -34,8 +34,9 @@ from typing import Final
 from dissector import _core
 from dissector.anomalies import AnomalyCode
 from dissector.errors import UsageError
-from dissector.events import Direction, Event
+from dissector.events import Decoded, Direction, Event, FrameRun
 from dissector.pulsar.frame_events import FrameEmitter, StreamStats
+from dissector.pulsar.frame_runs import RUN_TYPES
 from dissector.pulsar.sections import (
     HEADER,
     MAGIC_BROKER_ENTRY,
@@ -79,6 +80,15 @@ _STOP_FULL: Final = 3
 _SCAN_LIMIT: Final = 1 << 31
 
 
+def plain(events: list[Decoded]) -> list[Event]:
+    """The events of a decoder made without runs (FrameRun events are only made on
+    request): the same list, checked."""
+    for ev in events:
+        if type(ev) is FrameRun:
+            raise TypeError("a FrameRun from a decoder made without runs")
+    return events  # type: ignore[return-value]  # checked above
+
+
 class FrameDecoder(FrameEmitter):
     """Decode the frames of one direction; see the module docstring for the rules."""
 
@@ -91,8 +101,12 @@ class FrameDecoder(FrameEmitter):
         synced: bool = True,
         offset: int = 0,
         keep_raw: bool = False,
+        runs: bool = False,
     ) -> None:
-        """keep_raw: each complete frame carries its bytes in `raw` (the hex view)."""
+        """keep_raw: each complete frame carries its bytes in `raw` (the hex view).
+
+        runs: where the compiled stage is active, frames of a run's types
+        (dissector.pulsar.frame_runs) come as `FrameRun` events, not a `Frame` each."""
         if max_frame_size < 8:
             raise UsageError(f"max_frame_size must be at least 8, got {max_frame_size}")
         super().__init__(conn_id, direction, offset)
@@ -113,6 +127,7 @@ class FrameDecoder(FrameEmitter):
         # The compiled scan of whole frames (C), or None: pure Python, or switched off.
         scan = _core.frames_scan() if max_frame_size < _SCAN_LIMIT else None
         self._scan: _core.FrameScan | None = scan
+        self._runs = _core.frames_block() if runs and scan is not None and not keep_raw else None
 
     # ----------------------------------------------------------------- public API
 
@@ -140,13 +155,13 @@ class FrameDecoder(FrameEmitter):
 
     def feed(
         self, data: bytes | bytearray | memoryview, *, packet: int = 0, ts: int = 0
-    ) -> list[Event]:
+    ) -> list[Decoded]:
         """Add the next bytes of the stream; return the events they complete."""
         self._check_open()
         if not data:
             return []
         chunk = data if type(data) is bytes else bytes(data)
-        out: list[Event] = []
+        out: list[Decoded] = []
         if self._discard:
             k = min(self._discard, len(chunk))
             self._discard -= k
@@ -167,12 +182,12 @@ class FrameDecoder(FrameEmitter):
         self._parse(chunk, out)
         return out
 
-    def gap(self, length: int) -> list[Event]:
+    def gap(self, length: int) -> list[Decoded]:
         """Record that `length` bytes of the stream are missing; never zero-filled."""
         self._check_open()
         if length < 0:
             raise UsageError(f"gap length must be >= 0, got {length}")
-        out: list[Event] = []
+        out: list[Decoded] = []
         if length == 0:
             return out
         gap_start = self.offset
@@ -205,10 +220,10 @@ class FrameDecoder(FrameEmitter):
         self._sync_reason = f"{length} bytes missing at offset {gap_start}"
         return out
 
-    def close(self) -> list[Event]:
+    def close(self) -> list[Decoded]:
         """End of stream: report an incomplete last frame and any skipped run."""
         self._check_open()
-        out: list[Event] = []
+        out: list[Decoded] = []
         if self._pieces and self._syncing:
             # Candidates still waiting for bytes can now be rejected: scan on through them.
             buf = self._buf
@@ -234,7 +249,7 @@ class FrameDecoder(FrameEmitter):
         if self._closed:
             raise UsageError("FrameDecoder used after close()")
 
-    def _parse(self, buf: bytes, out: list[Event], *, final: bool = False) -> None:
+    def _parse(self, buf: bytes, out: list[Decoded], *, final: bool = False) -> None:
         """Consume whole frames from `buf` (which starts at self._base); keep the rest.
 
         final: no more bytes will come, so a resync candidate that does not fit is rejected.
@@ -247,6 +262,7 @@ class FrameDecoder(FrameEmitter):
         frames = fbytes = 0
         wait = 8  # bytes needed from pos before parsing is worth trying again
         scan = self._scan
+        runs = self._runs
         declined = -1  # where the compiled scan last stopped short: Python's turn there
         while n - pos >= 8:
             if self._syncing:
@@ -280,6 +296,16 @@ class FrameDecoder(FrameEmitter):
                 self._flush_skip(out)
                 end = pos + 4 + total
             else:
+                if runs is not None and pos != declined:
+                    # Compiled run scan: the frames of a run's types from here as one event
+                    # (counted by `_run`); Python decodes the frame it stopped at, if any.
+                    stop_at, stop, count, block = runs(buf, pos, max_size, RUN_TYPES)
+                    if count:
+                        out.append(self._run(block, count, pos, stop_at))
+                        pos = stop_at
+                    if stop != _STOP_FULL:
+                        declined = pos
+                    continue
                 if scan is not None and pos != declined:
                     # Compiled scan: the run of frames it takes from here, then Python
                     # decodes (or waits for) the frame it stopped at, if any.

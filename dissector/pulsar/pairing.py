@@ -27,9 +27,10 @@ from __future__ import annotations
 from collections import OrderedDict, deque
 from collections.abc import Callable
 from functools import partial
-from typing import Any
+from typing import Any, NamedTuple
 
-from dissector.events import Direction, Frame, Outcome, Pair
+from dissector.events import Direction, Frame, FrameRun, Outcome, Pair
+from dissector.pulsar import frame_runs as R
 from dissector.pulsar.entities import ENTITY_STEPS, Entities
 from dissector.pulsar.pairs import make_pair
 from dissector.pulsar.wire import COMMAND_NAMES, COMMAND_TYPES, types_with
@@ -69,6 +70,14 @@ _NO_PAIR = Pair(
 _NO_PAIRS: list[Pair] = []  # shared, never mutated
 
 
+class _Pending(NamedTuple):
+    """A request of a frame run, pending: what shedding and closing read of a request
+    when no pair is made (runs are made only then)."""
+
+    last_ts: int
+    stream_offset: int
+
+
 def _no_pair(*args: Any, **kwargs: Any) -> Pair:
     return _NO_PAIR
 
@@ -91,10 +100,12 @@ class ConversationState:
         self.consumers = self.entities.consumers
         self._pair = partial(make_pair, conn_id, self.entities) if pairs else _no_pair
         self._by_request: dict[tuple[Direction, int], Frame] = {}  # (direction, request_id)
-        self._sends: dict[tuple[int, int], deque[Frame]] = {}  # (producer_id, sequence_id)
+        self._sends: dict[
+            tuple[int, int], deque[Frame | _Pending]
+        ] = {}  # (producer_id, sequence_id)
         self._fifo: dict[tuple[Direction, int], deque[Frame]] = {}  # (direction, type)
         # consumer_id -> (ledger, entry) -> MESSAGE frame, in delivery order
-        self._delivered: dict[int, OrderedDict[tuple[int, int], Frame]] = {}
+        self._delivered: dict[int, OrderedDict[tuple[int, int], Frame | _Pending]] = {}
         # consumer_id -> (ledger, entry) -> packet number of the ACK that acknowledged it
         self._acked_ids: dict[int, OrderedDict[tuple[int, int], int]] = {}
         self._pending = 0
@@ -118,13 +129,72 @@ class ConversationState:
             pairs.extend(self._shed())
         return topic, pairs if self.pairing else _NO_PAIRS
 
+    def observe_run(self, run: FrameRun) -> list[str | None]:
+        """Learn from the frames of a run (SEND, SEND_RECEIPT, MESSAGE; made only when no
+        pair is wanted) what `observe` learns from each, from the scanned columns: the
+        entity steps and the pending SENDs and deliveries; return each frame's topic."""
+        cols = memoryview(run.rows).cast("q")
+        producers, consumers = self.producers, self.consumers
+        sends, deliveries = self._sends, self._delivered
+        base, times, unsigned = run.base, run.last_ts, R.unsigned
+        topics: list[str | None] = []
+        for i in range(run.size):
+            r = i * R.NCOLS
+            ctype, present = cols[r + R.C_TYPE], cols[r + R.C_PRESENT]
+            if ctype == R.MESSAGE:  # entities._message, then _on_message
+                cid = unsigned(cols[r + R.C_CONSUMER_ID]) if present & R.HAS_CONSUMER_ID else 0
+                consumer = consumers.get(cid)
+                topic = None
+                if consumer is not None:
+                    consumer.delivered += cols[r + R.C_NUM_MESSAGES]
+                    if present & R.HAS_CONSUMER_ID:
+                        topic = consumer.topic
+                key = (
+                    (unsigned(cols[r + R.C_LEDGER_ID]), unsigned(cols[r + R.C_ENTRY_ID]))
+                    if present & R.HAS_MESSAGE_ID
+                    else (0, 0)
+                )
+                delivered = deliveries.get(cid)
+                if delivered is None:
+                    delivered = deliveries[cid] = OrderedDict()
+                if delivered.pop(key, None) is None:
+                    self._pending += 1
+                delivered[key] = _Pending(times[i], base + cols[r + R.C_OFFSET])
+            else:
+                pid = unsigned(cols[r + R.C_PRODUCER_ID]) if present & R.HAS_PRODUCER_ID else 0
+                seq = unsigned(cols[r + R.C_SEQUENCE_ID]) if present & R.HAS_SEQUENCE_ID else 0
+                producer = producers.get(pid)
+                topic = None
+                if producer is not None and present & R.HAS_PRODUCER_ID:
+                    topic = producer.topic
+                if ctype == R.SEND:  # entities._send, then _on_send
+                    if producer is not None:
+                        sent = present & R.HAS_SEND_COUNT
+                        producer.sent += cols[r + R.C_NUM_MESSAGES] if sent else 1
+                    queue = sends.get((pid, seq))
+                    if queue is None:
+                        queue = sends[pid, seq] = deque()
+                    queue.append(_Pending(times[i], base + cols[r + R.C_OFFSET]))
+                    self._pending += 1
+                else:  # SEND_RECEIPT: entities' lookup, then _on_receipt
+                    queue = sends.get((pid, seq))
+                    if queue:
+                        queue.popleft()
+                        self._pending -= 1
+                        if not queue:
+                            del sends[pid, seq]
+            if self._pending > MAX_PENDING:
+                self._shed()
+            topics.append(topic)
+        return topics
+
     def close(self) -> list[Pair]:
         """End of the connection: every request still pending is unanswered."""
-        pending: list[Frame] = list(self._by_request.values())
+        pending: list[Frame | _Pending] = list(self._by_request.values())
         for queue in self._sends.values():
             pending.extend(queue)
-        for queue in self._fifo.values():
-            pending.extend(queue)
+        for fifo in self._fifo.values():
+            pending.extend(fifo)
         for delivered in self._delivered.values():
             pending.extend(delivered.values())
         pending.sort(key=lambda f: (f.last_ts, f.stream_offset))
@@ -204,7 +274,8 @@ class ConversationState:
     def _shed(self) -> list[Pair]:
         """Too much pending: the oldest requests of every kind are declared unanswered."""
         self.overflowed += 1
-        waiting: list[tuple[tuple[int, int], Frame, Any, Any]] = []
+        waiting: list[tuple[tuple[int, int], Frame | _Pending, Any, Any]] = []
+        frame: Frame | _Pending
         for key, frame in self._by_request.items():
             waiting.append(((frame.last_ts, frame.stream_offset), frame, self._by_request, key))
         for queues in (self._sends, self._fifo):

@@ -73,6 +73,7 @@ def make_pipeline(
         idle_timeout=idle_us(options.idle_timeout),
         frame_bytes=options.frame_bytes,
         keylog=keylog,
+        frame_runs=options.frame_runs and not options.fields,
     )
 
 

@@ -40,6 +40,9 @@ class ReaderOptions:
     idle_timeout: float | None = None  # seconds without a packet that end a connection
     frame_bytes: bool = False  # frames carry their bytes (Frame.raw), for the hex view
     fields: bool = False  # the frames table's on-request `fields` column (JSON) is made
+    #: frames may come as FrameRun events (dissector.pulsar.frame_runs): set by the readers
+    #: whose events go to a TableBuilder, which makes their rows
+    frame_runs: bool = False
     s3_endpoint: str | None = None  # S3 endpoint URL other than AWS (default: environment)
     merge: bool = True  # series taken at the same time merge by timestamp (capture.merge)
     #: Number connections as Spark and the fleet job do: series index * CONN_ID_STRIDE + n,

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import pyarrow as pa
 
@@ -54,6 +54,7 @@ def stream_tables(
     opened (see dissector.read.driver.drive).
     """
     wanted = list(tables)
+    options = replace(options, frame_runs=True)  # the builder makes their rows
     counts = ReadCounts()
     builder: TableBuilder | None = None
     group = -1

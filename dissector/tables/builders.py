@@ -1,11 +1,14 @@
 """Rows of the tables, built from pipeline events into Arrow record batches.
 
-Input: pipeline events (ConversationOpened, Frame, AppMessage, Anomaly, Pair, Conversation).
+Input: pipeline events (ConversationOpened, Frame, FrameRun, AppMessage, Anomaly, Pair,
+Conversation).
 Output: one pyarrow.Table per table asked for, or its record batches handed to a sink as
 they are made (streaming: memory holds one batch per table, not the tables).
 Rule: the row functions are the tables' own (declared once, in dissector.tables.per_frame and
 .per_connection): one tuple per row in the hot path, transposed into Arrow columns every
-BATCH_ROWS rows (through one Arrow struct array). Rows of tables nobody asked for are never
+BATCH_ROWS rows (through one Arrow struct array); a `FrameRun`'s frame rows are made as
+columns (dissector.tables.frame_run_rows) and take their places among the others. Rows of
+tables nobody asked for are never
 made. A connection's Community ID is computed once, when its conversation opens; its rows
 share that one string.
 """
@@ -24,10 +27,12 @@ from dissector.events import (
     ConversationOpened,
     FlowKey,
     Frame,
+    FrameRun,
     Pair,
     PipelineEvent,
 )
 from dissector.flow.community_id import community_id
+from dissector.tables import frame_run_rows
 from dissector.tables.columns import path_text
 from dissector.tables.schema import TABLES
 
@@ -37,7 +42,7 @@ from dissector.tables.schema import TABLES
 BATCH_ROWS = 16384
 
 #: A connection as frame rows show it: its FlowKey fields, then its Community ID.
-ConnInfo = tuple[str | None, int | None, str | None, int | None, str | None]
+ConnInfo = frame_run_rows.ConnInfo
 _NO_CONN: ConnInfo = (None, None, None, None, None)
 
 frame_row = TABLES["frames"].row  # (Frame, ConnInfo)
@@ -66,20 +71,54 @@ class _Batches:
         self.rows: list[tuple[Any, ...]] = []
         self.batches: list[pa.RecordBatch] = []  # kept when there is no sink
         self.count = 0
+        # Frame runs of this batch (frames table only), and the places of `rows` among
+        # the batch's rows once a run has come (before: rows are the first places).
+        self.runs = frame_run_rows.RunRows()
+        self.places: list[int] = []
+
+    @property
+    def pending(self) -> int:
+        """Rows gathered for the next batch."""
+        return len(self.rows) + self.runs.count
 
     def add(self, row: tuple[Any, ...]) -> None:
+        if self.runs.count:
+            self.places.append(self.pending)
         self.rows.append(row)
-        if len(self.rows) >= BATCH_ROWS:
+        if len(self.rows) + self.runs.count >= BATCH_ROWS:
             self.flush()
 
+    def add_run(self, run: FrameRun, conn: ConnInfo) -> None:
+        """A frame run's rows, cut where a batch ends so batches hold BATCH_ROWS rows as
+        they do when the same frames come one by one."""
+        while True:
+            if not self.runs.count and not self.places:
+                self.places = list(range(len(self.rows)))
+            room = BATCH_ROWS - self.pending
+            if run.size < room:
+                self.runs.add(run, conn, self.pending)
+                return
+            head, run = frame_run_rows.split(run, room)
+            self.runs.add(head, conn, self.pending)
+            self.flush()
+            if not run.size:
+                return
+
     def flush(self) -> None:
-        if not self.rows:
+        if not self.pending:
             return
-        # Rows -> one struct array -> its fields: Arrow transposes the tuples (in C++, three
-        # times faster than zip(*rows) and an array per column).
-        rows = pa.array(self.rows, type=self._struct)
-        batch = pa.RecordBatch.from_arrays(rows.flatten(), schema=self.schema)
-        self.count += len(self.rows)
+        batch = None
+        if self.rows:
+            # Rows -> one struct array -> its fields: Arrow transposes the tuples (in C++,
+            # three times faster than zip(*rows) and an array per column).
+            rows = pa.array(self.rows, type=self._struct)
+            batch = pa.RecordBatch.from_arrays(rows.flatten(), schema=self.schema)
+        if self.runs.count:
+            batch = frame_run_rows.batch(self.schema, batch, self.places, self.runs)
+            self.runs.clear()
+        self.places = []
+        assert batch is not None
+        self.count += batch.num_rows
         self.rows = []
         if self.sink is not None:
             self.sink(self.name, batch)
@@ -136,6 +175,10 @@ class TableBuilder:
             self.frame_count += 1
             if self.frames is not None:
                 self.frames.add(self._frame_row(ev, self._conns.get(ev.conn_id, _NO_CONN)))
+        elif type(ev) is FrameRun:
+            self.frame_count += ev.size
+            if self.frames is not None:
+                self.frames.add_run(ev, self._conns.get(ev.conn_id, _NO_CONN))
         elif type(ev) is Pair:
             if self.timeline is not None:
                 self.timeline.add(pair_row(ev, self._cids.get(ev.conn_id)))
@@ -163,7 +206,7 @@ class TableBuilder:
 
     def counts(self) -> dict[str, int]:
         """Rows per table so far: of the tables made, and of frames and messages always."""
-        made = {name: b.count + len(b.rows) for name, b in self.batches.items()}
+        made = {name: b.count + b.pending for name, b in self.batches.items()}
         return {**made, "frames": self.frame_count, "messages": self.message_count}
 
     def flush(self) -> None:

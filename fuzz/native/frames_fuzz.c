@@ -37,6 +37,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     pd_cursor buf;
     int64_t pos = 0, max_size, rows;
     uint8_t mode, *copy;
+    uint64_t only;
     if (size < 1)
         return 0;
     mode = data[0];
@@ -50,17 +51,23 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     for (int k = 0; k < PD_FC_NCOLS; k++)
         out.col[k] = cols[k];
     out.cap = rows;
+    /* odd sizes: the frame runs' scan (SEND, SEND_RECEIPT, MESSAGE; no bad checksum) */
+    only = size & 1 ? (1ull << PD_CMD_SEND | 1ull << PD_CMD_SEND_RECEIPT | 1ull << PD_CMD_MESSAGE)
+                    : PD_ANY_TYPE;
     for (int round = 0; round < 4096 && pos <= buf.len; round++) {
         int stop = -1;
         int64_t before = pos, end = pos;
         out.n = 0;
-        pos = pd_scan_frames(&buf, pos, max_size, &out, &stop);
+        pos = pd_scan_frames(&buf, pos, max_size, only, &out, &stop);
         check(pos >= before && pos <= buf.len, "scan stopped outside the buffer");
         check(stop >= PD_STOP_END && stop <= PD_STOP_FULL, "stop reason");
         for (int64_t i = 0; i < out.n; i++) {
             int64_t at = cols[PD_FC_OFFSET][i], fend = at + 4 + cols[PD_FC_TOTAL][i];
             check(at == end && fend <= buf.len, "frame not where the last ended");
             check(cols[PD_FC_TOTAL][i] <= max_size, "frame above the limit");
+            check(only == PD_ANY_TYPE || (only >> cols[PD_FC_TYPE][i] & 1 &&
+                                          cols[PD_FC_CHECKSUM][i] != PD_CHECKSUM_INVALID),
+                  "a run's scan took a frame outside its types, or a bad checksum");
             if (cols[PD_FC_PRESENT][i] & PD_HAS_TOPIC)
                 check(inside(cols[PD_FC_TOPIC_AT][i], cols[PD_FC_TOPIC_LEN][i], at, fend),
                       "topic outside its frame");

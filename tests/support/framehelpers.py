@@ -9,6 +9,8 @@ from collections.abc import Iterable
 from crc32c import crc32c
 
 from dissector import Anomaly, Frame, FrameDecoder
+from dissector.events import Decoded
+from dissector.pulsar.framing import plain
 
 
 def decode(
@@ -56,9 +58,9 @@ def anomaly_key(a: Anomaly) -> tuple[object, ...]:
     return (a.code, a.stream_offset, a.length)
 
 
-def names(events: Iterable[Frame | Anomaly]) -> list[str]:
+def names(events: Iterable[Decoded]) -> list[str]:
     """Command name of each frame and code of each anomaly, in order."""
-    return [e.command_name if isinstance(e, Frame) else e.code for e in events]
+    return [e.command_name if isinstance(e, Frame) else e.code for e in plain(list(events))]
 
 
 # ------------------------------------------------- frames computed by hand from the spec

@@ -19,7 +19,7 @@ from dissector.frontends.cli.options import Subcommands, max_frame_size_argument
 from dissector.frontends.terminal import printable
 from dissector.frontends.text import frame_text
 from dissector.pulsar.field_values import message_dict
-from dissector.pulsar.framing import FrameDecoder
+from dissector.pulsar.framing import FrameDecoder, plain
 from dissector.pulsar.text_fields import repair_metadata
 
 _READ_SIZE = 1 << 20  # bytes read from a stream file at a time: memory stays bounded
@@ -33,8 +33,8 @@ def _stream_events(path: Path, args: argparse.Namespace) -> Iterator[Event]:
     )
     with path.open("rb") as fh:
         while chunk := fh.read(_READ_SIZE):
-            yield from _with_metadata_text(decoder.feed(chunk))
-    yield from _with_metadata_text(decoder.close())
+            yield from _with_metadata_text(plain(decoder.feed(chunk)))
+    yield from _with_metadata_text(plain(decoder.close()))
 
 
 def _with_metadata_text(events: list[Event]) -> Iterator[Event]:

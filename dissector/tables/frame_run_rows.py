@@ -1,0 +1,169 @@
+"""Frames table rows of frame runs, made as Arrow columns from the runs' blocks.
+
+Input: `FrameRun`s (dissector.pulsar.frame_runs: frames of SEND, SEND_RECEIPT and MESSAGE
+taken whole by the compiled scan, their topics set by the pipeline), each with its
+connection's FlowKey fields and Community ID; and rows of the same batch made by the row
+function from `Frame`s, with their places.
+Output: `RunRows`, gathering runs for one record batch of the frames table; `batch(...)`: the
+frames record batch of the rows in the order they came.
+Rule: every value is the one the frames table's row function (dissector.tables.per_frame)
+gives the same frame's `Frame`: a field is null exactly when the frame does not set it
+(the scan's present bits), uint64 ids stay int64 as columns.i64 keeps them, the broker entry
+timestamp as columns.ms converts it. A run's rows are columns from the start: numpy reads
+the blocks, per-run values are repeated, no Python object is made per row except the topic
+string the pipeline already holds. tests/core/test_frame_runs.py compares whole tables.
+"""
+
+from __future__ import annotations
+
+from itertools import chain
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from dissector.events import Checksum, FrameRun
+from dissector.pulsar import frame_runs as R
+from dissector.pulsar.wire import COMMAND_NAMES
+
+#: A connection as frame rows show it (dissector.tables.builders.ConnInfo).
+ConnInfo = tuple[str | None, int | None, str | None, int | None, str | None]
+
+_I64 = pa.int64()
+_MAX_MS = 253_402_300_799_999  # dissector.tables.columns.ms: the last millisecond of 9999
+#: Command names by type, for the types a run may hold (other entries are never read).
+_NAMES = pa.array([COMMAND_NAMES.get(t, "") for t in range(64)], pa.string())
+#: Checksum names by the scan's verdict (0: not a payload frame: null).
+_VERDICTS = pa.array([None, Checksum.ABSENT.value, Checksum.VALID.value, Checksum.INVALID.value])
+
+
+class RunRows:
+    """The runs gathered for one record batch, and where each starts among its rows."""
+
+    __slots__ = ("count", "runs", "starts")
+
+    def __init__(self) -> None:
+        self.runs: list[tuple[FrameRun, ConnInfo]] = []
+        self.starts: list[int] = []  # each run's first row's place in the batch
+        self.count = 0  # rows of the runs
+
+    def add(self, run: FrameRun, conn: ConnInfo, place: int) -> None:
+        self.runs.append((run, conn))
+        self.starts.append(place)
+        self.count += run.size
+
+    def clear(self) -> None:
+        self.runs, self.starts, self.count = [], [], 0
+
+
+def split(run: FrameRun, k: int) -> tuple[FrameRun, FrameRun]:
+    """The run's first k frames and the rest, as two runs."""
+    cut = k * R.NCOLS * 8
+    head = run._replace(
+        size=k,
+        rows=run.rows[:cut],
+        first_packets=run.first_packets[:k],
+        last_packets=run.last_packets[:k],
+        last_ts=run.last_ts[:k],
+        topics=None if run.topics is None else run.topics[:k],
+    )
+    tail = run._replace(
+        size=run.size - k,
+        rows=run.rows[cut:],
+        first_packets=run.first_packets[k:],
+        last_packets=run.last_packets[k:],
+        last_ts=run.last_ts[k:],
+        topics=None if run.topics is None else run.topics[k:],
+    )
+    return head, tail
+
+
+def batch(
+    schema: pa.Schema, rows: pa.RecordBatch | None, places: list[int], runs: RunRows
+) -> pa.RecordBatch:
+    """The record batch of `rows` (made by the row function, at `places` in the batch) and
+    of `runs`' rows, in their places."""
+    made = _columns(schema, runs)
+    if rows is None or rows.num_rows == 0:
+        return made
+    order = np.empty(rows.num_rows + runs.count, dtype=np.int64)
+    order[: rows.num_rows] = places
+    at = rows.num_rows
+    for (run, _), start in zip(runs.runs, runs.starts, strict=True):
+        order[at : at + run.size] = np.arange(start, start + run.size)
+        at += run.size
+    both = pa.Table.from_batches([rows, made]).combine_chunks()
+    return both.take(pa.array(np.argsort(order, kind="stable"))).to_batches()[0]
+
+
+def _columns(schema: pa.Schema, runs: RunRows) -> pa.RecordBatch:
+    """The frames table's columns for the runs' rows, in the runs' order."""
+    items = runs.runs
+    block = np.frombuffer(b"".join(run.rows for run, _ in items), dtype=np.int64)
+    m = block.reshape(-1, R.NCOLS)
+    counts = np.array([run.size for run, _ in items], dtype=np.int64)
+    which = pa.array(np.repeat(np.arange(len(items)), counts))
+
+    def per_run(values: list[Any], typ: pa.DataType) -> pa.Array:
+        return pa.array(values, typ).take(which)
+
+    def col(k: int) -> Any:
+        return m[:, k]
+
+    present = col(R.C_PRESENT)
+
+    def where(bit: int, values: Any, typ: pa.DataType = _I64) -> pa.Array:
+        return pa.array(values, typ, mask=(present & bit) == 0)
+
+    verdict = col(R.C_CHECKSUM)
+    crc = verdict >= 2  # valid or invalid: both CRC32C known
+    entry_ts = col(R.C_ENTRY_TS)
+    ts_ok = ((present & R.HAS_ENTRY_TS) != 0) & (entry_ts >= 0) & (entry_ts <= _MAX_MS)
+    bases = np.repeat(np.array([run.base for run, _ in items], dtype=np.int64), counts)
+    values: dict[str, pa.Array] = {
+        "ts": pa.array(np.fromiter(chain.from_iterable(r.last_ts for r, _ in items), np.int64)),
+        "conn_id": per_run([run.conn_id for run, _ in items], pa.int64()),
+        "direction": per_run([run.direction.value for run, _ in items], pa.string()),
+        "client_ip": per_run([c[0] for _, c in items], pa.string()),
+        "client_port": per_run([c[1] for _, c in items], pa.int64()),
+        "broker_ip": per_run([c[2] for _, c in items], pa.string()),
+        "broker_port": per_run([c[3] for _, c in items], pa.int64()),
+        "community_id": per_run([c[4] for _, c in items], pa.string()),
+        "first_packet": pa.array(
+            np.fromiter(chain.from_iterable(r.first_packets for r, _ in items), np.int64)
+        ),
+        "last_packet": pa.array(
+            np.fromiter(chain.from_iterable(r.last_packets for r, _ in items), np.int64)
+        ),
+        "stream_offset": pa.array(bases + col(R.C_OFFSET)),
+        "frame_size": pa.array(col(R.C_TOTAL) + 4),
+        "command": _NAMES.take(pa.array(col(R.C_TYPE))),
+        "request_id": where(R.HAS_REQUEST_ID, col(R.C_REQUEST_ID)),
+        "producer_id": where(R.HAS_PRODUCER_ID, col(R.C_PRODUCER_ID)),
+        "consumer_id": where(R.HAS_CONSUMER_ID, col(R.C_CONSUMER_ID)),
+        "sequence_id": where(R.HAS_SEQUENCE_ID, col(R.C_SEQUENCE_ID)),
+        "topic": pa.array(
+            list(chain.from_iterable(r.topics or [None] * r.size for r, _ in items)),
+            pa.string(),
+        ),
+        "ledger_id": where(R.HAS_MESSAGE_ID, col(R.C_LEDGER_ID)),
+        "entry_id": where(R.HAS_MESSAGE_ID, col(R.C_ENTRY_ID)),
+        "checksum": _VERDICTS.take(pa.array(verdict)),
+        "checksum_expected": pa.array(col(R.C_CRC_EXPECTED), mask=~crc),
+        "checksum_computed": pa.array(col(R.C_CRC_COMPUTED), mask=~crc),
+        "broker_entry_timestamp": pa.array(entry_ts * 1000, mask=~ts_ok),
+        "broker_entry_index": where(R.HAS_ENTRY_INDEX, col(R.C_ENTRY_INDEX)),
+        "num_messages": where(
+            R.HAS_NUM_MESSAGES, col(R.C_NUM_MESSAGES).astype(np.int32), pa.int32()
+        ),
+        "payload_size": where(R.HAS_PAYLOAD, col(R.C_PAYLOAD_LEN)),
+        "complete": pa.array(np.ones(len(m), dtype=bool)),
+        "fields": pa.nulls(len(m), pa.string()),
+    }
+    arrays = []
+    for field in schema:
+        array = values[field.name]
+        if not array.type.equals(field.type):
+            array = array.cast(field.type)
+        arrays.append(array)
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)

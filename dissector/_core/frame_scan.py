@@ -58,6 +58,7 @@ class Has(IntFlag):
     ENTRY_TS = 128
     ENTRY_INDEX = 256
     PAYLOAD = 512
+    SEND_COUNT = 1024  # a SEND whose body sets num_messages
 
 
 #: The `checksum` column's values (frames.h PD_CHECKSUM_*): None for commands without payload.

@@ -124,6 +124,7 @@ def expected_row(f: Frame) -> dict[str, Any]:
     if f.metadata is not None:
         present |= Has.PAYLOAD | Has.NUM_MESSAGES
         if ctype == SEND and body.HasField("num_messages"):
+            present |= Has.SEND_COUNT
             row["num_messages"] = body.num_messages
         else:
             row["num_messages"] = f.metadata.num_messages_in_batch

@@ -1,0 +1,233 @@
+"""Frame runs (dissector.pulsar.frame_runs): the frames and entities tables, made from the
+compiled scan's column blocks, are the pure-Python tables.
+
+The reference is the same build read with `PULSAR_DISSECTOR_CORE=0`: no C walk, no C scan,
+a `Frame` per frame and the frames table's row function. With the core on, a read of the
+frames and entities tables only (no pairs, no messages: the CLI, `read_capture` and Spark
+ask for exactly that) gets SEND, SEND_RECEIPT and MESSAGE frames as `FrameRun`s. Compared as
+Arrow IPC bytes: every bundled sample and crafted capture, crafted TCP scenarios with loss,
+reordering and idle pauses, mutated captures, sharded and merged reads; record batches cut
+at the same rows with a small batch size; what pending requests hold for shedding, after
+every packet; the block layout against the extension's own column names. A count of the
+frames the runs carried shows they did the work.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from itertools import pairwise
+from pathlib import Path
+from random import Random
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from dissector import _core
+from dissector._core.frame_scan import COLUMNS, Has
+from dissector.capture import open_capture
+from dissector.pipeline import Pipeline
+from dissector.pulsar import frame_runs as R
+from dissector.read import ReaderOptions, read_tables
+from dissector.read.tables import stream_tables
+from dissector.tables import builders
+from fuzz.mutators import mutate_capture
+from tests.core.test_tables import SAMPLES, _records, every_capture, ipc
+from tests.support.core_captures import tcp_scenarios
+
+pytestmark = pytest.mark.skipif(not _core.COMPILED, reason="pure-Python build: nothing to compare")
+
+TABLES = ("frames", "entities")
+#: frames and entities only: what makes a read take runs
+PLAIN = ReaderOptions(messages=False, pairs=False)
+
+
+class RunCount:
+    """Frames the run scan took, counted through `dissector._core.frames_block`."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.frames = 0
+        make = _core.frames_block
+
+        def counted() -> Any:
+            scan = make()
+            if scan is None:
+                return None
+
+            def run(*args: Any) -> Any:
+                result = scan(*args)
+                self.frames += result[2]
+                return result
+
+            return run
+
+        monkeypatch.setattr(_core, "frames_block", counted)
+
+
+@pytest.fixture
+def runs(monkeypatch: pytest.MonkeyPatch) -> RunCount:
+    return RunCount(monkeypatch)
+
+
+def _tables(
+    monkeypatch: pytest.MonkeyPatch, paths: Sequence[Path], options: ReaderOptions, on: bool
+) -> dict[str, bytes]:
+    monkeypatch.setenv(_core.SWITCH, "1" if on else "0")
+    made = read_tables([str(p) for p in paths], options, TABLES)
+    return {name: ipc(table) for name, table in made.items()}
+
+
+def same(
+    monkeypatch: pytest.MonkeyPatch,
+    runs: RunCount,
+    paths: Sequence[Path],
+    options: ReaderOptions = PLAIN,
+) -> int:
+    """Both tables alike with runs and in pure Python; the frames the runs carried."""
+    before = runs.frames
+    off = _tables(monkeypatch, paths, options, on=False)
+    assert runs.frames == before, "turned off, yet the run scan ran"
+    on = _tables(monkeypatch, paths, options, on=True)
+    for name in TABLES:
+        assert on[name] == off[name], (name, [p.name for p in paths], options)
+    return runs.frames - before
+
+
+def test_block_layout_is_the_extensions() -> None:
+    names = {
+        "offset": R.C_OFFSET,
+        "total_size": R.C_TOTAL,
+        "command_type": R.C_TYPE,
+        "present": R.C_PRESENT,
+        "request_id": R.C_REQUEST_ID,
+        "producer_id": R.C_PRODUCER_ID,
+        "consumer_id": R.C_CONSUMER_ID,
+        "sequence_id": R.C_SEQUENCE_ID,
+        "ledger_id": R.C_LEDGER_ID,
+        "entry_id": R.C_ENTRY_ID,
+        "num_messages": R.C_NUM_MESSAGES,
+        "checksum": R.C_CHECKSUM,
+        "crc_expected": R.C_CRC_EXPECTED,
+        "crc_computed": R.C_CRC_COMPUTED,
+        "entry_ts": R.C_ENTRY_TS,
+        "entry_index": R.C_ENTRY_INDEX,
+        "payload_len": R.C_PAYLOAD_LEN,
+    }
+    assert len(COLUMNS) == R.NCOLS
+    for name, index in names.items():
+        assert COLUMNS[index] == name
+    bits = {
+        Has.REQUEST_ID: R.HAS_REQUEST_ID,
+        Has.PRODUCER_ID: R.HAS_PRODUCER_ID,
+        Has.CONSUMER_ID: R.HAS_CONSUMER_ID,
+        Has.SEQUENCE_ID: R.HAS_SEQUENCE_ID,
+        Has.MESSAGE_ID: R.HAS_MESSAGE_ID,
+        Has.NUM_MESSAGES: R.HAS_NUM_MESSAGES,
+        Has.ENTRY_TS: R.HAS_ENTRY_TS,
+        Has.ENTRY_INDEX: R.HAS_ENTRY_INDEX,
+        Has.PAYLOAD: R.HAS_PAYLOAD,
+        Has.SEND_COUNT: R.HAS_SEND_COUNT,
+    }
+    for flag, bit in bits.items():
+        assert int(flag) == bit
+
+
+def test_samples_and_crafted_captures(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, runs: RunCount
+) -> None:
+    for folder in ("links", "faults"):
+        (tmp_path / folder).mkdir()
+    for path in every_capture(tmp_path):
+        same(monkeypatch, runs, [path])
+    # the samples' SEND, SEND_RECEIPT and MESSAGE frames (hundreds) came in runs
+    assert runs.frames > 300, runs.frames
+
+
+@pytest.mark.parametrize("options", [PLAIN, replace(PLAIN, shard=(1, 2), idle_timeout=1.0)])
+def test_tcp_scenarios(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, runs: RunCount, options: ReaderOptions
+) -> None:
+    for path in tcp_scenarios(tmp_path, 40, seed=27):
+        same(monkeypatch, runs, [path], options)
+    assert runs.frames > (10 if options.shard else 40)  # a shard reads some connections
+
+
+def test_captures_merged_by_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, runs: RunCount
+) -> None:
+    paths = tcp_scenarios(tmp_path, 4, seed=3)
+    for pair in pairwise(paths):
+        same(monkeypatch, runs, list(pair))
+    assert runs.frames > 0
+
+
+def test_mutated_captures(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, runs: RunCount) -> None:
+    samples = [_records(p) for p in SAMPLES]
+    rng = Random(2705)
+    path = tmp_path / "mutant"
+    for n in range(200):
+        records, donor = rng.choice(samples), rng.choice(samples)
+        data, _, ops = mutate_capture(rng, records, donor)
+        path.write_bytes(data)
+        try:
+            same(monkeypatch, runs, [path])
+        except AssertionError as exc:
+            raise AssertionError(f"mutant {n}: {ops}") from exc
+        except Exception as exc:  # an unusable file must be refused alike both ways
+            if type(exc).__name__ != "InputError":
+                raise
+    assert runs.frames > 50  # mutants that keep frames in sync
+
+
+def _into(batches: list[pa.RecordBatch]) -> Any:
+    return lambda _, batch: batches.append(batch)
+
+
+def test_batches_cut_at_the_same_rows(monkeypatch: pytest.MonkeyPatch, runs: RunCount) -> None:
+    """Rows of runs and of single frames interleaved, batches of 7 rows: the same batches."""
+    monkeypatch.setattr(builders, "BATCH_ROWS", 7)
+    made: dict[bool, list[pa.RecordBatch]] = {}
+    for on in (False, True):
+        monkeypatch.setenv(_core.SWITCH, "1" if on else "0")
+        batches: list[pa.RecordBatch] = []
+        stream_tables([str(p) for p in SAMPLES[:4]], PLAIN, ["frames"], _into(batches))
+        made[on] = batches
+    assert len(made[False]) > 10  # the small batch size took effect
+    assert [b.num_rows for b in made[True]] == [b.num_rows for b in made[False]]
+    for a, b in zip(made[True], made[False], strict=True):
+        assert a.equals(b)
+    assert runs.frames > 0
+
+
+def _state(pipe: Pipeline) -> dict[int, Any]:
+    """What every open connection's state holds that shedding and closing read: the pending
+    SENDs and deliveries as (time, stream offset), the count, the entities."""
+
+    def when(item: Any) -> tuple[int, int]:
+        return (item.last_ts, item.stream_offset)
+
+    out = {}
+    for conn_id, conv in pipe._convs.items():
+        st = conv.state
+        out[conn_id] = (
+            st._pending,
+            {k: [when(f) for f in q] for k, q in st._sends.items()},
+            {c: [(k, when(f)) for k, f in d.items()] for c, d in st._delivered.items()},
+            [repr(e) for e in [*st.producers.values(), *st.consumers.values()]],
+        )
+    return out
+
+
+def test_pending_requests_as_shedding_reads_them(runs: RunCount) -> None:
+    """After every packet, the state a run leaves (pending SENDs and deliveries, in order,
+    with the time and offset shedding sorts them by; entities) is what its frames leave one
+    by one (pending requests are shed at 100,000: too many for a test capture)."""
+    for path in SAMPLES:
+        pipes = [Pipeline(pairs=False, frame_runs=on) for on in (False, True)]
+        with open_capture(path) as reader:
+            for pkt in reader:
+                for pipe in pipes:
+                    pipe.feed(pkt)
+                assert _state(pipes[0]) == _state(pipes[1]), path.name
+    assert runs.frames > 150

@@ -16,7 +16,6 @@ string the pipeline already holds. tests/core/test_frame_runs.py compares whole 
 
 from __future__ import annotations
 
-from itertools import chain
 from typing import Any
 
 import numpy as np
@@ -40,20 +39,30 @@ _VERDICTS = pa.array([None, Checksum.ABSENT.value, Checksum.VALID.value, Checksu
 class RunRows:
     """The runs gathered for one record batch, and where each starts among its rows."""
 
-    __slots__ = ("count", "runs", "starts")
+    __slots__ = ("count", "firsts", "lasts", "runs", "starts", "times", "topics")
 
     def __init__(self) -> None:
         self.runs: list[tuple[FrameRun, ConnInfo]] = []
         self.starts: list[int] = []  # each run's first row's place in the batch
         self.count = 0  # rows of the runs
+        # per row, the runs' lists joined as they come (one C-level extend a run)
+        self.firsts: list[int] = []
+        self.lasts: list[int] = []
+        self.times: list[int] = []
+        self.topics: list[str | None] = []
 
     def add(self, run: FrameRun, conn: ConnInfo, place: int) -> None:
         self.runs.append((run, conn))
         self.starts.append(place)
         self.count += run.size
+        self.firsts += run.first_packets
+        self.lasts += run.last_packets
+        self.times += run.last_ts
+        self.topics += run.topics if run.topics is not None else [None] * run.size
 
     def clear(self) -> None:
         self.runs, self.starts, self.count = [], [], 0
+        self.firsts, self.lasts, self.times, self.topics = [], [], [], []
 
 
 def split(run: FrameRun, k: int) -> tuple[FrameRun, FrameRun]:
@@ -121,7 +130,7 @@ def _columns(schema: pa.Schema, runs: RunRows) -> pa.RecordBatch:
     ts_ok = ((present & R.HAS_ENTRY_TS) != 0) & (entry_ts >= 0) & (entry_ts <= _MAX_MS)
     bases = np.repeat(np.array([run.base for run, _ in items], dtype=np.int64), counts)
     values: dict[str, pa.Array] = {
-        "ts": pa.array(np.fromiter(chain.from_iterable(r.last_ts for r, _ in items), np.int64)),
+        "ts": pa.array(runs.times, pa.int64()),
         "conn_id": per_run([run.conn_id for run, _ in items], pa.int64()),
         "direction": per_run([run.direction.value for run, _ in items], pa.string()),
         "client_ip": per_run([c[0] for _, c in items], pa.string()),
@@ -129,12 +138,8 @@ def _columns(schema: pa.Schema, runs: RunRows) -> pa.RecordBatch:
         "broker_ip": per_run([c[2] for _, c in items], pa.string()),
         "broker_port": per_run([c[3] for _, c in items], pa.int64()),
         "community_id": per_run([c[4] for _, c in items], pa.string()),
-        "first_packet": pa.array(
-            np.fromiter(chain.from_iterable(r.first_packets for r, _ in items), np.int64)
-        ),
-        "last_packet": pa.array(
-            np.fromiter(chain.from_iterable(r.last_packets for r, _ in items), np.int64)
-        ),
+        "first_packet": pa.array(runs.firsts, pa.int64()),
+        "last_packet": pa.array(runs.lasts, pa.int64()),
         "stream_offset": pa.array(bases + col(R.C_OFFSET)),
         "frame_size": pa.array(col(R.C_TOTAL) + 4),
         "command": _NAMES.take(pa.array(col(R.C_TYPE))),
@@ -142,10 +147,7 @@ def _columns(schema: pa.Schema, runs: RunRows) -> pa.RecordBatch:
         "producer_id": where(R.HAS_PRODUCER_ID, col(R.C_PRODUCER_ID)),
         "consumer_id": where(R.HAS_CONSUMER_ID, col(R.C_CONSUMER_ID)),
         "sequence_id": where(R.HAS_SEQUENCE_ID, col(R.C_SEQUENCE_ID)),
-        "topic": pa.array(
-            list(chain.from_iterable(r.topics or [None] * r.size for r, _ in items)),
-            pa.string(),
-        ),
+        "topic": pa.array(runs.topics, pa.string()),
         "ledger_id": where(R.HAS_MESSAGE_ID, col(R.C_LEDGER_ID)),
         "entry_id": where(R.HAS_MESSAGE_ID, col(R.C_ENTRY_ID)),
         "checksum": _VERDICTS.take(pa.array(verdict)),

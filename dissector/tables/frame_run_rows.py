@@ -37,23 +37,39 @@ _VERDICTS = pa.array([None, Checksum.ABSENT.value, Checksum.VALID.value, Checksu
 
 
 class RunRows:
-    """The runs gathered for one record batch, and where each starts among its rows."""
+    """The runs gathered for one record batch, and where each starts among its rows: a few
+    list appends a run; the runs themselves are not kept."""
 
-    __slots__ = ("count", "firsts", "lasts", "runs", "starts", "times", "topics")
+    __slots__ = (
+        "bases",
+        "blocks",
+        "count",
+        "firsts",
+        "keys",
+        "lasts",
+        "sides",
+        "sizes",
+        "starts",
+        "times",
+        "topics",
+        "which",
+    )
 
     def __init__(self) -> None:
-        self.runs: list[tuple[FrameRun, ConnInfo]] = []
-        self.starts: list[int] = []  # each run's first row's place in the batch
         self.count = 0  # rows of the runs
-        # per row, the runs' lists joined as they come (one C-level extend a run)
-        self.firsts: list[int] = []
-        self.lasts: list[int] = []
-        self.times: list[int] = []
-        self.topics: list[str | None] = []
+        self.clear()
 
     def add(self, run: FrameRun, conn: ConnInfo, place: int) -> None:
-        self.runs.append((run, conn))
+        key = (run.conn_id, run.direction)
+        side = self.keys.get(key)
+        if side is None:
+            side = self.keys[key] = len(self.sides)
+            self.sides.append((run.conn_id, run.direction.value, *conn))
+        self.which.append(side)
+        self.sizes.append(run.size)
         self.starts.append(place)
+        self.bases.append(run.base)
+        self.blocks.append(run.rows)
         self.count += run.size
         self.firsts += run.first_packets
         self.lasts += run.last_packets
@@ -61,8 +77,20 @@ class RunRows:
         self.topics += run.topics if run.topics is not None else [None] * run.size
 
     def clear(self) -> None:
-        self.runs, self.starts, self.count = [], [], 0
-        self.firsts, self.lasts, self.times, self.topics = [], [], [], []
+        self.count = 0
+        # per run: its connection side (an index into `sides`), size, place, base, block
+        self.keys: dict[tuple[int, Any], int] = {}
+        self.sides: list[tuple[Any, ...]] = []  # (conn_id, direction, *ConnInfo)
+        self.which: list[int] = []
+        self.sizes: list[int] = []
+        self.starts: list[int] = []  # each run's first row's place in the batch
+        self.bases: list[int] = []
+        self.blocks: list[bytes] = []
+        # per row, the runs' lists joined as they come (one C-level extend a run)
+        self.firsts: list[int] = []
+        self.lasts: list[int] = []
+        self.times: list[int] = []
+        self.topics: list[str | None] = []
 
 
 def split(run: FrameRun, k: int) -> tuple[FrameRun, FrameRun]:
@@ -92,29 +120,28 @@ def batch(
 ) -> pa.RecordBatch:
     """The record batch of `rows` (made by the row function, at `places` in the batch) and
     of `runs`' rows, in their places."""
-    made = _columns(schema, runs)
+    sizes = np.array(runs.sizes, dtype=np.int64)
+    made = _columns(schema, runs, sizes)
     if rows is None or rows.num_rows == 0:
         return made
-    order = np.empty(rows.num_rows + runs.count, dtype=np.int64)
-    order[: rows.num_rows] = places
-    at = rows.num_rows
-    for (run, _), start in zip(runs.runs, runs.starts, strict=True):
-        order[at : at + run.size] = np.arange(start, start + run.size)
-        at += run.size
+    # each run row's place: its run's place plus its index within the run
+    firsts = np.cumsum(sizes) - sizes
+    within = np.arange(runs.count, dtype=np.int64) - np.repeat(firsts, sizes)
+    order = np.concatenate(
+        [np.array(places, dtype=np.int64), np.repeat(np.array(runs.starts), sizes) + within]
+    )
     both = pa.Table.from_batches([rows, made]).combine_chunks()
     return both.take(pa.array(np.argsort(order, kind="stable"))).to_batches()[0]
 
 
-def _columns(schema: pa.Schema, runs: RunRows) -> pa.RecordBatch:
+def _columns(schema: pa.Schema, runs: RunRows, sizes: Any) -> pa.RecordBatch:
     """The frames table's columns for the runs' rows, in the runs' order."""
-    items = runs.runs
-    block = np.frombuffer(b"".join(run.rows for run, _ in items), dtype=np.int64)
-    m = block.reshape(-1, R.NCOLS)
-    counts = np.array([run.size for run, _ in items], dtype=np.int64)
-    which = pa.array(np.repeat(np.arange(len(items)), counts))
+    m = np.frombuffer(b"".join(runs.blocks), dtype=np.int64).reshape(-1, R.NCOLS)
+    which = pa.array(np.repeat(np.array(runs.which, dtype=np.int64), sizes))
+    sides = list(zip(*runs.sides, strict=True))  # per column of `sides`, its values
 
-    def per_run(values: list[Any], typ: pa.DataType) -> pa.Array:
-        return pa.array(values, typ).take(which)
+    def per_run(k: int, typ: pa.DataType) -> pa.Array:
+        return pa.array(sides[k], typ).take(which)
 
     def col(k: int) -> Any:
         return m[:, k]
@@ -128,16 +155,16 @@ def _columns(schema: pa.Schema, runs: RunRows) -> pa.RecordBatch:
     crc = verdict >= 2  # valid or invalid: both CRC32C known
     entry_ts = col(R.C_ENTRY_TS)
     ts_ok = ((present & R.HAS_ENTRY_TS) != 0) & (entry_ts >= 0) & (entry_ts <= _MAX_MS)
-    bases = np.repeat(np.array([run.base for run, _ in items], dtype=np.int64), counts)
+    bases = np.repeat(np.array(runs.bases, dtype=np.int64), sizes)
     values: dict[str, pa.Array] = {
         "ts": pa.array(runs.times, pa.int64()),
-        "conn_id": per_run([run.conn_id for run, _ in items], pa.int64()),
-        "direction": per_run([run.direction.value for run, _ in items], pa.string()),
-        "client_ip": per_run([c[0] for _, c in items], pa.string()),
-        "client_port": per_run([c[1] for _, c in items], pa.int64()),
-        "broker_ip": per_run([c[2] for _, c in items], pa.string()),
-        "broker_port": per_run([c[3] for _, c in items], pa.int64()),
-        "community_id": per_run([c[4] for _, c in items], pa.string()),
+        "conn_id": per_run(0, pa.int64()),
+        "direction": per_run(1, pa.string()),
+        "client_ip": per_run(2, pa.string()),
+        "client_port": per_run(3, pa.int64()),
+        "broker_ip": per_run(4, pa.string()),
+        "broker_port": per_run(5, pa.int64()),
+        "community_id": per_run(6, pa.string()),
         "first_packet": pa.array(runs.firsts, pa.int64()),
         "last_packet": pa.array(runs.lasts, pa.int64()),
         "stream_offset": pa.array(bases + col(R.C_OFFSET)),
@@ -159,8 +186,8 @@ def _columns(schema: pa.Schema, runs: RunRows) -> pa.RecordBatch:
             R.HAS_NUM_MESSAGES, col(R.C_NUM_MESSAGES).astype(np.int32), pa.int32()
         ),
         "payload_size": where(R.HAS_PAYLOAD, col(R.C_PAYLOAD_LEN)),
-        "complete": pa.array(np.ones(len(m), dtype=bool)),
-        "fields": pa.nulls(len(m), pa.string()),
+        "complete": pa.array(np.ones(runs.count, dtype=bool)),
+        "fields": pa.nulls(runs.count, pa.string()),
     }
     arrays = []
     for field in schema:

@@ -27,6 +27,7 @@ from dissector.events import (
     AppMessage,
     ConversationOpened,
     Frame,
+    FrameRun,
     PipelineEvent,
     RawPacket,
 )
@@ -149,7 +150,9 @@ class Session:
         elif opts.fmt == "jsonl":
             made = self.printed
         decode = opts.fmt == "text" or needs_payloads(made)
-        reader = replace(opts.reader, messages=decode, pairs=needs_pairs(made))
+        # Frames in runs (no object per frame) go to the table builder: not to the text view.
+        runs = opts.fmt != "text"
+        reader = replace(opts.reader, messages=decode, pairs=needs_pairs(made), frame_runs=runs)
         # Key log files are followed: peers append secrets as they open sessions.
         self.keylogs = KeylogFiles(reader.tls_keylog, follow=True) if reader.tls_keylog else None
         self.pipe = make_pipeline(reader, keylog=self.keylogs.keylog if self.keylogs else None)
@@ -185,6 +188,8 @@ class Session:
             kind = type(ev)
             if kind is Frame:
                 counts.frames += 1
+            elif isinstance(ev, FrameRun):
+                counts.frames += ev.size
             elif kind is AppMessage and counts.messages is not None:
                 counts.messages += 1
             elif kind is Anomaly:

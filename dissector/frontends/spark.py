@@ -68,7 +68,7 @@ from dissector.read.runs import iter_series
 from dissector.tables.builders import TableBuilder
 from dissector.tables.predicates import AllOf, AnyOf, Op, Predicate, Term
 from dissector.tables.predicates import mask as predicate_mask
-from dissector.tables.schema import TABLES, needs_payloads
+from dissector.tables.schema import TABLES, needs_pairs, needs_payloads
 
 PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
 _PUSHABLE = ("conn_id", "ts", "command", "topic", "broker_port", "client_port", "code")
@@ -110,6 +110,8 @@ def options_from(opts: dict[str, str]) -> ReaderOptions:
             series=opts.get("series", base.series),
             s3_endpoint=opts.get("s3_endpoint") or None,
             messages=needs_payloads([opts.get("table", "frames")]),
+            pairs=needs_pairs([opts.get("table", "frames")]),
+            frame_runs=True,  # the events go to a TableBuilder (PulsarReader.read)
             tls_keylog=tuple(p.strip() for p in opts.get("tls_keylog", "").split(",") if p.strip()),
         )
     except ValueError as exc:

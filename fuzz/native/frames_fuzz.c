@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "../../dissector/_core/crc32c.h"
+#include "../../dissector/_core/fields.h"
 #include "../../dissector/_core/frames.h"
 
 #define ROWS 64

@@ -372,6 +372,9 @@ class Pipeline:
             key = conv.opened.key
             out.append(ConversationOpened(opened.conn_id, key, opened.ts, opened.packet))
             self._publish(conv, held, out)
+            if self.frame_runs and conv.tls_judge is None:  # roles and protocol now known
+                for dec in conv.decoders.values():
+                    dec.use_runs()
 
     def _swap_roles(self, conv: _Conv, held: list[PipelineEvent]) -> list[PipelineEvent]:
         """The side taken for the broker is the client: swap everything kept per side."""
@@ -523,6 +526,9 @@ class Pipeline:
         if type(first) is Frame and first.command_type == _CONNECT:
             conv.tls_judge = None
             self._publish(conv, held, out)
+            if self.frame_runs:
+                for dec in conv.decoders.values():
+                    dec.use_runs()
         else:
             conv.tls_judge = False
             conv.decoders.clear()

@@ -184,6 +184,9 @@ def render() -> str:
     in_batch = meta.fields_by_name["num_messages_in_batch"]
     send_count = pb.CommandSend.DESCRIPTOR.fields_by_name["num_messages"]
     type_enum = base.fields_by_name["type"].enum_type
+    ack = pb.CommandAck.DESCRIPTOR
+    ack_types = ack.fields_by_name["ack_type"].enum_type
+    assert ack_types is not None
     assert type_enum is not None
     lines += [
         "/* the messages the scanner starts from */",
@@ -202,11 +205,15 @@ def render() -> str:
         f"#define PD_F_BROKER_TIMESTAMP {_field_number(entry, 'broker_timestamp', ints)}",
         f"#define PD_F_BROKER_INDEX {_field_number(entry, 'index', ints)}",
         f"#define PD_DEFAULT_SEND_NUM_MESSAGES {int(send_count.default_value)}",
+        f"#define PD_F_ACK_TYPE {_field_number(ack, 'ack_type', (F.TYPE_ENUM,))}",
+        f"#define PD_ACK_CUMULATIVE {ack_types.values_by_name['Cumulative'].number}",
+        f"#define PD_F_ACK_SET {_field_number(mid, 'ack_set', (F.TYPE_INT64,))}",
         "",
         "/* command types */",
         f"#define PD_CMD_SEND {COMMAND_TYPES['SEND']}",
         f"#define PD_CMD_MESSAGE {COMMAND_TYPES['MESSAGE']}",
         f"#define PD_CMD_SEND_RECEIPT {COMMAND_TYPES['SEND_RECEIPT']}",
+        f"#define PD_CMD_ACK {COMMAND_TYPES['ACK']}",
         "",
         "/* per command type with a body (its BaseCommand field number is the type): the body",
         " * message and the numbers of the fields the frames table reads (0: the body has none) */",

@@ -976,11 +976,15 @@ static const pd_message pd_messages[] = {
 #define PD_F_BROKER_TIMESTAMP 1
 #define PD_F_BROKER_INDEX 2
 #define PD_DEFAULT_SEND_NUM_MESSAGES 1
+#define PD_F_ACK_TYPE 2
+#define PD_ACK_CUMULATIVE 1
+#define PD_F_ACK_SET 5
 
 /* command types */
 #define PD_CMD_SEND 6
 #define PD_CMD_MESSAGE 9
 #define PD_CMD_SEND_RECEIPT 7
+#define PD_CMD_ACK 10
 
 /* per command type with a body (its BaseCommand field number is the type): the body
  * message and the numbers of the fields the frames table reads (0: the body has none) */

@@ -59,6 +59,8 @@ class Has(IntFlag):
     ENTRY_INDEX = 256
     PAYLOAD = 512
     SEND_COUNT = 1024  # a SEND whose body sets num_messages
+    CUMULATIVE = 2048  # an ACK of type Cumulative
+    ACK_SET = 4096  # an ACK whose first message id carries an ack_set
 
 
 #: The `checksum` column's values (frames.h PD_CHECKSUM_*): None for commands without payload.

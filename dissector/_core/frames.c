@@ -67,6 +67,22 @@ static int command(const pd_cursor *c, int64_t at, int64_t end, row_t row, int64
                 row[PD_FC_ENTRY_ID] = (int64_t)m[1].value;
             }
         }
+        if (type == PD_CMD_ACK) { /* what a frame run's ACK rule reads (frames.h) */
+            uint32_t an[1] = {PD_F_ACK_TYPE};
+            pd_pb_hit ah[1];
+            if (!pd_pb_find(c, bat, bend, an, 1, ah))
+                return 0;
+            if (ah[0].count && ah[0].value == PD_ACK_CUMULATIVE)
+                row[PD_FC_PRESENT] |= PD_HAS_CUMULATIVE;
+            if (h[5].count) {
+                uint32_t sn[1] = {PD_F_ACK_SET};
+                pd_pb_hit sh[1];
+                if (!pd_pb_find(c, h[5].first_at, h[5].first_at + h[5].first_len, sn, 1, sh))
+                    return 0;
+                if (sh[0].count)
+                    row[PD_FC_PRESENT] |= PD_HAS_ACK_SET;
+            }
+        }
         if (want[6] && h[6].count) /* SEND's own count (int32) */
             *send_count = (int64_t)(int32_t)(uint32_t)h[6].value;
         else
@@ -138,6 +154,19 @@ static int payload(const pd_cursor *c, int64_t p, int64_t end, row_t row, int64_
     return 1;
 }
 
+/* Whether a frame run takes this frame (dissector/pulsar/frame_runs.py): its type is in the
+ * mask, its checksum is not bad, and an ACK acknowledges one message id, with no request
+ * id, and (individually) no ack set: the acks whose effect the run's state rule applies. */
+static int run_frame(const row_t row, uint64_t only_types) {
+    int64_t type = row[PD_FC_TYPE], present = row[PD_FC_PRESENT];
+    if (type >= 64 || !(only_types >> type & 1) || row[PD_FC_CHECKSUM] == PD_CHECKSUM_INVALID)
+        return 0;
+    if (type == PD_CMD_ACK)
+        return !(present & PD_HAS_REQUEST_ID) && row[PD_FC_NUM_MESSAGES] == 1 &&
+               (present & PD_HAS_CUMULATIVE || !(present & PD_HAS_ACK_SET));
+    return 1;
+}
+
 int64_t pd_scan_frames(const pd_cursor *buf, int64_t pos, int64_t max_size, uint64_t only_types,
                        pd_frames *out, int *stop) {
     if (max_size > PD_MAX_FRAME_LIMIT) {
@@ -187,9 +216,7 @@ int64_t pd_scan_frames(const pd_cursor *buf, int64_t pos, int64_t max_size, uint
             *stop = PD_STOP_PYTHON; /* pulsar.trailing_bytes */
             return pos;
         }
-        if (only_types != PD_ANY_TYPE &&
-            (row[PD_FC_TYPE] >= 64 || !(only_types >> row[PD_FC_TYPE] & 1) ||
-             row[PD_FC_CHECKSUM] == PD_CHECKSUM_INVALID)) {
+        if (only_types != PD_ANY_TYPE && !run_frame(row, only_types)) {
             *stop = PD_STOP_PYTHON; /* a frame the run's rules leave to Python */
             return pos;
         }

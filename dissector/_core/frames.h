@@ -58,7 +58,9 @@ enum {
     PD_HAS_ENTRY_TS = 128,
     PD_HAS_ENTRY_INDEX = 256,
     PD_HAS_PAYLOAD = 512, /* a SEND/MESSAGE frame: metadata and payload columns set */
-    PD_HAS_SEND_COUNT = 1024 /* a SEND whose body sets num_messages (NUM_MESSAGES holds it) */
+    PD_HAS_SEND_COUNT = 1024, /* a SEND whose body sets num_messages (NUM_MESSAGES holds it) */
+    PD_HAS_CUMULATIVE = 2048, /* an ACK of type Cumulative */
+    PD_HAS_ACK_SET = 4096     /* an ACK whose first message id carries an ack_set */
 };
 
 /* `only_types` of a scan that takes every frame it can vouch for (any type, any checksum). */
@@ -88,7 +90,8 @@ typedef struct {
 /* Scan frames of `buf` from `pos` (a frame boundary) with size limit `max_size`; append
  * rows to `out`; return the position where it stopped and set *stop to the reason.
  * only_types: PD_ANY_TYPE, or a bit mask of command types (bit t: type t < 64) outside
- * which the scan stops (PD_STOP_PYTHON), as it does before a bad checksum then: the frame
+ * which the scan stops (PD_STOP_PYTHON), as it does then before a bad checksum and an ACK
+ * other than of one message id, without request id or (individual) ack set: the frame
  * runs of dissector.pulsar.frame_runs take only frames their state rules know. */
 int64_t pd_scan_frames(const pd_cursor *buf, int64_t pos, int64_t max_size, uint64_t only_types,
                        pd_frames *out, int *stop);

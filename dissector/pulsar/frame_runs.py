@@ -6,12 +6,15 @@ the run block's layout (`NCOLS`, the `C_*` column indices and `HAS_*` bits of fr
 `unsigned` (a uint64 field as protobuf gives it, from the block's int64).
 Rule: a run holds only frames the compiled scan took whole (no anomaly of any kind, no bad
 checksum) of the commands whose effect on a connection's state `ConversationState.observe_run`
-applies from the scanned columns alone: SEND, SEND_RECEIPT and MESSAGE, the bulk of any
-capture. Any other frame (FLOW and ACK read fields the scan does not take; PRODUCER,
-SUBSCRIBE and the rest change entities or pair by request id) is decoded by Python into a
-`Frame`, as without runs. Runs are made only when nothing reads pairs, messages, frame bytes
-or the fields column (dissector.pipeline.Pipeline(frame_runs=True)), so a run's rows and
-state are all that read needs; tests/core/test_frame_runs.py compares the tables made with
+applies from the scanned columns alone: SEND, SEND_RECEIPT, MESSAGE, and ACK of one message
+id with no request id and, individual, no ack set (frames.c run_frame), the bulk of any
+capture. Any other frame (FLOW reads permits the scan does not take; other ACKs ack sets or
+several ids; PRODUCER, SUBSCRIBE and the rest change entities or pair by request id) is
+decoded by Python into a `Frame`, as without runs. Runs are made only when nothing reads
+pairs, messages, frame bytes or the fields column (dissector.pipeline.Pipeline(
+frame_runs=True)), and only once a connection's roles and protocol are known (a decoder
+made before is switched to runs then: `FrameDecoder.use_runs`), so a run's rows and state
+are all that read needs; tests/core/test_frame_runs.py compares the tables made with
 runs to the pure-Python ones.
 """
 
@@ -22,8 +25,9 @@ from typing import Final
 from dissector.pulsar.wire import COMMAND_TYPES
 
 #: The command types a run may hold.
-RUN_COMMANDS: Final = ("SEND", "SEND_RECEIPT", "MESSAGE")
+RUN_COMMANDS: Final = ("SEND", "SEND_RECEIPT", "MESSAGE", "ACK")
 SEND: Final = COMMAND_TYPES["SEND"]
+ACK: Final = COMMAND_TYPES["ACK"]
 SEND_RECEIPT: Final = COMMAND_TYPES["SEND_RECEIPT"]
 MESSAGE: Final = COMMAND_TYPES["MESSAGE"]
 #: The same as the compiled scan's `only_types` mask (bit t: type t).
@@ -61,6 +65,8 @@ HAS_ENTRY_TS: Final = 128
 HAS_ENTRY_INDEX: Final = 256
 HAS_PAYLOAD: Final = 512
 HAS_SEND_COUNT: Final = 1024
+HAS_CUMULATIVE: Final = 2048
+HAS_ACK_SET: Final = 4096
 
 _U64: Final = 1 << 64
 

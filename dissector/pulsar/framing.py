@@ -131,6 +131,12 @@ class FrameDecoder(FrameEmitter):
 
     # ----------------------------------------------------------------- public API
 
+    def use_runs(self) -> None:
+        """From now on, frames of a run's types come as `FrameRun` events (as `runs=True`
+        at construction: where the compiled stage is active, without `keep_raw`)."""
+        if self._runs is None and self._scan is not None and not self.keep_raw:
+            self._runs = _core.frames_block()
+
     @property
     def offset(self) -> int:
         """Stream offset of the next byte to be fed."""

@@ -130,9 +130,10 @@ class ConversationState:
         return topic, pairs if self.pairing else _NO_PAIRS
 
     def observe_run(self, run: FrameRun) -> list[str | None]:
-        """Learn from the frames of a run (SEND, SEND_RECEIPT, MESSAGE; made only when no
-        pair is wanted) what `observe` learns from each, from the scanned columns: the
-        entity steps and the pending SENDs and deliveries; return each frame's topic."""
+        """Learn from the frames of a run (SEND, SEND_RECEIPT, MESSAGE, ACK; made only when
+        no pair is wanted) what `observe` learns from each, from the scanned columns: the
+        entity steps, the pending SENDs and deliveries, the acknowledged ids; return each
+        frame's topic."""
         cols = memoryview(run.rows).cast("q")
         producers, consumers = self.producers, self.consumers
         sends, deliveries = self._sends, self._delivered
@@ -160,6 +161,13 @@ class ConversationState:
                 if delivered.pop(key, None) is None:
                     self._pending += 1
                 delivered[key] = _Pending(times[i], base + cols[r + R.C_OFFSET])
+            elif ctype == R.ACK:  # entities' lookup, then _acked for one id, no ack set
+                cid = unsigned(cols[r + R.C_CONSUMER_ID]) if present & R.HAS_CONSUMER_ID else 0
+                consumer = consumers.get(cid)
+                topic = None
+                if consumer is not None and present & R.HAS_CONSUMER_ID:
+                    topic = consumer.topic
+                self._run_ack(cid, cols, r, present, run.last_packets[i])
             else:
                 pid = unsigned(cols[r + R.C_PRODUCER_ID]) if present & R.HAS_PRODUCER_ID else 0
                 seq = unsigned(cols[r + R.C_SEQUENCE_ID]) if present & R.HAS_SEQUENCE_ID else 0
@@ -187,6 +195,28 @@ class ConversationState:
                 self._shed()
             topics.append(topic)
         return topics
+
+    def _run_ack(self, cid: int, cols: memoryview, r: int, present: int, packet: int) -> None:
+        """`_acked` for an ACK of a run (one message id; individual without ack set)."""
+        delivered = self._delivered.get(cid)
+        done = self._acked_ids.setdefault(cid, OrderedDict())
+        key = (0, 0)
+        if present & R.HAS_MESSAGE_ID:
+            key = (R.unsigned(cols[r + R.C_LEDGER_ID]), R.unsigned(cols[r + R.C_ENTRY_ID]))
+        if delivered is None:
+            return
+        if present & R.HAS_CUMULATIVE:
+            acked = [k for k in delivered if k <= key]
+        elif key in delivered:
+            acked = [key]
+        else:
+            return  # a stray ack: no pair is made, nothing changes
+        for k in acked:
+            del delivered[k]
+            self._pending -= 1
+            done[k] = packet
+            if len(done) > ACKED_MEMORY:
+                done.popitem(last=False)
 
     def close(self) -> list[Pair]:
         """End of the connection: every request still pending is unanswered."""

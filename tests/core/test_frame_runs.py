@@ -4,7 +4,7 @@ compiled scan's column blocks, are the pure-Python tables.
 The reference is the same build read with `PULSAR_DISSECTOR_CORE=0`: no C walk, no C scan,
 a `Frame` per frame and the frames table's row function. With the core on, a read of the
 frames and entities tables only (no pairs, no messages: the CLI, `read_capture` and Spark
-ask for exactly that) gets SEND, SEND_RECEIPT and MESSAGE frames as `FrameRun`s. Compared as
+ask for exactly that) gets SEND, SEND_RECEIPT, MESSAGE and simple ACK frames as `FrameRun`s. Compared as
 Arrow IPC bytes: every bundled sample and crafted capture, crafted TCP scenarios with loss,
 reordering and idle pauses, mutated captures, sharded and merged reads; record batches cut
 at the same rows with a small batch size; what pending requests hold for shedding, after
@@ -128,6 +128,8 @@ def test_block_layout_is_the_extensions() -> None:
         Has.ENTRY_INDEX: R.HAS_ENTRY_INDEX,
         Has.PAYLOAD: R.HAS_PAYLOAD,
         Has.SEND_COUNT: R.HAS_SEND_COUNT,
+        Has.CUMULATIVE: R.HAS_CUMULATIVE,
+        Has.ACK_SET: R.HAS_ACK_SET,
     }
     for flag, bit in bits.items():
         assert int(flag) == bit
@@ -214,6 +216,7 @@ def _state(pipe: Pipeline) -> dict[int, Any]:
             st._pending,
             {k: [when(f) for f in q] for k, q in st._sends.items()},
             {c: [(k, when(f)) for k, f in d.items()] for c, d in st._delivered.items()},
+            {c: list(d.items()) for c, d in st._acked_ids.items()},
             [repr(e) for e in [*st.producers.values(), *st.consumers.values()]],
         )
     return out

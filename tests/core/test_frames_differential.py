@@ -39,7 +39,7 @@ from dissector.capture import open_capture
 from dissector.events import Anomaly, Frame, Segment
 from dissector.flow.net import parse_layers
 from dissector.pulsar.framing import DEFAULT_MAX_FRAME_SIZE, FrameDecoder
-from dissector.pulsar.wire import MESSAGE_ID_FIELDS, SEND, SINGULAR_FIELDS
+from dissector.pulsar.wire import COMMAND_TYPES, MESSAGE_ID_FIELDS, SEND, SINGULAR_FIELDS
 from fuzz.mutators import mutate_stream
 from tests.support.capture import CaptureSummary, _streams
 
@@ -118,6 +118,11 @@ def expected_row(f: Frame) -> dict[str, Any]:
             mid = mids[0] if mids else None
         elif body.HasField(name):
             mid = getattr(body, name)
+    if ctype == COMMAND_TYPES["ACK"]:
+        if body.ack_type == body.Cumulative:
+            present |= Has.CUMULATIVE
+        if mid is not None and len(mid.ack_set):
+            present |= Has.ACK_SET
     if mid is not None:
         present |= Has.MESSAGE_ID
         row["ledger_id"], row["entry_id"] = mid.ledgerId, mid.entryId

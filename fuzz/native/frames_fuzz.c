@@ -52,8 +52,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     for (int k = 0; k < PD_FC_NCOLS; k++)
         out.col[k] = cols[k];
     out.cap = rows;
-    /* odd sizes: the frame runs' scan (SEND, SEND_RECEIPT, MESSAGE; no bad checksum) */
-    only = size & 1 ? (1ull << PD_CMD_SEND | 1ull << PD_CMD_SEND_RECEIPT | 1ull << PD_CMD_MESSAGE)
+    /* odd sizes: the frame runs' scan (SEND, SEND_RECEIPT, MESSAGE, ACK; frames.c run_frame) */
+    only = size & 1 ? (1ull << PD_CMD_SEND | 1ull << PD_CMD_SEND_RECEIPT | 1ull << PD_CMD_MESSAGE |
+                       1ull << PD_CMD_ACK)
                     : PD_ANY_TYPE;
     for (int round = 0; round < 4096 && pos <= buf.len; round++) {
         int stop = -1;
@@ -69,6 +70,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             check(only == PD_ANY_TYPE || (only >> cols[PD_FC_TYPE][i] & 1 &&
                                           cols[PD_FC_CHECKSUM][i] != PD_CHECKSUM_INVALID),
                   "a run's scan took a frame outside its types, or a bad checksum");
+            check(only == PD_ANY_TYPE || cols[PD_FC_TYPE][i] != PD_CMD_ACK ||
+                      (!(cols[PD_FC_PRESENT][i] & PD_HAS_REQUEST_ID) &&
+                       cols[PD_FC_NUM_MESSAGES][i] == 1 &&
+                       (cols[PD_FC_PRESENT][i] & PD_HAS_CUMULATIVE ||
+                        !(cols[PD_FC_PRESENT][i] & PD_HAS_ACK_SET))),
+                  "a run's scan took an ACK its state rule does not apply");
             if (cols[PD_FC_PRESENT][i] & PD_HAS_TOPIC)
                 check(inside(cols[PD_FC_TOPIC_AT][i], cols[PD_FC_TOPIC_LEN][i], at, fend),
                       "topic outside its frame");

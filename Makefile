@@ -125,11 +125,11 @@ fuzzdeps:
 	fi
 
 fuzz-native: fuzzdeps
-	FUZZ_DIR=$(FUZZ_DIR) FUZZ_SECONDS=$(FUZZ_SECONDS) FUZZ_RUNS=$(FUZZ_RUNS) fuzz/native/run.sh
+	FUZZ_DIR=$(FUZZ_DIR) FUZZ_SECONDS=$(FUZZ_SECONDS) FUZZ_RUNS=$(FUZZ_RUNS) bash fuzz/native/run.sh
 
 fuzz-native-short: fuzzdeps
 	@dir=$$(mktemp -d /tmp/pulsar-dissector-fuzz-short.XXXXXX) && \
-	  FUZZ_DIR=$$dir FUZZ_TOTAL_SECONDS=$(FUZZ_SHORT_SECONDS) fuzz/native/run.sh && \
+	  FUZZ_DIR=$$dir FUZZ_TOTAL_SECONDS=$(FUZZ_SHORT_SECONDS) bash fuzz/native/run.sh && \
 	  rm -rf "$$dir"
 
 # Regenerate the protobuf bindings from proto/pulsar_api.proto.

@@ -14,9 +14,9 @@ STAMP := $(VENV)/.installed-stamp
 
 install: $(STAMP) java
 
-# Sources are dependencies: setup.py compiles the hot modules with mypyc, and a module
-# edited since would otherwise run its old compiled code.
-$(STAMP): pyproject.toml setup.py $(shell find dissector -name '*.py')
+# Sources are dependencies: setup.py compiles the hot modules with mypyc and the C core
+# (dissector/_core/*.c, *.h), and a module edited since would otherwise run its old code.
+$(STAMP): pyproject.toml setup.py $(shell find dissector -name '*.py' -o -name '*.[ch]')
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[dev,spark]'

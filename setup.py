@@ -6,15 +6,22 @@ in dissector/_core/, docs/compiled-core.md: no generator, so the sdist carries a
 the modules in HOT also as C extensions beside their source (mypyc).
 Rule: compiled or not, the package behaves the same (the test suite runs on both, see
 tests/test_pure_python.py); compiling is about twice as fast in the per-packet path. It is
-skipped, with one line saying so, when PULSAR_DISSECTOR_PURE=1 is set or when no C compiler
-or mypyc is available: the pure-Python package is then installed.
+skipped, with one line saying so, when PULSAR_DISSECTOR_PURE=1 is set or when no working C
+compiler is found (none on PATH, CC naming one that fails, or no Python headers: a probe
+compiles one line including Python.h first): the pure-Python package is then installed.
+Commands that only describe the package (pip's metadata steps, sdist) build nothing, so
+neither probe nor mypyc runs for them and the line is said once, by the build.
+scripts/check_pure_install.py installs without a compiler and checks that line.
 """
 
 from __future__ import annotations
 
 import os
-import shutil
+import shlex
+import subprocess
 import sys
+import sysconfig
+import tempfile
 from typing import Any
 
 from setuptools import Extension, setup
@@ -76,12 +83,40 @@ HOT = [
 ]
 
 
+#: setup.py commands that build or install: only they need the extensions.
+BUILDING = {"build", "build_ext", "bdist", "bdist_wheel", "bdist_egg", "editable_wheel",
+            "install", "develop"}  # fmt: skip
+
+
+def _compiler_works() -> bool:
+    """Whether the C compiler a build would use (CC, else sysconfig's) compiles a file that
+    includes Python.h; its own messages are kept quiet (the caller says one line)."""
+    cc = shlex.split(os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc")
+    include = sysconfig.get_paths()["include"]
+    with tempfile.TemporaryDirectory() as tmp:
+        source = os.path.join(tmp, "probe.c")
+        with open(source, "w") as f:
+            f.write("#include <Python.h>\nint probe(void) { return Py_IsInitialized(); }\n")
+        try:
+            done = subprocess.run(
+                [*cc, "-I", include, "-c", source, "-o", os.path.join(tmp, "probe.o")],
+                capture_output=True,
+                timeout=120,
+                check=False,
+            )
+        except (OSError, subprocess.SubprocessError):
+            return False
+    return done.returncode == 0
+
+
 def _extensions() -> list[Any]:
+    if not BUILDING & set(sys.argv[1:]):  # metadata or sdist: nothing is compiled
+        return []
     if os.environ.get("PULSAR_DISSECTOR_PURE") == "1":
         print("pulsar-dissector: PULSAR_DISSECTOR_PURE=1: pure Python", file=sys.stderr)
         return []
-    if shutil.which(os.environ.get("CC", "cc")) is None:
-        print("pulsar-dissector: no C compiler: pure Python (slower)", file=sys.stderr)
+    if not _compiler_works():
+        print("pulsar-dissector: no working C compiler: pure Python (slower)", file=sys.stderr)
         return []
     try:
         from mypyc.build import mypycify

@@ -35,18 +35,15 @@ if TYPE_CHECKING:
 
 #: Public name -> the module it is imported from on first use.
 _LAZY = {
-    "command": "dissector.pulsar.encoder",
-    "encode_frame": "dissector.pulsar.encoder",
-    "DEFAULT_MAX_FRAME_SIZE": "dissector.pulsar.framing",
-    "FrameDecoder": "dissector.pulsar.framing",
-    "StreamStats": "dissector.pulsar.framing",
-    "Capture": "dissector.read",
-    "ReaderOptions": "dissector.read",
-    "iter_events": "dissector.read",
-    "read_capture": "dissector.read",
-    "read_tables": "dissector.read",
+    **dict.fromkeys(("command", "encode_frame"), "dissector.pulsar.encoder"),
+    **dict.fromkeys(
+        ("DEFAULT_MAX_FRAME_SIZE", "FrameDecoder", "StreamStats"), "dissector.pulsar.framing"
+    ),
+    **dict.fromkeys(
+        ("Capture", "ReaderOptions", "iter_events", "read_capture", "read_tables"),
+        "dissector.read",
+    ),
 }
-
 
 if not TYPE_CHECKING:  # type checkers see the imports above
     __getattr__, __dir__ = lazy_names(__name__, globals(), _LAZY)

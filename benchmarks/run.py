@@ -5,7 +5,7 @@ Output: DIR/benchmark.md and DIR/benchmark.json (raw results: every run of every
 progress on stderr. Full mode: captures at issue 12's sizes, cached under --cache
 (/tmp/pulsar-dissector-bench) and reused while their generators are unchanged, 3 runs of
 the fast commands, 1 of each command on the 1.2 GB capture and of the slow baselines,
-report in reports/; start-up (benchmarks.startup: the 14-packet sample read 21 times, the
+report in reports/; start-up (benchmarks.startup: the 95-packet sample read 21 times, the
 median judged). Then the small capture's frames read is profiled (cProfile, and py-spy
 --native when installed). Quick mode: tiny captures, 1 run each, everything (captures,
 outputs, report) in a new temporary folder whose path is printed; for tests, not figures.
@@ -250,7 +250,7 @@ def main(argv: list[str] | None = None) -> int:
         log(f"[{n}/{len(suite)}] {case.key}: {' '.join(case.argv)}")
         results.append(run_case(case, infos[case.capture], keep))
     data["cases"] = results
-    log(f"start-up: read of the 14-packet sample, {startup_runs} runs")
+    log(f"start-up: read of the 95-packet sample, {startup_runs} runs")
     data["startup"] = startup.measure_startup(startup_runs)
     data["targets"] = targets.evaluate({r["key"]: r for r in results})
     data["targets"].append(startup.target(data["startup"]))

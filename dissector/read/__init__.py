@@ -10,8 +10,9 @@ one run driver (`driver`), and connection ids are decided in one place (`numberi
 modules: options (settings, paths), driver (the run driver, its GC setting), runs (what each
 front end hands the driver), numbering (conn_id ranges, -j renumbering), tables (events ->
 record batches), parallel (-j worker processes), inputs (checks and hints around a read),
-dataframes (pandas); each is imported on first use of its name here. Damage that ends a file's reading becomes an anomaly row, never an
-exception; a file that is not a capture raises InputError.
+dataframes (pandas); each is imported on first use of its name here. Damage that ends a
+file's reading becomes an anomaly row, never an exception; a file that is not a capture
+raises InputError.
 """
 
 from __future__ import annotations

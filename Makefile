@@ -1,7 +1,8 @@
 # make demo: install, then dissect the bundled samples.
 # make check: install, then lint, type-check and run the quick tier: every test but those
 #   that need real peers, packet capture, Spark, external tools or a long run (a few minutes).
-# make test: install, then lint, type-check and run the whole suite (real peers included).
+# make test: install, then lint, type-check and run the whole suite (real peers included),
+#   then a one-minute native fuzz run of the compiled core (fuzz-native-short).
 # make docs: regenerate the generated parts of README.md and docs/.
 SHELL := /bin/bash
 PYTHON ?= python3
@@ -9,13 +10,13 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: install java testdeps demo check test lint typecheck pytest proto docs bench bench-quick fuzz-growth fuzzdeps fuzz-native clean
+.PHONY: install java testdeps demo check test lint typecheck pytest proto docs bench bench-quick fuzz-growth fuzzdeps fuzz-native fuzz-native-short clean
 
 install: $(STAMP) java
 
-# Sources are dependencies: setup.py compiles the hot modules with mypyc, and a module
-# edited since would otherwise run its old compiled code.
-$(STAMP): pyproject.toml setup.py $(shell find dissector -name '*.py')
+# Sources are dependencies: setup.py compiles the hot modules with mypyc and the C core
+# (dissector/_core/*.c, *.h), and a module edited since would otherwise run its old code.
+$(STAMP): pyproject.toml setup.py $(shell find dissector -name '*.py' -o -name '*.[ch]')
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[dev,spark]'
@@ -65,7 +66,7 @@ typecheck: $(STAMP)
 pytest: install testdeps
 	$(PY) -m pytest -q
 
-test: lint typecheck pytest
+test: lint typecheck pytest fuzz-native-short
 
 # The tiers are pytest markers (pyproject.toml; tests/conftest.py sets them from what each
 # test uses, tests/support/tiers.py). No Java, apt package or root is needed here.
@@ -99,20 +100,20 @@ bench-quick: install
 fuzz-growth: install
 	$(PY) -m fuzz.growth --out reports/fuzz_growth.json
 
-# Native fuzzing of the compiled stages (fuzz/native/*_fuzz.c, docs/compiled-core.md): the
-# record walk (walk_fuzz.c, seeded from pcaps/) and the framing stage (frames_fuzz.c, seeded
-# from pcaps/streams/ and pcaps/). With
-# clang and its libFuzzer runtime (installed with apt when missing, as testdeps does: Debian's
-# clang and libclang-rt-N-dev), libFuzzer coverage-guided for FUZZ_SECONDS (or FUZZ_RUNS
-# executions) seeded from pcaps/, its corpus kept in FUZZ_DIR/corpus; where they cannot be
-# had, gcc's address and undefined-behaviour sanitizers over PD_FUZZ_RUNS random mutations
-# of the same seeds. Exit 1 on a finding.
+# Native fuzzing of the compiled stages (fuzz/native/run.sh, which lists the entry points:
+# the record walk, walk_fuzz.c seeded from pcaps/; the framing stage, frames_fuzz.c seeded
+# from pcaps/streams/ and pcaps/; docs/compiled-core.md). With clang and its libFuzzer
+# runtime (installed with apt when missing, as testdeps does: Debian's clang and
+# libclang-rt-N-dev), libFuzzer coverage-guided for FUZZ_SECONDS per entry point (or
+# FUZZ_RUNS executions), its corpora kept in FUZZ_DIR; where they cannot be had, gcc's
+# address and undefined-behaviour sanitizers over random mutations of the same seeds
+# (PD_FUZZ_RUNS, default 2,000,000). Each run prints its executions; exit 1 on a finding.
+# fuzz-native-short: the same for about FUZZ_SHORT_SECONDS in all (shared among the entry
+# points) in a new folder (kept on a finding), so `make test` runs it on any machine.
 FUZZ_SECONDS ?= 60
 FUZZ_RUNS ?= -1
+FUZZ_SHORT_SECONDS ?= 60
 FUZZ_DIR := /tmp/pulsar-dissector-fuzz-native
-NATIVE_SRC := fuzz/native/walk_fuzz.c dissector/_core/walk.c
-FRAMES_SRC := fuzz/native/frames_fuzz.c dissector/_core/frames.c dissector/_core/pbscan.c \
-  dissector/_core/crc32c.c
 LIBFUZZER = $$(clang -print-file-name=libclang_rt.fuzzer-x86_64.a 2>/dev/null)
 fuzzdeps:
 	@if ! command -v clang >/dev/null 2>&1 || ! test -f "$(LIBFUZZER)"; then \
@@ -124,24 +125,12 @@ fuzzdeps:
 	fi
 
 fuzz-native: fuzzdeps
-	@mkdir -p $(FUZZ_DIR)/corpus $(FUZZ_DIR)/frames-corpus
-	@if command -v clang >/dev/null 2>&1 && test -f "$(LIBFUZZER)"; then \
-	  clang -O1 -g -DPD_LIBFUZZER -fsanitize=fuzzer,address,undefined $(NATIVE_SRC) \
-	    -o $(FUZZ_DIR)/walk && \
-	  $(FUZZ_DIR)/walk -max_total_time=$(FUZZ_SECONDS) -runs=$(FUZZ_RUNS) -print_final_stats=1 \
-	    -artifact_prefix=$(FUZZ_DIR)/ $(FUZZ_DIR)/corpus pcaps && \
-	  clang -O1 -g -DPD_LIBFUZZER -fsanitize=fuzzer,address,undefined $(FRAMES_SRC) \
-	    -o $(FUZZ_DIR)/frames && \
-	  $(FUZZ_DIR)/frames -max_total_time=$(FUZZ_SECONDS) -runs=$(FUZZ_RUNS) -print_final_stats=1 \
-	    -artifact_prefix=$(FUZZ_DIR)/frames- $(FUZZ_DIR)/frames-corpus pcaps/streams; \
-	else \
-	  gcc -O1 -g -std=c11 -fsanitize=address,undefined -fno-sanitize-recover=all $(NATIVE_SRC) \
-	    -o $(FUZZ_DIR)/walk-gcc && \
-	  PD_FUZZ_RUNS=$${PD_FUZZ_RUNS:-2000000} $(FUZZ_DIR)/walk-gcc pcaps/*.pcap && \
-	  gcc -O1 -g -std=c11 -fsanitize=address,undefined -fno-sanitize-recover=all $(FRAMES_SRC) \
-	    -o $(FUZZ_DIR)/frames-gcc && \
-	  PD_FUZZ_RUNS=$${PD_FUZZ_RUNS:-2000000} $(FUZZ_DIR)/frames-gcc pcaps/streams/*.bin pcaps/*.pcap; \
-	fi
+	FUZZ_DIR=$(FUZZ_DIR) FUZZ_SECONDS=$(FUZZ_SECONDS) FUZZ_RUNS=$(FUZZ_RUNS) bash fuzz/native/run.sh
+
+fuzz-native-short: fuzzdeps
+	@dir=$$(mktemp -d /tmp/pulsar-dissector-fuzz-short.XXXXXX) && \
+	  FUZZ_DIR=$$dir FUZZ_TOTAL_SECONDS=$(FUZZ_SHORT_SECONDS) bash fuzz/native/run.sh && \
+	  rm -rf "$$dir"
 
 # Regenerate the protobuf bindings from proto/pulsar_api.proto.
 proto: install

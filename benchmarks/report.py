@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from benchmarks import startup
 from benchmarks.stages import STAGES
 
 #: Our command a tool is compared with, per capture.
@@ -269,7 +270,10 @@ def _command(argv: list[str], data: dict[str, Any]) -> str:
 
 
 def render(data: dict[str, Any], live: Path | None = None) -> str:
-    lines = [*_header(data), *_targets(data), *_cases(data), *_captures(data), *_profile(data)]
+    lines = [*_header(data), *_targets(data), *_cases(data), *_captures(data)]
+    if "startup" in data:  # reports saved before start-up was measured have none
+        lines += startup.section(data["startup"])
+    lines += _profile(data)
     if live is not None and live.exists():
         lines += _live(live.read_text())
     return "\n".join(lines) + "\n"

@@ -5,7 +5,8 @@ Output: DIR/benchmark.md and DIR/benchmark.json (raw results: every run of every
 progress on stderr. Full mode: captures at issue 12's sizes, cached under --cache
 (/tmp/pulsar-dissector-bench) and reused while their generators are unchanged, 3 runs of
 the fast commands, 1 of each command on the 1.2 GB capture and of the slow baselines,
-report in reports/. Then the small capture's frames read is profiled (cProfile, and py-spy
+report in reports/; start-up (benchmarks.startup: the 95-packet sample read 21 times, the
+median judged). Then the small capture's frames read is profiled (cProfile, and py-spy
 --native when installed). Quick mode: tiny captures, 1 run each, everything (captures,
 outputs, report) in a new temporary folder whose path is printed; for tests, not figures.
 Rule: nothing is reported as met unless it was measured in this run; a command that fails
@@ -28,7 +29,16 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from benchmarks import captures, facts, measure, mixcapture, native_profile, stages, targets
+from benchmarks import (
+    captures,
+    facts,
+    measure,
+    mixcapture,
+    native_profile,
+    stages,
+    startup,
+    targets,
+)
 from benchmarks.captures import CaptureInfo
 from benchmarks.report import render
 from benchmarks.suite import Case, Repeats, cases, pulsar_dissect
@@ -214,11 +224,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.quick:
         out = args.out or Path(tempfile.mkdtemp(prefix="pulsar-bench-quick-"))
         capture_dir, work, keep = out / "captures", out / "work", True
-        scales, repeats = QUICK_SCALE, QUICK_REPEATS
+        scales, repeats, startup_runs = QUICK_SCALE, QUICK_REPEATS, 3
     else:
         out = args.out or ROOT / "reports"
         capture_dir, work, keep = args.cache / "captures", args.cache / "work", False
-        scales, repeats = FULL_SCALE, FULL_REPEATS
+        scales, repeats, startup_runs = FULL_SCALE, FULL_REPEATS, startup.RUNS
     out.mkdir(parents=True, exist_ok=True)
     _clear(work)
     work.mkdir(parents=True)
@@ -240,7 +250,10 @@ def main(argv: list[str] | None = None) -> int:
         log(f"[{n}/{len(suite)}] {case.key}: {' '.join(case.argv)}")
         results.append(run_case(case, infos[case.capture], keep))
     data["cases"] = results
+    log(f"start-up: read of the 95-packet sample, {startup_runs} runs")
+    data["startup"] = startup.measure_startup(startup_runs)
     data["targets"] = targets.evaluate({r["key"]: r for r in results})
+    data["targets"].append(startup.target(data["startup"]))
     log("profile: small capture to a frames parquet under cProfile")
     data["profile"] = profile(infos["small"].path, work)
     log("profile: the same command sampled by py-spy --native")

@@ -82,6 +82,17 @@ def test_report_judges_only_measured_values(quick):
     assert len(data["profile"]["top"]) == 15
 
 
+def test_start_up_is_measured_as_the_median_of_whole_processes(quick):
+    out, data = quick
+    startup = data["startup"]
+    assert startup["status"] == "ok", startup["detail"]
+    assert startup["runs"] == len(startup["wall_s"]) == 3  # quick mode: 3 timed runs
+    assert startup["min_s"] <= startup["median_s"] <= startup["max_s"]
+    assert startup["median_s"] == sorted(startup["wall_s"])[1]
+    assert any(t["target"].startswith("read of a small capture") for t in data["targets"])
+    assert "## Start-up" in (out / "benchmark.md").read_text()
+
+
 def _tshark_commands(capture: str) -> Counter[str]:
     """Commands decoded by tshark with the Lua framer, counted by name."""
     proc = subprocess.run(

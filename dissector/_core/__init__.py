@@ -14,6 +14,8 @@ capture); everything else stays with the Python code, which is the reference.
 install and it was not: a build that silently fell back to Python). `active()` says whether
 reads use it: `PULSAR_DISSECTOR_CORE=0` turns it off for a run (the differential tests and
 the benchmark compare both ways in one build).
+`stats()`: what the compiled stages made in this process (segments and raw packets of the
+walk, frames the scan took), so a test can prove that a read took the compiled path.
 `frames_scan()`: the compiled frame scan (dissector/_core/frames.c) a new
 `dissector.pulsar.framing.FrameDecoder` runs over its synced stream, or None (pure Python,
 `PULSAR_DISSECTOR_CORE=0`, or `PULSAR_DISSECTOR_CORE_FRAMES=0`: that stage alone off).
@@ -81,6 +83,16 @@ def frames_block() -> FrameBlockScan | None:
     assert frames_native is not None
     scan: FrameBlockScan = frames_native.scan_block
     return scan
+
+
+def stats() -> dict[str, int]:
+    """What the compiled stages made since they were loaded in this process: `segments` and
+    `raw_packets` the walk gave, `frames_taken` by the frame scan; {} in the pure package."""
+    out: dict[str, int] = {}
+    for module in (native, frames_native):
+        if module is not None:
+            out.update(module.stats())
+    return out
 
 
 def frames_scan() -> FrameScan | None:

@@ -26,6 +26,8 @@
 
 static PyTypeObject *segment_type = NULL, *raw_type = NULL;
 static PyObject *addresses = NULL; /* bytes -> str */
+/* Items this module made since it was loaded (stats()): proof that a read took this path. */
+static unsigned long long segments_made = 0, raw_made = 0;
 
 typedef struct {
     pd_cols c;
@@ -104,6 +106,7 @@ fail:
 
 static PyObject *row_item(const char *base, const pd_cols *c, int64_t i, int64_t number) {
     if (c->kind[i] == PD_RAW) {
+        raw_made++;
         PyObject *items[6] = {
             PyLong_FromLongLong(number),
             PyLong_FromLongLong(c->ts[i]),
@@ -115,6 +118,7 @@ static PyObject *row_item(const char *base, const pd_cols *c, int64_t i, int64_t
         return named(raw_type, items, 6);
     } else {
         int size = c->kind[i] == PD_TCP4 ? 4 : 16;
+        segments_made++;
         PyObject *items[12] = {
             PyLong_FromLongLong(number),
             PyLong_FromLongLong(c->ts[i]),
@@ -345,12 +349,19 @@ static PyObject *set_types(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+static PyObject *stats(PyObject *self, PyObject *unused) {
+    (void)self;
+    (void)unused;
+    return Py_BuildValue("{sKsK}", "segments", segments_made, "raw_packets", raw_made);
+}
+
 static PyMethodDef methods[] = {
     {"scan_pcap", (PyCFunction)(void (*)(void))scan_pcap, METH_VARARGS | METH_KEYWORDS,
      "Walk pcap records from pos: (pos, number, items or columns)."},
     {"scan_pcapng", (PyCFunction)(void (*)(void))scan_pcapng, METH_VARARGS | METH_KEYWORDS,
      "Walk pcapng Enhanced Packet Blocks from pos: (pos, number, last_ts, items or columns)."},
     {"set_types", set_types, METH_VARARGS, "The Segment and RawPacket types of the items."},
+    {"stats", stats, METH_NOARGS, "Segments and raw packets made since the module was loaded."},
     {NULL, NULL, 0, NULL},
 };
 

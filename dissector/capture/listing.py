@@ -24,12 +24,14 @@ import fnmatch
 import glob
 import os
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
-
-import pyarrow.fs as pafs
 
 from dissector.capture.locations import filesystem_for, input_error, is_local, local_path
 from dissector.errors import InputError
+
+if TYPE_CHECKING:  # imported for remote locations only: listing local files needs no pyarrow
+    import pyarrow.fs as pafs
 
 CAPTURE_SUFFIXES = (".pcap", ".pcapng", ".cap", ".pcap.gz", ".pcapng.gz", ".gz")
 
@@ -69,6 +71,8 @@ def _local(location: str) -> list[str] | None:
 
 
 def _remote(location: str, s3_endpoint: str | None) -> list[str] | None:
+    import pyarrow.fs as pafs
+
     parts = urlsplit(location)
     if parts.scheme in ("s3", "s3a", "gs", "gcs") and not parts.netloc:
         raise InputError(f"{location}: no bucket name ({parts.scheme}://BUCKET/PATH)")
@@ -98,6 +102,8 @@ def _remote(location: str, s3_endpoint: str | None) -> list[str] | None:
 
 
 def _files_under(fs: pafs.FileSystem, base: str) -> list[str]:
+    import pyarrow.fs as pafs
+
     selector = pafs.FileSelector(base, recursive=True, allow_not_found=True)
     return [i.path for i in fs.get_file_info(selector) if i.type == pafs.FileType.File]
 

@@ -21,11 +21,13 @@ from __future__ import annotations
 
 import os
 import re
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-import pyarrow.fs as pafs
-
 from dissector.errors import InputError
+
+if TYPE_CHECKING:  # imported where a filesystem is made: a local read never needs pyarrow
+    import pyarrow.fs as pafs
 
 #: Environment variables, in order, that name an S3 endpoint other than AWS.
 ENDPOINT_VARIABLES = ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL")
@@ -94,6 +96,8 @@ def filesystem_for(location: str, s3_endpoint: str | None = None) -> tuple[pafs.
     is; `s3://b/k` gives `b/k`; `hdfs://nn:8020/p` gives `/p`). s3_endpoint: an S3 endpoint
     URL (`http://127.0.0.1:9000`) overriding the environment's. InputError (one line naming
     the location) when the URI or its filesystem cannot be used."""
+    import pyarrow.fs as pafs
+
     scheme = scheme_of(location)
     if scheme == "file":
         return pafs.LocalFileSystem(), local_path(location)
@@ -117,6 +121,8 @@ def filesystem_for(location: str, s3_endpoint: str | None = None) -> tuple[pafs.
 
 
 def _s3(location: str, bucket: str, endpoint: str | None) -> pafs.FileSystem:
+    import pyarrow.fs as pafs
+
     if endpoint is None:  # AWS: pyarrow finds the bucket's region
         try:
             return pafs.FileSystem.from_uri(f"s3://{bucket}")[0]
@@ -185,7 +191,7 @@ def input_error(
     code = _AWS_ERROR.search(text)
     if isinstance(exc, FileNotFoundError) or (code and code.group(1) == "NO_SUCH_KEY"):
         reason = "no such file"
-        if isinstance(fs, pafs.S3FileSystem) and path and not _bucket_exists(fs, path):
+        if fs is not None and _is_s3(fs) and path and not _bucket_exists(fs, path):
             reason = f"no such bucket {path.split('/', 1)[0]!r}"
     elif code and code.group(1) in _AWS_REASONS:
         reason = _AWS_REASONS[code.group(1)]
@@ -204,7 +210,15 @@ def input_error(
     return InputError(f"{location}: {reason}")
 
 
+def _is_s3(fs: pafs.FileSystem) -> bool:
+    import pyarrow.fs as pafs  # a filesystem exists, so pyarrow is imported already
+
+    return isinstance(fs, pafs.S3FileSystem)
+
+
 def _bucket_exists(fs: pafs.FileSystem, path: str) -> bool:
+    import pyarrow.fs as pafs
+
     try:
         return bool(fs.get_file_info(path.split("/", 1)[0]).type != pafs.FileType.NotFound)
     except OSError:

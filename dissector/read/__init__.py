@@ -10,13 +10,34 @@ one run driver (`driver`), and connection ids are decided in one place (`numberi
 modules: options (settings, paths), driver (the run driver, its GC setting), runs (what each
 front end hands the driver), numbering (conn_id ranges, -j renumbering), tables (events ->
 record batches), parallel (-j worker processes), inputs (checks and hints around a read),
-dataframes (pandas). Damage that ends a file's reading becomes an anomaly row, never an
-exception; a file that is not a capture raises InputError.
+dataframes (pandas); each is imported on first use of its name here. Damage that ends a
+file's reading becomes an anomaly row, never an exception; a file that is not a capture
+raises InputError.
 """
 
-from dissector.read.dataframes import Capture, read_capture
-from dissector.read.options import ReaderOptions
-from dissector.read.runs import iter_events
-from dissector.read.tables import read_tables
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from dissector._lazy import lazy_names
+
+if TYPE_CHECKING:
+    from dissector.read.dataframes import Capture, read_capture
+    from dissector.read.options import ReaderOptions
+    from dissector.read.runs import iter_events
+    from dissector.read.tables import read_tables
+
+#: Public name -> its module, imported on first use (the modules below bring pyarrow: a
+#: submodule import such as `dissector.read.runs` must not pay for them).
+_LAZY = {
+    "Capture": "dissector.read.dataframes",
+    "read_capture": "dissector.read.dataframes",
+    "ReaderOptions": "dissector.read.options",
+    "iter_events": "dissector.read.runs",
+    "read_tables": "dissector.read.tables",
+}
+
+if not TYPE_CHECKING:  # type checkers see the imports above
+    __getattr__, __dir__ = lazy_names(__name__, globals(), _LAZY)
 
 __all__ = ["Capture", "ReaderOptions", "iter_events", "read_capture", "read_tables"]

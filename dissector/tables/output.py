@@ -22,14 +22,16 @@ import stat
 import sys
 import tempfile
 from collections.abc import Iterator
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 import orjson
 import pyarrow as pa
-import pyarrow.csv as pacsv
-import pyarrow.parquet as pq
 
 from dissector.errors import OutputError, os_reason
+
+if TYPE_CHECKING:  # imported by the writers of their format (~30 ms a text read need not pay)
+    import pyarrow.csv as pacsv
+    import pyarrow.parquet as pq
 
 FORMATS = ("jsonl", "csv", "parquet")
 #: Rows of one Parquet row group: record batches are gathered (as Arrow, compact) up to it.
@@ -76,6 +78,12 @@ def flat_schema(schema: pa.Schema) -> pa.Schema:
         for f in schema
     ]
     return pa.schema(fields, metadata=schema.metadata)
+
+
+def _csv_writer(out: BinaryIO, schema: pa.Schema) -> pacsv.CSVWriter:
+    import pyarrow.csv as pacsv
+
+    return pacsv.CSVWriter(out, flat_schema(schema))
 
 
 def flat(batch: pa.RecordBatch) -> pa.RecordBatch:
@@ -199,7 +207,7 @@ class TableWriter:
                     self._write_group()
         elif self.fmt == "csv":
             if self._csv is None:
-                self._csv = pacsv.CSVWriter(self._out, flat_schema(self.schema))
+                self._csv = _csv_writer(self._out, self.schema)
             if batch.num_rows:
                 self._csv.write_batch(flat(batch))
         elif batch.num_rows:
@@ -207,6 +215,8 @@ class TableWriter:
 
     def _write_group(self) -> None:
         if self._parquet is None:
+            import pyarrow.parquet as pq
+
             self._parquet = pq.ParquetWriter(self._out, self.schema)
         if self._group:
             group = pa.Table.from_batches(self._group, schema=self.schema)
@@ -246,7 +256,7 @@ class TableWriter:
         if self.fmt == "parquet":
             self._write_group()  # the last rows, or an empty table
         if self.fmt == "csv" and self._csv is None:
-            self._csv = pacsv.CSVWriter(self._out, flat_schema(self.schema))  # header only
+            self._csv = _csv_writer(self._out, self.schema)  # header only
         for writer in (self._parquet, self._csv):
             if writer is not None:
                 writer.close()

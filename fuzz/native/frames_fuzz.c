@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "../../dissector/_core/crc32c.h"
 #include "../../dissector/_core/fields.h"
@@ -105,12 +106,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 }
 
 #ifndef PD_LIBFUZZER
-/* gcc: run every file named, then `PD_FUZZ_RUNS` (default 100000) random mutations. */
+/* gcc: run every file named, then `PD_FUZZ_RUNS` random mutations (default 100000, or no
+ * limit with a time budget) or as many as `PD_FUZZ_SECONDS` allow, whichever ends first. */
 int main(int argc, char **argv) {
     uint8_t *seeds[256];
     size_t sizes[256];
     int n = 0;
-    long runs = getenv("PD_FUZZ_RUNS") ? atol(getenv("PD_FUZZ_RUNS")) : 100000;
+    const char *budget = getenv("PD_FUZZ_SECONDS");
+    long runs = getenv("PD_FUZZ_RUNS") ? atol(getenv("PD_FUZZ_RUNS")) : budget ? -1 : 100000;
+    time_t stop = budget ? time(NULL) + atol(budget) : 0;
+    long executions = 0, r;
     uint64_t state = 27;
     for (int a = 1; a < argc && n < 256; a++) {
         FILE *f = fopen(argv[a], "rb");
@@ -129,10 +134,13 @@ int main(int argc, char **argv) {
         for (int m = 0; m < 256; m += 17) {
             seeds[n][0] = (uint8_t)m;
             LLVMFuzzerTestOneInput(seeds[n], sizes[n]);
+            executions++;
         }
         n++;
     }
-    for (long r = 0; r < runs && n > 0; r++) {
+    for (r = 0; (runs < 0 || r < runs) && n > 0; r++) {
+        if (stop && (r & 4095) == 0 && time(NULL) >= stop)
+            break; /* the time budget is spent */
         size_t k, size, start, flips;
         uint8_t *m;
         state = state * 6364136223846793005ULL + 1442695040888963407ULL;
@@ -156,7 +164,8 @@ int main(int argc, char **argv) {
     }
     for (int j = 0; j < n; j++)
         free(seeds[j]);
-    printf("frames_fuzz: %d seeds, %ld mutations, no fault\n", n, runs);
+    printf("frames_fuzz: %d seeds, %ld mutations, %ld executions, no fault\n", n, r,
+           executions + r);
     return 0;
 }
 #endif

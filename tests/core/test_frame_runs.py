@@ -5,8 +5,8 @@ The reference is the same build read with `PULSAR_DISSECTOR_CORE=0`: no C walk, 
 a `Frame` per frame and the frames table's row function. With the core on, a read of the
 frames and entities tables only (no pairs, no messages: the CLI, `read_capture` and Spark
 ask for exactly that) gets SEND, SEND_RECEIPT, MESSAGE and simple ACK frames as
-`FrameRun`s. Compared as Arrow IPC bytes: every bundled sample and crafted capture, crafted TCP scenarios with loss,
-reordering and idle pauses, mutated captures, sharded and merged reads; record batches cut
+`FrameRun`s. Compared as Arrow IPC bytes: every bundled sample and crafted capture, crafted
+TCP scenarios with loss, reordering and idle pauses, mutated captures, sharded and merged reads; record batches cut
 at the same rows with a small batch size; what pending requests hold for shedding, after
 every packet; the block layout against the extension's own column names. A count of the
 frames the runs carried shows they did the work.

@@ -6,10 +6,10 @@ a `Frame` per frame and the frames table's row function. With the core on, a rea
 frames and entities tables only (no pairs, no messages: the CLI, `read_capture` and Spark
 ask for exactly that) gets SEND, SEND_RECEIPT, MESSAGE and simple ACK frames as
 `FrameRun`s. Compared as Arrow IPC bytes: every bundled sample and crafted capture, crafted
-TCP scenarios with loss, reordering and idle pauses, mutated captures, sharded and merged reads; record batches cut
-at the same rows with a small batch size; what pending requests hold for shedding, after
-every packet; the block layout against the extension's own column names. A count of the
-frames the runs carried shows they did the work.
+TCP scenarios with loss, reordering and idle pauses, mutated captures, sharded and merged
+reads; record batches cut at the same rows with a small batch size; what pending requests
+and acknowledged ids hold, after every packet; the block layout against the extension's own
+column names. A count of the frames the runs carried shows they did the work.
 """
 
 from __future__ import annotations

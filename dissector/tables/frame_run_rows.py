@@ -16,6 +16,7 @@ string the pipeline already holds. tests/core/test_frame_runs.py compares whole 
 
 from __future__ import annotations
 
+from functools import cache
 from typing import Any
 
 import numpy as np
@@ -30,10 +31,17 @@ ConnInfo = tuple[str | None, int | None, str | None, int | None, str | None]
 
 _I64 = pa.int64()
 _MAX_MS = 253_402_300_799_999  # dissector.tables.columns.ms: the last millisecond of 9999
-#: Command names by type, for the types a run may hold (other entries are never read).
-_NAMES = pa.array([COMMAND_NAMES.get(t, "") for t in range(64)], pa.string())
-#: Checksum names by the scan's verdict (0: not a payload frame: null).
-_VERDICTS = pa.array([None, Checksum.ABSENT.value, Checksum.VALID.value, Checksum.INVALID.value])
+
+
+@cache
+def _names() -> tuple[pa.Array, pa.Array]:
+    """Command names by type (the types a run may hold; other entries are never read) and
+    checksum names by the scan's verdict (0: not a payload frame: null). Made at the first
+    batch, not at import: pyarrow's conversion of Python lists imports pandas, which a text
+    read never needs (tests/test_startup.py)."""
+    names = pa.array([COMMAND_NAMES.get(t, "") for t in range(64)], pa.string())
+    verdicts = [None, Checksum.ABSENT.value, Checksum.VALID.value, Checksum.INVALID.value]
+    return names, pa.array(verdicts, pa.string())
 
 
 class RunRows:
@@ -136,6 +144,7 @@ def batch(
 
 def _columns(schema: pa.Schema, runs: RunRows, sizes: Any) -> pa.RecordBatch:
     """The frames table's columns for the runs' rows, in the runs' order."""
+    names, verdicts = _names()
     m = np.frombuffer(b"".join(runs.blocks), dtype=np.int64).reshape(-1, R.NCOLS)
     which = pa.array(np.repeat(np.array(runs.which, dtype=np.int64), sizes))
     sides = list(zip(*runs.sides, strict=True))  # per column of `sides`, its values
@@ -169,7 +178,7 @@ def _columns(schema: pa.Schema, runs: RunRows, sizes: Any) -> pa.RecordBatch:
         "last_packet": pa.array(runs.lasts, pa.int64()),
         "stream_offset": pa.array(bases + col(R.C_OFFSET)),
         "frame_size": pa.array(col(R.C_TOTAL) + 4),
-        "command": _NAMES.take(pa.array(col(R.C_TYPE))),
+        "command": names.take(pa.array(col(R.C_TYPE))),
         "request_id": where(R.HAS_REQUEST_ID, col(R.C_REQUEST_ID)),
         "producer_id": where(R.HAS_PRODUCER_ID, col(R.C_PRODUCER_ID)),
         "consumer_id": where(R.HAS_CONSUMER_ID, col(R.C_CONSUMER_ID)),
@@ -177,7 +186,7 @@ def _columns(schema: pa.Schema, runs: RunRows, sizes: Any) -> pa.RecordBatch:
         "topic": pa.array(runs.topics, pa.string()),
         "ledger_id": where(R.HAS_MESSAGE_ID, col(R.C_LEDGER_ID)),
         "entry_id": where(R.HAS_MESSAGE_ID, col(R.C_ENTRY_ID)),
-        "checksum": _VERDICTS.take(pa.array(verdict)),
+        "checksum": verdicts.take(pa.array(verdict)),
         "checksum_expected": pa.array(col(R.C_CRC_EXPECTED), mask=~crc),
         "checksum_computed": pa.array(col(R.C_CRC_COMPUTED), mask=~crc),
         "broker_entry_timestamp": pa.array(entry_ts * 1000, mask=~ts_ok),

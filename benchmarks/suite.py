@@ -95,6 +95,14 @@ def check_folder(output: Path, info: CaptureInfo) -> Check:
     return _result(not problems, "; ".join(problems), output, rows=rows)
 
 
+def check_tshark_tcp(output: Path, info: CaptureInfo) -> Check:
+    """tshark reading TCP only: one line per packet of the capture."""
+    lines = sum(1 for _ in output.open()) if output.is_file() else 0
+    ok = lines == info.packets
+    detail = "" if ok else f"{lines:,} lines, generator wrote {info.packets:,} packets"
+    return _result(ok, detail, output, lines=lines)
+
+
 def check_text(output: Path, info: CaptureInfo) -> Check:
     size = output.stat().st_size if output.is_file() else 0
     return _result(size > 0, "" if size else "nothing printed", output)
@@ -165,6 +173,22 @@ def cases(caps: dict[str, CaptureInfo], work: Path, repeats: Repeats) -> list[Ca
         [pd, "read", small, *frames],
         "small-frames.parquet",
         check_table("frames"),
+        fast,
+    )
+    add(
+        "ours.small.j1",
+        "read SMALL -j 1 --table frames --format parquet -o F (one process)",
+        [pd, "read", small, "-j", "1", *frames],
+        "small-j1.parquet",
+        check_table("frames"),
+        fast,
+    )
+    add(
+        "ours.small.all1",
+        "read SMALL -j 1 -o DIR (every table, one process)",
+        [pd, "read", small, "-j", "1", "-o", OUT],
+        "small-tables-j1",
+        check_folder,
         fast,
     )
     add(
@@ -239,6 +263,15 @@ def cases(caps: dict[str, CaptureInfo], work: Path, repeats: Repeats) -> list[Ca
         tshark.args(Path(small)),
         "small-tshark-fields.txt",
         check_tshark_fields,
+        fast,
+        stdout=True,
+    )
+    add(
+        "tshark.small.tcp",
+        "tshark reading TCP only (no Pulsar): -T fields -e tcp.stream -e tcp.len",
+        tshark.tcp_args(Path(small)),
+        "small-tshark-tcp.txt",
+        check_tshark_tcp,
         fast,
         stdout=True,
     )

@@ -78,6 +78,25 @@ def args(capture: Path, mode: str = "fields") -> list[str]:
     return [*base, "-T", "fields", "-E", "occurrence=a", "-E", "aggregator=,", *fields]
 
 
+def tcp_args(capture: Path) -> list[str]:
+    """tshark reading `capture`'s TCP only, no Pulsar at all (issue 27's floor: the port
+    decoded as data, one line per packet)."""
+    return [
+        executable() or "tshark",
+        "-n",
+        "-r",
+        str(capture),
+        "-d",
+        "tcp.port==6650,data",
+        "-T",
+        "fields",
+        "-e",
+        "tcp.stream",
+        "-e",
+        "tcp.len",
+    ]
+
+
 def count_commands(fields_output: Path) -> Counter[int]:
     """Decoded commands by BaseCommand type number, from a `fields` mode output."""
     column = FIELDS.index(TYPE_FIELD)

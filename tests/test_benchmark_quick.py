@@ -47,7 +47,8 @@ def quick(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any
 def test_every_command_ran_and_its_output_checked(quick):
     _, data = quick
     keys = {c["key"] for c in data["cases"]}
-    assert {"ours.small.frames", "ours.small.all", "ours.large.j2", "ours.mib.messages"} <= keys
+    assert {"ours.small.frames", "ours.small.j1", "ours.small.all1", "ours.large.j2"} <= keys
+    assert {"ours.mib.messages", "tshark.small.tcp"} <= keys
     assert {"tshark.small.fields", "baseline.small.scapy", "baseline.large.walk"} <= keys
     for case in data["cases"]:
         assert case["status"] == "ok", (case["key"], case["detail"])

@@ -27,11 +27,14 @@ from dissector.events import (
 from dissector.tables.schema import TABLES
 
 PACKAGE = Path(__file__).resolve().parent.parent / "dissector"
-#: Where rows' values are compared: the tables' declarations, every frontend, the pipeline.
+#: Where rows' values are compared: the tables' declarations, every frontend, the pipeline
+#: and its per-connection state.
 SCANNED = [
     *sorted((PACKAGE / "tables").rglob("*.py")),
     *sorted((PACKAGE / "frontends").rglob("*.py")),
     PACKAGE / "pipeline.py",
+    PACKAGE / "connection.py",
+    PACKAGE / "conn_records.py",
 ]
 #: Every closed vocabulary: the StrEnums of dissector.events, and the anomalies' severities.
 VOCABULARIES: list[type[StrEnum]] = [

@@ -9,7 +9,7 @@ Rule: as dissector/anomalies.py for anomalies: a code is written here once, as a
 written as a string elsewhere); codes are stable public identifiers (add, never rename).
 A finding is a diagnosis built from many frames (dissector.diagnose); an anomaly is a fault
 of the bytes themselves. Thresholds are never constants of the rules: they are options
-(`diagnose --help`, docs/findings.md) defaulting to the official clients' settings.
+(`diagnose --help`, docs/tables.md) defaulting to the official clients' settings.
 """
 
 from __future__ import annotations

@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Protocol, TextIO
 
@@ -35,7 +36,7 @@ from dissector.frontends.live_files import ParquetParts
 from dissector.frontends.text import FrameLines
 from dissector.keylog_files import KeylogFiles
 from dissector.read.driver import make_pipeline
-from dissector.read.options import ReaderOptions
+from dissector.read.options import ReaderOptions, diagnoser
 from dissector.tables.builders import TableBuilder
 from dissector.tables.filters import Filter
 from dissector.tables.output import json_lines as encode
@@ -155,10 +156,15 @@ class Session:
         self.pipe = make_pipeline(reader, keylog=self.keylogs.keylog if self.keylogs else None)
         self.lines = FrameLines(opts.rows, show_secrets=opts.show_secrets)
         self.builder = None
+        self._add: Callable[[PipelineEvent], None] | None = None
         if made:
             self.builder = TableBuilder(
-                capture=f"live:{source.name}", tables=made, fields=opts.reader.fields
+                capture=f"live:{source.name}",
+                tables=made,
+                fields=opts.reader.fields,
+                diagnoser=diagnoser(reader) if "findings" in made else None,
             )
+            self._add = self.builder.feeder()
         self.counts = Counts(messages=0 if decode else None)
         self._files = contextlib.ExitStack()  # closes every file, whatever happens
         self.parquet: ParquetParts | None = None
@@ -180,7 +186,7 @@ class Session:
         self._emit()
 
     def _events(self, events: list[PipelineEvent]) -> None:
-        counts, builder, text = self.counts, self.builder, self.opts.fmt == "text"
+        counts, add, text = self.counts, self._add, self.opts.fmt == "text"
         for ev in events:
             kind = type(ev)
             if kind is Frame:
@@ -195,8 +201,8 @@ class Session:
                 line = self.lines.line(ev)
                 if line is not None:
                     self.out.write(line)
-            if builder is not None:
-                builder.add(ev)
+            if add is not None:
+                add(ev)
 
     def _emit(self) -> None:
         """Hand the rows made so far to the Parquet writer and stdout; flush the outputs."""
@@ -271,6 +277,8 @@ class Session:
         with self._files:
             self._drops()  # the last window's drops are rows too
             self._events(self.pipe.close())
+            if self.builder is not None:
+                self.builder.finish()
             self._emit()
         if self.counts.dropped is None:
             self.counts.dropped = self.source.drops()

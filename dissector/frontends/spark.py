@@ -63,7 +63,7 @@ from dissector.capture import series as series_mod
 from dissector.capture.listing import expand_captures
 from dissector.capture.locations import s3_endpoint_from
 from dissector.errors import InputError, UsageError
-from dissector.read.options import ReaderOptions
+from dissector.read.options import ReaderOptions, diagnoser
 from dissector.read.runs import iter_series
 from dissector.tables.builders import TableBuilder
 from dissector.tables.predicates import AllOf, AnyOf, Op, Predicate, Term
@@ -169,12 +169,16 @@ class PulsarReader(DataSourceReader):
         assert isinstance(partition, SeriesPartition)
         options = options_from(self.opts)
         # only the table asked for is built: a batch at a time leaves, none is kept
-        builder = TableBuilder(capture=partition.files[0], tables=[self.table])
+        builder = TableBuilder(
+            capture=partition.files[0], tables=[self.table], diagnoser=diagnoser(options)
+        )
         target = builder.batches[self.table]
+        add = builder.feeder()
         for ev in iter_series(partition.files, options, partition.index):
-            builder.add(ev)
+            add(ev)
             if target.batches:
                 yield from self._filtered(target.take())
+        builder.finish()
         yield from self._filtered(target.take())
 
     def _filtered(self, batches: list[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:

@@ -19,7 +19,7 @@ import pyarrow as pa
 from dissector.capture.merge import Progress
 from dissector.read.driver import fewer_collections
 from dissector.read.numbering import Opened
-from dissector.read.options import PathLike, ReaderOptions
+from dissector.read.options import PathLike, ReaderOptions, diagnoser
 from dissector.read.runs import local_batches
 from dissector.tables.builders import Sink, TableBuilder
 from dissector.tables.columns import path_text
@@ -62,20 +62,24 @@ def stream_tables(
         for g, capture, evs in local_batches(paths, options, progress, counts.other_ports, opened):
             if g != group:
                 if builder is not None:
-                    builder.flush()
+                    builder.finish()
                     counts.rows.update(builder.counts())
                 group = g
                 builder = TableBuilder(
-                    capture=capture, tables=wanted, sink=sink, fields=options.fields
+                    capture=capture,
+                    tables=wanted,
+                    sink=sink,
+                    fields=options.fields,
+                    diagnoser=diagnoser(options) if "findings" in wanted else None,
                 )
             assert builder is not None
             if capture is not named:
                 named, builder.capture = capture, path_text(capture)
-            add = builder.add
+            add = builder.feeder()
             for ev in evs:
                 add(ev)
     if builder is not None:
-        builder.flush()
+        builder.finish()
         counts.rows.update(builder.counts())
     return counts
 

@@ -174,7 +174,8 @@ class Spanning:
 
     def rewound(self, c: ConsumerState) -> None:
         """SEEK: the subscription's cursor moved; what it acked may come again."""
-        self.subs.pop((c.topic, c.subscription), None)
+        if c.subscription is not None:
+            self.subs.pop((c.topic, c.subscription), None)
 
     def acked(self, c: ConsumerState, key: tuple[int, int], *, cumulative: bool) -> None:
         if c.subscription is None:

@@ -210,9 +210,7 @@ def _work(
     disk) is our OutputError naming the scratch folder."""
     mine = dataclasses.replace(options, shard=shard)
     if shard is None:
-        mine = dataclasses.replace(
-            mine, messages=needs_payloads(names), pairs=needs_pairs(names)
-        )
+        mine = dataclasses.replace(mine, messages=needs_payloads(names), pairs=needs_pairs(names))
     try:
         sinks = {name: pa.OSFile(_part(scratch, index, name), "wb") for name in names}
         writers = {name: pa.ipc.new_file(sinks[name], TABLES[name].schema) for name in names}

@@ -2,7 +2,7 @@
 
 Input: nothing (the declaration below). Output: `FINDINGS` (row function findings_row(f,
 community_id): a Finding of dissector.diagnose and its connection's Community ID), a
-`Table` of dissector.tables.columns.
+`Table` of dissector.tables.columns; endpoints come from the Finding's connection key.
 Rule: as every table: each column names the expression that gives its value; codes,
 severities and hints come from the registry (dissector.findings) through the Finding.
 """
@@ -13,7 +13,16 @@ import pyarrow as pa
 
 from dissector.anomalies import Severity
 from dissector.findings import REGISTRY
-from dissector.tables.columns import I64, STR, TS, Table, col, community_id_column, one_of
+from dissector.tables.columns import (
+    I64,
+    STR,
+    TS,
+    Table,
+    col,
+    community_id_column,
+    endpoints,
+    one_of,
+)
 
 #: Packet numbers, as a list column (Parquet's "element" item name, as STRINGS).
 PACKETS = pa.list_(pa.field("element", I64))
@@ -33,6 +42,7 @@ FINDINGS = Table(
         ),
         col("first_ts", TS, "f.first_ts", "time of the first frame of the evidence"),
         col("last_ts", TS, "f.last_ts", "time of the last frame of the evidence"),
+        *endpoints(),
         community_id_column(),
         col("code", STR, "f.code", f"finding code (docs/tables.md#finding-codes): {_CODES}", False),
         col("severity", STR, "f.severity", one_of(Severity), False),
@@ -55,4 +65,8 @@ FINDINGS = Table(
             "capture packet numbers that prove it (the first ones and the last)",
         ),
     ],
+    prelude="""
+    client_ip, client_port, broker_ip, broker_port = f.key or _NO_KEY
+    """,
+    env={"_NO_KEY": (None, None, None, None)},
 )

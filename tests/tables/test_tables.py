@@ -578,7 +578,7 @@ def test_findings_columns_by_name() -> None:
         evidence=(13, 14),
     )
     builder = TableBuilder(capture="cap-99", diagnoser=_OneFinding(f))
-    builder.add(ConversationOpened(conn_id=5, key=KEY, ts=0, packet=0))
+    builder.feeder()(ConversationOpened(conn_id=5, key=KEY, ts=0, packet=0))
     builder.finish()
     assert rows(builder.tables()["findings"]) == [
         {
@@ -586,6 +586,10 @@ def test_findings_columns_by_name() -> None:
             "conn_id": 5,
             "first_ts": 3,
             "last_ts": 4,
+            "client_ip": "1.2.3.4",
+            "client_port": 1122,
+            "broker_ip": "5.6.7.8",
+            "broker_port": 3344,
             "community_id": CID,
             "code": "code-1",
             "severity": "error",

@@ -124,7 +124,8 @@ def on_message(ctx: Context, conn: ConnState, frame: Frame, body: Any) -> None:
     mid = body.message_id
     key = (mid.ledgerId, mid.entryId)
     if key not in c.unacked:
-        c.unacked[key] = (ts, frame.last_packet)
+        c.deliveries += 1
+        c.unacked[key] = (ts, frame.last_packet, c.deliveries)
         if len(c.unacked) > MAX_TRACKED:
             c.unacked.popitem(last=False)
     if ctx.span is not None:
@@ -155,18 +156,18 @@ def on_ack(ctx: Context, conn: ConnState, frame: Frame, body: Any) -> None:
     for key in done:
         delivered = unacked.pop(key, None)
         if delivered is not None and oldest is not None and key != oldest[0]:
-            c.acked_after = max(c.acked_after, delivered[0])
+            c.acked_after = max(c.acked_after, delivered[2])
     if oldest is not None and oldest[0] in done:
         _hole_closed(ctx, c, oldest[1], frame.last_ts, frame)
 
 
 def _hole_closed(
-    ctx: Context, c: ConsumerState, oldest: tuple[int, int], now: int, frame: Frame | None
+    ctx: Context, c: ConsumerState, oldest: tuple[int, int, int], now: int, frame: Frame | None
 ) -> None:
     """The oldest unacked delivery was acked (or the consumer ended): was it a hole?"""
-    delivered_ts, packet = oldest
+    delivered_ts, packet, order = oldest
     age = now - delivered_ts
-    if c.acked_after > delivered_ts and age > ctx.us["ack_timeout"]:
+    if c.acked_after > order and age > ctx.us["ack_timeout"]:
         c.hole.add_at(packet, delivered_ts)
         if frame is not None:
             c.hole.add_at(frame.last_packet, frame.last_ts, count=0)

@@ -83,7 +83,9 @@ def answered(ctx: Context, conn: ConnState, request: Frame, response: Frame) -> 
 def on_send(ctx: Context, conn: ConnState, frame: Frame, body: Any) -> None:
     p = _producer(conn, frame, body.producer_id)
     seq = body.sequence_id
-    chunk = body.is_chunk and seq == p.highest_sent
+    meta = frame.metadata
+    chunked = body.is_chunk or (meta is not None and meta.num_chunks_from_msg > 1)
+    chunk = chunked and seq == p.highest_sent
     if not chunk and p.highest_sent >= 0 and seq <= p.highest_sent:
         p.regression.add(frame)
         p.regression_detail = f"sequence id {seq} after {p.highest_sent} on this connection"

@@ -186,9 +186,11 @@ class ConsumerState:
     starved_told: bool = False
     overshoot: Evidence = field(default_factory=Evidence)
     overshoot_worst: int = 0
-    #: (ledger, entry) -> (ts, packet) of deliveries not acknowledged yet, oldest first
-    unacked: OrderedDict[tuple[int, int], tuple[int, int]] = field(default_factory=OrderedDict)
-    acked_after: int = 0  # delivery time of the latest-delivered message acknowledged
+    #: (ledger, entry) -> (ts, packet, delivery number) of deliveries not acknowledged yet,
+    #: oldest first
+    unacked: OrderedDict[tuple[int, int], tuple[int, int, int]] = field(default_factory=OrderedDict)
+    deliveries: int = 0  # first deliveries numbered
+    acked_after: int = 0  # delivery number of the latest-delivered message acknowledged
     hole: Evidence = field(default_factory=Evidence)
     hole_age: int = 0
     hole_told: bool = False

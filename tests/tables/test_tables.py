@@ -16,6 +16,7 @@ import pyarrow as pa
 import pytest
 
 from dissector.anomalies import Severity
+from dissector.diagnose import Diagnoser
 from dissector.events import (
     Anomaly,
     AppMessage,
@@ -37,7 +38,6 @@ from dissector.events import (
     Pair,
     TlsInfo,
 )
-from dissector.diagnose import Diagnoser
 from dissector.pulsar.encoder import command
 from dissector.pulsar.wire import BODY_FIELDS, COMMAND_TYPES, BrokerEntryMetadata, MessageMetadata
 from dissector.read import Capture

@@ -59,6 +59,13 @@ def test_no_flow_after_subscribe(tmp_path: Path) -> None:
     assert abs(row["value"] - 20.5) < 0.01  # SUCCESS at 0.5 s, closed at 21 s
 
 
+def test_first_flow_late(tmp_path: Path) -> None:
+    s = _scene(*[(0.5, m) for m in subscribe()], (12.5, flow(10)))
+    s.close(13.0)
+    (row,) = findings(s.write(tmp_path / "c.pcap"))
+    assert row["code"] == F.FLOW_NO_FLOW_AFTER_SUBSCRIBE and abs(row["value"] - 12.0) < 0.01
+
+
 def test_flow_in_time_is_no_finding(tmp_path: Path) -> None:
     s = _scene(*[(0.5, m) for m in subscribe()], (1.0, flow(10)))
     _keepalive(s, 20.0)

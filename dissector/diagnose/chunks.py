@@ -14,25 +14,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from dissector.diagnose.state import MAX_TRACKED, ConnState, Context, finding
+from dissector.diagnose.state import MAX_TRACKED, ConnState, Context, Pending, finding
 from dissector.events import Frame
 from dissector.findings import FindingCode
 from dissector.pulsar.wire import COMMAND_TYPES
 
 _SEND = COMMAND_TYPES["SEND"]
-
-
-class Pending:
-    """One chunked message being reassembled."""
-
-    __slots__ = ("expected", "first_packet", "first_ts", "ids", "last_packet", "last_ts", "topic")
-
-    def __init__(self, frame: Frame, expected: int) -> None:
-        self.first_ts = self.last_ts = frame.last_ts
-        self.first_packet = self.last_packet = frame.last_packet
-        self.ids: set[int] = set()
-        self.expected = expected
-        self.topic = frame.topic
 
 
 def on_payload(ctx: Context, conn: ConnState, frame: Frame, body: Any) -> None:

@@ -11,7 +11,8 @@ Rules:
 - Permits are known only for a consumer whose SUBSCRIBE was captured on an intact
   connection: + FLOW messagePermits, - each MESSAGE's entries (num_messages_in_batch, or
   the entries its ack_set leaves unacknowledged, set bits being those still to deliver).
-- no FLOW within flow_wait of the SUBSCRIBE's SUCCESS: flow.no_flow_after_subscribe.
+- no FLOW within flow_wait of the SUBSCRIBE's SUCCESS (the first one later, or none until
+  the consumer or connection ended): flow.no_flow_after_subscribe.
 - permits at 0 (after at least one FLOW) for longer than flow_wait without a FLOW:
   flow.starved; permits below minus the largest batch delivered: flow.overshoot.
 - the oldest delivered-but-unacknowledged message older than ack_timeout while a message
@@ -85,6 +86,10 @@ def answered(ctx: Context, conn: ConnState, request: Frame, response: Frame) -> 
 
 def on_flow(ctx: Context, conn: ConnState, frame: Frame, body: Any) -> None:
     c = _consumer(conn, frame, body.consumer_id)
+    if not c.flows and c.known and c.subscribed_ts is not None:  # its first FLOW: late?
+        waited = frame.last_ts - c.subscribed_ts
+        if waited > ctx.us["flow_wait"]:
+            c.no_flow, c.no_flow_packet = waited, frame.last_packet
     c.flows += 1
     c.permits += body.messagePermits
     _fed(ctx, c, frame.last_ts, frame)
@@ -234,6 +239,8 @@ def close(ctx: Context, conn: ConnState, horizon: int, closed: bool) -> None:
         if c.no_flow:
             ev = Evidence()
             ev.add_at(c.subscribed_packet, c.subscribed_ts or 0)
+            if c.no_flow_packet:  # the FLOW that came at last
+                ev.add_at(c.no_flow_packet, (c.subscribed_ts or 0) + c.no_flow, count=0)
             ctx.emit(
                 finding(
                     FindingCode.FLOW_NO_FLOW_AFTER_SUBSCRIBE,
@@ -243,7 +250,12 @@ def close(ctx: Context, conn: ConnState, horizon: int, closed: bool) -> None:
                     topic=topic,
                     entity=label,
                     summary=f"{label} subscribed and the client sent no FLOW for "
-                    f"{c.no_flow / 1e6:.1f} s (until it closed or the capture ended)",
+                    f"{c.no_flow / 1e6:.1f} s ("
+                    + (
+                        "until its first FLOW)"
+                        if c.no_flow_packet
+                        else "until it closed or the capture ended)"
+                    ),
                     value=c.no_flow / 1e6,
                     unit="s",
                 )

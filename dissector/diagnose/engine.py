@@ -137,7 +137,7 @@ class Diagnoser:
             self._close(conn, ctx.now, closed=False)
         self.conns.clear()
         assert ctx.span is not None
-        ctx.span.finish(ctx.now)
+        ctx.span.finish(ctx.now)  # the rules across connections end with the capture
         return self._take()
 
     # ------------------------------------------------------------------ internals

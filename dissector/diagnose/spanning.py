@@ -271,7 +271,7 @@ class Spanning:
 
     def finish(self, horizon: int) -> None:
         ctx = self.ctx
-        for (name_topic, _, _), st in self.names.items():
+        for (name_topic, name, _), st in self.names.items():
             if st.regression:
                 ctx.emit(
                     finding(
@@ -279,7 +279,8 @@ class Spanning:
                         st.regression,
                         conn=st.last,
                         topic=name_topic,
-                        summary=f"producer reconnected and its sequence went backwards "
+                        entity=f"producer {name}",
+                        summary=f"producer {name} reconnected and its sequence went backwards "
                         f"({st.detail})",
                         value=st.regression.count,
                         unit="sends",
@@ -328,8 +329,9 @@ class Spanning:
 
 
 def _span(ctx: Context) -> Spanning:
-    assert ctx.span is not None
-    return ctx.span
+    span = ctx.span
+    assert isinstance(span, Spanning)
+    return span
 
 
 def on_lookup(ctx: Context, conn: ConnState, frame: Frame, body: Any) -> None:

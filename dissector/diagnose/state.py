@@ -16,14 +16,10 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from dissector.events import Finding, FlowKey, Frame
 from dissector.findings import REGISTRY, Thresholds
-
-if TYPE_CHECKING:
-    from dissector.diagnose.chunks import Pending
-    from dissector.diagnose.spanning import Spanning
 
 #: Packet numbers kept as evidence per finding: the first ones and the last.
 MAX_EVIDENCE = 10
@@ -87,6 +83,29 @@ class Evidence:
 Listener = Callable[[Finding], None]
 
 
+class Span(Protocol):
+    """What the per-connection rules tell the rules across connections (spanning.py)."""
+
+    def sent(self, conn: ConnState, p: ProducerState, seq: int, frame: Frame) -> None: ...
+    def receipted(self, conn: ConnState, p: ProducerState, seq: int) -> None: ...
+    def delivered(self, conn: ConnState, c: ConsumerState, key: Any, f: Frame) -> None: ...
+    def acked(self, c: ConsumerState, key: Any, *, cumulative: bool) -> None: ...
+    def finish(self, horizon: int) -> None: ...
+
+
+class Pending:
+    """One chunked message being reassembled (chunks.py)."""
+
+    __slots__ = ("expected", "first_packet", "first_ts", "ids", "last_packet", "last_ts", "topic")
+
+    def __init__(self, frame: Frame, expected: int) -> None:
+        self.first_ts = self.last_ts = frame.last_ts
+        self.first_packet = self.last_packet = frame.last_packet
+        self.ids: set[int] = set()
+        self.expected = expected
+        self.topic = frame.topic
+
+
 class Context:
     """The engine's side every rule sees: thresholds (µs), the clock, the findings made."""
 
@@ -98,7 +117,7 @@ class Context:
         self.now = 0  # the latest event time seen (µs)
         self.out: list[Finding] = []
         self.listener = listener  # told of a finding as soon as it is established
-        self.span: Spanning | None = None  # state across connections (set by the engine)
+        self.span: Span | None = None  # state across connections (set by the engine)
 
     def emit(self, found: Finding) -> None:
         self.out.append(found)
@@ -175,6 +194,7 @@ class ConsumerState:
     subscribed_ts: int | None = None  # SUCCESS answered the SUBSCRIBE
     subscribed_packet: int = 0
     no_flow: int = 0  # µs it waited for a first FLOW, when longer than flow_wait
+    no_flow_packet: int = 0  # the late first FLOW's packet
     open: bool = True
     flows: int = 0
     permits: int = 0  # FLOW permits granted - messages delivered

@@ -202,6 +202,23 @@ def test_sequence_continued_across_a_reconnect(tmp_path: Path) -> None:
     assert codes(s.write(tmp_path / "c.pcap")) == []
 
 
+def test_a_new_producer_after_a_close_starts_anew(tmp_path: Path) -> None:
+    """The client closed its producer: the next one of that name is no reconnect."""
+    first, second = Conn(client_port=40001), Conn(client_port=40002)
+    s = Scene()
+    s.open(first)
+    for m in producer():
+        s.at(0, m, first)
+    s.at(1, send(0), first).at(1.1, receipt(0, entry=0), first)
+    s.at(1.5, msg(C2B, "CLOSE_PRODUCER", producer_id=1, request_id=9), first)
+    s.at(1.6, msg(B2C, "SUCCESS", request_id=9), first).close(2, first)
+    s.open(second, 3)
+    for m in producer():
+        s.at(3, m, second)
+    s.at(4, send(0), second).at(4.1, receipt(0, entry=9), second).close(5, second)
+    assert codes(s.write(tmp_path / "c.pcap")) == []
+
+
 def test_producer_busy(tmp_path: Path) -> None:
     busy = msg(B2C, "ERROR", request_id=1, error=16, message="producer already connected")
     s = _scene((0, producer()[0]), (0.1, busy))

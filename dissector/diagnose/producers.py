@@ -138,6 +138,8 @@ def on_close_producer(ctx: Context, conn: ConnState, frame: Frame, body: Any) ->
     p.open = False
     if frame.direction is C2B:  # the client gave up on what is still pending
         _give_up(p, frame.last_ts, None)
+        if ctx.span is not None:
+            ctx.span.closed(conn, p)
 
 
 def _give_up(p: ProducerState, now: int, older_than: int | None) -> None:

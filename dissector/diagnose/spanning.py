@@ -11,7 +11,9 @@ Rules:
 - Producers are keyed by (topic, producer name), consumers by (topic, subscription), lookup
   chains and migrations by (client address, topic): ids are per connection, names are not.
 - A SEND on a new connection from the same client address at or below the highest sequence
-  id a previous connection had receipted for that name regresses (a counter reset).
+  id a previous connection had receipted for that name regresses (a counter reset), unless
+  the client closed that producer (CLOSE_PRODUCER): then it is a new producer, not a
+  reconnect.
 - A MESSAGE for an id the subscription acknowledged (individually, or up to a cumulative
   ack) is redelivered after ack; a batch-index ack with bits still set acknowledges nothing;
   a SEEK moves the cursor back on purpose: the subscription's acks are forgotten.
@@ -152,6 +154,12 @@ class Spanning:
                 f"sequence id {seq} on conn {conn.conn_id}, at or below {st.receipted} "
                 f"receipted on conn {st.conn.conn_id}"
             )
+
+    def closed(self, conn: ConnState, p: ProducerState) -> None:
+        """The client closed the producer (CLOSE_PRODUCER): the next one of that name is a
+        new producer, not a reconnect, and may start its sequence anew."""
+        if p.name:
+            self.names.pop((p.topic, p.name, _client(conn)), None)
 
     def receipted(self, conn: ConnState, p: ProducerState, seq: int) -> None:
         if not p.name:

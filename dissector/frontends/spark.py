@@ -1,8 +1,8 @@
 """EDGE: the `pulsar` Spark data source: capture files in, the project's tables out.
 
 Input: `spark.read.format("pulsar").option("table", "frames").load(path_or_glob)`, with
-options `table` (frames, messages, anomalies, conversations, timeline, entities), `ports`
-(extra broker ports, comma-separated), `tls_ports`, `max_frame_size`, `max_uncompressed`,
+options `table` (frames, messages, anomalies, conversations, timeline, entities, findings),
+`ports` (extra broker ports, comma-separated), `tls_ports`, `max_frame_size`, `max_uncompressed`,
 `payload_preview`, `series` (auto, digits, none), `s3_endpoint` (an S3 endpoint URL other
 than AWS; default: AWS_ENDPOINT_URL_S3, then AWS_ENDPOINT_URL, as `read()`'s process sees
 them, else as the source's planning worker does (the environment Spark was started with)).

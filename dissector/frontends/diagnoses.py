@@ -16,6 +16,7 @@ import datetime as dt
 from collections.abc import Iterable
 from typing import Any
 
+from dissector.events import Finding
 from dissector.findings import SEVERITY_RANK
 from dissector.frontends.terminal import printable
 
@@ -62,6 +63,23 @@ def evidence_text(row: Row) -> str:
     if row["count"] and row["count"] > len(packets):
         shown += f" ({row['count']} in all)"
     return f"packets {shown}, {_time(row['first_ts'])} to {_time(row['last_ts'])}"
+
+
+def finding_line(found: Finding, when: str) -> str:
+    """One line for a finding as `live --findings` prints it when it is established."""
+    where = f"conn {found.conn_id}" if found.conn_id else "across connections"
+    text = f"finding ({when}): {found.severity.upper()} {found.code} {where}: {found.summary}"
+    return printable(text) + "\n"
+
+
+def row_line(row: Row) -> str:
+    """One line for a findings row once complete (live), with its evidence."""
+    where = f"conn {row['conn_id']}" if row["conn_id"] else "across connections"
+    text = (
+        f"finding: {row['severity'].upper()} {row['code']} {where}: {row['summary']} "
+        f"(evidence: {evidence_text(row)})"
+    )
+    return printable(text) + "\n"
 
 
 def render(rows: list[Row]) -> str:

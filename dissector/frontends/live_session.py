@@ -22,15 +22,18 @@ from typing import Protocol, TextIO
 import pyarrow as pa
 
 from dissector.anomalies import AnomalyCode
+from dissector.diagnose import Diagnoser
 from dissector.errors import UsageError
 from dissector.events import (
     Anomaly,
     AppMessage,
     ConversationOpened,
+    Finding,
     Frame,
     PipelineEvent,
     RawPacket,
 )
+from dissector.frontends.diagnoses import finding_line, row_line
 from dissector.frontends.live_capturer import DEFAULT_QUEUE
 from dissector.frontends.live_files import ParquetParts
 from dissector.frontends.text import FrameLines
@@ -64,6 +67,7 @@ class LiveOptions:
     duration: float | None = None
     buffer_bytes: int = DEFAULT_BUFFER
     queue_bytes: int = DEFAULT_QUEUE  # packets waiting for the dissector, at most
+    findings: bool = False  # print findings as they are established (and their rows)
 
     def __post_init__(self) -> None:
         if self.fmt not in ("text", "jsonl"):
@@ -149,6 +153,8 @@ class Session:
             made = list(TABLES)
         elif opts.fmt == "jsonl":
             made = self.printed
+        if opts.findings and "findings" not in made:
+            made.append("findings")
         decode = opts.fmt == "text" or needs_payloads(made)
         reader = replace(opts.reader, messages=decode, pairs=needs_pairs(made))
         # Key log files are followed: peers append secrets as they open sessions.
@@ -162,7 +168,7 @@ class Session:
                 capture=f"live:{source.name}",
                 tables=made,
                 fields=opts.reader.fields,
-                diagnoser=diagnoser(reader) if "findings" in made else None,
+                diagnoser=self._diagnoser(reader) if "findings" in made else None,
             )
             self._add = self.builder.feeder()
         self.counts = Counts(messages=0 if decode else None)
@@ -172,7 +178,19 @@ class Session:
             self.parquet = ParquetParts(opts.parquet)
             self._files.callback(self.parquet.close)
         self._next_flush = time.monotonic() + opts.flush_interval
+        self._packet_clock: tuple[int, int] | None = None  # (last packet's ts, read at)
         self._drops_checked = time.time_ns() // 1000  # start of the window of the next drops
+
+    def _diagnoser(self, reader: ReaderOptions) -> Diagnoser:
+        made = diagnoser(reader)
+        if self.opts.findings:
+            made.ctx.listener = self._established
+        return made
+
+    def _established(self, found: Finding) -> None:
+        """A finding just established (a threshold passed): one line, now."""
+        self.out.write(finding_line(found, "now"))
+        self.out.flush()
 
     def packets(self, batch: list[tuple[int, bytes]]) -> None:
         linktype, feed, counts = self.source.linktype, self.pipe.feed, self.counts
@@ -183,6 +201,8 @@ class Session:
         for ts, data in batch:
             counts.packets += 1
             self._events(feed(RawPacket(counts.packets, ts, linktype, data, len(data))))
+        if batch:  # the packets' clock, and when it was read (for the findings' timers)
+            self._packet_clock = (batch[-1][0], time.time_ns() // 1000)
         self._emit()
 
     def _events(self, events: list[PipelineEvent]) -> None:
@@ -208,6 +228,10 @@ class Session:
         """Hand the rows made so far to the Parquet writer and stdout; flush the outputs."""
         if self.builder is not None:
             made = {name: b.take() for name, b in self.builder.batches.items()}
+            if self.opts.findings:
+                for batch in made.get("findings", []):
+                    for row in batch.to_pylist():
+                        self.out.write(row_line(row))
             if self.parquet is not None:  # files first: a closed stdout must not cost rows
                 for name, batches in made.items():
                     self.parquet.add(name, batches)
@@ -219,7 +243,13 @@ class Session:
 
     def tick(self) -> None:
         """Periodic work: idle connections ended, Parquet parts, kernel drop warnings."""
-        ended = self.pipe.expire(time.time_ns() // 1000)  # packets carry the kernel's clock
+        clock = time.time_ns() // 1000
+        ended = self.pipe.expire(clock)  # packets carry the kernel's clock
+        if self.builder is not None and self._packet_clock is not None:
+            # the findings' timers run on the packets' clock, moved on by the time since
+            # the last packet (a replayed capture's times are not the wall clock's)
+            last_ts, read_at = self._packet_clock
+            self.builder.tick(last_ts + max(0, clock - read_at))
         if self.keylogs is not None and self.keylogs.poll():
             ended += self.pipe.retry_tls()
         if ended:

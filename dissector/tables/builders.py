@@ -195,6 +195,11 @@ class TableBuilder:
         for f in found:
             self.findings.add(finding_row(f, None if f.key is None else conn_info(f.key)[4]))
 
+    def tick(self, now: int) -> None:
+        """The wall clock (live, µs): the findings' timers are checked as at an event."""
+        if self.diagnoser is not None:
+            self._found(self.diagnoser.tick(now))
+
     def finish(self) -> None:
         """The capture (or group) ended: findings that wait for its end are made, and every
         row is made into record batches (`flush`)."""

@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 
@@ -130,3 +131,28 @@ def test_findings_are_equal_in_every_read(faults: Path, tmp_path: Path) -> None:
     assert frames["1"] == frames["2"]
     alone = read_capture(faults, tables=["findings"]).arrow["findings"].sort_by("conn_id")
     assert alone.equals(outs["1"])
+
+
+def test_live_prints_findings_as_established_then_the_rows_of_read(faults: Path) -> None:
+    """`live --findings` replaying the capture: the send timeout is told once its threshold
+    passed (before its row, made when conn 1 closes); the rows printed are read's."""
+    from dissector.capture.files import open_capture
+    from dissector.frontends.live import run
+    from dissector.frontends.live_session import LiveOptions
+    from tests.support.live import FakeSource
+
+    with open_capture(str(faults)) as reader:
+        pkts = [(p.ts, p.data) for p in reader]
+    out, err = io.StringIO(), io.StringIO()
+    opts = LiveOptions(fmt="jsonl", tables=("findings",), findings=True, count=len(pkts))
+    assert run(opts, out, err, source=FakeSource(pkts, 1)) == 0
+    lines = out.getvalue().splitlines()
+    told = [i for i, line in enumerate(lines) if line.startswith("finding (now): ERROR")]
+    rows = [i for i, line in enumerate(lines) if line.startswith("finding: ERROR")]
+    assert len(told) == 1 and len(rows) == 1 and told[0] < rows[0], lines
+    assert f"{F.PRODUCER_SEND_TIMEOUT} conn 1: producer 1 (diag-producer)" in lines[told[0]]
+    printed = [json.loads(line) for line in lines if line.startswith("{")]
+    expected = read_capture(faults, tables=["findings"]).arrow["findings"].to_pylist()
+    assert sorted((r["code"], r["conn_id"], r["summary"]) for r in printed) == sorted(
+        (r["code"], r["conn_id"], r["summary"]) for r in expected
+    )

@@ -264,6 +264,14 @@ def test_next_message_after_ack_is_no_redelivery(tmp_path: Path) -> None:
     assert codes(s.write(tmp_path / "c.pcap")) == []
 
 
+def test_an_ack_before_the_delivery_proves_nothing(tmp_path: Path) -> None:
+    """An id acked before the capture shows its delivery: the later delivery is no
+    redelivery the capture can prove (the acked delivery is not in it)."""
+    s = _consumer_scene((1, ack(3)), (1.1, message(3)), (1.2, ack(3)))
+    s.close(6)
+    assert codes(s.write(tmp_path / "c.pcap")) == []
+
+
 def test_redelivered_after_a_cumulative_ack(tmp_path: Path) -> None:
     steps = [(1, message(1)), (1, message(2)), (1.1, ack(2, cumulative=True)), (5, message(1))]
     s = _consumer_scene(*steps)

@@ -141,11 +141,14 @@ def on_ack(ctx: Context, conn: ConnState, frame: Frame, body: Any) -> None:
     c = _consumer(conn, frame, body.consumer_id)
     unacked = c.unacked
     done: list[tuple[int, int]] = []
+    # only acks of deliveries the capture holds count for the subscription: an id acked
+    # before it was delivered (or delivered before the capture began) proves nothing
     if body.ack_type == _CUMULATIVE:
         for mid in body.message_id:
             upto = (mid.ledgerId, mid.entryId)
-            done.extend(k for k in unacked if k <= upto)
-            if ctx.span is not None:
+            covered = [k for k in unacked if k <= upto]
+            done.extend(covered)
+            if covered and ctx.span is not None:
                 ctx.span.acked(c, upto, cumulative=True)
     else:
         for mid in body.message_id:
@@ -153,7 +156,7 @@ def on_ack(ctx: Context, conn: ConnState, frame: Frame, body: Any) -> None:
                 continue  # a batch-index ack: entries of the batch are still unacked
             key = (mid.ledgerId, mid.entryId)
             done.append(key)
-            if ctx.span is not None:
+            if key in unacked and ctx.span is not None:
                 ctx.span.acked(c, key, cumulative=False)
     if not done:
         return

@@ -15,8 +15,9 @@ Rules:
   the client closed that producer (CLOSE_PRODUCER): then it is a new producer, not a
   reconnect.
 - A MESSAGE for an id the subscription acknowledged (individually, or up to a cumulative
-  ack) is redelivered after ack; a batch-index ack with bits still set acknowledges nothing;
-  a SEEK moves the cursor back on purpose: the subscription's acks are forgotten.
+  ack) after its delivery was captured is redelivered after ack; a batch-index ack with
+  bits still set acknowledges nothing; a SEEK moves the cursor back on purpose: the
+  subscription's acks are forgotten.
 - More than max_redirects consecutive Redirect answers for one (client, topic), a Redirect
   to the broker just asked, or a follow-up LOOKUP whose `authoritative` is not the
   Redirect's, is a redirect loop.

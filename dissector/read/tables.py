@@ -11,12 +11,13 @@ group of captures has a TableBuilder of its own (connection state does not span 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 import pyarrow as pa
 
 from dissector.capture.merge import Progress
+from dissector.events import PipelineEvent
 from dissector.read.driver import fewer_collections
 from dissector.read.numbering import Opened
 from dissector.read.options import PathLike, ReaderOptions, diagnoser
@@ -39,6 +40,10 @@ class ReadCounts:
         return ReadCounts(self.rows + other.rows, self.other_ports + other.other_ports)
 
 
+def _nothing(ev: PipelineEvent) -> None:
+    """Where events would go before the first builder is made (never called)."""
+
+
 def stream_tables(
     paths: PathLike | Iterable[PathLike],
     options: ReaderOptions,
@@ -56,6 +61,7 @@ def stream_tables(
     wanted = list(tables)
     counts = ReadCounts()
     builder: TableBuilder | None = None
+    add: Callable[[PipelineEvent], None] = _nothing
     group = -1
     named = ""  # the capture whose name the builder holds (as text: path_text)
     with fewer_collections():  # every batch is consumed here: no caller runs meanwhile
@@ -72,10 +78,10 @@ def stream_tables(
                     fields=options.fields,
                     diagnoser=diagnoser(options) if "findings" in wanted else None,
                 )
+                add = builder.feeder()  # once per builder: no work per batch
             assert builder is not None
             if capture is not named:
                 named, builder.capture = capture, path_text(capture)
-            add = builder.feeder()
             for ev in evs:
                 add(ev)
     if builder is not None:

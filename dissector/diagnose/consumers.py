@@ -48,7 +48,7 @@ def _consumer(conn: ConnState, frame: Frame, cid: int) -> ConsumerState:
     """The consumer of `cid`, made (permits unknown) when the capture missed its SUBSCRIBE."""
     c = conn.consumers.get(cid)
     if c is None:
-        c = conn.consumers[cid] = ConsumerState(cid, frame.topic, None, frame.last_ts)
+        c = conn.add_consumer(ConsumerState(cid, frame.topic, None, frame.last_ts))
         c.known = False
     return c
 
@@ -70,7 +70,7 @@ def on_subscribe(ctx: Context, conn: ConnState, frame: Frame, body: Any) -> None
     cid = body.consumer_id
     c = ConsumerState(cid, body.topic, body.subscription, frame.last_ts)
     c.known = conn.intact
-    conn.consumers[cid] = c
+    conn.add_consumer(c)
 
 
 def answered(ctx: Context, conn: ConnState, request: Frame, response: Frame) -> None:

@@ -65,11 +65,12 @@ def _dispatch() -> dict[int, tuple[Handler, ...]]:
 
 
 DISPATCH = _dispatch()
+_ERROR = T["ERROR"]
 requests.ANSWERED.update(
     {
-        T["PRODUCER"]: producers.answered,
-        T["SUBSCRIBE"]: consumers.answered,
-        T["LOOKUP"]: spanning.lookup_answered,
+        T["PRODUCER"]: (frozenset({T["PRODUCER_SUCCESS"], _ERROR}), producers.answered),
+        T["SUBSCRIBE"]: (frozenset({T["SUCCESS"], _ERROR}), consumers.answered),
+        T["LOOKUP"]: (frozenset({T["LOOKUP_RESPONSE"]}), spanning.lookup_answered),
     }
 )
 #: Rule modules with per-connection timers and rows, in the order their rows come.

@@ -47,7 +47,7 @@ def _producer(conn: ConnState, frame: Frame, pid: int) -> ProducerState:
     """The producer of `pid`, made when the capture missed its PRODUCER."""
     p = conn.producers.get(pid)
     if p is None:
-        p = conn.producers[pid] = ProducerState(pid, frame.topic, frame.last_ts)
+        p = conn.add_producer(ProducerState(pid, frame.topic, frame.last_ts))
     return p
 
 
@@ -58,7 +58,7 @@ def on_producer(ctx: Context, conn: ConnState, frame: Frame, body: Any) -> None:
         conn.busy.add(frame)
         conn.busy_topic = body.topic
         conn.busy_detail = f"PRODUCER re-sent for producer_id {pid} without CLOSE_PRODUCER"
-    p = conn.producers[pid] = ProducerState(pid, body.topic, frame.last_ts)
+    p = conn.add_producer(ProducerState(pid, body.topic, frame.last_ts))
     p.name = body.producer_name if body.HasField("producer_name") else None
 
 

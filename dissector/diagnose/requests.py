@@ -21,6 +21,7 @@ Rules:
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -44,8 +45,9 @@ _NOTIFICATION_ID = (1 << 64) - 1
 _CLOSES = frozenset({T["CLOSE_PRODUCER"], T["CLOSE_CONSUMER"]})
 _PRODUCER_SUCCESS = T["PRODUCER_SUCCESS"]
 
-#: request type -> what learns from its answer (the engine fills it in)
-ANSWERED: dict[int, Answered] = {}
+#: request type -> (the response types that answer it, what learns from the answer); the
+#: engine fills it in. Any other response to it (a stray type) teaches nothing.
+ANSWERED: dict[int, tuple[frozenset[int], Answered]] = {}
 
 
 def _other(direction: str) -> Direction:
@@ -78,12 +80,14 @@ def on_response(ctx: Context, conn: ConnState, frame: Frame, body: Any) -> None:
     if frame.command_type != _PRODUCER_SUCCESS or body.producer_ready:
         del conn.requests[key]
     learn = ANSWERED.get(request.command_type)
-    if learn is not None:
-        learn(ctx, conn, request, frame)
+    if learn is not None and frame.command_type in learn[0]:
+        learn[1](ctx, conn, request, frame)
 
 
 def on_ping(ctx: Context, conn: ConnState, frame: Frame, body: Any) -> None:
-    pings = conn.pings.setdefault(frame.direction.value, [])
+    pings = conn.pings.get(frame.direction.value)
+    if pings is None:
+        pings = conn.pings[frame.direction.value] = deque()
     if len(pings) < MAX_TRACKED:
         pings.append(frame)
 
@@ -93,7 +97,7 @@ def on_pong(ctx: Context, conn: ConnState, frame: Frame, body: Any) -> None:
     pings = conn.pings.get(asked)
     if not pings:
         return
-    ping = pings.pop(0)
+    ping = pings.popleft()
     conn.pongs[asked] = conn.pongs.get(asked, 0) + 1
     wait = frame.last_ts - ping.last_ts
     if wait > ctx.us["keepalive"]:

@@ -274,7 +274,8 @@ class Spanning:
             ev.add_at(move.packet, move.ts)
             ev.add(f)
             where = "to the same broker" if back else f"after {delay / 1e6:.1f} s"
-            self.unfollowed.append((move, ev, f"came back {where}"))
+            if len(self.unfollowed) < MAX_KEYS:
+                self.unfollowed.append((move, ev, f"came back {where}"))
 
     # ------------------------------------------------------------------ the end
 

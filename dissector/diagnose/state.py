@@ -13,7 +13,7 @@ A connection is `whole` once its CONNECT was seen and stays `intact` until bytes
 
 from __future__ import annotations
 
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -241,7 +241,7 @@ class ConnState:
     unknown: Evidence = field(default_factory=Evidence)
     reused: Evidence = field(default_factory=Evidence)
     #: direction of the PING -> its frames waiting for a PONG, oldest first
-    pings: dict[str, list[Frame]] = field(default_factory=dict)
+    pings: dict[str, deque[Frame]] = field(default_factory=dict)
     pongs: dict[str, int] = field(default_factory=dict)  # direction of the PING -> answered
     ping_late: dict[str, Evidence] = field(default_factory=dict)
     ping_longest: int = 0
@@ -263,6 +263,21 @@ class ConnState:
     chunk_gap: int = 0
     chunk_topic: str | None = None
     chunk_detail: str = ""
+
+    def add_producer(self, p: ProducerState) -> ProducerState:
+        """Keep `p`; beyond MAX_TRACKED producers the oldest is forgotten (ids come from
+        the wire: a flood of PRODUCER commands must not grow memory without bound)."""
+        self.producers[p.producer_id] = p
+        if len(self.producers) > MAX_TRACKED:
+            del self.producers[next(iter(self.producers))]
+        return p
+
+    def add_consumer(self, c: ConsumerState) -> ConsumerState:
+        """As add_producer, for consumers."""
+        self.consumers[c.consumer_id] = c
+        if len(self.consumers) > MAX_TRACKED:
+            del self.consumers[next(iter(self.consumers))]
+        return c
 
     @property
     def trusted(self) -> bool:

@@ -363,30 +363,32 @@ def test_one_fewer_redirect_is_no_loop(tmp_path: Path) -> None:
     assert codes(_lookups(20).write(tmp_path / "c.pcap")) == []
 
 
-def test_redirect_to_the_broker_asked(tmp_path: Path) -> None:
-    self_url = {"response": 0, "brokerServiceUrl": "pulsar://10.0.0.2:6650", "authoritative": True}
+def _one_redirect(url: str, then_authoritative: bool) -> Scene:
+    """A LOOKUP redirected (authoritative) to `url`, then the follow-up LOOKUP, answered."""
+    redirect = {"response": 0, "brokerServiceUrl": url, "authoritative": True}
     s = _scene(
         (0.1, msg(C2B, "LOOKUP", topic=TOPIC, request_id=1)),
-        (0.2, msg(B2C, "LOOKUP_RESPONSE", request_id=1, **self_url)),  # type: ignore[arg-type]
-        (0.3, msg(C2B, "LOOKUP", topic=TOPIC, request_id=2, authoritative=True)),
+        (0.2, msg(B2C, "LOOKUP_RESPONSE", request_id=1, **redirect)),  # type: ignore[arg-type]
+        (0.3, msg(C2B, "LOOKUP", topic=TOPIC, request_id=2, authoritative=then_authoritative)),
         (0.4, msg(B2C, "LOOKUP_RESPONSE", request_id=2, response=1)),
     )
     s.close(1)
-    (row,) = findings(s.write(tmp_path / "c.pcap"))
+    return s
+
+
+def test_redirect_to_the_broker_asked(tmp_path: Path) -> None:
+    scene = _one_redirect("pulsar://10.0.0.2:6650", True)  # the crafted broker's own address
+    (row,) = findings(scene.write(tmp_path / "c.pcap"))
     assert "the broker asked" in row["summary"]
 
 
 def test_redirect_not_followed_authoritatively(tmp_path: Path) -> None:
-    redirect = {"response": 0, "brokerServiceUrl": "pulsar://10.9.9.9:6650", "authoritative": True}
-    s = _scene(
-        (0.1, msg(C2B, "LOOKUP", topic=TOPIC, request_id=1)),
-        (0.2, msg(B2C, "LOOKUP_RESPONSE", request_id=1, **redirect)),  # type: ignore[arg-type]
-        (0.3, msg(C2B, "LOOKUP", topic=TOPIC, request_id=2, authoritative=False)),
-        (0.4, msg(B2C, "LOOKUP_RESPONSE", request_id=2, response=1)),
-    )
-    s.close(1)
-    (row,) = findings(s.write(tmp_path / "c.pcap"))
+    (row,) = findings(_one_redirect(ELSEWHERE, False).write(tmp_path / "c.pcap"))
     assert "authoritative=False after a Redirect with True" in row["summary"]
+
+
+def test_one_redirect_followed_as_told(tmp_path: Path) -> None:
+    assert codes(_one_redirect(ELSEWHERE, True).write(tmp_path / "c.pcap")) == []
 
 
 # ------------------------------------------------------------------------------ requests

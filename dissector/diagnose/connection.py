@@ -19,18 +19,17 @@ Rules:
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Collection
+from collections.abc import Collection
 from typing import Any
 
 from dissector.anomalies import AnomalyCode
-from dissector.diagnose.state import ConnState, Context, Evidence, finding
+from dissector.diagnose.state import ConnState, Context, Evidence, RuleStep, finding
 from dissector.events import Anomaly, Checksum, Conversation, Direction, Frame
 from dissector.findings import FindingCode
 from dissector.pulsar.wire import COMMAND_TYPES
 
 T = COMMAND_TYPES
 C2B = Direction.CLIENT_TO_BROKER
-Handler = Callable[[Context, ConnState, Frame, Any], None]
 
 #: What clients assume when CONNECTED carries no max_message_size (5 MiB).
 DEFAULT_MAX_MESSAGE_SIZE = 5 * 1024 * 1024
@@ -146,7 +145,7 @@ def close(ctx: Context, conn: ConnState, horizon: int, closed: bool) -> None:
         )
 
 
-HANDLERS: dict[int, Handler] = {
+HANDLERS: dict[int, RuleStep] = {
     T["CONNECT"]: on_connect,
     T["CONNECTED"]: on_connected,
     T["SEND"]: on_payload,

@@ -24,7 +24,6 @@ Rules:
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from dissector.diagnose.state import (
@@ -33,6 +32,7 @@ from dissector.diagnose.state import (
     ConsumerState,
     Context,
     Evidence,
+    RuleStep,
     finding,
 )
 from dissector.events import Frame
@@ -40,7 +40,6 @@ from dissector.findings import FindingCode
 from dissector.pulsar.wire import COMMAND_TYPES
 
 T = COMMAND_TYPES
-Handler = Callable[[Context, ConnState, Frame, Any], None]
 _ACK, _CUMULATIVE = T["ACK"], 1
 
 
@@ -337,7 +336,7 @@ def _storm(ctx: Context, conn: ConnState, c: ConsumerState) -> None:
     )
 
 
-HANDLERS: dict[int, Handler] = {
+HANDLERS: dict[int, RuleStep] = {
     T["SUBSCRIBE"]: on_subscribe,
     T["FLOW"]: on_flow,
     T["MESSAGE"]: on_message,

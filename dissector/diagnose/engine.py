@@ -21,11 +21,10 @@ Rules:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
-from typing import Any
+from collections.abc import Collection
 
 from dissector.diagnose import chunks, connection, consumers, producers, requests, spanning
-from dissector.diagnose.state import ConnState, Context, Listener
+from dissector.diagnose.state import ConnState, Context, Listener, RuleStep
 from dissector.events import (
     Anomaly,
     CloseReason,
@@ -38,7 +37,6 @@ from dissector.findings import Thresholds
 from dissector.pulsar.wire import COMMAND_TYPES
 
 T = COMMAND_TYPES
-Handler = Callable[[Context, ConnState, Frame, Any], None]
 
 #: Capture time (µs) between two checks of every open connection's timers.
 SWEEP_US = 1_000_000
@@ -48,9 +46,9 @@ TLS_PORTS = frozenset({6651})
 _CLOSED = frozenset({CloseReason.FIN, CloseReason.RST, CloseReason.PORT_REUSE})
 
 
-def _dispatch() -> dict[int, tuple[Handler, ...]]:
+def _dispatch() -> dict[int, tuple[RuleStep, ...]]:
     """Command type -> its handlers, in the order of the modules below."""
-    out: dict[int, list[Handler]] = {}
+    out: dict[int, list[RuleStep]] = {}
     for table in (
         connection.HANDLERS,
         requests.HANDLERS,

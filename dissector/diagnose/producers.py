@@ -21,7 +21,6 @@ Rules:
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from dissector.diagnose.state import (
@@ -30,6 +29,7 @@ from dissector.diagnose.state import (
     Context,
     Evidence,
     ProducerState,
+    RuleStep,
     finding,
 )
 from dissector.events import Direction, Frame
@@ -39,8 +39,6 @@ from dissector.pulsar.wire import COMMAND_TYPES, enum_name
 T = COMMAND_TYPES
 C2B = Direction.CLIENT_TO_BROKER
 _BUSY_ERRORS = frozenset({"ProducerBusy", "ProducerFenced"})
-
-Handler = Callable[[Context, ConnState, Frame, Any], None]
 
 
 def _producer(conn: ConnState, frame: Frame, pid: int) -> ProducerState:
@@ -244,7 +242,7 @@ def close(ctx: Context, conn: ConnState, horizon: int, closed: bool) -> None:
         )
 
 
-HANDLERS: dict[int, Handler] = {
+HANDLERS: dict[int, RuleStep] = {
     T["PRODUCER"]: on_producer,
     T["SEND"]: on_send,
     T["SEND_RECEIPT"]: on_receipt,

@@ -25,14 +25,13 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from dissector.diagnose.state import MAX_TRACKED, ConnState, Context, Evidence, finding
+from dissector.diagnose.state import MAX_TRACKED, ConnState, Context, Evidence, RuleStep, finding
 from dissector.events import Direction, Frame
 from dissector.findings import FindingCode
 from dissector.pulsar.wire import COMMAND_NAMES, COMMAND_TYPES, types_with
 
 T = COMMAND_TYPES
 C2B, B2C = Direction.CLIENT_TO_BROKER, Direction.BROKER_TO_CLIENT
-Handler = Callable[[Context, ConnState, Frame, Any], None]
 Answered = Callable[[Context, ConnState, Frame, Frame], None]
 
 _RESPONSES = frozenset(
@@ -203,8 +202,8 @@ def _requests(ctx: Context, conn: ConnState, horizon: int, closed: bool) -> None
             )
 
 
-def _handlers() -> dict[int, Handler]:
-    on: dict[int, Handler] = {}
+def _handlers() -> dict[int, RuleStep]:
+    on: dict[int, RuleStep] = {}
     for t in types_with("request_id"):
         on[t] = on_response if t in _RESPONSES else on_request
     on[T["PING"]] = on_ping
@@ -212,4 +211,4 @@ def _handlers() -> dict[int, Handler]:
     return on
 
 
-HANDLERS: dict[int, Handler] = _handlers()
+HANDLERS: dict[int, RuleStep] = _handlers()

@@ -44,6 +44,7 @@ from dissector.diagnose.state import (
     Context,
     Evidence,
     ProducerState,
+    RuleStep,
     finding,
 )
 from dissector.events import Direction, Finding, Frame
@@ -55,7 +56,6 @@ C2B, B2C = Direction.CLIENT_TO_BROKER, Direction.BROKER_TO_CLIENT
 MAX_KEYS = 100_000
 MAX_ACKED = 100_000
 _REDIRECT = 0
-Handler = Callable[[Context, ConnState, Frame, Any], None]
 K = TypeVar("K")
 V = TypeVar("V")
 
@@ -383,7 +383,7 @@ def on_create(ctx: Context, conn: ConnState, frame: Frame, body: Any) -> None:
     _span(ctx).created(conn, body.topic, frame)
 
 
-HANDLERS: dict[int, Handler] = {
+HANDLERS: dict[int, RuleStep] = {
     T["LOOKUP"]: on_lookup,
     T["TOPIC_MIGRATED"]: on_migrated,
     T["CLOSE_PRODUCER"]: on_close,

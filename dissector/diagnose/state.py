@@ -81,6 +81,8 @@ class Evidence:
 
 
 Listener = Callable[[Finding], None]
+#: What a rule module does with one frame of a command type it reads (its HANDLERS table).
+RuleStep = Callable[["Context", "ConnState", Frame, Any], None]
 
 
 class Span(Protocol):

@@ -21,34 +21,12 @@ from dissector.findings import REGISTRY, THRESHOLDS
 from dissector.findings import FindingCode as F
 from dissector.read import read_capture
 from tests.support.cli import cli
-from tests.support.crafted import Conn
-from tests.support.scenes import Scene, ping, pong, producer, receipt, send, subscribe
+from tests.support.scenes import Scene, faults_capture, producer, receipt, send
 
 
 @pytest.fixture(scope="module")
 def faults(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """conn 1: a producer whose two SENDs are never answered (error, 2 SENDs); conn 2: a
-    consumer that never sends FLOW (warning); conn 3: the producer of conn 1 back from the
-    same client with its counter reset (warning, spanning conns 1 and 3)."""
-    s = Scene()
-    one, two, three = Conn(client_port=40001), Conn(client_port=40002), Conn(client_port=40003)
-    s.open(one)
-    s.open(two)
-    for m in producer():
-        s.at(0, m, one)
-    s.at(0.5, send(0), one).at(0.6, receipt(0), one).at(1, send(1), one).at(1, send(2), one)
-    for m in subscribe():
-        s.at(0, m, two)
-    for t in (20.0, 39.0):
-        s.at(t, ping(), two).at(t, pong(), two)
-    s.close(40, one)
-    s.open(three, 41)
-    for m in producer(rid=3):
-        s.at(41, m, three)
-    s.at(42, send(0), three).at(42.1, receipt(0, entry=5), three)
-    s.close(43, three)
-    s.close(43, two)
-    return s.write(tmp_path_factory.mktemp("diag") / "faults.pcap")
+    return faults_capture(tmp_path_factory.mktemp("diag") / "faults.pcap")
 
 
 def test_text_ranks_by_severity_and_impact(faults: Path) -> None:

@@ -114,6 +114,26 @@ def test_negative_acks_make_a_redelivery_storm(tmp_path: Path) -> None:
     assert storm[0]["entity"] == "consumer 0 (sub nacks)" and storm[0]["value"] >= 3
 
 
+def test_a_message_never_acknowledged_is_an_ack_hole(tmp_path: Path) -> None:
+    """The application acknowledges the second and third messages, never the first."""
+    cap = tmp_path / "hole.pcap"
+    topic = _topic("hole")
+    with recorded(cap) as lite, _client(lite.url) as client:
+        consumer = client.subscribe(topic, "hole")
+        producer = client.create_producer(topic, batching_enabled=False)
+        for i in range(3):
+            producer.send(f"m{i}".encode())
+        got = [consumer.receive(timeout_millis=10_000) for _ in range(3)]
+        for message in got[1:]:
+            consumer.acknowledge(message)
+        time.sleep(2.0)  # the first one stays unacknowledged for at least 2 s
+    assert [m.data() for m in got] == [b"m0", b"m1", b"m2"]  # the client's record
+    rows = findings(cap, Thresholds(ack_timeout=1.0))
+    holes = [r for r in rows if r["code"] == F.CONSUMER_ACK_HOLE]
+    assert len(holes) == 1 and holes[0]["entity"] == "consumer 0 (sub hole)", rows
+    assert holes[0]["value"] >= 2.0 and holes[0]["topic"] == topic
+
+
 @pytest.mark.slow
 def test_broker_paused_while_a_producer_sends(tmp_path: Path) -> None:
     """SIGSTOP the broker: the client's sends time out (its send timeout, 2 s), then its

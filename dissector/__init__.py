@@ -4,6 +4,7 @@ The public API is re-exported here; see README.md and docs/python.md for usage.
 """
 
 from dissector.anomalies import REGISTRY, Severity
+from dissector.diagnose import Diagnoser
 from dissector.errors import DissectorError, InputError, UsageError
 from dissector.events import (
     Anomaly,
@@ -13,11 +14,13 @@ from dissector.events import (
     ConversationOpened,
     Direction,
     Event,
+    Finding,
     FlowKey,
     Frame,
     Pair,
     PipelineEvent,
 )
+from dissector.findings import Thresholds
 from dissector.pulsar.encoder import command, encode_frame
 from dissector.pulsar.framing import DEFAULT_MAX_FRAME_SIZE, FrameDecoder, StreamStats
 from dissector.read import Capture, ReaderOptions, iter_events, read_capture, read_tables
@@ -31,9 +34,11 @@ __all__ = [
     "Checksum",
     "Conversation",
     "ConversationOpened",
+    "Diagnoser",
     "Direction",
     "DissectorError",
     "Event",
+    "Finding",
     "FlowKey",
     "Frame",
     "FrameDecoder",
@@ -43,6 +48,7 @@ __all__ = [
     "ReaderOptions",
     "Severity",
     "StreamStats",
+    "Thresholds",
     "UsageError",
     "command",
     "encode_frame",

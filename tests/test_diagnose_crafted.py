@@ -542,6 +542,23 @@ def test_http_on_the_broker_port(tmp_path: Path) -> None:
     assert row["code"] == F.CONNECTION_WRONG_PROTOCOL and "'GET '" in row["summary"]
 
 
+def test_plaintext_on_the_tls_port(tmp_path: Path) -> None:
+    s = Scene()
+    s.open(Conn(broker_port=6651))  # CONNECT in clear to the TLS port
+    s.close(1)
+    (row,) = findings(s.write(tmp_path / "c.pcap"))
+    assert row["code"] == F.CONNECTION_WRONG_PROTOCOL and "does not open with TLS" in row["summary"]
+
+
+def test_tls_captured_mid_connection_is_not_judged(tmp_path: Path) -> None:
+    """The capture starts inside a TLS connection: its first captured bytes are the middle
+    of a record, not the client's first bytes."""
+    s = Scene()
+    conn = s.open(Conn(broker_port=6651), connect=False)
+    s.raw(0.1, bytes(range(7, 200)), conn).close(1)
+    assert codes(s.write(tmp_path / "c.pcap")) == []
+
+
 def test_tls_on_the_plain_port_and_not_on_the_tls_port(tmp_path: Path) -> None:
     s = Scene()
     plain, tls = Conn(client_port=40001), Conn(client_port=40002, broker_port=6651)

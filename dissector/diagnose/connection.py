@@ -79,6 +79,11 @@ def on_anomaly(ctx: Context, conn: ConnState, anomaly: Anomaly) -> None:
     if code == AnomalyCode.TCP_MIDSTREAM_START:
         conn.midstream = conn.midstream or anomaly.direction is C2B
         return
+    if code == AnomalyCode.TLS_SKIPPED_BYTES and anomaly.direction is C2B:
+        if anomaly.stream_offset == 0 and not conn.midstream:  # a TLS port, and no TLS
+            conn.wrong.add_at(anomaly.packet, anomaly.ts)
+            conn.wrong_detail = "its client stream on a TLS port does not open with TLS"
+        return
     if code not in _SIZE_FAULTS or anomaly.direction is not C2B:
         return
     found = _TOTAL_SIZE.search(anomaly.detail)

@@ -78,6 +78,14 @@ def check_table(table: str) -> Callable[[Path, CaptureInfo], Check]:
     return check
 
 
+def check_no_findings(output: Path, info: CaptureInfo) -> Check:
+    """A findings file with no row: the generator's traffic is healthy."""
+    if not output.is_file():
+        return _result(False, f"no file {output.name} written", output)
+    rows = _rows(output)
+    return _result(rows == 0, "" if rows == 0 else f"{rows} findings", output, rows=rows)
+
+
 def check_folder(output: Path, info: CaptureInfo) -> Check:
     """Every table in the folder; frames and messages rows as the generator wrote."""
     if not output.is_dir():
@@ -247,6 +255,14 @@ def cases(caps: dict[str, CaptureInfo], work: Path, repeats: Repeats) -> list[Ca
         [pd, "read", mib, "--table", "messages", "--format", "parquet", "-o", OUT],
         "mib-messages.parquet",
         check_table("messages"),
+        fast,
+    )
+    add(
+        "ours.mix.findings",
+        "read MIX --table findings --format parquet -o F (the diagnosis rules alone)",
+        [pd, "read", mix, "--table", "findings", "--format", "parquet", "-o", OUT],
+        "mix-findings.parquet",
+        check_no_findings,
         fast,
     )
     add(

@@ -22,6 +22,7 @@ from dissector.events import (
     ConversationOpened,
     Direction,
     Event,
+    Finding,
     FlowKey,
     Frame,
     Pair,
@@ -29,12 +30,16 @@ from dissector.events import (
 )
 
 if TYPE_CHECKING:
+    from dissector.diagnose import Diagnoser
+    from dissector.findings import Thresholds
     from dissector.pulsar.encoder import command, encode_frame
     from dissector.pulsar.framing import DEFAULT_MAX_FRAME_SIZE, FrameDecoder, StreamStats
     from dissector.read import Capture, ReaderOptions, iter_events, read_capture, read_tables
 
 #: Public name -> the module it is imported from on first use.
 _LAZY = {
+    "Diagnoser": "dissector.diagnose",
+    "Thresholds": "dissector.findings",
     **dict.fromkeys(("command", "encode_frame"), "dissector.pulsar.encoder"),
     **dict.fromkeys(
         ("DEFAULT_MAX_FRAME_SIZE", "FrameDecoder", "StreamStats"), "dissector.pulsar.framing"
@@ -57,9 +62,11 @@ __all__ = [
     "Checksum",
     "Conversation",
     "ConversationOpened",
+    "Diagnoser",
     "Direction",
     "DissectorError",
     "Event",
+    "Finding",
     "FlowKey",
     "Frame",
     "FrameDecoder",
@@ -69,6 +76,7 @@ __all__ = [
     "ReaderOptions",
     "Severity",
     "StreamStats",
+    "Thresholds",
     "UsageError",
     "command",
     "encode_frame",

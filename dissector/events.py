@@ -454,3 +454,29 @@ class Conversation:
 
 
 PipelineEvent = ConversationOpened | Frame | FrameRun | Anomaly | Conversation | AppMessage | Pair
+
+
+# ------------------------------------------------------------ diagnoses: frames -> findings
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Finding:
+    """A diagnosis made from many frames (dissector.diagnose): one `findings` table row.
+
+    Not made per frame: only when the findings table is asked for, a few per connection."""
+
+    code: str  # a dissector.findings code
+    severity: Severity
+    ts: int  # when it was established (the threshold passed, or the proof arrived)
+    first_ts: int  # first frame of the evidence
+    last_ts: int  # last frame of the evidence
+    conn_id: int  # the connection (of the last evidence when it spans several)
+    key: FlowKey | None  # that connection's endpoints (for its Community ID)
+    topic: str | None
+    entity: str | None  # "producer 1 (name)", "consumer 3 (sub orders)", ...
+    summary: str  # one sentence with the numbers
+    hint: str  # what usually causes it, what to check
+    count: int  # how many times it happened (frames, messages, requests...)
+    value: float | None  # the measured quantity (seconds, permits, redeliveries...)
+    unit: str | None  # of value: "s", "permits", "messages", "bytes", ...
+    evidence: tuple[int, ...]  # packet numbers that prove it (first ones and the last)

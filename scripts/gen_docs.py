@@ -83,6 +83,35 @@ def anomaly_codes() -> str:
     return "\n".join(lines) + "\n"
 
 
+def finding_codes() -> str:
+    """Every finding code with its severity, threshold option, meaning and hint."""
+    from dissector.findings import REGISTRY
+
+    lines = [
+        "| code | severity | threshold | meaning | what to check |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for code, kind in sorted(REGISTRY.items()):
+        option = f"`--{kind.threshold.replace('_', '-')}`" if kind.threshold else ""
+        lines.append(
+            f"| `{code}` | {kind.severity} | {option} | {_cell(kind.title)} | {_cell(kind.hint)} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def finding_thresholds() -> str:
+    """Every threshold option with its default (the official clients' settings)."""
+    from dissector.findings import THRESHOLDS, Thresholds
+
+    defaults = Thresholds()
+    lines = ["| option | default | meaning |", "| --- | --- | --- |"]
+    for name, text in THRESHOLDS.items():
+        lines.append(
+            f"| `--{name.replace('_', '-')}` | {getattr(defaults, name)} | {_cell(text)} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
 # ------------------------------------------------------------------------------------- CLI
 
 
@@ -302,6 +331,8 @@ def blocks() -> dict[str, Callable[[], str]]:
     made: dict[str, Callable[[], str]] = {
         "tables:index": table_index,
         "anomaly-codes": anomaly_codes,
+        "finding-codes": finding_codes,
+        "finding-thresholds": finding_thresholds,
         "cli:overview": cli_overview,
         "layout": layout,
     }

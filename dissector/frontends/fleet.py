@@ -31,7 +31,7 @@ from dissector.events import Checksum, Conversation, ConversationOpened, Message
 from dissector.frontends.partitioned import PartitionedWriter, write_empty
 from dissector.frontends.spark import executor_errors, expand
 from dissector.frontends.terminal import printable
-from dissector.read.options import ReaderOptions
+from dissector.read.options import ReaderOptions, diagnoser
 from dissector.read.runs import iter_series
 from dissector.tables.builders import TableBuilder
 from dissector.tables.schema import TABLES
@@ -74,20 +74,23 @@ def _dissect_bundle(
     writer = PartitionedWriter(*output, task)
     try:
         for index, files in items:
-            builder = TableBuilder(capture=files[0], sink=writer.write)
+            builder = TableBuilder(
+                capture=files[0], sink=writer.write, diagnoser=diagnoser(options)
+            )
             closed: list[int] = []
+            add = builder.feeder()
             for ev in iter_series(files, options, index):
                 if isinstance(ev, ConversationOpened):
                     writer.connection(ev.conn_id, ev.key)
                 elif isinstance(ev, Conversation):
                     writer.connection(ev.conn_id, ev.key)
                     closed.append(ev.conn_id)
-                builder.add(ev)
+                add(ev)
                 if len(closed) >= FORGET_AFTER:
                     builder.flush()
                     writer.forget(closed)
                     closed = []
-            builder.flush()
+            builder.finish()
             writer.forget(closed)
     finally:
         writer.close()

@@ -15,32 +15,36 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Protocol, TextIO
 
 import pyarrow as pa
 
 from dissector.anomalies import AnomalyCode
+from dissector.diagnose import Diagnoser
 from dissector.errors import UsageError
 from dissector.events import (
     Anomaly,
     AppMessage,
     ConversationOpened,
+    Finding,
     Frame,
     FrameRun,
     PipelineEvent,
     RawPacket,
 )
+from dissector.frontends.diagnoses import finding_line, row_line
 from dissector.frontends.live_capturer import DEFAULT_QUEUE
 from dissector.frontends.live_files import ParquetParts
 from dissector.frontends.text import FrameLines
 from dissector.keylog_files import KeylogFiles
 from dissector.read.driver import make_pipeline
-from dissector.read.options import ReaderOptions
+from dissector.read.options import ReaderOptions, diagnoser
 from dissector.tables.builders import TableBuilder
 from dissector.tables.filters import Filter
 from dissector.tables.output import json_lines as encode
-from dissector.tables.schema import TABLES, needs_pairs, needs_payloads
+from dissector.tables.schema import TABLES, needs_pairs, needs_payloads, takes_frame_runs
 
 DEFAULT_BUFFER = 64 << 20  # kernel receive buffer: loopback bursts of 64 KiB segments
 
@@ -64,6 +68,7 @@ class LiveOptions:
     duration: float | None = None
     buffer_bytes: int = DEFAULT_BUFFER
     queue_bytes: int = DEFAULT_QUEUE  # packets waiting for the dissector, at most
+    findings: bool = False  # print findings as they are established (and their rows)
 
     def __post_init__(self) -> None:
         if self.fmt not in ("text", "jsonl"):
@@ -149,19 +154,26 @@ class Session:
             made = list(TABLES)
         elif opts.fmt == "jsonl":
             made = self.printed
+        if opts.findings and "findings" not in made:
+            made.append("findings")
         decode = opts.fmt == "text" or needs_payloads(made)
         # Frames in runs (no object per frame) go to the table builder: not to the text view.
-        runs = opts.fmt != "text"
+        runs = opts.fmt != "text" and takes_frame_runs(made)
         reader = replace(opts.reader, messages=decode, pairs=needs_pairs(made), frame_runs=runs)
         # Key log files are followed: peers append secrets as they open sessions.
         self.keylogs = KeylogFiles(reader.tls_keylog, follow=True) if reader.tls_keylog else None
         self.pipe = make_pipeline(reader, keylog=self.keylogs.keylog if self.keylogs else None)
         self.lines = FrameLines(opts.rows, show_secrets=opts.show_secrets)
         self.builder = None
+        self._add: Callable[[PipelineEvent], None] | None = None
         if made:
             self.builder = TableBuilder(
-                capture=f"live:{source.name}", tables=made, fields=opts.reader.fields
+                capture=f"live:{source.name}",
+                tables=made,
+                fields=opts.reader.fields,
+                diagnoser=self._diagnoser(reader) if "findings" in made else None,
             )
+            self._add = self.builder.feeder()
         self.counts = Counts(messages=0 if decode else None)
         self._files = contextlib.ExitStack()  # closes every file, whatever happens
         self.parquet: ParquetParts | None = None
@@ -169,7 +181,19 @@ class Session:
             self.parquet = ParquetParts(opts.parquet)
             self._files.callback(self.parquet.close)
         self._next_flush = time.monotonic() + opts.flush_interval
+        self._packet_clock: tuple[int, int] | None = None  # (last packet's ts, read at)
         self._drops_checked = time.time_ns() // 1000  # start of the window of the next drops
+
+    def _diagnoser(self, reader: ReaderOptions) -> Diagnoser:
+        made = diagnoser(reader)
+        if self.opts.findings:
+            made.ctx.listener = self._established
+        return made
+
+    def _established(self, found: Finding) -> None:
+        """A finding just established (a threshold passed): one line, now."""
+        self.out.write(finding_line(found, "now"))
+        self.out.flush()
 
     def packets(self, batch: list[tuple[int, bytes]]) -> None:
         linktype, feed, counts = self.source.linktype, self.pipe.feed, self.counts
@@ -180,10 +204,12 @@ class Session:
         for ts, data in batch:
             counts.packets += 1
             self._events(feed(RawPacket(counts.packets, ts, linktype, data, len(data))))
+        if batch:  # the packets' clock, and when it was read (for the findings' timers)
+            self._packet_clock = (batch[-1][0], time.time_ns() // 1000)
         self._emit()
 
     def _events(self, events: list[PipelineEvent]) -> None:
-        counts, builder, text = self.counts, self.builder, self.opts.fmt == "text"
+        counts, add, text = self.counts, self._add, self.opts.fmt == "text"
         for ev in events:
             kind = type(ev)
             if kind is Frame:
@@ -200,13 +226,17 @@ class Session:
                 line = self.lines.line(ev)
                 if line is not None:
                     self.out.write(line)
-            if builder is not None:
-                builder.add(ev)
+            if add is not None:
+                add(ev)
 
     def _emit(self) -> None:
         """Hand the rows made so far to the Parquet writer and stdout; flush the outputs."""
         if self.builder is not None:
             made = {name: b.take() for name, b in self.builder.batches.items()}
+            if self.opts.findings:
+                for batch in made.get("findings", []):
+                    for row in batch.to_pylist():
+                        self.out.write(row_line(row))
             if self.parquet is not None:  # files first: a closed stdout must not cost rows
                 for name, batches in made.items():
                     self.parquet.add(name, batches)
@@ -218,7 +248,13 @@ class Session:
 
     def tick(self) -> None:
         """Periodic work: idle connections ended, Parquet parts, kernel drop warnings."""
-        ended = self.pipe.expire(time.time_ns() // 1000)  # packets carry the kernel's clock
+        clock = time.time_ns() // 1000
+        ended = self.pipe.expire(clock)  # packets carry the kernel's clock
+        if self.builder is not None and self._packet_clock is not None:
+            # the findings' timers run on the packets' clock, moved on by the time since
+            # the last packet (a replayed capture's times are not the wall clock's)
+            last_ts, read_at = self._packet_clock
+            self.builder.tick(last_ts + max(0, clock - read_at))
         if self.keylogs is not None and self.keylogs.poll():
             ended += self.pipe.retry_tls()
         if ended:
@@ -276,6 +312,8 @@ class Session:
         with self._files:
             self._drops()  # the last window's drops are rows too
             self._events(self.pipe.close())
+            if self.builder is not None:
+                self.builder.finish()
             self._emit()
         if self.counts.dropped is None:
             self.counts.dropped = self.source.drops()

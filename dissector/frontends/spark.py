@@ -1,8 +1,8 @@
 """EDGE: the `pulsar` Spark data source: capture files in, the project's tables out.
 
 Input: `spark.read.format("pulsar").option("table", "frames").load(path_or_glob)`, with
-options `table` (frames, messages, anomalies, conversations, timeline, entities), `ports`
-(extra broker ports, comma-separated), `tls_ports`, `max_frame_size`, `max_uncompressed`,
+options `table` (frames, messages, anomalies, conversations, timeline, entities, findings),
+`ports` (extra broker ports, comma-separated), `tls_ports`, `max_frame_size`, `max_uncompressed`,
 `payload_preview`, `series` (auto, digits, none), `s3_endpoint` (an S3 endpoint URL other
 than AWS; default: AWS_ENDPOINT_URL_S3, then AWS_ENDPOINT_URL, as `read()`'s process sees
 them, else as the source's planning worker does (the environment Spark was started with)).
@@ -63,12 +63,12 @@ from dissector.capture import series as series_mod
 from dissector.capture.listing import expand_captures
 from dissector.capture.locations import s3_endpoint_from
 from dissector.errors import InputError, UsageError
-from dissector.read.options import ReaderOptions
+from dissector.read.options import ReaderOptions, diagnoser
 from dissector.read.runs import iter_series
 from dissector.tables.builders import TableBuilder
 from dissector.tables.predicates import AllOf, AnyOf, Op, Predicate, Term
 from dissector.tables.predicates import mask as predicate_mask
-from dissector.tables.schema import TABLES, needs_pairs, needs_payloads
+from dissector.tables.schema import TABLES, needs_pairs, needs_payloads, takes_frame_runs
 
 PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
 _PUSHABLE = ("conn_id", "ts", "command", "topic", "broker_port", "client_port", "code")
@@ -111,7 +111,8 @@ def options_from(opts: dict[str, str]) -> ReaderOptions:
             s3_endpoint=opts.get("s3_endpoint") or None,
             messages=needs_payloads([opts.get("table", "frames")]),
             pairs=needs_pairs([opts.get("table", "frames")]),
-            frame_runs=True,  # the events go to a TableBuilder (PulsarReader.read)
+            # the events go to a TableBuilder (PulsarReader.read)
+            frame_runs=takes_frame_runs([opts.get("table", "frames")]),
             tls_keylog=tuple(p.strip() for p in opts.get("tls_keylog", "").split(",") if p.strip()),
         )
     except ValueError as exc:
@@ -171,12 +172,16 @@ class PulsarReader(DataSourceReader):
         assert isinstance(partition, SeriesPartition)
         options = options_from(self.opts)
         # only the table asked for is built: a batch at a time leaves, none is kept
-        builder = TableBuilder(capture=partition.files[0], tables=[self.table])
+        builder = TableBuilder(
+            capture=partition.files[0], tables=[self.table], diagnoser=diagnoser(options)
+        )
         target = builder.batches[self.table]
+        add = builder.feeder()
         for ev in iter_series(partition.files, options, partition.index):
-            builder.add(ev)
+            add(ev)
             if target.batches:
                 yield from self._filtered(target.take())
+        builder.finish()
         yield from self._filtered(target.take())
 
     def _filtered(self, batches: list[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:

@@ -18,6 +18,7 @@ import pyarrow as pa
 
 from dissector.capture.listing import expand_captures
 from dissector.errors import UsageError
+from dissector.findings import Thresholds
 from dissector.pipeline import DEFAULT_TLS_PORTS
 from dissector.pulsar.framing import DEFAULT_MAX_FRAME_SIZE
 from dissector.pulsar.payload import DEFAULT_MAX_UNCOMPRESSED
@@ -49,7 +50,7 @@ CATEGORICAL = frozenset(
     {
         "direction", "command", "checksum", "kind", "compression", "code", "severity",
         "ended", "request_command", "response_command", "request_direction", "outcome",
-        "sub_type", "access_mode", "state", "auth_method",
+        "sub_type", "access_mode", "state", "auth_method", "unit",
     }
 )  # fmt: skip
 #: Integer microsecond durations, each also given as a timedelta64[us] column without the
@@ -123,6 +124,10 @@ class Capture:
     def conversations(self) -> pd.DataFrame:
         return self.table("conversations")
 
+    @property
+    def findings(self) -> pd.DataFrame:
+        return self.table("findings")
+
     def __repr__(self) -> str:
         files = ", ".join(self.paths[:3]) + (
             f" (+{len(self.paths) - 3})" if len(self.paths) > 3 else ""
@@ -145,9 +150,11 @@ def read_capture(
     merge: bool = True,
     s3_endpoint: str | None = None,
     tls_keylog: KeylogPath | Iterable[KeylogPath] = (),
+    thresholds: Thresholds | None = None,
 ) -> Capture:
     """Dissect captures into tables: `.frames`, `.messages`, `.anomalies`, `.conversations`,
-    `.timeline` (request/response pairs with latency) and `.entities` (producers, consumers).
+    `.timeline` (request/response pairs with latency), `.entities` (producers, consumers)
+    and `.findings` (diagnoses: what went wrong, with evidence; dissector.findings).
 
     ports: extra broker ports, added to the defaults (6650 plain, 6651 TLS).
     payload_preview: keep the first N bytes of every payload (escaped) in the messages table.
@@ -162,6 +169,8 @@ def read_capture(
     AWS_ENDPOINT_URL).
     tls_keylog: NSS key log files (SSLKEYLOGFILE) to decrypt TLS sessions with (TLS 1.3 and
     1.2; AES-GCM, ChaCha20-Poly1305, AES-CBC); an unreadable one raises InputError.
+    thresholds: the findings' rules' thresholds (dissector.findings.Thresholds; default: the
+    official clients' settings).
     """
     options = ReaderOptions.make(
         ports,
@@ -174,6 +183,7 @@ def read_capture(
         s3_endpoint=s3_endpoint,
         merge=merge,
         tls_keylog=tuple(as_paths(tls_keylog, "tls_keylog")) if tls_keylog else (),
+        thresholds=thresholds or Thresholds(),
     )
     names = list(TABLES) if tables is None else list(tables)
     unknown = sorted(set(names) - set(TABLES))

@@ -3,7 +3,8 @@
 Input: the keyword settings of a read (ports, limits, tables wanted, series mode, shard...);
 paths as str, bytes or path-like, one or a list.
 Output: `ReaderOptions` (frozen, checked when made); `as_paths` -> str paths; `idle_us` -> an
-idle timeout in the pipeline's whole microseconds.
+idle timeout in the pipeline's whole microseconds; `diagnoser` -> the findings table's engine
+with the read's thresholds and ports.
 Rule: a bad setting or a thing that is not a path is a UsageError naming it, raised before
 any file is read; bytes paths are decoded as the file system names them (surrogateescape).
 """
@@ -16,12 +17,15 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from dissector.diagnose import Diagnoser
 from dissector.errors import UsageError
+from dissector.findings import Thresholds
 from dissector.pipeline import DEFAULT_BROKER_PORTS, DEFAULT_TLS_PORTS
 from dissector.pulsar.framing import DEFAULT_MAX_FRAME_SIZE
 from dissector.pulsar.payload import DEFAULT_MAX_UNCOMPRESSED
 
 PathLike = str | os.PathLike[str]
+DEFAULT_THRESHOLDS = Thresholds()
 #: A key log's path as the API takes it: text, bytes (as the file system names it) or a Path.
 KeylogPath = str | bytes | os.PathLike[str]
 
@@ -49,6 +53,8 @@ class ReaderOptions:
     #: each series read on its own (no merge), so local and Spark tables compare row for row.
     per_series_ids: bool = False
     tls_keylog: tuple[str, ...] = ()  # NSS key log files: TLS sessions decrypted with them
+    #: thresholds of the findings table's rules (dissector.findings), the clients' defaults
+    thresholds: Thresholds = DEFAULT_THRESHOLDS
 
     def __post_init__(self) -> None:
         idle = self.idle_timeout
@@ -92,3 +98,10 @@ def idle_us(seconds: float | None) -> int | None:
     if seconds is None or seconds * 1e6 >= MAX_IDLE_US:
         return None
     return round(seconds * 1e6)
+
+
+def diagnoser(options: ReaderOptions) -> Diagnoser:
+    """The findings table's engine for a read with these settings."""
+    return Diagnoser(
+        options.thresholds, broker_ports=options.broker_ports, tls_ports=options.tls_ports
+    )

@@ -17,6 +17,10 @@ Rules:
   end; memory per process stays that of a one-process read. A worker's error is raised in
   the parent; workers ignore Ctrl-C (SIGINT), and the parent, interrupted, stops them all.
 - Inputs that are not regular files (standard input, pipes) are read by one process.
+- The findings table spans connections (reconnects, redirects, migrations): no shard sees
+  them all, so one more worker reads every connection for it alone (frames only: no
+  payload decoding, no pairing) and numbers connections as one process does: its rows are
+  those of `-j 1` by construction, and the other tables' workers do not make it.
 """
 
 from __future__ import annotations
@@ -38,8 +42,10 @@ from dissector.read.numbering import Opened, renumber, renumbering
 from dissector.read.options import PathLike, ReaderOptions, as_paths
 from dissector.read.tables import ReadCounts, stream_tables
 from dissector.tables.builders import Sink
-from dissector.tables.schema import TABLES
+from dissector.tables.schema import TABLES, needs_pairs, needs_payloads
 
+#: Tables that need every connection: made by one more worker that reads them all.
+WHOLE = frozenset({"findings"})
 #: Seconds between two calls of `waiting` while the workers run.
 WAIT_TICK = 0.25
 #: What a worker reports: the connections it opened, and what it counted.
@@ -82,19 +88,25 @@ def stream_tables_parallel(
     names = list(tables)
     files = as_paths(paths)
     jobs = workers(files, jobs)
-    if jobs == 1:
+    sharded = [n for n in names if n not in WHOLE]
+    if jobs == 1 or not sharded:
         return stream_tables(files, options, names, sink, progress)
+    whole = [n for n in names if n in WHOLE]
     with tempfile.TemporaryDirectory(prefix="pulsar-dissect-") as scratch:
-        reports = _run_workers(files, options, names, jobs, scratch, progress, waiting)
-        tables_of = renumbering([o for o, _ in reports], options.per_series_ids)
+        reports = _run_workers(files, options, sharded, jobs, scratch, progress, waiting, whole)
+        tables_of = renumbering([o for o, _ in reports[:jobs]], options.per_series_ids)
         for name in names:
-            for k in range(jobs):
+            for k in [jobs] if name in WHOLE else range(jobs):
                 # read, not memory-mapped: mapped pages would count in the parent's memory
                 with pa.OSFile(_part(scratch, k, name)) as source:
                     reader = pa.ipc.open_file(source)
                     for i in range(reader.num_record_batches):
-                        sink(name, renumber(reader.get_batch(i), tables_of[k]))
-    return sum((counts for _, counts in reports), ReadCounts())
+                        batch = reader.get_batch(i)
+                        sink(name, batch if k == jobs else renumber(batch, tables_of[k]))
+    counts = sum((counts for _, counts in reports[:jobs]), ReadCounts())
+    for _, extra in reports[jobs:]:  # its frames were counted by the shards
+        counts.rows.update({n: extra.rows[n] for n in whole})
+    return counts
 
 
 def _run_workers(
@@ -105,10 +117,12 @@ def _run_workers(
     scratch: str,
     progress: Progress | None,
     waiting: Callable[[], None] | None = None,
+    whole: list[str] | None = None,
 ) -> list[WorkerReport]:
     """Fork the workers and gather their reports. A worker's error is raised here; on any
     error or interruption (Ctrl-C reaches the parent: workers ignore SIGINT) every worker
-    still running is stopped."""
+    still running is stopped. whole: tables made by one more worker, unsharded (its report
+    last)."""
     context = multiprocessing.get_context("fork")
     running: list[tuple[BaseProcess, Connection]] = []
     try:
@@ -116,9 +130,14 @@ def _run_workers(
         # worker's registration would leave that worker running with no parent to stop it
         blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
         try:
-            for k in range(jobs):
+            plans: list[tuple[list[str], tuple[int, int] | None, Progress | None]] = [
+                (names, (k, jobs), progress) for k in range(jobs)
+            ]
+            if whole:
+                plans.append((whole, None, None))
+            for k, (made, shard, counter) in enumerate(plans):
                 receive, send = context.Pipe(duplex=False)
-                args = (send, files, options, names, (k, jobs), scratch, progress)
+                args = (send, files, options, made, shard, scratch, counter, k)
                 worker = context.Process(target=_worker, args=args, name=f"shard-{k}")
                 worker.start()
                 send.close()
@@ -141,7 +160,7 @@ def _run_workers(
                 if kind == "error":
                     raise value
                 reports[k] = value
-        return [reports[k] for k in range(jobs)]
+        return [reports[k] for k in range(len(running))]
     finally:
         for process, receive in running:
             if process.is_alive():
@@ -155,19 +174,20 @@ def _worker(
     files: list[str],
     options: ReaderOptions,
     names: list[str],
-    shard: tuple[int, int],
+    shard: tuple[int, int] | None,
     scratch: str,
     progress: Progress | None,
+    index: int,
 ) -> None:
     """A worker process: its report, or the error that stopped it, goes to the parent."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops the workers
     try:
-        send.send(("report", _work(files, options, names, shard, scratch, progress)))
+        send.send(("report", _work(files, options, names, shard, scratch, progress, index)))
     except Exception as exc:  # handed over, raised by the parent
         try:
             send.send(("error", exc))
         except Exception:  # not picklable
-            send.send(("error", DissectorError(f"worker {shard[0]}: {exc!r}")))
+            send.send(("error", DissectorError(f"worker {index}: {exc!r}")))
     finally:
         send.close()
 
@@ -180,15 +200,19 @@ def _work(
     files: list[str],
     options: ReaderOptions,
     names: list[str],
-    shard: tuple[int, int],
+    shard: tuple[int, int] | None,
     scratch: str,
     progress: Progress | None = None,
+    index: int = 0,
 ) -> WorkerReport:
-    """Dissect one shard of the captures into IPC files; list what it opened. A scratch file
-    that cannot be written (a full disk) is our OutputError naming the scratch folder."""
+    """Dissect one shard of the captures (every connection when shard is None: the tables of
+    WHOLE) into IPC files; list what it opened. A scratch file that cannot be written (a full
+    disk) is our OutputError naming the scratch folder."""
     mine = dataclasses.replace(options, shard=shard)
+    if shard is None:
+        mine = dataclasses.replace(mine, messages=needs_payloads(names), pairs=needs_pairs(names))
     try:
-        sinks = {name: pa.OSFile(_part(scratch, shard[0], name), "wb") for name in names}
+        sinks = {name: pa.OSFile(_part(scratch, index, name), "wb") for name in names}
         writers = {name: pa.ipc.new_file(sinks[name], TABLES[name].schema) for name in names}
         opened: Opened = {}
         try:

@@ -11,19 +11,20 @@ group of captures has a TableBuilder of its own (connection state does not span 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 
 import pyarrow as pa
 
 from dissector.capture.merge import Progress
+from dissector.events import PipelineEvent
 from dissector.read.driver import fewer_collections
 from dissector.read.numbering import Opened
-from dissector.read.options import PathLike, ReaderOptions
+from dissector.read.options import PathLike, ReaderOptions, diagnoser
 from dissector.read.runs import local_batches
 from dissector.tables.builders import Sink, TableBuilder
 from dissector.tables.columns import path_text
-from dissector.tables.schema import TABLES
+from dissector.tables.schema import TABLES, takes_frame_runs
 
 
 @dataclass(slots=True)
@@ -37,6 +38,10 @@ class ReadCounts:
 
     def __add__(self, other: ReadCounts) -> ReadCounts:
         return ReadCounts(self.rows + other.rows, self.other_ports + other.other_ports)
+
+
+def _nothing(ev: PipelineEvent) -> None:
+    """Where events would go before the first builder is made (never called)."""
 
 
 def stream_tables(
@@ -54,29 +59,34 @@ def stream_tables(
     opened (see dissector.read.driver.drive).
     """
     wanted = list(tables)
-    options = replace(options, frame_runs=True)  # the builder makes their rows
+    options = replace(options, frame_runs=takes_frame_runs(wanted))  # the builder's rows
     counts = ReadCounts()
     builder: TableBuilder | None = None
+    add: Callable[[PipelineEvent], None] = _nothing
     group = -1
     named = ""  # the capture whose name the builder holds (as text: path_text)
     with fewer_collections():  # every batch is consumed here: no caller runs meanwhile
         for g, capture, evs in local_batches(paths, options, progress, counts.other_ports, opened):
             if g != group:
                 if builder is not None:
-                    builder.flush()
+                    builder.finish()
                     counts.rows.update(builder.counts())
                 group = g
                 builder = TableBuilder(
-                    capture=capture, tables=wanted, sink=sink, fields=options.fields
+                    capture=capture,
+                    tables=wanted,
+                    sink=sink,
+                    fields=options.fields,
+                    diagnoser=diagnoser(options) if "findings" in wanted else None,
                 )
+                add = builder.feeder()  # once per builder: no work per batch
             assert builder is not None
             if capture is not named:
                 named, builder.capture = capture, path_text(capture)
-            add = builder.add
             for ev in evs:
                 add(ev)
     if builder is not None:
-        builder.flush()
+        builder.finish()
         counts.rows.update(builder.counts())
     return counts
 

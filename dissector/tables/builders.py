@@ -1,7 +1,7 @@
 """Rows of the tables, built from pipeline events into Arrow record batches.
 
 Input: pipeline events (ConversationOpened, Frame, FrameRun, AppMessage, Anomaly, Pair,
-Conversation).
+Conversation); `finish` at the end of a capture (or group of captures).
 Output: one pyarrow.Table per table asked for, or its record batches handed to a sink as
 they are made (streaming: memory holds one batch per table, not the tables).
 Rule: the row functions are the tables' own (declared once, in dissector.tables.per_frame and
@@ -10,7 +10,10 @@ BATCH_ROWS rows (through one Arrow struct array); a `FrameRun`'s frame rows are 
 columns (dissector.tables.frame_run_rows) and take their places among the others. Rows of
 tables nobody asked for are never
 made. A connection's Community ID is computed once, when its conversation opens; its rows
-share that one string.
+share that one string. The findings table is made by a dissector.diagnose.Diagnoser, made
+only when that table is asked for, which sees every event before `add` does: feed events
+through `feeder()` (`add` itself never tests for it, so the other tables cost what they did);
+it reads frames one by one, so a read that makes findings takes no frame runs.
 """
 
 from __future__ import annotations
@@ -20,11 +23,13 @@ from typing import Any
 
 import pyarrow as pa
 
+from dissector.diagnose import Diagnoser
 from dissector.events import (
     Anomaly,
     AppMessage,
     Conversation,
     ConversationOpened,
+    Finding,
     FlowKey,
     Frame,
     FrameRun,
@@ -51,6 +56,7 @@ anomaly_row = TABLES["anomalies"].row  # (Anomaly, community_id)
 conversation_row = TABLES["conversations"].row  # (Conversation, capture, community_id)
 pair_row = TABLES["timeline"].row  # (Pair, community_id)
 entity_row = TABLES["entities"].row  # (conn_id, Entity, community_id)
+finding_row = TABLES["findings"].row  # (Finding, community_id)
 
 
 def conn_info(key: FlowKey) -> ConnInfo:
@@ -143,6 +149,8 @@ class TableBuilder:
     `_Batches` per table made. sink: when given, each finished record batch is handed to it
     (call `flush` at the end) instead of being kept for `tables()`. fields: make the frames
     table's on-request `fields` column (JSON of every field; about 10 µs a frame).
+    diagnoser: what makes the findings table (default: one with the default thresholds and
+    ports), used only if that table is made. Call `finish` at the end of the capture.
     """
 
     def __init__(
@@ -151,6 +159,7 @@ class TableBuilder:
         tables: Iterable[str] | None = None,
         sink: Sink | None = None,
         fields: bool = False,
+        diagnoser: Diagnoser | None = None,
     ) -> None:
         self.capture = path_text(capture)
         self._frame_row = TABLES["frames"].row_with() if fields else frame_row
@@ -169,6 +178,10 @@ class TableBuilder:
         self._conns: dict[int, ConnInfo] = {}
         self._cids: dict[int, str | None] = {}
         self.frame_count = self.message_count = 0  # rows of frames / messages, made or not
+        self.findings = get("findings")
+        self.diagnoser: Diagnoser | None = None
+        if self.findings is not None:
+            self.diagnoser = diagnoser or Diagnoser()
 
     def add(self, ev: PipelineEvent) -> None:
         if type(ev) is Frame:
@@ -203,6 +216,39 @@ class TableBuilder:
             if self.entities is not None:
                 for entity in ev.info.entities:
                     self.entities.add(entity_row(ev.conn_id, entity, cid))
+
+    def feeder(self) -> Callable[[PipelineEvent], None]:
+        """What to hand every event to: `add`, or when the findings table is made a function
+        that shows the event to the diagnoser first."""
+        diagnoser = self.diagnoser
+        if diagnoser is None:
+            return self.add
+        feed, add, found = diagnoser.feed, self.add, self._found
+
+        def add_diagnosed(ev: PipelineEvent) -> None:
+            made = feed(ev)
+            add(ev)
+            if made:
+                found(made)
+
+        return add_diagnosed
+
+    def _found(self, found: list[Finding]) -> None:
+        assert self.findings is not None
+        for f in found:
+            self.findings.add(finding_row(f, None if f.key is None else conn_info(f.key)[4]))
+
+    def tick(self, now: int) -> None:
+        """The wall clock (live, µs): the findings' timers are checked as at an event."""
+        if self.diagnoser is not None:
+            self._found(self.diagnoser.tick(now))
+
+    def finish(self) -> None:
+        """The capture (or group) ended: findings that wait for its end are made, and every
+        row is made into record batches (`flush`)."""
+        if self.diagnoser is not None:
+            self._found(self.diagnoser.finish())
+        self.flush()
 
     def counts(self) -> dict[str, int]:
         """Rows per table so far: of the tables made, and of frames and messages always."""

@@ -1,6 +1,6 @@
 """The registry of tables: every table by name, declared once, in the order frontends list them.
 
-Input: the declarations of dissector.tables.per_frame and dissector.tables.per_connection.
+Input: the declarations of dissector.tables.per_frame, .per_connection and .diagnoses.
 Output: `TABLES`, table name -> `Table` (Arrow schema, row function, column descriptions);
 `SCHEMAS`, table name -> pyarrow.Schema, derived from it; `describe`; which tables may be
 read without payload decoding (`WITHOUT_PAYLOADS`, `needs_payloads`) and which need
@@ -21,12 +21,13 @@ from collections.abc import Iterable
 import pyarrow as pa
 
 from dissector.tables.columns import Table
+from dissector.tables.diagnoses import FINDINGS
 from dissector.tables.per_connection import CONVERSATIONS, ENTITIES, TIMELINE
 from dissector.tables.per_frame import ANOMALIES, FRAMES, MESSAGES
 
 #: Every table, in the order the frontends list them.
 TABLES: dict[str, Table] = {
-    t.name: t for t in (FRAMES, MESSAGES, ANOMALIES, CONVERSATIONS, TIMELINE, ENTITIES)
+    t.name: t for t in (FRAMES, MESSAGES, ANOMALIES, CONVERSATIONS, TIMELINE, ENTITIES, FINDINGS)
 }
 #: Table name -> its Arrow schema (the one pandas, Parquet and Spark come from).
 SCHEMAS: dict[str, pa.Schema] = {name: t.schema for name, t in TABLES.items()}
@@ -37,13 +38,20 @@ def describe(table: str) -> dict[str, str]:
     return TABLES[table].describe()
 
 
-#: Tables whose rows never depend on payload decoding: reading only these may skip it.
-WITHOUT_PAYLOADS = frozenset({"frames", "timeline", "entities"})
+#: Tables whose rows never depend on payload decoding: reading only these may skip it
+#: (findings read frames' metadata, never their payloads' contents).
+WITHOUT_PAYLOADS = frozenset({"frames", "timeline", "entities", "findings"})
 
 
 def needs_pairs(tables: Iterable[str]) -> bool:
     """Whether making these tables needs request/response pairing (only the timeline does)."""
     return "timeline" in set(tables)
+
+
+def takes_frame_runs(tables: Iterable[str]) -> bool:
+    """Whether a TableBuilder making these tables takes frame runs (dissector.pulsar.
+    frame_runs): not when it makes findings, whose rules read frames one by one."""
+    return "findings" not in set(tables)
 
 
 def needs_payloads(tables: Iterable[str]) -> bool:

@@ -24,7 +24,7 @@ from dissector.read import read_tables
 from tests.support.crafted import C2B, Conn, Session, baseline_msgs, msg, write_pcap
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-SECTIONS = ("overview", "latency", "throughput", "ladders", "entities", "anomalies")
+SECTIONS = ("findings", "overview", "latency", "throughput", "ladders", "entities", "anomalies")
 
 
 def crafted(tmp_path: Path) -> Path:
@@ -85,6 +85,28 @@ def rows_of(dom: str, table_id: str) -> int:
     found = re.search(rf'<table id="{table_id}">(.*?)</table>', dom, re.S)
     assert found, table_id
     return found.group(1).count("<tr") - 1  # less the header
+
+
+def test_what_went_wrong_comes_first_and_points_at_the_ladder(
+    page: tuple[Path, Path, str, str],
+) -> None:
+    """The crafted SEND with a wrong checksum (conn 1, producer -> broker) is an error
+    finding, listed first; it links to conn 1's ladder, where its packet is marked. (Conn 2
+    repeats conn 1's session from the same client: its producer's sequence restarts at 0 and
+    its subscription gets message 7:3 again after conn 1 acknowledged it: two warnings.)"""
+    _, _, dom, _ = page
+    assert dom.index('<section id="findings">') < dom.index('<section id="overview">')
+    section = dom[dom.index('<section id="findings">') : dom.index('<section id="overview">')]
+    codes = re.findall(r"<code>([a-z_.]+)</code>", section)
+    assert codes == [
+        "checksum.mismatch_hop",
+        "producer.sequence_regression",
+        "consumer.redelivered_after_ack",
+    ]
+    assert '<a href="#ladder-1">conn 1</a>' in section and "producer -&gt; broker" in section
+    assert 'id="ladder-1"' in dom
+    ladder = dom[dom.index('id="ladder-1"') :]
+    assert "! checksum.mismatch_hop: evidence" in ladder[: ladder.index("</details>")]
 
 
 def test_the_page_renders_and_is_not_blank(page: tuple[Path, Path, str, str]) -> None:

@@ -176,3 +176,18 @@ def test_payload_anomalies_reach_spark_whatever_the_table(
     assert sorted(r["anomalies"] for r in convs) == sorted(
         want["conversations"]["anomalies"].to_pylist()
     )
+
+
+def test_findings_match_a_local_read(spark: SparkSession, tmp_path: Path) -> None:
+    """A capture with findings on one connection and across two (the same series): Spark's
+    findings rows are a local read's (numbered per series), evidence included."""
+    from tests.support.scenes import faults_capture
+
+    capture = faults_capture(tmp_path / "faults.pcap")
+    want = read_tables([str(capture)], SPARK_IDS, ["findings"])["findings"].to_pylist()
+    got = rows(ds.read(spark, str(capture), table="findings"))
+    assert len(want) == 3
+    key = ("code", "conn_id", "summary", "evidence", "count", "value")
+    assert sorted(tuple(str(r[k]) for k in key) for r in got) == sorted(
+        tuple(str(r[k]) for k in key) for r in want
+    )

@@ -16,6 +16,7 @@ import pyarrow as pa
 import pytest
 
 from dissector.anomalies import Severity
+from dissector.diagnose import Diagnoser
 from dissector.events import (
     Anomaly,
     AppMessage,
@@ -29,6 +30,7 @@ from dissector.events import (
     Entity,
     EntityKind,
     EntityState,
+    Finding,
     FlowKey,
     Frame,
     MessageKind,
@@ -540,6 +542,67 @@ def test_community_id_is_made_once_per_connection() -> None:
             cids += [row[at] for row in batches.rows if row[1] == conn]  # conn_id is 2nd
         assert len(cids) == 4 and all(c is cids[0] for c in cids), cids
         assert cids[0] == CID
+
+
+class _OneFinding(Diagnoser):
+    """A diagnoser that finds `found` at the first event and nothing at the end."""
+
+    def __init__(self, found: Finding) -> None:
+        super().__init__()
+        self.found: list[Finding] = [found]
+
+    def feed(self, ev: object) -> list[Finding]:
+        out, self.found = self.found, []
+        return out
+
+    def finish(self) -> list[Finding]:
+        return []
+
+
+def test_findings_columns_by_name() -> None:
+    f = Finding(
+        code="code-1",
+        severity=Severity.ERROR,
+        ts=2,
+        first_ts=3,
+        last_ts=4,
+        conn_id=5,
+        key=KEY,
+        topic="topic-6",
+        entity="entity-7",
+        summary="summary-8",
+        hint="hint-9",
+        count=10,
+        value=11.5,
+        unit="unit-12",
+        evidence=(13, 14),
+    )
+    builder = TableBuilder(capture="cap-99", diagnoser=_OneFinding(f))
+    builder.feeder()(ConversationOpened(conn_id=5, key=KEY, ts=0, packet=0))
+    builder.finish()
+    assert rows(builder.tables()["findings"]) == [
+        {
+            "ts": 2,
+            "conn_id": 5,
+            "first_ts": 3,
+            "last_ts": 4,
+            "client_ip": "1.2.3.4",
+            "client_port": 1122,
+            "broker_ip": "5.6.7.8",
+            "broker_port": 3344,
+            "community_id": CID,
+            "code": "code-1",
+            "severity": "error",
+            "topic": "topic-6",
+            "entity": "entity-7",
+            "summary": "summary-8",
+            "hint": "hint-9",
+            "count": 10,
+            "value": 11.5,
+            "unit": "unit-12",
+            "evidence": [13, 14],
+        }
+    ]
 
 
 def test_every_column_is_checked_above() -> None:

@@ -15,6 +15,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
+import dissector.frontends.cli.diagnose as diagnose
 import dissector.frontends.cli.fields as fields
 import dissector.frontends.cli.live as live
 import dissector.frontends.cli.read as read
@@ -83,7 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--version", action="version", version=f"%(prog)s {importlib.metadata.version(_DIST)}"
     )
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    for command in (stream, read, summary, fields, sql, report, spark, live):  # --help's order
+    for command in (stream, read, summary, diagnose, fields, sql, report, spark, live):
         command.add_parser(sub)
     return parser
 

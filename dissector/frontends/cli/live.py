@@ -19,6 +19,7 @@ from dissector.frontends.cli.options import (
     reader_options,
     row_filter,
     secrets_argument,
+    threshold_arguments,
     whole,
 )
 from dissector.tables.schema import TABLES
@@ -50,6 +51,7 @@ def cmd_live(args: argparse.Namespace, out: TextIO) -> int:
         duration=args.duration,
         buffer_bytes=args.buffer_size << 10,
         queue_bytes=args.queue_size << 20,
+        findings=args.findings,
     )
     return run(options, out, sys.stderr)
 
@@ -146,4 +148,12 @@ def _live_arguments(live: argparse.ArgumentParser) -> None:
         help="packets captured but not yet dissected are held in memory up to MIB (default "
         "1024); beyond it they are still written by -w but skipped by dissection (reported)",
     )
+    live.add_argument(
+        "--findings",
+        action="store_true",
+        help="print a line for each finding (dissector.findings) as soon as it is established "
+        "(a SEND unanswered past --send-timeout, a consumer without permits, ...), and again "
+        "when its row is complete",
+    )
+    threshold_arguments(live)
     live.set_defaults(run=cmd_live)

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Any, TypeAlias
 
 from dissector.errors import UsageError
+from dissector.findings import THRESHOLDS, Thresholds
 from dissector.frontends.progress import ReadProgress
 from dissector.frontends.terminal import printable
 from dissector.pulsar.framing import DEFAULT_MAX_FRAME_SIZE
@@ -153,6 +154,27 @@ def reader_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
+def threshold_arguments(p: argparse.ArgumentParser) -> None:
+    """The findings' thresholds (dissector.findings), defaulting to the clients' settings."""
+    group = p.add_argument_group("thresholds of the findings (defaults: the clients')")
+    defaults = Thresholds()
+    for name, text in THRESHOLDS.items():
+        default = getattr(defaults, name)
+        group.add_argument(
+            f"--{name.replace('_', '-')}",
+            type=whole if isinstance(default, int) else seconds,
+            default=default,
+            metavar="N" if isinstance(default, int) else "SECONDS",
+            help=f"{text} (default {default:g})",
+        )
+
+
+def thresholds_of(args: argparse.Namespace) -> Thresholds:
+    """The thresholds given on the command line (defaults for those a command lacks)."""
+    defaults = Thresholds()
+    return Thresholds(**{n: getattr(args, n, getattr(defaults, n)) for n in THRESHOLDS})
+
+
 def reader_options(
     args: argparse.Namespace, *, messages: bool = True, pairs: bool = True
 ) -> ReaderOptions:
@@ -172,6 +194,7 @@ def reader_options(
         s3_endpoint=getattr(args, "s3_endpoint", None),  # live reads no files
         merge=not getattr(args, "no_merge", False),
         tls_keylog=tuple(args.tls_keylog),
+        thresholds=thresholds_of(args),
     )
 
 

@@ -30,6 +30,7 @@ from dissector.frontends.cli.options import (
     row_filter,
     secrets_argument,
     stream_tables,
+    threshold_arguments,
     whole,
 )
 from dissector.frontends.cli.read_text import text_view
@@ -287,4 +288,5 @@ def add_parser(sub: Subcommands) -> None:
         "line, as tshark -x (authentication data shown as ** unless --show-secrets)",
     )
     secrets_argument(read)
+    threshold_arguments(read)
     read.set_defaults(run=cmd_read)

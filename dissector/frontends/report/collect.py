@@ -2,11 +2,12 @@
 
 Input: record batches of every table (`ReportData.add`), as a read streams them.
 Output: counts, per-second buckets, the first frames of the busiest connections, the
-slowest requests, the first anomalies and entities: what `html.page` renders.
+slowest requests, the first anomalies, entities and findings (with the packets each is
+evidence of, to mark them in the ladders): what `html.page` renders.
 Rules:
 - Bounded, whatever the capture's size: counts and per-second buckets, the first
   LADDER_FRAMES frames of at most LADDER_KEPT connections, the SLOWEST slowest requests, the
-  first ROWS anomalies and entities; latency keeps one integer per answered request
+  first ROWS anomalies, entities and findings; latency keeps one integer per answered request
   (dissector.tables.stats, as `summary`).
 - Every number kept is computed from the table rows it names; nothing is estimated.
 """
@@ -32,7 +33,9 @@ SLOWEST = 20
 ROWS = 500
 
 #: What the report reads: every table.
-REPORT_TABLES = ("frames", "messages", "anomalies", "conversations", "timeline", "entities")
+REPORT_TABLES = (
+    "frames", "messages", "anomalies", "conversations", "timeline", "entities", "findings"
+)  # fmt: skip
 _LADDER_COLUMNS = [
     "ts", "conn_id", "direction", "command", "request_id", "producer_id", "consumer_id",
     "sequence_id", "topic", "last_packet", "checksum", "complete",
@@ -68,6 +71,10 @@ class ReportData:
         self.ladder_anomalies: dict[int, list[dict[str, Any]]] = defaultdict(list)
         self.frames = self.messages = 0
         self._seq = 0
+        self.findings: list[dict[str, Any]] = []  # the first ROWS (ranked when shown)
+        self.finding_count = 0
+        #: conn_id -> packet -> (severity, code) of the findings it is evidence of
+        self.evidence: dict[int, dict[int, list[tuple[str, str]]]] = defaultdict(dict)
 
     # ------------------------------------------------------------------ reading
 
@@ -173,6 +180,15 @@ class ReportData:
                 heapq.heappush(self.slowest, item)
             elif item[:2] > self.slowest[0][:2]:
                 heapq.heapreplace(self.slowest, item)
+
+    def _findings(self, batch: pa.RecordBatch) -> None:
+        self.finding_count += batch.num_rows
+        for r in batch.to_pylist():
+            if len(self.findings) < ROWS:
+                self.findings.append(r)
+            marks = self.evidence[r["conn_id"]]
+            for packet in r["evidence"] or []:
+                marks.setdefault(packet, []).append((r["severity"], r["code"]))
 
     def _entities(self, batch: pa.RecordBatch) -> None:
         self.entity_count += batch.num_rows

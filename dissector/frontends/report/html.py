@@ -1,8 +1,10 @@
 """EDGE: the report's HTML page, section by section, from what `collect` gathered.
 
 Input: a ReportData (every table's batches added).
-Output: an HTML document: overview, latency, throughput, a ladder diagram per connection,
-producers and consumers, anomalies with what each means. Styles (report.css), a few lines
+Output: an HTML document: what went wrong (the findings, ranked as `diagnose` ranks them,
+each linked to its connection's ladder, where its evidence is marked), overview, latency,
+throughput, a ladder diagram per connection (those with findings first), producers and
+consumers, anomalies with what each means. Styles (report.css), a few lines
 of script (report.js) and the plots (plots.py, SVG) are inline: opening it fetches nothing.
 Rules:
 - Bounded: ladders for at most LADDER_CONNECTIONS connections, runs of RUN_MIN alike lines
@@ -18,6 +20,7 @@ from typing import Any
 
 from dissector.anomalies import REGISTRY
 from dissector.events import Direction, EntityKind
+from dissector.frontends.diagnoses import evidence_text, ranked
 from dissector.frontends.report.collect import LADDER_FRAMES, ROWS, ReportData, when
 from dissector.frontends.report.plots import TOPICS_PLOTTED, cdf, figure, io_graph
 from dissector.tables.stats import COUNT, MS_NAMES, describe
@@ -28,11 +31,13 @@ RUN_MIN = 4  # a run of at least this many alike lines is collapsed
 
 def page(report: ReportData) -> str:
     """The whole page: every section, with its style and script inline."""
+    drawn = _drawn(report)
     sections = [
+        ("findings", "What went wrong", _findings_section(report, drawn)),
         ("overview", "Overview", _overview(report)),
         ("latency", "Latency", _latency_section(report)),
         ("throughput", "Throughput over time", _throughput_section(report)),
-        ("ladders", "Connections (ladder diagrams)", _ladders(report)),
+        ("ladders", "Connections (ladder diagrams)", _ladders(report, drawn)),
         ("entities", "Producers and consumers", _entities_section(report)),
         ("anomalies", "Anomalies", _anomalies_section(report)),
     ]
@@ -124,7 +129,43 @@ def _throughput_section(report: ReportData) -> str:
     return plot + note + marks
 
 
-def _ladders(report: ReportData) -> str:
+def _drawn(report: ReportData) -> list[dict[str, Any]]:
+    """The connections whose ladder is drawn: those with findings first, then the busiest."""
+    found = {f["conn_id"] for f in report.findings}
+    order = sorted(
+        report.conversations, key=lambda c: (c["conn_id"] not in found, -c["frames"], c["conn_id"])
+    )
+    return [c for c in order if c["conn_id"] in report.ladder][:LADDER_CONNECTIONS]
+
+
+def _findings_section(report: ReportData, drawn: list[dict[str, Any]]) -> str:
+    if not report.findings:
+        return "<p>Nothing the diagnosis rules check went wrong.</p>"
+    ladders = {c["conn_id"] for c in drawn}
+    items = []
+    for conn_id, found in ranked(report.findings):
+        where = "across connections" if conn_id == 0 else f"conn {conn_id}"
+        if conn_id in ladders:
+            where = f'<a href="#ladder-{conn_id}">{where}</a> (its ladder)'
+        rows = "".join(
+            f'<li class="{f["severity"]}"><b>{f["severity"]}</b> <code>{f["code"]}</code> '
+            f"{html.escape(' '.join(x for x in (f['entity'], f['topic']) if x))}"
+            f"<br>{html.escape(f['summary'])}"
+            f"<br><i>why:</i> {html.escape(f['hint'])}"
+            f"<br><i>evidence:</i> {html.escape(evidence_text(f))}</li>"
+            for f in found
+        )
+        items.append(f"<h3>{where}</h3><ul class=findings>{rows}</ul>")
+    shown = len(report.findings)
+    note = (
+        f"<p>The first {shown} of {report.finding_count}.</p>"
+        if report.finding_count > shown
+        else ""
+    )
+    return "".join(items) + note
+
+
+def _ladders(report: ReportData, drawn: list[dict[str, Any]]) -> str:
     busiest = sorted(report.conversations, key=lambda c: (-c["frames"], c["conn_id"]))
     rows = "".join(
         f'<tr data-text="{html.escape(" ".join(c["topics"]))} {c["conn_id"]}">'
@@ -141,7 +182,6 @@ def _ladders(report: ReportData) -> str:
         "<table id=connections><tr><th>conn</th><th>client</th><th>broker</th><th>frames</th>"
         "<th>seconds</th><th>ended</th><th>anomalies</th><th>topics</th></tr>" + rows + "</table>"
     )
-    drawn = [c for c in busiest if c["conn_id"] in report.ladder][:LADDER_CONNECTIONS]
     ladders = "".join(_ladder(report, c) for c in drawn)
     return listing + ladders
 
@@ -150,6 +190,7 @@ def _ladder(report: ReportData, conv: dict[str, Any]) -> str:
     conn = conv["conn_id"]
     frames = report.ladder[conn]
     pending = sorted(report.ladder_anomalies.get(conn, []), key=lambda a: a["packet"])
+    evidence = report.evidence.get(conn, {})
     lines = []
     for f in frames:
         c2b = f["direction"] == Direction.CLIENT_TO_BROKER
@@ -162,6 +203,8 @@ def _ladder(report: ReportData, conv: dict[str, Any]) -> str:
         problems = []  # anomalies up to this frame's packet: marked under it
         while pending and pending[0]["packet"] <= f["last_packet"]:
             problems.append(pending.pop(0))
+        for severity, code in evidence.pop(f["last_packet"], []):  # marked once per packet
+            problems.append({"severity": severity, "code": code, "detail": "evidence"})
         lines.append((c2b, f["command"], label, f["last_packet"], f["ts"], problems))
     if pending and lines and len(frames) < LADDER_FRAMES:  # after the last frame
         lines[-1][5].extend(pending)

@@ -1,0 +1,346 @@
+"""Consumer rules on one connection: FLOW and permits, acks, holes, redeliveries.
+
+Input: the connection's SUBSCRIBE, its answer, FLOW, MESSAGE, ACK,
+REDELIVER_UNACKNOWLEDGED_MESSAGES and CLOSE_CONSUMER frames (`HANDLERS`), the clock
+(`sweep`), its end.
+Output: findings flow.no_flow_after_subscribe, flow.starved, flow.overshoot,
+consumer.ack_hole and consumer.redelivery_storm, one row per consumer; deliveries and acks
+are also handed to dissector.diagnose.spanning (consumer.redelivered_after_ack is per
+subscription, across connections).
+Rules:
+- Permits are known only for a consumer whose SUBSCRIBE was captured on an intact
+  connection: + FLOW messagePermits, - each MESSAGE's entries (num_messages_in_batch, or
+  the entries its ack_set leaves unacknowledged, set bits being those still to deliver).
+- no FLOW within flow_wait of the SUBSCRIBE's SUCCESS (the first one later, or none until
+  the consumer or connection ended): flow.no_flow_after_subscribe.
+- permits at 0 (after at least one FLOW) for longer than flow_wait without a FLOW:
+  flow.starved; permits below minus the largest batch delivered: flow.overshoot.
+- the oldest delivered-but-unacknowledged message older than ack_timeout while a message
+  delivered after it was acknowledged: consumer.ack_hole (a batch-index ack with bits still
+  set acknowledges nothing yet).
+- at least `redeliveries` REDELIVER_UNACKNOWLEDGED_MESSAGES, or a MESSAGE whose
+  redelivery_count reaches it: consumer.redelivery_storm.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dissector.diagnose.state import (
+    MAX_TRACKED,
+    ConnState,
+    ConsumerState,
+    Context,
+    Evidence,
+    RuleStep,
+    finding,
+)
+from dissector.events import Frame
+from dissector.findings import FindingCode
+from dissector.pulsar.wire import COMMAND_TYPES
+
+T = COMMAND_TYPES
+_ACK, _CUMULATIVE = T["ACK"], 1
+
+
+def _consumer(conn: ConnState, frame: Frame, cid: int) -> ConsumerState:
+    """The consumer of `cid`, made (permits unknown) when the capture missed its SUBSCRIBE."""
+    c = conn.consumers.get(cid)
+    if c is None:
+        c = conn.add_consumer(ConsumerState(cid, frame.topic, None, frame.last_ts))
+        c.known = False
+    return c
+
+
+def _entries(n: int, ack_set: Any) -> int:
+    """Entries of a batch of n still to deliver: set bits of ack_set (all when it is empty)."""
+    if not ack_set:
+        return n
+    left = 0
+    for i, word in enumerate(ack_set):
+        bits = word & ((1 << 64) - 1)
+        if n - 64 * i < 64:
+            bits &= (1 << max(0, n - 64 * i)) - 1
+        left += bits.bit_count()
+    return left
+
+
+def on_subscribe(ctx: Context, conn: ConnState, frame: Frame, body: Any) -> None:
+    cid = body.consumer_id
+    c = ConsumerState(cid, body.topic, body.subscription, frame.last_ts)
+    c.known = conn.intact
+    conn.add_consumer(c)
+
+
+def answered(ctx: Context, conn: ConnState, request: Frame, response: Frame) -> None:
+    """SUBSCRIBE answered: SUCCESS subscribes it, ERROR closes it."""
+    c = conn.consumers.get(request.body.consumer_id)
+    if c is None:
+        return
+    if response.command_type == T["SUCCESS"]:
+        c.subscribed_ts, c.subscribed_packet = response.last_ts, response.last_packet
+    else:
+        c.open = False
+
+
+def on_flow(ctx: Context, conn: ConnState, frame: Frame, body: Any) -> None:
+    c = _consumer(conn, frame, body.consumer_id)
+    if not c.flows and c.known and c.subscribed_ts is not None:  # its first FLOW: late?
+        waited = frame.last_ts - c.subscribed_ts
+        if waited > ctx.us["flow_wait"]:
+            c.no_flow, c.no_flow_packet = waited, frame.last_packet
+    c.flows += 1
+    c.permits += body.messagePermits
+    _fed(ctx, c, frame.last_ts, frame)
+
+
+def _fed(ctx: Context, c: ConsumerState, now: int, frame: Frame | None) -> None:
+    """A starvation episode ends (FLOW, close, end of capture)."""
+    since = c.starved_since
+    if since is None:
+        return
+    c.starved_since = None
+    if now - since > ctx.us["flow_wait"]:
+        c.starved.add_at(c.starved_packet, since)
+        if frame is not None:
+            c.starved.add_at(frame.last_packet, frame.last_ts, count=0)
+        c.starved_longest = max(c.starved_longest, now - since)
+
+
+def on_message(ctx: Context, conn: ConnState, frame: Frame, body: Any) -> None:
+    c = _consumer(conn, frame, body.consumer_id)
+    meta = frame.metadata
+    n = meta.num_messages_in_batch if meta is not None else 1
+    c.max_batch = max(c.max_batch, n)
+    c.permits -= _entries(n, body.ack_set)
+    ts = frame.last_ts
+    if c.known and conn.intact:
+        if c.permits < -c.max_batch:
+            if not c.overshoot:
+                c.overshoot_worst = 0
+            c.overshoot.add(frame)
+            c.overshoot_worst = min(c.overshoot_worst, c.permits)
+        if c.permits <= 0 and c.flows and c.starved_since is None:
+            c.starved_since, c.starved_packet = ts, frame.last_packet
+    if body.redelivery_count > 0:
+        c.redelivered.add(frame)
+        c.max_redelivery_count = max(c.max_redelivery_count, body.redelivery_count)
+    mid = body.message_id
+    key = (mid.ledgerId, mid.entryId)
+    if key not in c.unacked:
+        c.deliveries += 1
+        c.unacked[key] = (ts, frame.last_packet, c.deliveries)
+        if len(c.unacked) > MAX_TRACKED:
+            c.unacked.popitem(last=False)
+    if ctx.span is not None:
+        ctx.span.delivered(conn, c, key, frame)
+
+
+def on_ack(ctx: Context, conn: ConnState, frame: Frame, body: Any) -> None:
+    c = _consumer(conn, frame, body.consumer_id)
+    unacked = c.unacked
+    done: list[tuple[int, int]] = []
+    # only acks of deliveries the capture holds count for the subscription: an id acked
+    # before it was delivered (or delivered before the capture began) proves nothing
+    if body.ack_type == _CUMULATIVE:
+        for mid in body.message_id:
+            upto = (mid.ledgerId, mid.entryId)
+            covered = [k for k in unacked if k <= upto]
+            done.extend(covered)
+            if covered and ctx.span is not None:
+                ctx.span.acked(c, upto, cumulative=True)
+    else:
+        for mid in body.message_id:
+            if len(mid.ack_set) and any(mid.ack_set):
+                continue  # a batch-index ack: entries of the batch are still unacked
+            key = (mid.ledgerId, mid.entryId)
+            done.append(key)
+            if key in unacked and ctx.span is not None:
+                ctx.span.acked(c, key, cumulative=False)
+    if not done:
+        return
+    oldest = next(iter(unacked.items()), None)
+    for key in done:
+        delivered = unacked.pop(key, None)
+        if delivered is not None and oldest is not None and key != oldest[0]:
+            c.acked_after = max(c.acked_after, delivered[2])
+    if oldest is not None and oldest[0] in done:
+        _hole_closed(ctx, c, oldest[1], frame.last_ts, frame)
+
+
+def _hole_closed(
+    ctx: Context, c: ConsumerState, oldest: tuple[int, int, int], now: int, frame: Frame | None
+) -> None:
+    """The oldest unacked delivery was acked (or the consumer ended): was it a hole?"""
+    delivered_ts, packet, order = oldest
+    age = now - delivered_ts
+    if c.acked_after > order and age > ctx.us["ack_timeout"]:
+        c.hole.add_at(packet, delivered_ts)
+        if frame is not None:
+            c.hole.add_at(frame.last_packet, frame.last_ts, count=0)
+        c.hole_age = max(c.hole_age, age)
+
+
+def on_redeliver(ctx: Context, conn: ConnState, frame: Frame, body: Any) -> None:
+    c = _consumer(conn, frame, body.consumer_id)
+    c.redeliver_requests.add(frame)
+
+
+def on_close_consumer(ctx: Context, conn: ConnState, frame: Frame, body: Any) -> None:
+    c = conn.consumers.get(body.consumer_id)
+    if c is not None and c.open:
+        c.open = False
+        _end(ctx, conn, c, frame.last_ts)
+
+
+def _end(ctx: Context, conn: ConnState, c: ConsumerState, now: int) -> None:
+    """A consumer ends (closed, or its connection ended at `now`)."""
+    _fed(ctx, c, now, None)
+    oldest = next(iter(c.unacked.values()), None)
+    if oldest is not None:
+        _hole_closed(ctx, c, oldest, now, None)
+    waited = now - (c.subscribed_ts if c.subscribed_ts is not None else now)
+    if c.known and not c.flows and waited > ctx.us["flow_wait"]:
+        c.no_flow = waited
+
+
+def sweep(ctx: Context, conn: ConnState, now: int) -> None:
+    """Tell the listener of consumers that just became starved or waiting for FLOW."""
+    wait = ctx.us["flow_wait"]
+    for c in conn.consumers.values():
+        if c.starved_told or not c.open:
+            continue
+        since = c.starved_since
+        if since is None and c.known and c.flows == 0 and c.subscribed_ts is not None:
+            since = c.subscribed_ts
+        if since is not None and now - since > wait:
+            c.starved_told = True
+            code = FindingCode.FLOW_STARVED if c.flows else FindingCode.FLOW_NO_FLOW_AFTER_SUBSCRIBE
+            ctx.established(
+                finding(
+                    code,
+                    Evidence(),
+                    conn=conn,
+                    ts=now,
+                    topic=c.topic,
+                    entity=c.label(),
+                    summary=f"{c.label()} has had 0 permits for {(now - since) / 1e6:.1f} s; "
+                    "the client sent no FLOW",
+                    value=(now - since) / 1e6,
+                    unit="s",
+                )
+            )
+
+
+def close(ctx: Context, conn: ConnState, horizon: int, closed: bool) -> None:
+    """The connection ended at `horizon`: one row per consumer and fault."""
+    for c in conn.consumers.values():
+        if c.open:
+            _end(ctx, conn, c, horizon)
+        label, topic = c.label(), c.topic
+        if c.no_flow:
+            ev = Evidence()
+            ev.add_at(c.subscribed_packet, c.subscribed_ts or 0)
+            if c.no_flow_packet:  # the FLOW that came at last
+                ev.add_at(c.no_flow_packet, (c.subscribed_ts or 0) + c.no_flow, count=0)
+            ctx.emit(
+                finding(
+                    FindingCode.FLOW_NO_FLOW_AFTER_SUBSCRIBE,
+                    ev,
+                    conn=conn,
+                    ts=(c.subscribed_ts or 0) + ctx.us["flow_wait"],
+                    topic=topic,
+                    entity=label,
+                    summary=f"{label} subscribed and the client sent no FLOW for "
+                    f"{c.no_flow / 1e6:.1f} s ("
+                    + (
+                        "until its first FLOW)"
+                        if c.no_flow_packet
+                        else "until it closed or the capture ended)"
+                    ),
+                    value=c.no_flow / 1e6,
+                    unit="s",
+                )
+            )
+        if c.starved:
+            ctx.emit(
+                finding(
+                    FindingCode.FLOW_STARVED,
+                    c.starved,
+                    conn=conn,
+                    ts=c.starved.first_ts + ctx.us["flow_wait"],
+                    topic=topic,
+                    entity=label,
+                    summary=f"{label} had 0 permits for up to {c.starved_longest / 1e6:.1f} s "
+                    "with no FLOW from the client",
+                    value=c.starved_longest / 1e6,
+                    unit="s",
+                )
+            )
+        if c.overshoot:
+            ctx.emit(
+                finding(
+                    FindingCode.FLOW_OVERSHOOT,
+                    c.overshoot,
+                    conn=conn,
+                    topic=topic,
+                    entity=label,
+                    summary=f"the broker delivered {c.overshoot.count} MESSAGEs to {label} "
+                    f"beyond its permits and one batch ({c.max_batch}); permits fell to "
+                    f"{c.overshoot_worst}",
+                    value=float(-c.overshoot_worst),
+                    unit="permits",
+                )
+            )
+        if c.hole:
+            ctx.emit(
+                finding(
+                    FindingCode.CONSUMER_ACK_HOLE,
+                    c.hole,
+                    conn=conn,
+                    ts=c.hole.first_ts + ctx.us["ack_timeout"],
+                    topic=topic,
+                    entity=label,
+                    summary=f"{label}: a delivered message stayed unacknowledged for "
+                    f"{c.hole_age / 1e6:.1f} s while later ones were acknowledged",
+                    value=c.hole_age / 1e6,
+                    unit="s",
+                )
+            )
+        _storm(ctx, conn, c)
+
+
+def _storm(ctx: Context, conn: ConnState, c: ConsumerState) -> None:
+    limit = ctx.th.redeliveries
+    asked, again = c.redeliver_requests, c.redelivered
+    if asked.count < limit and c.max_redelivery_count < limit:
+        return
+    ev = asked if asked.count >= limit else again
+    label = c.label()
+    gaps = ""
+    if asked.count >= 2:
+        gaps = f", every {(asked.last_ts - asked.first_ts) / (asked.count - 1) / 1e6:.1f} s"
+    ctx.emit(
+        finding(
+            FindingCode.CONSUMER_REDELIVERY_STORM,
+            ev,
+            conn=conn,
+            topic=c.topic,
+            entity=label,
+            summary=f"{label}: {asked.count} redelivery requests{gaps}; "
+            f"{again.count} messages redelivered, redelivery_count up to "
+            f"{c.max_redelivery_count}",
+            value=float(max(asked.count, c.max_redelivery_count)),
+            unit="redeliveries",
+        )
+    )
+
+
+HANDLERS: dict[int, RuleStep] = {
+    T["SUBSCRIBE"]: on_subscribe,
+    T["FLOW"]: on_flow,
+    T["MESSAGE"]: on_message,
+    T["ACK"]: on_ack,
+    T["REDELIVER_UNACKNOWLEDGED_MESSAGES"]: on_redeliver,
+    T["CLOSE_CONSUMER"]: on_close_consumer,
+}

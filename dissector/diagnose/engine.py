@@ -1,0 +1,175 @@
+"""The diagnosis engine: pipeline events in, findings out. Sans-IO.
+
+Input: the events the pipeline already makes (ConversationOpened, Frame, Anomaly,
+Conversation; Pair and AppMessage are ignored), in order (`feed`); optionally the wall
+clock (`tick`, live); then `finish` at the end of the capture (or group of captures).
+Output: `Finding` records: from `feed` as episodes end (a connection closes, a late answer
+arrives), from `finish` for what spans connections; a listener, when given, is told of a
+finding as soon as it is established (a threshold passed), before its row is complete.
+Rules:
+- The engine is made only when the findings table is asked for (dissector.tables.builders):
+  it costs the frames-only read nothing, and nothing in the per-frame pipeline.
+- Each command type has a tuple of rule handlers (`DISPATCH`, built once from the rule
+  modules' HANDLERS tables: connection, requests, producers, consumers, chunks, spanning).
+- Time is the capture's: the latest event time seen. About every SWEEP_US of it, every open
+  connection's timers are checked (`sweep`), so the listener learns of a stall while it
+  lasts; rows are made when the connection ends (FIN/RST: pending things count; the
+  capture's end: only what is older than its threshold).
+- A connection whose opening the engine did not see (a builder started mid-capture) gets
+  state at its first event, with no endpoints (`key` None).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+
+from dissector.diagnose import chunks, connection, consumers, producers, requests, spanning
+from dissector.diagnose.state import ConnState, Context, Listener, RuleStep
+from dissector.events import (
+    Anomaly,
+    CloseReason,
+    Conversation,
+    ConversationOpened,
+    Finding,
+    Frame,
+)
+from dissector.findings import Thresholds
+from dissector.pulsar.wire import COMMAND_TYPES
+
+T = COMMAND_TYPES
+
+#: Capture time (µs) between two checks of every open connection's timers.
+SWEEP_US = 1_000_000
+#: Defaults of the ports the wrong-protocol rule knows (dissector.pipeline's).
+BROKER_PORTS = frozenset({6650, 6651})
+TLS_PORTS = frozenset({6651})
+_CLOSED = frozenset({CloseReason.FIN, CloseReason.RST, CloseReason.PORT_REUSE})
+
+
+def _dispatch() -> dict[int, tuple[RuleStep, ...]]:
+    """Command type -> its handlers, in the order of the modules below."""
+    out: dict[int, list[RuleStep]] = {}
+    for table in (
+        connection.HANDLERS,
+        requests.HANDLERS,
+        producers.HANDLERS,
+        consumers.HANDLERS,
+        chunks.HANDLERS,
+        spanning.HANDLERS,
+    ):
+        for ctype, handler in table.items():
+            out.setdefault(ctype, []).append(handler)
+    return {ctype: tuple(handlers) for ctype, handlers in out.items()}
+
+
+DISPATCH = _dispatch()
+_ERROR = T["ERROR"]
+requests.ANSWERED.update(
+    {
+        T["PRODUCER"]: (frozenset({T["PRODUCER_SUCCESS"], _ERROR}), producers.answered),
+        T["SUBSCRIBE"]: (frozenset({T["SUCCESS"], _ERROR}), consumers.answered),
+        T["LOOKUP"]: (frozenset({T["LOOKUP_RESPONSE"]}), spanning.lookup_answered),
+    }
+)
+#: Rule modules with per-connection timers and rows, in the order their rows come.
+_MODULES = (connection, requests, producers, consumers, chunks)
+
+
+class Diagnoser:
+    """Findings of one capture (or group of captures); see the module docstring."""
+
+    def __init__(
+        self,
+        thresholds: Thresholds | None = None,
+        *,
+        broker_ports: Collection[int] = BROKER_PORTS,
+        tls_ports: Collection[int] = TLS_PORTS,
+        listener: Listener | None = None,
+    ) -> None:
+        self.ctx = Context(thresholds or Thresholds(), listener)
+        self.ctx.span = spanning.Spanning(self.ctx)
+        self.broker_ports, self.tls_ports = frozenset(broker_ports), frozenset(tls_ports)
+        self.conns: dict[int, ConnState] = {}
+        self._next_sweep = 0
+
+    def _conn(self, conn_id: int) -> ConnState:
+        conn = self.conns.get(conn_id)
+        if conn is None:
+            conn = self.conns[conn_id] = ConnState(conn_id, None)
+        return conn
+
+    def feed(self, ev: object) -> list[Finding]:
+        """One pipeline event; the findings whose episode it ended."""
+        ctx = self.ctx
+        kind = type(ev)
+        if kind is Frame:
+            assert isinstance(ev, Frame)
+            self._clock(ev.last_ts)
+            if ev.body is not None:
+                handlers = DISPATCH.get(ev.command_type)
+                if handlers:
+                    conn = self._conn(ev.conn_id)
+                    for handler in handlers:
+                        handler(ctx, conn, ev, ev.body)
+        elif kind is Anomaly:
+            assert isinstance(ev, Anomaly)
+            if ev.conn_id:
+                connection.on_anomaly(ctx, self._conn(ev.conn_id), ev)
+        elif kind is ConversationOpened:
+            assert isinstance(ev, ConversationOpened)
+            self._clock(ev.ts)
+            self.conns[ev.conn_id] = ConnState(ev.conn_id, ev.key)
+        elif kind is Conversation:
+            assert isinstance(ev, Conversation)
+            self._ended(ev)
+        return self._take()
+
+    def tick(self, now: int) -> list[Finding]:
+        """The wall clock (live): timers are checked as if an event came at `now` (µs)."""
+        self._clock(now)
+        return self._take()
+
+    def finish(self) -> list[Finding]:
+        """The capture ended: connections still open end here, and what spans them."""
+        ctx = self.ctx
+        for conn in list(self.conns.values()):
+            self._close(conn, ctx.now, closed=False)
+        self.conns.clear()
+        assert ctx.span is not None
+        ctx.span.finish(ctx.now)  # the rules across connections end with the capture
+        return self._take()
+
+    # ------------------------------------------------------------------ internals
+
+    def _take(self) -> list[Finding]:
+        out = self.ctx.out
+        if not out:
+            return out
+        self.ctx.out = []
+        return out
+
+    def _clock(self, ts: int) -> None:
+        ctx = self.ctx
+        if ts > ctx.now:
+            ctx.now = ts
+        if ts >= self._next_sweep:
+            if self._next_sweep:
+                for conn in self.conns.values():
+                    for module in (requests, producers, consumers):
+                        module.sweep(ctx, conn, ts)
+            self._next_sweep = ts + SWEEP_US
+
+    def _ended(self, ev: Conversation) -> None:
+        conn = self.conns.pop(ev.conn_id, None)
+        if conn is None:
+            conn = ConnState(ev.conn_id, ev.key)
+        if conn.key is None:
+            conn.key = ev.key
+        connection.on_conversation(conn, ev, self.broker_ports, self.tls_ports)
+        closed = ev.ended in _CLOSED
+        horizon = ev.end_ts if closed else max(ev.end_ts, self.ctx.now)
+        self._close(conn, horizon, closed)
+
+    def _close(self, conn: ConnState, horizon: int, closed: bool) -> None:
+        for module in _MODULES:
+            module.close(self.ctx, conn, horizon, closed)

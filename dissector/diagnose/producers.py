@@ -1,0 +1,251 @@
+"""Producer rules on one connection: send timeout, receipt order, sequence regression, busy.
+
+Input: the connection's PRODUCER, its answer, SEND, SEND_RECEIPT, SEND_ERROR and
+CLOSE_PRODUCER frames (through `HANDLERS`, by command type), the clock (`sweep`), its end.
+Output: findings producer.send_timeout, producer.receipt_out_of_order,
+producer.sequence_regression (within the connection; across reconnects: spanning.py) and
+producer.busy, each one row per producer (or connection) with all its evidence.
+Rules:
+- A SEND is pending until a SEND_RECEIPT or SEND_ERROR of its (producer_id, sequence_id);
+  chunks of one message share a sequence id and each get a receipt. A SEND answered after
+  the send timeout, left pending past it, or pending when the connection closed (FIN/RST)
+  or the client closed the producer, is evidence of a timeout; at the capture's end only
+  those older than the timeout count (the rest is not known).
+- A receipt for a pending sequence id other than the oldest pending is out of order; only
+  on a connection with no bytes missing (a receipt lost in a gap is not a broker's fault).
+- A SEND whose sequence id is at or below one already sent (a chunk repeats its message's
+  id), or at or below PRODUCER_SUCCESS.last_sequence_id (deduplication on), regresses.
+- PRODUCER answered with ProducerBusy/ProducerFenced, or PRODUCER sent again for an open
+  producer_id (no CLOSE_PRODUCER, no error in between), is busy.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dissector.diagnose.state import (
+    MAX_TRACKED,
+    ConnState,
+    Context,
+    Evidence,
+    ProducerState,
+    RuleStep,
+    finding,
+)
+from dissector.events import Direction, Frame
+from dissector.findings import FindingCode
+from dissector.pulsar.wire import COMMAND_TYPES, enum_name
+
+T = COMMAND_TYPES
+C2B = Direction.CLIENT_TO_BROKER
+_BUSY_ERRORS = frozenset({"ProducerBusy", "ProducerFenced"})
+
+
+def _producer(conn: ConnState, frame: Frame, pid: int) -> ProducerState:
+    """The producer of `pid`, made when the capture missed its PRODUCER."""
+    p = conn.producers.get(pid)
+    if p is None:
+        p = conn.add_producer(ProducerState(pid, frame.topic, frame.last_ts))
+    return p
+
+
+def on_producer(ctx: Context, conn: ConnState, frame: Frame, body: Any) -> None:
+    pid = body.producer_id
+    old = conn.producers.get(pid)
+    if old is not None and old.open:
+        conn.busy.add(frame)
+        conn.busy_topic = body.topic
+        conn.busy_detail = f"PRODUCER re-sent for producer_id {pid} without CLOSE_PRODUCER"
+    p = conn.add_producer(ProducerState(pid, body.topic, frame.last_ts))
+    p.name = body.producer_name if body.HasField("producer_name") else None
+
+
+def answered(ctx: Context, conn: ConnState, request: Frame, response: Frame) -> None:
+    """PRODUCER answered (PRODUCER_SUCCESS or ERROR)."""
+    p = conn.producers.get(request.body.producer_id)
+    body = response.body
+    if response.command_type == T["PRODUCER_SUCCESS"]:
+        if p is not None:
+            p.name = body.producer_name or p.name
+            p.last_sequence_id = body.last_sequence_id
+        return
+    if p is not None:
+        p.open = False
+    error = enum_name(body, "error") if body.HasField("error") else ""
+    if error in _BUSY_ERRORS:
+        conn.busy.add(response)
+        conn.busy_topic = request.body.topic
+        conn.busy_detail = f"PRODUCER answered {error}: {body.message}".rstrip(": ")
+
+
+def on_send(ctx: Context, conn: ConnState, frame: Frame, body: Any) -> None:
+    p = _producer(conn, frame, body.producer_id)
+    seq = body.sequence_id
+    meta = frame.metadata
+    chunked = body.is_chunk or (meta is not None and meta.num_chunks_from_msg > 1)
+    chunk = chunked and seq == p.highest_sent
+    if not chunk and p.highest_sent >= 0 and seq <= p.highest_sent:
+        p.regression.add(frame)
+        p.regression_detail = f"sequence id {seq} after {p.highest_sent} on this connection"
+    elif p.last_sequence_id >= 0 and seq <= p.last_sequence_id:
+        p.regression.add(frame)
+        p.regression_detail = (
+            f"sequence id {seq} at or below PRODUCER_SUCCESS.last_sequence_id "
+            f"{p.last_sequence_id} (deduplication drops it)"
+        )
+    if ctx.span is not None:
+        ctx.span.sent(conn, p, seq, frame)
+    high = body.highest_sequence_id if body.highest_sequence_id > seq else seq
+    p.highest_sent = max(p.highest_sent, high)
+    waiting = p.pending.get(seq)
+    if waiting is None:
+        p.pending[seq] = [frame]
+        if len(p.pending) > MAX_TRACKED:
+            p.pending.popitem(last=False)
+    else:
+        waiting.append(frame)
+
+
+def on_receipt(ctx: Context, conn: ConnState, frame: Frame, body: Any) -> None:
+    """SEND_RECEIPT or SEND_ERROR."""
+    p = conn.producers.get(body.producer_id)
+    if p is None:
+        return
+    seq = body.sequence_id
+    waiting = p.pending.get(seq)
+    if waiting is None:
+        return  # its SEND is not in the capture: nothing known
+    oldest = next(iter(p.pending))
+    if oldest != seq and conn.intact and frame.command_type == T["SEND_RECEIPT"]:
+        p.out_of_order.add(frame)
+    sent = waiting.pop(0)
+    if not waiting:
+        del p.pending[seq]
+    if ctx.span is not None and frame.command_type == T["SEND_RECEIPT"]:
+        ctx.span.receipted(conn, p, seq)
+    wait = frame.last_ts - sent.last_ts
+    if wait > ctx.us["send_timeout"]:
+        p.timeout.add(sent)
+        p.longest_wait = max(p.longest_wait, wait)
+
+
+def on_close_producer(ctx: Context, conn: ConnState, frame: Frame, body: Any) -> None:
+    p = conn.producers.get(body.producer_id)
+    if p is None:
+        return
+    p.open = False
+    if frame.direction is C2B:  # the client gave up on what is still pending
+        _give_up(p, frame.last_ts, None)
+        if ctx.span is not None:
+            ctx.span.closed(conn, p)
+
+
+def _give_up(p: ProducerState, now: int, older_than: int | None) -> None:
+    """Pending SENDs become timeout evidence (those older than `older_than` µs, or all)."""
+    for frames in p.pending.values():
+        for sent in frames:
+            wait = now - sent.last_ts
+            if older_than is None or wait > older_than:
+                p.timeout.add(sent)
+                p.longest_wait = max(p.longest_wait, wait)
+    p.pending.clear()
+
+
+def sweep(ctx: Context, conn: ConnState, now: int) -> None:
+    """Tell the listener of a producer whose oldest SEND just passed the send timeout."""
+    limit = ctx.us["send_timeout"]
+    for p in conn.producers.values():
+        if p.timeout_told or not p.pending:
+            continue
+        sent = next(iter(p.pending.values()))[0]
+        if now - sent.last_ts > limit:
+            p.timeout_told = True
+            waiting = sum(len(f) for f in p.pending.values())
+            ctx.established(
+                finding(
+                    FindingCode.PRODUCER_SEND_TIMEOUT,
+                    Evidence.of(sent),
+                    conn=conn,
+                    ts=now,
+                    topic=p.topic,
+                    entity=p.label(),
+                    summary=f"{p.label()}: {waiting} SENDs unanswered, the oldest for "
+                    f"{(now - sent.last_ts) / 1e6:.1f} s",
+                    value=(now - sent.last_ts) / 1e6,
+                    unit="s",
+                    count=waiting,
+                )
+            )
+
+
+def close(ctx: Context, conn: ConnState, horizon: int, closed: bool) -> None:
+    """The connection ended at `horizon` (closed: by FIN/RST; else the capture ended)."""
+    limit = ctx.us["send_timeout"]
+    for p in conn.producers.values():
+        _give_up(p, horizon, None if closed else limit)
+        label, topic = p.label(), p.topic
+        if p.timeout:
+            ctx.emit(
+                finding(
+                    FindingCode.PRODUCER_SEND_TIMEOUT,
+                    p.timeout,
+                    conn=conn,
+                    ts=p.timeout.first_ts + limit,
+                    topic=topic,
+                    entity=label,
+                    summary=f"{label}: {p.timeout.count} SENDs unanswered for more than "
+                    f"{ctx.th.send_timeout:g} s or until the producer or connection closed "
+                    f"(longest {p.longest_wait / 1e6:.1f} s)",
+                    value=p.longest_wait / 1e6,
+                    unit="s",
+                )
+            )
+        if p.out_of_order:
+            ctx.emit(
+                finding(
+                    FindingCode.PRODUCER_RECEIPT_OUT_OF_ORDER,
+                    p.out_of_order,
+                    conn=conn,
+                    topic=topic,
+                    entity=label,
+                    summary=f"{label}: {p.out_of_order.count} SEND_RECEIPTs for a sequence "
+                    "id other than the oldest pending one",
+                    value=p.out_of_order.count,
+                    unit="receipts",
+                )
+            )
+        if p.regression:
+            ctx.emit(
+                finding(
+                    FindingCode.PRODUCER_SEQUENCE_REGRESSION,
+                    p.regression,
+                    conn=conn,
+                    topic=topic,
+                    entity=label,
+                    summary=f"{label}: {p.regression.count} SENDs went backwards "
+                    f"({p.regression_detail})",
+                    value=p.regression.count,
+                    unit="sends",
+                )
+            )
+    if conn.busy:
+        ctx.emit(
+            finding(
+                FindingCode.PRODUCER_BUSY,
+                conn.busy,
+                conn=conn,
+                topic=conn.busy_topic,
+                summary=f"{conn.busy.count} PRODUCER refusals or re-sends: {conn.busy_detail}",
+                value=conn.busy.count,
+                unit="producers",
+            )
+        )
+
+
+HANDLERS: dict[int, RuleStep] = {
+    T["PRODUCER"]: on_producer,
+    T["SEND"]: on_send,
+    T["SEND_RECEIPT"]: on_receipt,
+    T["SEND_ERROR"]: on_receipt,
+    T["CLOSE_PRODUCER"]: on_close_producer,
+}

@@ -1,0 +1,214 @@
+"""Request rules on one connection: request ids and keep-alive.
+
+Input: every frame carrying a request_id (`HANDLERS`, by command type), PING and PONG, the
+clock (`sweep`), the connection's end.
+Output: findings request.unanswered, request.unknown_response, request.id_reused and
+keepalive.unanswered (one row per connection each); answers to PRODUCER, SUBSCRIBE and
+LOOKUP are handed to the rules that learn from them (`ANSWERED`, filled by the engine).
+Rules:
+- A command with a request_id is a request unless its name says response (…_RESPONSE,
+  SUCCESS, ERROR, PRODUCER_SUCCESS, WATCH_TOPIC_LIST_SUCCESS); request_id -1 on
+  CLOSE_PRODUCER/CLOSE_CONSUMER is a broker's notification, not a request. A response
+  answers the request of its id sent the other way; PRODUCER_SUCCESS with producer_ready
+  false leaves it pending (the broker answers again when the producer is ready).
+- unanswered: pending when the connection closed (FIN/RST), or older than request_timeout
+  when the capture ended; unknown_response and id_reused need the connection's whole
+  history (its CONNECT captured, no bytes missing): otherwise the request may be unseen.
+- A PING is answered by the next PONG the other way. One unanswered for keepalive seconds
+  (at a close: for half of it, as clients close one interval after their unanswered PING)
+  is keepalive.unanswered; the summary says when the other side answers PINGs (one-way).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+from dissector.diagnose.state import MAX_TRACKED, ConnState, Context, Evidence, RuleStep, finding
+from dissector.events import Direction, Frame
+from dissector.findings import FindingCode
+from dissector.pulsar.wire import COMMAND_NAMES, COMMAND_TYPES, types_with
+
+T = COMMAND_TYPES
+C2B, B2C = Direction.CLIENT_TO_BROKER, Direction.BROKER_TO_CLIENT
+Answered = Callable[[Context, ConnState, Frame, Frame], None]
+
+_RESPONSES = frozenset(
+    t
+    for t, n in COMMAND_NAMES.items()
+    if n.endswith("_RESPONSE")
+    or n in ("SUCCESS", "ERROR", "PRODUCER_SUCCESS", "WATCH_TOPIC_LIST_SUCCESS")
+)
+_NOTIFICATION_ID = (1 << 64) - 1
+_CLOSES = frozenset({T["CLOSE_PRODUCER"], T["CLOSE_CONSUMER"]})
+_PRODUCER_SUCCESS = T["PRODUCER_SUCCESS"]
+
+#: request type -> (the response types that answer it, what learns from the answer); the
+#: engine fills it in. Any other response to it (a stray type) teaches nothing.
+ANSWERED: dict[int, tuple[frozenset[int], Answered]] = {}
+
+
+def _other(direction: str) -> Direction:
+    return B2C if direction == C2B else C2B
+
+
+def on_request(ctx: Context, conn: ConnState, frame: Frame, body: Any) -> None:
+    if not body.HasField("request_id"):
+        return
+    rid = body.request_id
+    if rid == _NOTIFICATION_ID and frame.command_type in _CLOSES:
+        return
+    key = (frame.direction.value, rid)
+    if key in conn.requests and conn.trusted:
+        conn.reused.add(frame)
+    conn.requests[key] = frame
+    if len(conn.requests) > MAX_TRACKED:
+        del conn.requests[next(iter(conn.requests))]
+
+
+def on_response(ctx: Context, conn: ConnState, frame: Frame, body: Any) -> None:
+    if not body.HasField("request_id"):
+        return
+    key = (_other(frame.direction).value, body.request_id)
+    request = conn.requests.get(key)
+    if request is None:
+        if conn.trusted:
+            conn.unknown.add(frame)
+        return
+    if frame.command_type != _PRODUCER_SUCCESS or body.producer_ready:
+        del conn.requests[key]
+    learn = ANSWERED.get(request.command_type)
+    if learn is not None and frame.command_type in learn[0]:
+        learn[1](ctx, conn, request, frame)
+
+
+def on_ping(ctx: Context, conn: ConnState, frame: Frame, body: Any) -> None:
+    pings = conn.pings.get(frame.direction.value)
+    if pings is None:
+        pings = conn.pings[frame.direction.value] = deque()
+    if len(pings) < MAX_TRACKED:
+        pings.append(frame)
+
+
+def on_pong(ctx: Context, conn: ConnState, frame: Frame, body: Any) -> None:
+    asked = _other(frame.direction).value
+    pings = conn.pings.get(asked)
+    if not pings:
+        return
+    ping = pings.popleft()
+    conn.pongs[asked] = conn.pongs.get(asked, 0) + 1
+    wait = frame.last_ts - ping.last_ts
+    if wait > ctx.us["keepalive"]:
+        _late(conn, asked, ping, wait)
+
+
+def _late(conn: ConnState, asked: str, ping: Frame, wait: int) -> None:
+    late = conn.ping_late.get(asked)
+    if late is None:
+        late = conn.ping_late[asked] = Evidence()
+    late.add(ping)
+    conn.ping_longest = max(conn.ping_longest, wait)
+
+
+def sweep(ctx: Context, conn: ConnState, now: int) -> None:
+    """Tell the listener of a PING that just passed the keep-alive interval."""
+    if conn.ping_told:
+        return
+    for asked, pings in conn.pings.items():
+        if pings and now - pings[0].last_ts > ctx.us["keepalive"]:
+            conn.ping_told = True
+            wait = now - pings[0].last_ts
+            ctx.established(
+                finding(
+                    FindingCode.KEEPALIVE_UNANSWERED,
+                    Evidence.of(pings[0]),
+                    conn=conn,
+                    ts=now,
+                    summary=f"a PING ({_side(asked)}) unanswered for {wait / 1e6:.1f} s",
+                    value=wait / 1e6,
+                    unit="s",
+                )
+            )
+            return
+
+
+def _side(asked: str) -> str:
+    return "client to broker" if asked == C2B else "broker to client"
+
+
+def close(ctx: Context, conn: ConnState, horizon: int, closed: bool) -> None:
+    """The connection ended at `horizon` (closed: by FIN/RST)."""
+    limit = ctx.us["keepalive"]
+    at_close = limit // 2 if closed else limit
+    for asked, pings in conn.pings.items():
+        for ping in pings:
+            if horizon - ping.last_ts >= at_close:
+                _late(conn, asked, ping, horizon - ping.last_ts)
+    for asked, late in conn.ping_late.items():
+        one_way = ""
+        if conn.pongs.get(_other(asked).value):
+            one_way = "; the other side's PINGs were answered (one-way liveness)"
+        ctx.emit(
+            finding(
+                FindingCode.KEEPALIVE_UNANSWERED,
+                late,
+                conn=conn,
+                ts=late.first_ts + limit,
+                summary=f"{late.count} PINGs ({_side(asked)}) got no PONG within "
+                f"{ctx.th.keepalive:g} s (longest wait {conn.ping_longest / 1e6:.1f} s)" + one_way,
+                value=conn.ping_longest / 1e6,
+                unit="s",
+            )
+        )
+    _requests(ctx, conn, horizon, closed)
+
+
+def _requests(ctx: Context, conn: ConnState, horizon: int, closed: bool) -> None:
+    limit = ctx.us["request_timeout"]
+    ev, names = conn.unanswered, conn.unanswered_names
+    for request in conn.requests.values():
+        if closed or horizon - request.last_ts > limit:
+            ev.add(request)
+            names[request.command_name] = names.get(request.command_name, 0) + 1
+    conn.requests.clear()
+    if ev:
+        which = ", ".join(f"{n} {name}" for name, n in sorted(names.items()))
+        ctx.emit(
+            finding(
+                FindingCode.REQUEST_UNANSWERED,
+                ev,
+                conn=conn,
+                summary=f"{ev.count} requests never answered ({which}) before the "
+                + ("connection closed" if closed else "capture ended"),
+                value=(horizon - ev.first_ts) / 1e6,
+                unit="s",
+            )
+        )
+    for code, found, what in (
+        (FindingCode.REQUEST_UNKNOWN_RESPONSE, conn.unknown, "responses to no pending request"),
+        (FindingCode.REQUEST_ID_REUSED, conn.reused, "request ids reused while pending"),
+    ):
+        if found:
+            ctx.emit(
+                finding(
+                    code,
+                    found,
+                    conn=conn,
+                    summary=f"{found.count} {what}",
+                    value=found.count,
+                    unit="frames",
+                )
+            )
+
+
+def _handlers() -> dict[int, RuleStep]:
+    on: dict[int, RuleStep] = {}
+    for t in types_with("request_id"):
+        on[t] = on_response if t in _RESPONSES else on_request
+    on[T["PING"]] = on_ping
+    on[T["PONG"]] = on_pong
+    return on
+
+
+HANDLERS: dict[int, RuleStep] = _handlers()

@@ -1,0 +1,394 @@
+"""Rules across connections: what spans reconnects, redirects and migrations.
+
+Input: from the per-connection rules, SENDs and receipts of named producers, deliveries and
+acks of subscribed consumers, LOOKUP answers; from the engine, LOOKUP requests,
+TOPIC_MIGRATED, broker CLOSE_PRODUCER/CLOSE_CONSUMER naming an assigned broker, and
+PRODUCER/SUBSCRIBE (`HANDLERS`); at the end, the capture's last time (`finish`).
+Output: findings producer.sequence_regression (across connections),
+consumer.redelivered_after_ack, lookup.redirect_loop and topic.migrated_not_followed, one
+row per producer name, subscription, (client, topic) lookup chain or migration.
+Rules:
+- Producers are keyed by (topic, producer name), consumers by (topic, subscription), lookup
+  chains and migrations by (client address, topic): ids are per connection, names are not.
+- A SEND on a new connection from the same client address at or below the highest sequence
+  id a previous connection had receipted for that name regresses (a counter reset), unless
+  the client closed that producer (CLOSE_PRODUCER): then it is a new producer, not a
+  reconnect.
+- A MESSAGE for an id the subscription acknowledged (individually, or up to a cumulative
+  ack) after its delivery was captured is redelivered after ack; a batch-index ack with
+  bits still set acknowledges nothing; a SEEK moves the cursor back on purpose: the
+  subscription's acks are forgotten.
+- More than max_redirects consecutive Redirect answers for one (client, topic), a Redirect
+  to the broker just asked, or a follow-up LOOKUP whose `authoritative` is not the
+  Redirect's, is a redirect loop.
+- After TOPIC_MIGRATED or a broker CLOSE_* with an assigned broker URL, the same client must
+  create the producer/consumer again on another broker within reconnect_wait; coming back
+  to the same broker, later, or not at all (measured to the capture's end) is not following.
+Memory: each key table holds at most MAX_KEYS entries (the oldest forgotten); acked ids at
+most MAX_ACKED per subscription.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+from urllib.parse import urlsplit
+
+from dissector.diagnose.state import (
+    ConnState,
+    ConsumerState,
+    Context,
+    Evidence,
+    ProducerState,
+    RuleStep,
+    finding,
+)
+from dissector.events import Direction, Finding, Frame
+from dissector.findings import FindingCode
+from dissector.pulsar.wire import COMMAND_TYPES
+
+T = COMMAND_TYPES
+C2B, B2C = Direction.CLIENT_TO_BROKER, Direction.BROKER_TO_CLIENT
+MAX_KEYS = 100_000
+MAX_ACKED = 100_000
+_REDIRECT = 0
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+@dataclass(slots=True)
+class _Name:
+    receipted: int = -1  # highest sequence id receipted
+    conn: ConnState | None = None  # where
+    regression: Evidence = field(default_factory=Evidence)
+    detail: str = ""
+    last: ConnState | None = None
+
+
+@dataclass(slots=True)
+class _Sub:
+    acked: OrderedDict[tuple[int, int], None] = field(default_factory=OrderedDict)
+    cumulative: tuple[int, int] | None = None
+    again: Evidence = field(default_factory=Evidence)
+    last: ConnState | None = None
+
+
+@dataclass(slots=True)
+class _Chain:
+    redirects: int = 0  # consecutive, so far
+    longest: int = 0
+    authoritative: bool | None = None  # the last Redirect's, for the follow-up LOOKUP
+    run: Evidence = field(default_factory=Evidence)  # the current run of Redirects
+    loop: Evidence = field(default_factory=Evidence)
+    why: list[str] = field(default_factory=list)
+    last: ConnState | None = None
+
+
+@dataclass(slots=True)
+class _Move:
+    url: str
+    ts: int
+    packet: int
+    old: tuple[str, int]  # the broker left
+    entity: str
+    conn: ConnState
+
+
+def _bounded(table: dict[K, V], key: K, make: Callable[[], V]) -> V:
+    value = table.get(key)
+    if value is None:
+        value = table[key] = make()
+        if len(table) > MAX_KEYS:
+            del table[next(iter(table))]
+    return value
+
+
+def _host(url: str) -> tuple[str | None, int | None]:
+    """(host, port) of a service URL; the host as an IP literal's text when it is one."""
+    try:
+        parts = urlsplit(url)
+        host, port = parts.hostname, parts.port
+    except ValueError:
+        return None, None
+    if host is not None:
+        with contextlib.suppress(ValueError):
+            host = str(ipaddress.ip_address(host))
+    return host, port
+
+
+def _client(conn: ConnState) -> str:
+    return conn.key.client_ip if conn.key is not None else ""
+
+
+def _broker(conn: ConnState) -> tuple[str, int]:
+    return (conn.key.broker_ip, conn.key.broker_port) if conn.key is not None else ("", 0)
+
+
+class Spanning:
+    """State across the connections of one capture; see the module docstring."""
+
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+        self.names: dict[tuple[str | None, str, str], _Name] = {}
+        self.subs: dict[tuple[str | None, str], _Sub] = {}
+        self.chains: dict[tuple[str, str], _Chain] = {}
+        self.moves: dict[tuple[str, str | None], _Move] = {}
+        self.unfollowed: list[tuple[_Move, Evidence, str]] = []
+
+    # ------------------------------------------------------------------ producers
+
+    def sent(self, conn: ConnState, p: ProducerState, seq: int, frame: Frame) -> None:
+        meta = frame.metadata
+        name = p.name or (meta.producer_name if meta is not None else None)
+        if not name:
+            return
+        p.name = name
+        st = _bounded(self.names, (p.topic, name, _client(conn)), _Name)
+        if st.conn is not None and st.conn is not conn and seq <= st.receipted:
+            st.regression.add(frame)
+            st.last = conn
+            st.detail = (
+                f"sequence id {seq} on conn {conn.conn_id}, at or below {st.receipted} "
+                f"receipted on conn {st.conn.conn_id}"
+            )
+
+    def closed(self, conn: ConnState, p: ProducerState) -> None:
+        """The client closed the producer (CLOSE_PRODUCER): the next one of that name is a
+        new producer, not a reconnect, and may start its sequence anew."""
+        if p.name:
+            self.names.pop((p.topic, p.name, _client(conn)), None)
+
+    def receipted(self, conn: ConnState, p: ProducerState, seq: int) -> None:
+        if not p.name:
+            return
+        st = _bounded(self.names, (p.topic, p.name, _client(conn)), _Name)
+        if st.conn is not conn or seq > st.receipted:
+            st.receipted, st.conn = seq, conn
+
+    # ------------------------------------------------------------------ consumers
+
+    def delivered(self, conn: ConnState, c: ConsumerState, key: tuple[int, int], f: Frame) -> None:
+        if c.subscription is None:
+            return
+        st = self.subs.get((c.topic, c.subscription))
+        if st is None:
+            return
+        if key in st.acked or (st.cumulative is not None and key <= st.cumulative):
+            st.again.add(f)
+            st.last = conn
+
+    def rewound(self, c: ConsumerState) -> None:
+        """SEEK: the subscription's cursor moved; what it acked may come again."""
+        if c.subscription is not None:
+            self.subs.pop((c.topic, c.subscription), None)
+
+    def acked(self, c: ConsumerState, key: tuple[int, int], *, cumulative: bool) -> None:
+        if c.subscription is None:
+            return
+        st = _bounded(self.subs, (c.topic, c.subscription), _Sub)
+        if cumulative:
+            if st.cumulative is None or key > st.cumulative:
+                st.cumulative = key
+            return
+        st.acked[key] = None
+        if len(st.acked) > MAX_ACKED:
+            st.acked.popitem(last=False)
+
+    # ------------------------------------------------------------------ lookups
+
+    def lookup(self, conn: ConnState, frame: Frame, body: Any) -> None:
+        """A LOOKUP request: does it pass on the Redirect's authoritative flag?"""
+        chain = self.chains.get((_client(conn), body.topic))
+        if chain is None or chain.redirects == 0 or chain.authoritative is None:
+            return
+        if body.authoritative != chain.authoritative:
+            chain.loop.add(frame)
+            chain.last = conn
+            chain.why.append(
+                f"a LOOKUP with authoritative={body.authoritative} after a Redirect with "
+                f"{chain.authoritative}"
+            )
+        chain.authoritative = None
+
+    def lookup_answered(self, conn: ConnState, request: Frame, response: Frame) -> None:
+        body = response.body
+        chain = _bounded(self.chains, (_client(conn), request.body.topic), _Chain)
+        if body.response != _REDIRECT:
+            self._end_run(chain)
+            return
+        chain.redirects += 1
+        chain.run.add(response)
+        chain.authoritative = body.authoritative
+        url = body.brokerServiceUrl or body.brokerServiceUrlTls
+        if _host(url) == _broker(conn):
+            chain.loop.add(response)
+            chain.last = conn
+            chain.why.append(f"a Redirect to {url}, the broker asked")
+        if chain.redirects == self.ctx.th.max_redirects + 1:
+            self.ctx.established(self._chain_finding(chain, request.body.topic, conn))
+
+    def _end_run(self, chain: _Chain) -> None:
+        if chain.redirects > self.ctx.th.max_redirects:
+            chain.loop.merge(chain.run)
+            chain.why.append(f"{chain.redirects} consecutive Redirects")
+        chain.longest = max(chain.longest, chain.redirects)
+        chain.redirects = 0
+        chain.run = Evidence()
+        chain.authoritative = None
+
+    def _chain_finding(self, chain: _Chain, topic: str, conn: ConnState | None) -> Finding:
+        ev = chain.loop if chain.loop else chain.run
+        why = "; ".join(dict.fromkeys(chain.why)) or f"{chain.redirects} consecutive Redirects"
+        return finding(
+            FindingCode.LOOKUP_REDIRECT_LOOP,
+            ev,
+            conn=conn,
+            topic=topic,
+            summary=f"LOOKUP of {topic}: {why}",
+            value=float(max(chain.longest, chain.redirects)),
+            unit="redirects",
+        )
+
+    # ------------------------------------------------------------------ migrations
+
+    def moved(self, conn: ConnState, topic: str | None, url: str, entity: str, f: Frame) -> None:
+        move = _Move(url, f.last_ts, f.last_packet, _broker(conn), entity, conn)
+        self.moves[(_client(conn), topic)] = move
+        if len(self.moves) > MAX_KEYS:
+            del self.moves[next(iter(self.moves))]
+
+    def created(self, conn: ConnState, topic: str | None, f: Frame) -> None:
+        """A PRODUCER or SUBSCRIBE: does it follow a migration?"""
+        move = self.moves.pop((_client(conn), topic), None)
+        if move is None:
+            return
+        delay = f.last_ts - move.ts
+        target = _host(move.url)
+        back = _broker(conn) == move.old and target != move.old
+        if back or delay > self.ctx.us["reconnect_wait"]:
+            ev = Evidence()
+            ev.add_at(move.packet, move.ts)
+            ev.add(f)
+            where = "to the same broker" if back else f"after {delay / 1e6:.1f} s"
+            if len(self.unfollowed) < MAX_KEYS:
+                self.unfollowed.append((move, ev, f"came back {where}"))
+
+    # ------------------------------------------------------------------ the end
+
+    def finish(self, horizon: int) -> None:
+        ctx = self.ctx
+        for (name_topic, name, _), st in self.names.items():
+            if st.regression:
+                ctx.emit(
+                    finding(
+                        FindingCode.PRODUCER_SEQUENCE_REGRESSION,
+                        st.regression,
+                        conn=st.last,
+                        topic=name_topic,
+                        entity=f"producer {name}",
+                        summary=f"producer {name} reconnected and its sequence went backwards "
+                        f"({st.detail})",
+                        value=st.regression.count,
+                        unit="sends",
+                    )
+                )
+        for (sub_topic, sub), sst in self.subs.items():
+            if sst.again:
+                ctx.emit(
+                    finding(
+                        FindingCode.CONSUMER_REDELIVERED_AFTER_ACK,
+                        sst.again,
+                        conn=sst.last,
+                        topic=sub_topic,
+                        entity=f"subscription {sub}",
+                        summary=f"{sst.again.count} messages delivered again to subscription "
+                        f"{sub} after it had acknowledged them",
+                        value=sst.again.count,
+                        unit="messages",
+                    )
+                )
+        for (_, topic), chain in self.chains.items():
+            self._end_run(chain)
+            if chain.loop:
+                ctx.emit(self._chain_finding(chain, topic, chain.last))
+        for move in self.moves.values():
+            if horizon - move.ts > ctx.us["reconnect_wait"]:
+                ev = Evidence()
+                ev.add_at(move.packet, move.ts)
+                wait = (horizon - move.ts) / 1e6
+                self.unfollowed.append((move, ev, f"did not come back for {wait:.1f} s"))
+        self.moves.clear()
+        for move, ev, what in self.unfollowed:
+            ctx.emit(
+                finding(
+                    FindingCode.TOPIC_MIGRATED_NOT_FOLLOWED,
+                    ev,
+                    conn=move.conn,
+                    ts=move.ts + ctx.us["reconnect_wait"],
+                    entity=move.entity,
+                    summary=f"{move.entity} was sent to {move.url} and {what}",
+                    value=(ev.last_ts - ev.first_ts) / 1e6 if ev.count > 1 else None,
+                    unit="s",
+                )
+            )
+        self.unfollowed.clear()
+
+
+def _span(ctx: Context) -> Spanning:
+    span = ctx.span
+    assert isinstance(span, Spanning)
+    return span
+
+
+def on_lookup(ctx: Context, conn: ConnState, frame: Frame, body: Any) -> None:
+    if frame.direction is C2B:
+        _span(ctx).lookup(conn, frame, body)
+
+
+def lookup_answered(ctx: Context, conn: ConnState, request: Frame, response: Frame) -> None:
+    _span(ctx).lookup_answered(conn, request, response)
+
+
+def on_migrated(ctx: Context, conn: ConnState, frame: Frame, body: Any) -> None:
+    table = conn.producers if body.resource_type == 0 else conn.consumers
+    entity = table.get(body.resource_id)
+    url = body.brokerServiceUrl or body.brokerServiceUrlTls
+    if entity is not None and url:
+        _span(ctx).moved(conn, entity.topic, url, entity.label(), frame)
+
+
+def on_close(ctx: Context, conn: ConnState, frame: Frame, body: Any) -> None:
+    """CLOSE_PRODUCER/CLOSE_CONSUMER from the broker naming an assigned broker."""
+    url = body.assignedBrokerServiceUrl or body.assignedBrokerServiceUrlTls
+    if frame.direction is not B2C or not url:
+        return
+    producer = frame.command_type == T["CLOSE_PRODUCER"]
+    table: Any = conn.producers if producer else conn.consumers
+    entity = table.get(body.producer_id if producer else body.consumer_id)
+    if entity is not None:
+        _span(ctx).moved(conn, entity.topic, url, entity.label(), frame)
+
+
+def on_seek(ctx: Context, conn: ConnState, frame: Frame, body: Any) -> None:
+    c = conn.consumers.get(body.consumer_id)
+    if c is not None:
+        _span(ctx).rewound(c)
+
+
+def on_create(ctx: Context, conn: ConnState, frame: Frame, body: Any) -> None:
+    _span(ctx).created(conn, body.topic, frame)
+
+
+HANDLERS: dict[int, RuleStep] = {
+    T["LOOKUP"]: on_lookup,
+    T["TOPIC_MIGRATED"]: on_migrated,
+    T["CLOSE_PRODUCER"]: on_close,
+    T["CLOSE_CONSUMER"]: on_close,
+    T["PRODUCER"]: on_create,
+    T["SUBSCRIBE"]: on_create,
+    T["SEEK"]: on_seek,
+}

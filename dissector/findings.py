@@ -1,0 +1,258 @@
+"""Registry of finding codes: what went wrong on the wire, as the `findings` table names it.
+
+Input: nothing. Output: `FindingCode`, every code by name (`FindingCode.FLOW_STARVED` is
+"flow.starved"); `REGISTRY`, each code's severity, title, hint and the threshold option it
+uses; `Thresholds`, those options with the clients' defaults (seconds, counts), and
+`THRESHOLDS`, one line of help per option.
+Rule: as dissector/anomalies.py for anomalies: a code is written here once, as a
+`FindingCode` name, and everything else names it (tests/test_anomalies.py finds any code
+written as a string elsewhere); codes are stable public identifiers (add, never rename).
+A finding is a diagnosis built from many frames (dissector.diagnose); an anomaly is a fault
+of the bytes themselves. Thresholds are never constants of the rules: they are options
+(`diagnose --help`, docs/tables.md) defaulting to the official clients' settings.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Final
+
+from dissector.anomalies import Severity
+
+
+class FindingCode:
+    """Every finding code, by name: the name is the code in capitals, its dot an underscore."""
+
+    FLOW_NO_FLOW_AFTER_SUBSCRIBE: Final[str] = "flow.no_flow_after_subscribe"
+    FLOW_STARVED: Final[str] = "flow.starved"
+    FLOW_OVERSHOOT: Final[str] = "flow.overshoot"
+    PRODUCER_SEND_TIMEOUT: Final[str] = "producer.send_timeout"
+    PRODUCER_RECEIPT_OUT_OF_ORDER: Final[str] = "producer.receipt_out_of_order"
+    PRODUCER_SEQUENCE_REGRESSION: Final[str] = "producer.sequence_regression"
+    PRODUCER_BUSY: Final[str] = "producer.busy"
+    CONSUMER_REDELIVERED_AFTER_ACK: Final[str] = "consumer.redelivered_after_ack"
+    CONSUMER_REDELIVERY_STORM: Final[str] = "consumer.redelivery_storm"
+    CONSUMER_ACK_HOLE: Final[str] = "consumer.ack_hole"
+    KEEPALIVE_UNANSWERED: Final[str] = "keepalive.unanswered"
+    LOOKUP_REDIRECT_LOOP: Final[str] = "lookup.redirect_loop"
+    REQUEST_UNANSWERED: Final[str] = "request.unanswered"
+    REQUEST_UNKNOWN_RESPONSE: Final[str] = "request.unknown_response"
+    REQUEST_ID_REUSED: Final[str] = "request.id_reused"
+    MESSAGE_OVERSIZE: Final[str] = "message.oversize"
+    TOPIC_MIGRATED_NOT_FOLLOWED: Final[str] = "topic.migrated_not_followed"
+    CHUNK_INCOMPLETE_EXPIRED: Final[str] = "chunk.incomplete_expired"
+    CONNECTION_WRONG_PROTOCOL: Final[str] = "connection.wrong_protocol"
+    CHECKSUM_MISMATCH_HOP: Final[str] = "checksum.mismatch_hop"
+
+
+@dataclass(frozen=True, slots=True)
+class FindingKind:
+    code: str
+    severity: Severity
+    title: str  # what the code means, one line
+    hint: str  # what usually causes it and what to check
+    threshold: str | None  # the Thresholds field it uses, if any
+
+
+@dataclass(frozen=True, slots=True)
+class Thresholds:
+    """The rules' thresholds; defaults are the official clients' (Java and C++) settings."""
+
+    send_timeout: float = 30.0  # sendTimeoutMs 30000
+    keepalive: float = 30.0  # keepAliveIntervalSeconds 30
+    request_timeout: float = 30.0  # operationTimeoutSeconds 30
+    ack_timeout: float = 60.0  # ackTimeout: disabled by default in clients; a hole this old
+    flow_wait: float = 10.0  # no client default: how long a consumer may wait for FLOW
+    chunk_expiry: float = 60.0  # expireTimeOfIncompleteChunkedMessage 60000 ms
+    max_redirects: int = 20  # maxLookupRedirects 20
+    redeliveries: int = 3  # redelivery requests (or a redelivery_count) that make a storm
+    reconnect_wait: float = 30.0  # a migrated producer/consumer back this soon is followed
+
+    def us(self, name: str) -> int:
+        """A threshold in seconds as whole microseconds (the events' clock)."""
+        return round(float(getattr(self, name)) * 1_000_000)
+
+
+#: Threshold option -> one line of help (the unit is in the text).
+THRESHOLDS: dict[str, str] = {
+    "send_timeout": "seconds a SEND may wait for its receipt (client sendTimeout)",
+    "keepalive": "seconds a PING may wait for its PONG (client keepAliveInterval)",
+    "request_timeout": "seconds a request_id may wait for its answer (operationTimeout)",
+    "ack_timeout": "seconds the oldest unacknowledged delivery may wait while later ones are acked",
+    "flow_wait": "seconds a subscribed or drained consumer may go without sending FLOW",
+    "chunk_expiry": "seconds between chunks of one message before it counts as expired",
+    "max_redirects": "consecutive Redirect answers to LOOKUP for one topic allowed",
+    "redeliveries": "redelivery requests (or redelivery_count) of one consumer that make a storm",
+    "reconnect_wait": "seconds a migrated producer/consumer may take to reappear elsewhere",
+}
+assert list(THRESHOLDS) == [f.name for f in fields(Thresholds)]
+
+_C = FindingCode
+_E, _W, _I = Severity.ERROR, Severity.WARNING, Severity.INFO
+
+#: code, severity, title, hint, threshold: one entry each, in the order of FindingCode.
+_TABLE: tuple[tuple[str, Severity, str, str, str | None], ...] = (
+    (
+        _C.FLOW_NO_FLOW_AFTER_SUBSCRIBE,
+        _W,
+        "a consumer subscribed and the client sent no FLOW",
+        "without permits the broker delivers nothing: a receiver queue of 0 with no receive() "
+        "call, a listener blocked, or a client that lost its FLOW after a reconnect",
+        "flow_wait",
+    ),
+    (
+        _C.FLOW_STARVED,
+        _W,
+        "a consumer had no permits left and sent no FLOW",
+        "the application stopped receiving (slow or blocked listener, receive() not called) "
+        "or the client forgot to renew permits; the broker holds the backlog meanwhile",
+        "flow_wait",
+    ),
+    (
+        _C.FLOW_OVERSHOOT,
+        _W,
+        "the broker delivered more messages than the permits granted plus one batch",
+        "brokers may go over by one batch; more points to a broker permit accounting bug or "
+        "to FLOW frames missing from the capture",
+        None,
+    ),
+    (
+        _C.PRODUCER_SEND_TIMEOUT,
+        _E,
+        "SENDs went unanswered longer than the send timeout, or were pending at close",
+        "a stalled or overloaded broker (throttling, storage slow, paused), a network "
+        "partition, or back-pressure: look at PING/PONG and at the broker's logs",
+        "send_timeout",
+    ),
+    (
+        _C.PRODUCER_RECEIPT_OUT_OF_ORDER,
+        _E,
+        "a SEND_RECEIPT answered a sequence id other than the producer's oldest pending one",
+        "clients treat it as a protocol error and reconnect; a broker bug or SENDs lost",
+        None,
+    ),
+    (
+        _C.PRODUCER_SEQUENCE_REGRESSION,
+        _W,
+        "a producer's sequence ids went backwards",
+        "a client counter reset after an error or reconnect (deduplication then drops or "
+        "duplicates messages); a restarted application reusing a producer name also does it",
+        None,
+    ),
+    (
+        _C.PRODUCER_BUSY,
+        _E,
+        "PRODUCER refused (ProducerBusy/ProducerFenced) or re-sent without CLOSE_PRODUCER",
+        "another producer with the same name or an exclusive access mode holds the topic, or "
+        "a client retried PRODUCER after a timeout instead of closing the first one",
+        None,
+    ),
+    (
+        _C.CONSUMER_REDELIVERED_AFTER_ACK,
+        _W,
+        "a message was delivered again after the subscription acknowledged it",
+        "an ACK lost (sent as the connection dropped, grouped and not flushed), a broker "
+        "restart before the ack was persisted, or batch-index acks not enabled on both sides",
+        None,
+    ),
+    (
+        _C.CONSUMER_REDELIVERY_STORM,
+        _W,
+        "a consumer asked for redelivery again and again, or messages kept coming back",
+        "negative acks or an ack timeout firing while the application cannot process the "
+        "message (poison message): set a dead letter policy, check processing errors",
+        "redeliveries",
+    ),
+    (
+        _C.CONSUMER_ACK_HOLE,
+        _W,
+        "the oldest unacknowledged delivery stayed unacked while later ones were acked",
+        "a message the application never acknowledged pins the subscription's mark-delete "
+        "position (backlog, redeliveries after restart): find what happened to that message",
+        "ack_timeout",
+    ),
+    (
+        _C.KEEPALIVE_UNANSWERED,
+        _E,
+        "a PING got no PONG within the keep-alive interval",
+        "the peer is paused, overloaded or gone (half-open connection); if one side answers "
+        "and the other never does, that side does not implement keep-alive",
+        "keepalive",
+    ),
+    (
+        _C.LOOKUP_REDIRECT_LOOP,
+        _E,
+        "LOOKUP redirected too often, back to the broker asked, or authoritative not followed",
+        "brokers disagreeing about topic ownership, a proxy not setting authoritative, or "
+        "advertised listeners pointing at the wrong broker",
+        "max_redirects",
+    ),
+    (
+        _C.REQUEST_UNANSWERED,
+        _W,
+        "a request_id was never answered before the connection closed",
+        "the broker stalled or dropped the request; the client's operation timed out",
+        "request_timeout",
+    ),
+    (
+        _C.REQUEST_UNKNOWN_RESPONSE,
+        _W,
+        "a response named a request_id no request on the connection was waiting for",
+        "a duplicate response or request ids mixed up (clients log 'unknown request id')",
+        None,
+    ),
+    (
+        _C.REQUEST_ID_REUSED,
+        _W,
+        "a request_id was reused while its first request was still pending",
+        "a client request id counter wrapped or shared between threads: answers get mixed up",
+        None,
+    ),
+    (
+        _C.MESSAGE_OVERSIZE,
+        _E,
+        "a message larger than the broker's max_message_size (5 MiB when CONNECTED omits it)",
+        "the broker rejects it: enable chunking, compress, or raise maxMessageSize on both sides",
+        None,
+    ),
+    (
+        _C.TOPIC_MIGRATED_NOT_FOLLOWED,
+        _W,
+        "after a topic migration or an assigned-broker close, the client did not move there",
+        "an older client without topic migration (PIP-188) or assigned-broker (PIP-307) "
+        "support, or a new broker URL the client cannot reach",
+        "reconnect_wait",
+    ),
+    (
+        _C.CHUNK_INCOMPLETE_EXPIRED,
+        _W,
+        "a chunked message's chunks stopped arriving for longer than the chunk expiry",
+        "the producer failed mid-message or chunks were dropped (deduplication, resends); "
+        "consumers discard it after the expiry and the backlog may stick",
+        "chunk_expiry",
+    ),
+    (
+        _C.CONNECTION_WRONG_PROTOCOL,
+        _E,
+        "a broker port received TLS or HTTP instead of the Pulsar binary protocol",
+        "the client uses the wrong port or scheme (pulsar:// vs pulsar+ssl://, the HTTP "
+        "admin URL as service URL, an HTTP health check on the binary port)",
+        None,
+    ),
+    (
+        _C.CHECKSUM_MISMATCH_HOP,
+        _E,
+        "payload checksums failed on one hop (producer to broker, or broker to consumer)",
+        "corruption in that hop (NIC offload, a proxy rewriting bytes, a client bug of the "
+        "version named): compare with the other hop to locate it",
+        None,
+    ),
+)
+
+REGISTRY: dict[str, FindingKind] = {
+    code: FindingKind(code, severity, title, hint, threshold)
+    for code, severity, title, hint, threshold in _TABLE
+}
+
+#: Severities from the most to the least serious (how `diagnose` ranks findings).
+SEVERITY_RANK: dict[str, int] = {Severity.ERROR: 0, Severity.WARNING: 1, Severity.INFO: 2}

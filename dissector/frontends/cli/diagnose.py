@@ -1,0 +1,61 @@
+"""EDGE: `pulsar-dissect diagnose`: what went wrong in the captures, ranked, with evidence.
+
+Input: the parsed arguments of `diagnose` (captures, decoding options, the findings'
+thresholds) and the captures they name.
+Output: the findings table's rows, ranked and grouped by connection and entity
+(dissector.frontends.diagnoses), as text or JSON on stdout; exit 0 whatever was found.
+Rule: the rows are those of `read --table findings` (the same table machinery, the same
+thresholds): only the findings table is made, so the frames are decoded and nothing else.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import TextIO
+
+import pyarrow as pa
+
+from dissector.frontends.cli.options import (
+    Subcommands,
+    jobs_argument,
+    print_hint,
+    reader_arguments,
+    reader_options,
+    stream_tables,
+    threshold_arguments,
+)
+from dissector.frontends.diagnoses import as_json, render
+from dissector.tables.schema import TABLES, needs_pairs, needs_payloads
+
+_TABLES = ["findings"]
+
+
+def cmd_diagnose(args: argparse.Namespace, out: TextIO) -> int:
+    """Findings ranked by severity and impact, grouped by connection and entity."""
+    options = reader_options(args, messages=needs_payloads(_TABLES), pairs=needs_pairs(_TABLES))
+    batches: list[pa.RecordBatch] = []
+    counts = stream_tables(args, options, _TABLES, lambda _, batch: batches.append(batch))
+    print_hint(counts, options)
+    rows = pa.Table.from_batches(batches, schema=TABLES["findings"].schema).to_pylist()
+    if args.format == "json":
+        out.write(json.dumps(as_json(rows), indent=1) + "\n")
+    else:
+        out.write(render(rows))
+    return 0
+
+
+def add_parser(sub: Subcommands) -> None:
+    """The `diagnose` command's arguments."""
+    diagnose = sub.add_parser(
+        "diagnose",
+        help="what went wrong: stalls, starved consumers, redeliveries, loops, with evidence",
+        description="Findings (the findings table) ranked by severity and impact, grouped by "
+        "connection and entity, each with the packets that prove it. Exit 0 whatever is "
+        "found.",
+    )
+    reader_arguments(diagnose)
+    diagnose.add_argument("--format", choices=["text", "json"], default="text")
+    jobs_argument(diagnose)
+    threshold_arguments(diagnose)
+    diagnose.set_defaults(run=cmd_diagnose)

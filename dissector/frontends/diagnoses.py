@@ -1,0 +1,123 @@
+"""EDGE: findings ranked and grouped for people: `diagnose`'s text and JSON, the report's.
+
+Input: rows of the findings table (dicts, as pyarrow's to_pylist gives them: timestamps as
+datetimes, evidence as a list of packet numbers).
+Output: `ranked` (connections ordered by their worst finding, each with its findings ordered
+and grouped by entity), `render` (plain text), `as_json` (a JSON-ready dict).
+Rules: the rank is severity first (error, warning, info), then impact: how many times it
+happened, then the measured value; a connection ranks by its worst finding; findings that
+belong to no connection (conn_id 0) come last. Ties keep the table's order (stable sort),
+which is the capture's, so the same capture gives the same text every run.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable
+from typing import Any
+
+from dissector.events import Finding
+from dissector.findings import SEVERITY_RANK
+from dissector.frontends.terminal import printable
+
+Row = dict[str, Any]
+
+
+def rank_key(row: Row) -> tuple[int, int, float]:
+    """Severity first, then impact (count, then value): the most serious and largest first."""
+    return (SEVERITY_RANK.get(row["severity"], 9), -(row["count"] or 0), -(row["value"] or 0.0))
+
+
+def ranked(rows: Iterable[Row]) -> list[tuple[int, list[Row]]]:
+    """(conn_id, its findings ranked), connections ordered by their worst finding."""
+    by_conn: dict[int, list[Row]] = {}
+    for row in rows:
+        by_conn.setdefault(row["conn_id"], []).append(row)
+    groups = []
+    for conn_id, found in by_conn.items():
+        found.sort(key=rank_key)
+        # within a connection, one entity's findings stay together (its worst first)
+        first: dict[str | None, int] = {}
+        for i, row in enumerate(found):
+            first.setdefault(row["entity"], i)
+        found.sort(key=lambda r: first[r["entity"]])
+        groups.append((conn_id, found))
+    groups.sort(key=lambda g: (g[0] == 0, min(rank_key(r) for r in g[1])))
+    return groups
+
+
+def _time(value: dt.datetime | None) -> str:
+    return "?" if value is None else value.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
+
+
+def _endpoints(row: Row) -> str:
+    if row["client_ip"] is None:
+        return ""
+    client = f"{row['client_ip']}:{row['client_port']}"
+    return f"  {client} -> {row['broker_ip']}:{row['broker_port']}"
+
+
+def evidence_text(row: Row) -> str:
+    packets = row["evidence"] or []
+    shown = ", ".join(str(p) for p in packets)
+    if row["count"] and row["count"] > len(packets):
+        shown += f" ({row['count']} in all)"
+    return f"packets {shown}, {_time(row['first_ts'])} to {_time(row['last_ts'])}"
+
+
+def finding_line(found: Finding, when: str) -> str:
+    """One line for a finding as `live --findings` prints it when it is established."""
+    where = f"conn {found.conn_id}" if found.conn_id else "across connections"
+    text = f"finding ({when}): {found.severity.upper()} {found.code} {where}: {found.summary}"
+    return printable(text) + "\n"
+
+
+def row_line(row: Row) -> str:
+    """One line for a findings row once complete (live), with its evidence."""
+    where = f"conn {row['conn_id']}" if row["conn_id"] else "across connections"
+    text = (
+        f"finding: {row['severity'].upper()} {row['code']} {where}: {row['summary']} "
+        f"(evidence: {evidence_text(row)})"
+    )
+    return printable(text) + "\n"
+
+
+def render(rows: list[Row]) -> str:
+    """The findings as text: a headline, then each connection with its findings."""
+    if not rows:
+        return "no findings: nothing the rules check went wrong in these captures\n"
+    severities: dict[str, int] = {}
+    for row in rows:
+        severities[row["severity"]] = severities.get(row["severity"], 0) + 1
+    groups = ranked(rows)
+    told = ", ".join(
+        f"{n} {s}{'s' if n > 1 else ''}"
+        for s, n in sorted(severities.items(), key=lambda i: SEVERITY_RANK.get(i[0], 9))
+    )
+    lines = [f"{len(rows)} findings in {len(groups)} connections ({told})", ""]
+    for conn_id, found in groups:
+        head = "across connections" if conn_id == 0 else f"conn {conn_id}{_endpoints(found[0])}"
+        lines.append(printable(head))
+        for row in found:
+            what = "  ".join(x for x in (row["entity"], row["topic"]) if x)
+            lines.append(printable(f"  {row['severity'].upper():7} {row['code']}  {what}"))
+            lines.append(printable(f"          {row['summary']}"))
+            lines.append(printable(f"          why: {row['hint']}"))
+            lines.append(printable(f"          evidence: {evidence_text(row)}"))
+        lines.append("")
+    return "\n".join(lines)
+
+
+def as_json(rows: list[Row]) -> dict[str, Any]:
+    """The findings ranked and grouped, times as ISO 8601 text."""
+
+    def plain(row: Row) -> Row:
+        return {k: v.isoformat() if isinstance(v, dt.datetime) else v for k, v in row.items()}
+
+    return {
+        "findings": len(rows),
+        "connections": [
+            {"conn_id": conn_id, "findings": [plain(r) for r in found]}
+            for conn_id, found in ranked(rows)
+        ],
+    }

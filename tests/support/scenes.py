@@ -1,0 +1,158 @@
+"""Timed crafted captures for the diagnosis rules: frames at chosen seconds, on several
+connections, and the findings a read of them gives.
+
+Input: a `Scene` (one or more `Conn`s), frames encoded with `msg` placed at a time in
+seconds after T0 (`at`), connections opened (with or without their handshake and CONNECT,
+to start mid-connection) and closed.
+Output: a pcap file whose packets carry those times, in time order; `findings(path)` ->
+the findings table's rows read back through the real reader.
+Rule: the expected findings of a test come from what its scene did (a SEND with no receipt
+for 40 s, 21 Redirects), never from the dissector's output.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from dissector.findings import Thresholds
+from dissector.read import read_capture
+from tests.support.crafted import B2C, C2B, T0_US, Conn, Msg, Seg, Session, msg, write_pcap
+
+TOPIC = "persistent://public/default/diag"
+SUB = "diag-sub"
+
+
+class Scene:
+    """Connections whose frames go out at chosen times; see the module docstring."""
+
+    def __init__(self) -> None:
+        self.segs: list[Seg] = []
+        self.sessions: dict[Conn, Session] = {}
+
+    def open(self, conn: Conn | None = None, t: float = 0.0, *, connect: bool = True) -> Conn:
+        """Open a connection at `t`: its handshake, then CONNECT/CONNECTED (connect=False:
+        the capture starts in the middle of it, neither SYN nor CONNECT seen)."""
+        conn = conn or Conn()
+        session = self.sessions[conn] = Session(conn)
+        if connect:
+            self._timed(session.handshake(), t)
+            hello = msg(C2B, "CONNECT", client_version="diag-client", protocol_version=21)
+            self.at(t, hello, conn)
+            self.at(
+                t, msg(B2C, "CONNECTED", server_version="diag-broker", protocol_version=21), conn
+            )
+        return conn
+
+    def at(self, t: float, m: Msg, conn: Conn | None = None) -> Scene:
+        """Frame `m` sent at `t` seconds on `conn` (default: the first connection)."""
+        conn = conn or next(iter(self.sessions))
+        self._timed(self.sessions[conn].frames([m]), t)
+        return self
+
+    def raw(self, t: float, data: bytes, conn: Conn, direction: Any = C2B) -> Scene:
+        """Bytes that are not a frame (HTTP, TLS) sent at `t`."""
+        self._timed([self.sessions[conn].send(direction, data)], t)
+        return self
+
+    def close(self, t: float, conn: Conn | None = None) -> Scene:
+        conn = conn or next(iter(self.sessions))
+        self._timed(self.sessions[conn].close(), t)
+        return self
+
+    def _timed(self, segs: list[Seg], t: float) -> None:
+        ts = T0_US + round(t * 1_000_000)
+        self.segs.extend(s.replace(ts_us=ts) for s in segs)
+
+    def write(self, path: Path) -> Path:
+        ordered = sorted(self.segs, key=lambda s: s.ts_us or 0)  # stable: sent order kept
+        write_pcap(path, ordered)
+        return path
+
+
+def findings(path: Path, thresholds: Thresholds | None = None) -> list[dict[str, Any]]:
+    """The findings table's rows of a capture, read as users read it."""
+    table = read_capture(path, tables=["findings"], thresholds=thresholds).arrow["findings"]
+    rows: list[dict[str, Any]] = table.to_pylist()
+    return rows
+
+
+def codes(path: Path, thresholds: Thresholds | None = None) -> list[str]:
+    return sorted(r["code"] for r in findings(path, thresholds))
+
+
+# ------------------------------------------------------------------------- common frames
+
+
+def producer(pid: int = 1, rid: int = 1, name: str = "diag-producer") -> list[Msg]:
+    return [
+        msg(C2B, "PRODUCER", topic=TOPIC, producer_id=pid, request_id=rid, producer_name=name),
+        msg(B2C, "PRODUCER_SUCCESS", request_id=rid, producer_name=name),
+    ]
+
+
+def subscribe(cid: int = 2, rid: int = 2, sub_type: int = 1) -> list[Msg]:
+    return [
+        msg(
+            C2B, "SUBSCRIBE", topic=TOPIC, subscription=SUB, subType=sub_type,
+            consumer_id=cid, request_id=rid,
+        ),
+        msg(B2C, "SUCCESS", request_id=rid),
+    ]  # fmt: skip
+
+
+def send(seq: int, pid: int = 1, payload: bytes = b"diag", **kw: Any) -> Msg:
+    return msg(C2B, "SEND", producer_id=pid, sequence_id=seq, payload=payload, **kw)
+
+
+def receipt(seq: int, pid: int = 1, entry: int = 0) -> Msg:
+    mid = {"ledgerId": 9, "entryId": entry}
+    return msg(B2C, "SEND_RECEIPT", producer_id=pid, sequence_id=seq, message_id=mid)
+
+
+def message(entry: int, cid: int = 2, **kw: Any) -> Msg:
+    mid = {"ledgerId": 9, "entryId": entry}
+    return msg(B2C, "MESSAGE", consumer_id=cid, message_id=mid, payload=b"m", checksum=False, **kw)
+
+
+def ack(*entries: int, cid: int = 2, cumulative: bool = False) -> Msg:
+    ids = [{"ledgerId": 9, "entryId": e} for e in entries]
+    return msg(C2B, "ACK", consumer_id=cid, ack_type=int(cumulative), message_id=ids)
+
+
+def flow(permits: int, cid: int = 2) -> Msg:
+    return msg(C2B, "FLOW", consumer_id=cid, messagePermits=permits)
+
+
+def ping(direction: Any = C2B) -> Msg:
+    return msg(direction, "PING")
+
+
+def pong(direction: Any = B2C) -> Msg:
+    return msg(direction, "PONG")
+
+
+def faults_capture(path: Path) -> Path:
+    """Three connections with three faults: conn 1, a producer whose two SENDs are never
+    answered (error, 2 SENDs); conn 2, a consumer that never sends FLOW (warning); conn 3,
+    the producer of conn 1 back from the same client with its counter reset (warning,
+    spanning conns 1 and 3)."""
+    s = Scene()
+    one, two, three = Conn(client_port=40001), Conn(client_port=40002), Conn(client_port=40003)
+    s.open(one)
+    s.open(two)
+    for m in producer():
+        s.at(0, m, one)
+    s.at(0.5, send(0), one).at(0.6, receipt(0), one).at(1, send(1), one).at(1, send(2), one)
+    for m in subscribe():
+        s.at(0, m, two)
+    for t in (20.0, 39.0):
+        s.at(t, ping(), two).at(t, pong(), two)
+    s.close(40, one)
+    s.open(three, 41)
+    for m in producer(rid=3):
+        s.at(41, m, three)
+    s.at(42, send(0), three).at(42.1, receipt(0, entry=5), three)
+    s.close(43, three)
+    s.close(43, two)
+    return s.write(path)

@@ -1,0 +1,181 @@
+"""Diagnoses of real faults: pulsar-lite and the official client misbehaving on loopback.
+
+Each scenario makes a fault happen for real (a consumer that asks for nothing, a consumer
+that rejects a message again and again, a broker paused with SIGSTOP while a producer sends)
+under tcpdump, and keeps the client's own record of it (the sends it reports timed out,
+the message ids it received again, its keep-alive warning). The findings expected follow
+from that record and from what the scenario did; they are never taken from our output.
+Thresholds are passed as the scenario set the client (its send timeout) or chosen below the
+waits the scenario makes by construction (a sleep lasts at least its time): no assertion
+depends on how fast the machine is.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dissector.findings import FindingCode as F
+from dissector.findings import Thresholds
+from tests.support.capture import Tcpdump
+from tests.support.peers import ClientLogRecorder, PulsarLite
+from tests.support.scenes import findings
+
+pytestmark = [pytest.mark.peers, pytest.mark.capture, pytest.mark.tools]
+
+
+@contextlib.contextmanager
+def recorded(path: Path, **broker: Any) -> Iterator[PulsarLite]:
+    """pulsar-lite under tcpdump on lo, the capture written to `path` when the block ends.
+    Topics are not partitioned (a receiver queue of 0 needs a plain topic)."""
+    config: dict[str, int | bool | str] = {"default_partitions": 0}
+    with PulsarLite(extra_config=config, **broker) as lite, Tcpdump(path, f"tcp port {lite.port}"):
+        time.sleep(0.1)  # tcpdump listens before the first SYN
+        yield lite
+        time.sleep(0.5)  # the last FIN reaches tcpdump before it stops
+
+
+@contextlib.contextmanager
+def _client(url: str, logger: logging.Logger | None = None) -> Iterator[Any]:
+    """The official client, closed however the block ends (else it retries forever)."""
+    import pulsar
+
+    client = pulsar.Client(url, operation_timeout_seconds=10, logger=logger or _QUIET)
+    try:
+        yield client
+    finally:
+        client.close()
+
+
+_QUIET = logging.getLogger("pulsar.diag")
+_QUIET.propagate = False
+_QUIET.setLevel(logging.ERROR)
+
+
+def _topic(name: str) -> str:
+    return f"persistent://public/default/diag-{name}-{uuid.uuid4().hex[:8]}"
+
+
+def test_consumer_with_no_receiver_queue_is_starved(tmp_path: Path) -> None:
+    """receiver_queue_size=0: the client sends FLOW only when the application receives."""
+    cap = tmp_path / "starved.pcap"
+    topic = _topic("starved")
+    with recorded(cap) as lite, _client(lite.url) as client:
+        producer = client.create_producer(topic, batching_enabled=False)
+        consumer = client.subscribe(topic, "starved", receiver_queue_size=0)
+        producer.send(b"one")
+        time.sleep(2.0)  # subscribed, asking for nothing: at least 2 s without FLOW
+        got = consumer.receive()  # FLOW 1, then the message (sent already: no wait)
+        consumer.acknowledge(got)
+        time.sleep(2.0)  # its one permit used: at least 2 s at 0 permits, no FLOW
+    assert got.data() == b"one"
+    rows = findings(cap, Thresholds(flow_wait=1.0))
+    found = {(r["code"], r["entity"]) for r in rows}
+    assert (F.FLOW_NO_FLOW_AFTER_SUBSCRIBE, "consumer 0 (sub starved)") in found, rows
+    assert (F.FLOW_STARVED, "consumer 0 (sub starved)") in found, rows
+    starved = next(r for r in rows if r["code"] == F.FLOW_STARVED)
+    assert starved["value"] >= 2.0 and starved["topic"] == topic
+
+
+def test_negative_acks_make_a_redelivery_storm(tmp_path: Path) -> None:
+    """A Shared consumer rejects the same message four times (nack, redelivery after 100 ms)."""
+    import pulsar
+
+    cap = tmp_path / "nacks.pcap"
+    topic = _topic("nacks")
+    with recorded(cap) as lite, _client(lite.url) as client:
+        consumer = client.subscribe(
+            topic,
+            "nacks",
+            consumer_type=pulsar.ConsumerType.Shared,
+            negative_ack_redelivery_delay_ms=100,
+        )
+        client.create_producer(topic, batching_enabled=False).send(b"poison")
+        seen = []
+        for _ in range(4):
+            got = consumer.receive(timeout_millis=10_000)
+            seen.append(str(got.message_id()))
+            consumer.negative_acknowledge(got)
+        last = consumer.receive(timeout_millis=10_000)
+        consumer.acknowledge(last)
+    assert len(set(seen)) == 1 and str(last.message_id()) == seen[0]  # the client's record
+    rows = findings(cap)
+    storm = [r for r in rows if r["code"] == F.CONSUMER_REDELIVERY_STORM]
+    assert len(storm) == 1, rows
+    assert storm[0]["entity"] == "consumer 0 (sub nacks)" and storm[0]["value"] >= 3
+
+
+def test_a_message_never_acknowledged_is_an_ack_hole(tmp_path: Path) -> None:
+    """The application acknowledges the second and third messages, never the first."""
+    cap = tmp_path / "hole.pcap"
+    topic = _topic("hole")
+    with recorded(cap) as lite, _client(lite.url) as client:
+        consumer = client.subscribe(topic, "hole")
+        producer = client.create_producer(topic, batching_enabled=False)
+        for i in range(3):
+            producer.send(f"m{i}".encode())
+        got = [consumer.receive(timeout_millis=10_000) for _ in range(3)]
+        for message in got[1:]:
+            consumer.acknowledge(message)
+        time.sleep(2.0)  # the first one stays unacknowledged for at least 2 s
+    assert [m.data() for m in got] == [b"m0", b"m1", b"m2"]  # the client's record
+    rows = findings(cap, Thresholds(ack_timeout=1.0))
+    holes = [r for r in rows if r["code"] == F.CONSUMER_ACK_HOLE]
+    assert len(holes) == 1 and holes[0]["entity"] == "consumer 0 (sub hole)", rows
+    assert holes[0]["value"] >= 2.0 and holes[0]["topic"] == topic
+
+
+@pytest.mark.slow
+def test_broker_paused_while_a_producer_sends(tmp_path: Path) -> None:
+    """SIGSTOP the broker: the client's sends time out (its send timeout, 2 s), then its
+    keep-alive (30 s, fixed in the Python client) finds no PONG and closes the connection."""
+    cap = tmp_path / "paused.pcap"
+    topic = _topic("paused")
+    handler = ClientLogRecorder()
+    logger = logging.getLogger("pulsar.diag.paused")
+    logger.propagate = False
+    logger.setLevel(logging.WARNING)
+    logger.addHandler(handler)
+    results: list[str] = []
+    # the broker's own PINGs would come too late to matter: one a minute
+    with recorded(cap, keep_alive_interval_secs=60) as lite, _client(lite.url, logger) as client:
+        producer = client.create_producer(topic, batching_enabled=False, send_timeout_millis=2000)
+        producer.send(b"before the pause")
+        assert lite._proc is not None
+        os.kill(lite._proc.pid, signal.SIGSTOP)
+        try:
+            for i in range(3):
+                producer.send_async(f"during {i}".encode(), lambda res, _: results.append(str(res)))
+            _wait(lambda: len(results) == 3, "the client's send timeouts")
+            _wait(lambda: _keepalive_closed(handler), "the client's keep-alive to give up")
+        finally:
+            os.kill(lite._proc.pid, signal.SIGCONT)
+    logger.removeHandler(handler)
+    assert results == ["Result.Timeout"] * 3  # the client's own record
+    rows = findings(cap, Thresholds(send_timeout=2.0))
+    timeouts = [r for r in rows if r["code"] == F.PRODUCER_SEND_TIMEOUT]
+    assert timeouts and timeouts[0]["count"] >= 3, rows
+    assert timeouts[0]["entity"].startswith("producer 0") and timeouts[0]["topic"] == topic
+    assert F.KEEPALIVE_UNANSWERED in {r["code"] for r in rows}, rows
+
+
+def _keepalive_closed(handler: ClientLogRecorder) -> bool:
+    return any("keep-alive" in r["message"].lower() for r in handler.records)
+
+
+def _wait(done: Any, what: str, limit: float = 120.0) -> None:
+    """Poll until `done()`; a bound on a hang, not on speed."""
+    end = time.monotonic() + limit
+    while not done():
+        if time.monotonic() > end:
+            raise AssertionError(f"waited {limit} s for {what}")
+        time.sleep(0.1)

@@ -34,7 +34,9 @@ from dissector.read.tables import stream_tables
 from dissector.tables import builders
 from fuzz.mutators import mutate_capture
 from tests.core.test_tables import SAMPLES, _records, every_capture, ipc
+from tests.support import scenes
 from tests.support.core_captures import tcp_scenarios
+from tests.support.scenes import Scene
 
 pytestmark = pytest.mark.skipif(not _core.COMPILED, reason="pure-Python build: nothing to compare")
 
@@ -234,3 +236,44 @@ def test_pending_requests_as_shedding_reads_them(runs: RunCount) -> None:
                     pipe.feed(pkt)
                 assert _state(pipes[0]) == _state(pipes[1]), path.name
     assert runs.frames > 150
+
+
+def _diagnosed_scene(path: Path) -> Path:
+    """One connection that produces (a receipt out of order, a SEND never answered) and
+    consumes (deliveries, a redelivery after an individual and a cumulative ack)."""
+    s = Scene()
+    s.open()
+    for m in [*scenes.producer(), *scenes.subscribe(), scenes.flow(100)]:
+        s.at(0.1, m)
+    for seq in range(6):
+        s.at(0.2 + seq / 100, scenes.send(seq))
+    for seq in (1, 0, 2, 3, 4):
+        s.at(0.3 + seq / 100, scenes.receipt(seq, entry=seq))
+    for entry in range(5):
+        s.at(0.4 + entry / 100, scenes.message(entry))
+    s.at(0.5, scenes.ack(0))
+    s.at(0.51, scenes.ack(2, cumulative=True))
+    s.at(0.6, scenes.message(1))  # delivered again after the cumulative ack
+    s.close(40.0)
+    return s.write(path)
+
+
+def test_findings_read_one_frame_at_a_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, runs: RunCount
+) -> None:
+    """A read that makes findings takes no runs (the rules read frames one by one): its
+    findings are the pure-Python ones, and its frames those of a frames read with runs."""
+    path = _diagnosed_scene(tmp_path / "scene.pcap")
+    monkeypatch.setenv(_core.SWITCH, "1")
+    both = read_tables([str(path)], PLAIN, ("frames", "findings"))
+    assert runs.frames == 0, "a read that makes findings took frame runs"
+    alone = read_tables([str(path)], PLAIN, ("frames",))
+    assert runs.frames > 10  # this capture's SENDs, receipts, deliveries and acks
+    monkeypatch.setenv(_core.SWITCH, "0")
+    pure = read_tables([str(path)], PLAIN, ("frames", "findings"))
+    assert ipc(both["frames"]) == ipc(alone["frames"]) == ipc(pure["frames"])
+    assert ipc(both["findings"]) == ipc(pure["findings"])
+    codes = set(both["findings"].column("code").to_pylist())
+    # what the scene did: a receipt for sequence 1 while 0 was the oldest pending, a
+    # delivery of an id its subscription had acknowledged (cumulatively)
+    assert {"producer.receipt_out_of_order", "consumer.redelivered_after_ack"} <= codes

@@ -34,6 +34,7 @@ NOT_FOR_TEXT = (
     "duckdb",
     "scapy",
     "matplotlib",
+    "dissector.diagnose",  # the findings rules: only reads that make findings load them
 )
 
 #: Run the command line in this process, then write the names of the modules it imported.

@@ -17,12 +17,11 @@ import datetime as dt
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Protocol, TextIO
+from typing import TYPE_CHECKING, Protocol, TextIO
 
 import pyarrow as pa
 
 from dissector.anomalies import AnomalyCode
-from dissector.diagnose import Diagnoser
 from dissector.errors import UsageError
 from dissector.events import (
     Anomaly,
@@ -45,6 +44,9 @@ from dissector.tables.builders import TableBuilder
 from dissector.tables.filters import Filter
 from dissector.tables.output import json_lines as encode
 from dissector.tables.schema import TABLES, needs_pairs, needs_payloads, takes_frame_runs
+
+if TYPE_CHECKING:
+    from dissector.diagnose import Diagnoser
 
 DEFAULT_BUFFER = 64 << 20  # kernel receive buffer: loopback bursts of 64 KiB segments
 

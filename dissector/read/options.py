@@ -15,14 +15,16 @@ import numbers
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from dissector.diagnose import Diagnoser
 from dissector.errors import UsageError
 from dissector.findings import Thresholds
 from dissector.pipeline import DEFAULT_BROKER_PORTS, DEFAULT_TLS_PORTS
 from dissector.pulsar.framing import DEFAULT_MAX_FRAME_SIZE
 from dissector.pulsar.payload import DEFAULT_MAX_UNCOMPRESSED
+
+if TYPE_CHECKING:
+    from dissector.diagnose import Diagnoser
 
 PathLike = str | os.PathLike[str]
 DEFAULT_THRESHOLDS = Thresholds()
@@ -101,7 +103,10 @@ def idle_us(seconds: float | None) -> int | None:
 
 
 def diagnoser(options: ReaderOptions) -> Diagnoser:
-    """The findings table's engine for a read with these settings."""
+    """The findings table's engine for a read with these settings (imported here: reads
+    that make no findings never load the rules)."""
+    from dissector.diagnose import Diagnoser
+
     return Diagnoser(
         options.thresholds, broker_ports=options.broker_ports, tls_ports=options.tls_ports
     )

@@ -19,11 +19,10 @@ it reads frames one by one, so a read that makes findings takes no frame runs.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from dissector.diagnose import Diagnoser
 from dissector.events import (
     Anomaly,
     AppMessage,
@@ -40,6 +39,9 @@ from dissector.flow.community_id import community_id
 from dissector.tables import frame_run_rows
 from dissector.tables.columns import path_text
 from dissector.tables.schema import TABLES
+
+if TYPE_CHECKING:  # imported when findings are made: the rules cost no start-up time
+    from dissector.diagnose import Diagnoser
 
 #: Rows gathered before they become an Arrow record batch: Python tuples cost about ten times
 #: the memory of the Arrow columns they become, so batches are kept small (writers group
@@ -181,7 +183,11 @@ class TableBuilder:
         self.findings = get("findings")
         self.diagnoser: Diagnoser | None = None
         if self.findings is not None:
-            self.diagnoser = diagnoser or Diagnoser()
+            if diagnoser is None:
+                from dissector.diagnose import Diagnoser
+
+                diagnoser = Diagnoser()
+            self.diagnoser = diagnoser
 
     def add(self, ev: PipelineEvent) -> None:
         if type(ev) is Frame:

@@ -94,7 +94,9 @@ def render(rows: list[Row]) -> str:
         f"{n} {s}{'s' if n > 1 else ''}"
         for s, n in sorted(severities.items(), key=lambda i: SEVERITY_RANK.get(i[0], 9))
     )
-    lines = [f"{len(rows)} findings in {len(groups)} connections ({told})", ""]
+    findings = f"{len(rows)} finding{'s' if len(rows) > 1 else ''}"
+    conns = f"{len(groups)} connection{'s' if len(groups) > 1 else ''}"
+    lines = [f"{findings} in {conns} ({told})", ""]
     for conn_id, found in groups:
         head = "across connections" if conn_id == 0 else f"conn {conn_id}{_endpoints(found[0])}"
         lines.append(printable(head))

@@ -26,7 +26,7 @@ from dissector.errors import InputError
 from dissector.events import Anomaly, Conversation, Direction, Frame
 from dissector.frontends.text import FrameLines
 from dissector.read import ReaderOptions, iter_events
-from dissector.read.options import PathLike, as_paths
+from dissector.read.options import PathLike, as_paths, diagnoser
 from dissector.tables.builders import TableBuilder
 from dissector.tables.filters import Filter
 from dissector.tables.schema import TABLES
@@ -165,7 +165,8 @@ def read_checked(
     TableBuilder, and the text view of every event), with the invariants above checked;
     `seen` gets the anomaly codes, and `rejected` when the input is not a capture."""
     files = as_paths(paths)
-    builder = TableBuilder(capture=files[0] if files else "")
+    builder = TableBuilder(capture=files[0] if files else "", diagnoser=diagnoser(options))
+    add = builder.feeder()  # the findings' rules see every event first, as in a read
     lines = FrameLines(Filter())
     conversations: list[Conversation] = []
     frames: Counter[tuple[int, Direction]] = Counter()  # frame events per direction
@@ -173,7 +174,7 @@ def read_checked(
     try:
         for _, ev in iter_events(files, options):
             events += 1
-            builder.add(ev)
+            add(ev)
             text = lines.line(ev)
             if text is not None:
                 text.encode("utf-8")  # what printing it does: no lone surrogates
@@ -186,6 +187,7 @@ def read_checked(
     except InputError:
         require(events == 0, "input_error_after_events", f"after {events} events")
         seen.rejected = True
+    builder.finish()
     tables = builder.tables()
     check_tables(tables)
     check_conversations(conversations, tables, frames)

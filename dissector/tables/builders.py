@@ -38,6 +38,7 @@ from dissector.events import (
 from dissector.flow.community_id import community_id
 from dissector.tables import frame_run_rows
 from dissector.tables.columns import path_text
+from dissector.tables.frame_run_rows import ConnInfo  # a connection as frame rows show it
 from dissector.tables.schema import TABLES
 
 if TYPE_CHECKING:  # imported when findings are made: the rules cost no start-up time
@@ -48,8 +49,6 @@ if TYPE_CHECKING:  # imported when findings are made: the rules cost no start-up
 #: them into larger Parquet row groups).
 BATCH_ROWS = 16384
 
-#: A connection as frame rows show it: its FlowKey fields, then its Community ID.
-ConnInfo = frame_run_rows.ConnInfo
 _NO_CONN: ConnInfo = (None, None, None, None, None)
 
 frame_row = TABLES["frames"].row  # (Frame, ConnInfo)

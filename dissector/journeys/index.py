@@ -1,0 +1,314 @@
+"""The joiner's indexes: stored messages by id and by producer, subscriptions, the bound.
+
+Input: calls from the command handlers (dissector.journeys.produce, .consume): a stored
+message made, given its id, delivered or acknowledged in a subscription.
+Output: the stored messages found again by (topic, ledger, entry) or by (topic, producer
+name, sequence id); those pushed out by the bound (`take_evicted`), and all of them in the
+order first seen (`drain`).
+Rules:
+- An id is (topic, ledger, entry): ledgers may be numbered per topic. A side whose topic
+  is unknown matches by (ledger, entry) alone when exactly one stored message has it, and
+  takes the other's topic.
+- A stored message seen first by its consumer side (a MESSAGE before the receipt) and
+  then receipted is one message: the consumer side's deliveries move to the producer's.
+- The name index holds only SENDs still waiting for their receipt: a receipted message is
+  never joined to another by name (a replicated copy has another id).
+- Beyond MAX_HELD messages the oldest stored message is pushed out of every index and
+  handed over with `evicted` set.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterator
+
+from dissector.journeys.state import (
+    MAX_HELD,
+    MAX_KEYS,
+    MAX_PENDING,
+    Conn,
+    Delivery,
+    Msg,
+    Stored,
+    Sub,
+    bounded_put,
+)
+
+#: What keys a subscription: (topic, name), or (connection, consumer id) when its
+#: SUBSCRIBE was not captured.
+SubKey = tuple[str | None, str] | tuple[int, int]
+NameKey = tuple[str, str, int]
+
+
+class Index:
+    """Every stored message on its way, and what finds it; see the module docstring."""
+
+    def __init__(self) -> None:
+        self.conns: dict[int, Conn] = {}
+        self.ids: dict[tuple[int, int], list[Stored]] = {}
+        self.names: dict[NameKey, Stored] = {}
+        self.subs: dict[SubKey, Sub] = {}
+        self.held: dict[Stored, None] = {}
+        self.held_msgs = 0
+        self.serial = 0
+        self.evicted: list[Stored] = []
+
+    # ------------------------------------------------------------------ records
+
+    def conn(self, conn_id: int) -> Conn:
+        conn = self.conns.get(conn_id)
+        if conn is None:
+            conn = self.conns[conn_id] = Conn(conn_id)
+        return conn
+
+    def stored(self, topic: str | None) -> Stored:
+        """A new stored message, held (and the oldest pushed out beyond the bound)."""
+        self.serial += 1
+        s = Stored(self.serial, topic)
+        self.held[s] = None
+        return s
+
+    def msg(self, s: Stored, index: int | None, sequence_id: int | None = None) -> Msg:
+        """Message `index` of `s`, made when new. A batch entry replaces the whole-entry
+        placeholder a receipt without its SEND made (its batch was not known then)."""
+        m = s.msgs.get(index)
+        if m is not None:
+            return m
+        if index is not None and s.send_ts is None:
+            placeholder = s.msgs.get(None)
+            if placeholder is not None and not placeholder.subs:
+                del s.msgs[None]
+                self.held_msgs -= 1
+        m = s.msgs[index] = Msg(index, sequence_id)
+        self.held_msgs += 1
+        return m
+
+    def sub(self, key: SubKey, topic: str | None, name: str | None, sub_type: str | None) -> Sub:
+        sub = self.subs.get(key)
+        if sub is None:
+            sub = Sub(topic, name, sub_type)
+            bounded_put(self.subs, key, sub)
+        elif sub_type is not None:
+            sub.sub_type = sub_type
+        return sub
+
+    # ------------------------------------------------------------------ finding by id
+
+    def find(self, topic: str | None, ledger: int, entry: int) -> Stored | None:
+        found = self.ids.get((ledger, entry))
+        if not found:
+            return None
+        for s in found:
+            if s.topic == topic:
+                return s
+        if len(found) == 1 and (topic is None or found[0].topic is None):
+            s = found[0]
+            if s.topic is None:
+                s.topic = topic
+            return s
+        return None
+
+    def alias(self, s: Stored, ledger: int, entry: int) -> None:
+        """Index `s` under (ledger, entry) too (a chunk's id)."""
+        key = (ledger, entry)
+        if key in s.aliases:
+            return
+        s.aliases.append(key)
+        self.ids.setdefault(key, []).append(s)
+
+    def identify(self, s: Stored, ledger: int, entry: int, partition: int) -> None:
+        """`s` is stored at (ledger, entry): indexed there, and the message already there
+        merged into it when that one was seen by its consumers only. Two messages stored
+        under one id (a broker's error) keep their own rows; the first keeps the index."""
+        other = self.find(s.topic, ledger, entry)
+        if s.ledger is None:
+            s.ledger, s.entry = ledger, entry
+            if partition >= 0:
+                s.partition = partition
+        if other is not None and other is not s:
+            if other.produced or not s.produced:
+                return
+            self._merge(s, other)
+        self.alias(s, ledger, entry)
+
+    def _merge(self, into: Stored, other: Stored) -> None:
+        """`other` (consumer side) is `into` (producer side): its deliveries move over."""
+        for index, m in other.msgs.items():
+            mine = self.msg(into, index, m.sequence_id)
+            for sub, d in m.subs.items():
+                mine.subs.setdefault(sub, d)
+        if other.broker_ts is not None:
+            into.broker_ts = other.broker_ts
+        if into.partition < 0:
+            into.partition = other.partition
+        if into.chunks is None:
+            into.chunks = other.chunks
+        for key in list(other.aliases):
+            self._unalias(other, key)
+            self.alias(into, *key)
+        for sub in self._subs_of(other):
+            if sub.live.pop(other, "gone") is None:
+                self.live(sub, into)
+        if other.chunks is not None:
+            self._rechunk(other, into)
+        self._unhold(other)
+
+    # ------------------------------------------------------------------ finding by name
+
+    def wait(self, conn: Conn, s: Stored, producer_id: int, sequence_id: int) -> None:
+        """`s` waits for its receipt under (producer, sequence id), and for a delivery
+        under (topic, producer name, sequence id)."""
+        conn.sends.setdefault((producer_id, sequence_id), []).append(s)
+        conn.pending += 1
+        s.waiting = (conn.conn_id, producer_id, sequence_id)
+        if conn.pending > MAX_PENDING:  # the oldest waiting SEND is forgotten
+            oldest = next(iter(conn.sends.values()))[0]
+            self.unwait(oldest)
+        if s.topic is not None and s.producer_name is not None and s.sequence_id is not None:
+            bounded_put(self.names, (s.topic, s.producer_name, s.sequence_id), s)
+
+    def receipted(self, conn: Conn, producer_id: int, sequence_id: int) -> Stored | None:
+        """The oldest SEND waiting for this receipt, no longer waiting."""
+        queue = conn.sends.get((producer_id, sequence_id))
+        if not queue:
+            return None
+        s = queue[0]
+        self.unwait(s, once=True)
+        return s
+
+    def unwait(self, s: Stored, *, once: bool = False) -> None:
+        """`s` waits no more: for any receipt, or (once) for one of its chunks' receipts."""
+        if s.waiting is None:
+            return
+        conn_id, producer_id, sequence_id = s.waiting
+        conn = self.conns.get(conn_id)
+        queue = None if conn is None else conn.sends.get((producer_id, sequence_id))
+        left = False
+        if conn is not None and queue is not None:
+            while s in queue:
+                queue.remove(s)
+                conn.pending -= 1
+                if once:
+                    break
+            left = s in queue
+            if not queue:
+                del conn.sends[(producer_id, sequence_id)]
+        if not left:
+            s.waiting = None
+        self.unname(s)
+
+    def unname(self, s: Stored) -> None:
+        if s.topic is not None and s.producer_name is not None and s.sequence_id is not None:
+            key = (s.topic, s.producer_name, s.sequence_id)
+            if self.names.get(key) is s:
+                del self.names[key]
+
+    def by_name(self, topic: str | None, name: str | None, sequence_id: int) -> Stored | None:
+        if topic is None or name is None:
+            return None
+        return self.names.get((topic, name, sequence_id))
+
+    # ------------------------------------------------------------------ deliveries and acks
+
+    def live(self, sub: Sub, s: Stored) -> None:
+        """`s` has entries delivered to `sub` and not acknowledged."""
+        if s in sub.live:
+            return
+        sub.live[s] = None
+        if s.ledger is not None and s.entry is not None:
+            heapq.heappush(sub.heap, (s.ledger, s.entry, s.serial, s))
+        if len(sub.heap) > 2 * len(sub.live) + 64:  # mostly acked one by one: rebuilt
+            sub.heap = []
+            for x in sub.live:
+                if x.ledger is not None and x.entry is not None:
+                    sub.heap.append((x.ledger, x.entry, x.serial, x))
+            heapq.heapify(sub.heap)
+
+    def settled(self, sub: Sub, s: Stored) -> None:
+        """After an ack: `s` leaves the subscription's live set when all its messages
+        delivered there are acknowledged."""
+        for m in s.msgs.values():
+            d = m.subs.get(sub)
+            if d is not None and d.acked_ts is None:
+                return
+        sub.live.pop(s, None)
+
+    def below(self, sub: Sub, ledger: int, entry: int) -> Iterator[Stored]:
+        """The live stored messages of `sub` with an id before (ledger, entry), taken out of
+        its heap (a cumulative ack acknowledges them)."""
+        heap = sub.heap
+        while heap and (heap[0][0], heap[0][1]) < (ledger, entry):
+            s = heapq.heappop(heap)[3]
+            if s in sub.live:
+                yield s
+
+    @staticmethod
+    def delivery(m: Msg, sub: Sub, conn_id: int, consumer_id: int, name: str | None) -> Delivery:
+        d = m.subs.get(sub)
+        if d is None:
+            d = m.subs[sub] = Delivery(conn_id, consumer_id, name)
+        return d
+
+    # ------------------------------------------------------------------ the bound
+
+    def check_bound(self) -> None:
+        """Beyond MAX_HELD messages, push the oldest stored messages out (`take_evicted`)."""
+        while self.held_msgs > MAX_HELD and len(self.held) > 1:
+            s = next(iter(self.held))
+            self._unindex(s)
+            s.evicted = True
+            self.evicted.append(s)
+
+    def take_evicted(self) -> list[Stored]:
+        out, self.evicted = self.evicted, []
+        return out
+
+    def drain(self) -> list[Stored]:
+        """Every stored message still held, in the order first seen; the index is emptied."""
+        out = list(self.held)
+        self.held.clear()
+        self.held_msgs = 0
+        self.ids.clear()
+        self.names.clear()
+        return out
+
+    def _unindex(self, s: Stored) -> None:
+        self.unwait(s)
+        self.unname(s)
+        for key in list(s.aliases):
+            self._unalias(s, key)
+        for sub in self._subs_of(s):
+            sub.live.pop(s, None)
+        if s.chunks is not None:  # a chunked message still being sent or delivered
+            self._rechunk(s, None)
+        self._unhold(s)
+
+    def _rechunk(self, s: Stored, into: Stored | None) -> None:
+        """The chunked message `s` is `into` now (None: forgotten) where chunks await it."""
+        for conn in self.conns.values():
+            for table in (conn.sending, conn.receiving):
+                for key in [k for k, v in table.items() if v is s]:
+                    if into is None:
+                        del table[key]
+                    else:
+                        table[key] = into
+
+    def _unhold(self, s: Stored) -> None:
+        if self.held.pop(s, "gone") is None:
+            self.held_msgs -= len(s.msgs)
+
+    def _unalias(self, s: Stored, key: tuple[int, int]) -> None:
+        found = self.ids.get(key)
+        if found is not None and s in found:
+            found.remove(s)
+            if not found:
+                del self.ids[key]
+        if key in s.aliases:
+            s.aliases.remove(key)
+
+    @staticmethod
+    def _subs_of(s: Stored) -> set[Sub]:
+        return {sub for m in s.msgs.values() for sub in m.subs}
+
+
+__all__ = ["MAX_KEYS", "Index", "NameKey", "SubKey"]

@@ -1,9 +1,10 @@
 """The layout's rules, read from the source's own import statements.
 
 Data flows one way: capture -> flow -> tls -> pulsar -> pipeline -> tables -> read -> frontends.
-- `flow/`, `tls/`, `pulsar/` and `journeys/` are sans-IO: none imports another of the three, `tables`,
+- `flow/`, `tls/` and `pulsar/` are sans-IO: none imports another of the three, `tables`,
   `frontends`, the pipeline or `read`, nor pyarrow, pandas, scapy, pyspark, select or
-  threads. (TLS is a stream-to-stream stage: the pipeline hands it TCP bytes and hands its
+  threads; nor does `journeys/` (it may read `pulsar/`'s wire schema). (TLS is a
+  stream-to-stream stage: the pipeline hands it TCP bytes and hands its
   plaintext on to Pulsar framing; the stages meet only in the pipeline and its
   per-connection state, `connection`.)
 - `capture/` (bytes on disk or on the wire -> packets) imports no later stage; of pyarrow,

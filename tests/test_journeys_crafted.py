@@ -89,8 +89,8 @@ def test_round_trip_to_two_subscriptions(tmp_path: Path) -> None:
     s.at(1.0, sent, p).at(1.002, stored, p)
     s.at(1.005, to_a, a).at(1.250, ack_a, a)
     s.at(1.007, to_b, b).at(2.5, ack_b, b)
-    for conn in (p, a, b):
-        s.close(3, conn)
+    for each in (p, a, b):
+        s.close(3, each)
     rows = _by(journeys(s.write(tmp_path / "c.pcap")), "subscription")
 
     assert set(rows) == {"orders-a", "orders-b"}

@@ -217,12 +217,7 @@ class Index:
         sub.live[s] = None
         if s.ledger is not None and s.entry is not None:
             heapq.heappush(sub.heap, (s.ledger, s.entry, s.serial, s))
-        if len(sub.heap) > 2 * len(sub.live) + 64:  # mostly acked one by one: rebuilt
-            sub.heap = []
-            for x in sub.live:
-                if x.ledger is not None and x.entry is not None:
-                    sub.heap.append((x.ledger, x.entry, x.serial, x))
-            heapq.heapify(sub.heap)
+        self._compact(sub)
 
     def settled(self, sub: Sub, s: Stored) -> None:
         """After an ack: `s` leaves the subscription's live set when all its messages
@@ -231,7 +226,20 @@ class Index:
             d = m.subs.get(sub)
             if d is not None and d.acked_ts is None:
                 return
-        sub.live.pop(s, None)
+        if sub.live.pop(s, "gone") is None:
+            self._compact(sub)
+
+    @staticmethod
+    def _compact(sub: Sub) -> None:
+        """Keep the heap within twice what is live (plus 64): acked one by one, its
+        entries are only skipped when they come up, so it is rebuilt now and then."""
+        if len(sub.heap) <= 2 * len(sub.live) + 64:
+            return
+        sub.heap = []
+        for x in sub.live:
+            if x.ledger is not None and x.entry is not None:
+                sub.heap.append((x.ledger, x.entry, x.serial, x))
+        heapq.heapify(sub.heap)
 
     def below(self, sub: Sub, ledger: int, entry: int) -> Iterator[Stored]:
         """The live stored messages of `sub` with an id before (ledger, entry), taken out of

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from dissector.events import CloseReason, ConversationOpened, Frame
 from dissector.journeys import Joiner
 from dissector.journeys import index as index_module
+from dissector.journeys.state import MAX_HELD
 from dissector.tables.builders import TableBuilder
 from tests.test_diagnose_fuzz import KEYS, _ended, frames
 
@@ -38,7 +39,7 @@ def _consistent(joiner: Joiner) -> None:
     st.lists(frames(), max_size=60),
     st.sets(st.integers(1, 3)),
     st.sampled_from(list(CloseReason)),
-    st.sampled_from([index_module.MAX_HELD, 3]),
+    st.sampled_from([MAX_HELD, 3]),
 )
 def test_any_conversation_gives_journeys_never_an_exception(
     drawn: list[Frame], opened: set[int], reason: CloseReason, bound: int

@@ -24,7 +24,6 @@ from collections.abc import Iterator
 
 from dissector.journeys.state import (
     MAX_HELD,
-    MAX_KEYS,
     MAX_PENDING,
     Conn,
     Delivery,
@@ -318,5 +317,3 @@ class Index:
     def _subs_of(s: Stored) -> set[Sub]:
         return {sub for m in s.msgs.values() for sub in m.subs}
 
-
-__all__ = ["MAX_KEYS", "Index", "NameKey", "SubKey"]

@@ -108,3 +108,55 @@ def test_every_journey_is_the_clients_record(tmp_path: Path) -> None:
             assert row["dispatch_us"] == hops["delivered"] - hops["receipt"]
             assert row["consume_us"] == hops["acked"] - hops["delivered"]
             assert row["end_to_end_us"] == hops["acked"] - hops["send"]
+
+
+def test_a_batch_is_one_journey_per_entry(tmp_path: Path) -> None:
+    """Six messages sent in one batch: one stored entry, six journeys (batch indexes 0-5),
+    each with the id and sequence id the client gave it, delivered and acknowledged in the
+    subscription with the batch's one MESSAGE."""
+    cap = tmp_path / "batch.pcap"
+    topic = topic_name("journeys-batch")
+    sent: dict[int, tuple[int, int, int, int]] = {}
+    with recorded(cap) as lite, client(lite.url) as c:
+        consumer = c.subscribe(topic, "batched", consumer_name="carol")
+        producer = c.create_producer(
+            topic,
+            producer_name="batch-producer",
+            batching_enabled=True,
+            batching_max_messages=len(SEQUENCES),
+            batching_max_publish_delay_ms=60_000,  # the batch is sent when full
+        )
+        done: dict[int, Any] = {}
+        for seq in SEQUENCES:
+            producer.send_async(
+                f"entry-{seq}".encode(),
+                lambda res, mid, seq=seq: done.setdefault(seq, mid),
+                sequence_id=seq,
+            )
+        producer.flush()
+        sent = {seq: _ids(mid) for seq, mid in done.items()}
+        got = [consumer.receive(timeout_millis=10_000) for _ in SEQUENCES]
+        for message in got:
+            consumer.acknowledge(message)
+        consumer.close()
+        producer.close()
+    # the client's record: one entry, its batch indexes, each message received under its id
+    assert len({(ledger, entry) for ledger, entry, _, _ in sent.values()}) == 1
+    assert sorted(index for _, _, _, index in sent.values()) == list(range(len(SEQUENCES)))
+    assert {m.data(): _ids(m.message_id()) for m in got} == {
+        f"entry-{seq}".encode(): sent[seq] for seq in SEQUENCES
+    }
+    rows = journeys(cap)
+    assert len(rows) == len(SEQUENCES), rows
+    send_packets = {r["send_packet"] for r in rows}
+    delivered_packets = {r["delivered_packet"] for r in rows}
+    assert len(send_packets) == len(delivered_packets) == 1  # one SEND, one MESSAGE
+    for row in rows:
+        ledger, entry, _, index = sent[row["sequence_id"]]
+        assert (row["ledger_id"], row["entry_id"], row["batch_index"]) == (ledger, entry, index)
+        assert (row["batch_size"], row["subscription"], row["consumer_name"]) == (
+            len(SEQUENCES),
+            "batched",
+            "carol",
+        )
+        assert row["deliveries"] == 1 and row["acked_ts"] is not None

@@ -448,3 +448,47 @@ def test_chunked_message(tmp_path: Path) -> None:
     assert (row["send_ts"], row["receipt_ts"]) == (us(1.0), us(1.25))
     assert (row["delivered_ts"], row["acked_ts"]) == (us(2.2), us(3))
     assert row["deliveries"] == 1 and row["end_to_end_us"] == 2_000_000
+
+
+# ------------------------------------------------------------ acks before what they ack
+
+
+def test_ack_seen_before_the_receipt_of_a_batch(tmp_path: Path) -> None:
+    """Frames of different directions may reach the capture out of order (the benchmark's
+    mix capture writes a client's SEND and ACK, then the broker's receipt and MESSAGE): an
+    ACK of the whole entry, seen before the receipt, acknowledges every entry of the batch
+    once the receipt names the entry; no row of its own."""
+    s = Scene()
+    s.open()
+    for m in [*producer(name=PRODUCER), *subscribe()]:
+        s.at(0, m)
+    meta = _meta(10, num_messages_in_batch=3)
+    s.at(1.0, send(10, payload=_batch([10, 11, 12]), metadata=meta, num_messages=3))
+    s.at(1.1, ack(5)).at(1.2, receipt(10, entry=5))
+    s.at(1.3, message(5, payload=_batch([10, 11, 12]), metadata=meta))
+    rows = _by(journeys(s.write(tmp_path / "c.pcap")), "batch_index")
+    assert set(rows) == {0, 1, 2}
+    for row in rows.values():
+        assert (row["acked_ts"], row["delivered_ts"], row["deliveries"]) == (us(1.1), us(1.3), 1)
+        assert row["send_ts"] == us(1.0) and row["subscription"] == SUB
+
+
+def test_acks_seen_before_the_receipts_of_chunks(tmp_path: Path) -> None:
+    """The same for a chunked message: each chunk's ack before its receipt; one row."""
+    s = Scene()
+    s.open()
+    for m in [*producer(name=PRODUCER), *subscribe()]:
+        s.at(0, m)
+    for i in range(3):
+        chunk = send(0, payload=b"part", metadata=_chunk_meta(i, 3), is_chunk=True)
+        s.at(1 + i / 10, chunk).at(1.01 + i / 10, ack(20 + i)).at(
+            1.02 + i / 10, receipt(0, entry=20 + i)
+        )
+        s.at(1.03 + i / 10, message(20 + i, payload=b"part", metadata=_chunk_meta(i, 3)))
+    (row,) = journeys(s.write(tmp_path / "c.pcap"))
+    assert (row["entry_id"], row["chunks"], row["deliveries"]) == (20, 3, 1)
+    assert (row["acked_ts"], row["receipt_ts"], row["delivered_ts"]) == (
+        us(1.01),
+        us(1.22),
+        us(1.23),
+    )

@@ -32,6 +32,13 @@ def _consistent(joiner: Joiner) -> None:
     assert all(s in held for sub in ix.subs.values() for s in sub.live)
     for conn in ix.conns.values():
         assert conn.pending == sum(len(q) for q in conn.sends.values())
+        assert all(s in held for q in conn.sends.values() for s in q)
+        assert all(
+            s.waiting is not None and s.waiting[0] == conn.conn_id
+            for q in conn.sends.values()
+            for s in q
+        )
+        assert all(s in held for s in [*conn.sending.values(), *conn.receiving.values()])
 
 
 @settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow], deadline=None)

@@ -125,6 +125,8 @@ def _chunk(
     s = conn.receiving.get(key)
     if s is None or meta.chunk_id == 0:
         s = _found(ix, topic, mid, meta)
+        if s.chunks is None:  # found by its id: the wire says it is chunked
+            s.chunks = meta.num_chunks_from_msg
         bounded_put(conn.receiving, key, s)
     else:
         ix.alias(s, mid.ledgerId, mid.entryId)

@@ -108,34 +108,42 @@ class Index:
         return None
 
     def alias(self, s: Stored, ledger: int, entry: int) -> None:
-        """Index `s` under (ledger, entry) too (a chunk's id)."""
+        """Index `s` under (ledger, entry) (its id, or a chunk's); a message seen there by
+        its consumers only is `s` seen from the producer's side: merged into it."""
         key = (ledger, entry)
         if key in s.aliases:
             return
+        if s.produced:
+            other = self.find(s.topic, ledger, entry)
+            if other is not None and other is not s and not other.produced:
+                self._merge(s, other)  # moves its ids, this one among them
+                if key in s.aliases:
+                    return
         s.aliases.append(key)
         self.ids.setdefault(key, []).append(s)
 
     def identify(self, s: Stored, ledger: int, entry: int, partition: int) -> None:
-        """`s` is stored at (ledger, entry): indexed there, and the message already there
-        merged into it when that one was seen by its consumers only. Two messages stored
+        """`s` is stored at (ledger, entry): indexed there (`alias`). Two messages stored
         under one id (a broker's error) keep their own rows; the first keeps the index."""
-        other = self.find(s.topic, ledger, entry)
         if s.ledger is None:
             s.ledger, s.entry = ledger, entry
             if partition >= 0:
                 s.partition = partition
-        if other is not None and other is not s:
-            if other.produced or not s.produced:
-                return
-            self._merge(s, other)
+        other = self.find(s.topic, ledger, entry)
+        if other is not None and other is not s and (other.produced or not s.produced):
+            return
         self.alias(s, ledger, entry)
 
     def _merge(self, into: Stored, other: Stored) -> None:
-        """`other` (consumer side) is `into` (producer side): its deliveries move over."""
+        """`other` (consumer side) is `into` (producer side): its deliveries move over. A
+        whole entry's (an ack of the entry before its batch was seen) go to every entry."""
+        batched = into.batch_size is not None and into.chunks is None
         for index, m in other.msgs.items():
-            mine = self.msg(into, index, m.sequence_id)
-            for sub, d in m.subs.items():
-                mine.subs.setdefault(sub, d)
+            if index is None and batched:
+                for mine in list(into.msgs.values()):
+                    _fold(mine, m)
+            else:
+                _fold(self.msg(into, index, m.sequence_id), m)
         if other.broker_ts is not None:
             into.broker_ts = other.broker_ts
         if into.partition < 0:
@@ -148,6 +156,7 @@ class Index:
         for sub in self._subs_of(other):
             if sub.live.pop(other, "gone") is None:
                 self.live(sub, into)
+                self.settled(sub, into)
         if other.chunks is not None:
             self._rechunk(other, into)
         self._unhold(other)
@@ -317,3 +326,12 @@ class Index:
     def _subs_of(s: Stored) -> set[Sub]:
         return {sub for m in s.msgs.values() for sub in m.subs}
 
+
+def _fold(mine: Msg, other: Msg) -> None:
+    """`other`'s deliveries into `mine` (the same message, found twice)."""
+    for sub, d in other.subs.items():
+        have = mine.subs.get(sub)
+        if have is None:
+            mine.subs[sub] = d.copy()
+        else:
+            have.fold(d)

@@ -92,7 +92,11 @@ def _chunk(ix: Index, conn: Conn, frame: Frame, body: Any, meta: Any) -> Stored:
     """One chunk's SEND: the first makes the message, every one waits for a receipt."""
     key = (body.producer_id, meta.uuid)
     s = conn.sending.get(key)
-    if s is None or meta.chunk_id == 0:
+    if (
+        s is None
+        or meta.chunk_id == 0
+        or (s.waiting is not None and s.waiting[1:] != (body.producer_id, body.sequence_id))
+    ):  # a first chunk, or one of another sequence id: another message
         s = _sent(ix, conn, frame, body)
         s.chunks = meta.num_chunks_from_msg
         s.batch_size = None

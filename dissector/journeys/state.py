@@ -49,6 +49,26 @@ class Delivery:
         self.deliveries = 0  # MESSAGE frames seen delivering it
         self.redelivery_count = 0  # the highest the broker said (MESSAGE.redelivery_count)
 
+    def copy(self) -> Delivery:
+        d = Delivery(self.conn_id, self.consumer_id, self.consumer_name)
+        d.fold(self)
+        return d
+
+    def fold(self, other: Delivery) -> None:
+        """Take in what `other` saw of the same message in the same subscription (the
+        same message found twice before its id joined them): the earlier hops, the sum
+        of the deliveries."""
+        if other.delivered_ts is not None and (
+            self.delivered_ts is None or other.delivered_ts < self.delivered_ts
+        ):
+            self.delivered_ts, self.delivered_packet = other.delivered_ts, other.delivered_packet
+            self.conn_id, self.consumer_id = other.conn_id, other.consumer_id
+            self.consumer_name = other.consumer_name
+        if other.acked_ts is not None and (self.acked_ts is None or other.acked_ts < self.acked_ts):
+            self.acked_ts, self.acked_packet = other.acked_ts, other.acked_packet
+        self.deliveries += other.deliveries
+        self.redelivery_count = max(self.redelivery_count, other.redelivery_count)
+
 
 class Sub:
     """A subscription: (topic, name), or a consumer whose SUBSCRIBE the capture missed.

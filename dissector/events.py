@@ -485,14 +485,14 @@ class Finding:
 # ------------------------------------------------------------ journeys: frames -> joined messages
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Journey:
+class Journey(NamedTuple):
     """One message's way from its producer to one subscription (dissector.journeys): one
     `journeys` table row, or the message's only row when no delivery of it was seen.
 
-    Not made per frame: only when the journeys table is asked for, at the capture's end
-    (or when the joiner's bound pushes the message out). Times in µs, packet numbers from 1;
-    None where the capture did not show that hop."""
+    Made only when the journeys table is asked for, at the capture's end (or when the
+    joiner's bound pushes the message out): one per message and subscription, so a
+    NamedTuple, as the per-frame records. Times in µs, packet numbers from 1; None where the
+    capture did not show that hop."""
 
     ts: int  # the first hop seen: send, receipt, delivery or ack
     conn_id: int  # the producer's connection, else the consumer's

@@ -112,7 +112,8 @@ def on_message(ix: Index, conn: Conn, frame: Frame, body: Any) -> Stored | None:
             d.delivered_ts, d.delivered_packet = frame.last_ts, frame.last_packet
             d.conn_id, d.consumer_id, d.consumer_name = conn.conn_id, body.consumer_id, c.name
         d.redelivery_count = max(d.redelivery_count, body.redelivery_count)
-    ix.live(c.sub, s)
+    if indexes:  # an ack_set with no bit set delivers nothing
+        ix.live(c.sub, s)
     return s
 
 
@@ -181,12 +182,12 @@ def _acked(m: Msg, c: Consumer, conn: Conn, frame: Frame, body: Any) -> None:
 def _unseen(ix: Index, topic: str | None, mid: Any, partial: bool) -> Stored | None:
     """A stored message acknowledged before the capture showed any of it: its entry, or
     of a batch-index ack the batch when the ack says its size (else nothing to name)."""
-    if partial and not mid.HasField("batch_size"):
+    if partial and (not mid.HasField("batch_size") or mid.batch_size < 1):
         return None
     s = ix.stored(topic)
     ix.identify(s, mid.ledgerId, mid.entryId, mid.partition)
     if partial:
-        s.batch_size = max(0, min(mid.batch_size, MAX_BATCH))
+        s.batch_size = min(mid.batch_size, MAX_BATCH)
     else:
         ix.msg(s, None)
     return s

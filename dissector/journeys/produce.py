@@ -31,11 +31,12 @@ T = COMMAND_TYPES
 
 
 def batch_size(meta: Any) -> int | None:
-    """Messages of a batch (at most MAX_BATCH), None when the entry is not a batch."""
+    """Messages of a batch (at most MAX_BATCH), None when the entry is not a batch (or
+    claims no message: it is one message still, as the messages extractor's row says)."""
     if meta is None or not meta.HasField("num_messages_in_batch"):
         return None
     count: int = meta.num_messages_in_batch
-    return max(0, min(count, MAX_BATCH))
+    return None if count < 1 else min(count, MAX_BATCH)
 
 
 def facts(s: Stored, meta: Any) -> None:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from dissector.pulsar.wire import MessageMetadata, SingleMessageMetadata
+from dissector.read import read_capture
 from tests.support.crafted import B2C, C2B, T0_US, Conn, Msg, msg
 from tests.support.scenes import (
     SUB,
@@ -492,3 +493,29 @@ def test_acks_seen_before_the_receipts_of_chunks(tmp_path: Path) -> None:
         us(1.22),
         us(1.23),
     )
+
+
+# -------------------------------------------------------------------- several captures
+
+
+def test_captures_of_two_hosts_read_together(tmp_path: Path) -> None:
+    """The producer's host and the consumer's host captured apart, read together (merged
+    by time): the journeys of the capture that saw both (connections numbered alike: the
+    producer's opens first)."""
+    s = Scene()
+    p, c = Conn(client_port=40001), Conn(client_port=40002)
+    s.open(p, 0.0)
+    s.open(c, 0.01)
+    for m in producer(name=PRODUCER):
+        s.at(0, m, p)
+    for m in subscribe():
+        s.at(0.01, m, c)
+    s.at(1.0, _send(0), p).at(1.002, receipt(0, entry=3), p).at(1.005, _message(3, 0), c)
+    s.at(1.3, ack(3), c).at(2.0, _send(1), p)
+    s.close(3, p)
+    s.close(3, c)
+    whole = journeys(s.write(tmp_path / "both.pcap"))
+    apart = s.write_apart({p: tmp_path / "producer-host.pcap", c: tmp_path / "consumer-host.pcap"})
+    table = read_capture(apart, tables=["journeys"]).arrow["journeys"]
+    assert table.equals(read_capture(tmp_path / "both.pcap", tables=["journeys"]).arrow["journeys"])
+    assert len(whole) == 2 and whole[0]["end_to_end_us"] == 300_000

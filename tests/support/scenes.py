@@ -83,6 +83,13 @@ class Scene:
         write_pcap(path, self._ordered())
         return path
 
+    def write_apart(self, paths: dict[Conn, Path]) -> list[Path]:
+        """Each connection's packets in the file `paths` names for it (captures of one run
+        taken on several hosts); the files written."""
+        for path in set(paths.values()):
+            write_pcap(path, [seg for seg in self._ordered() if paths[seg.conn] == path])
+        return sorted(set(paths.values()))
+
 
 def us(t: float) -> int:
     """The capture time (µs since the epoch) of `t` seconds into a scene."""

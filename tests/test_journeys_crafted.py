@@ -61,6 +61,18 @@ def _opened(s: Scene, *conns: Conn) -> None:
         s.open(conn)
 
 
+def _producer_and_consumer() -> tuple[Scene, Conn, Conn]:
+    """A scene with a producer's connection and a subscribed consumer's, both opened."""
+    s = Scene()
+    p, c = Conn(client_port=40001), Conn(client_port=40002)
+    _opened(s, p, c)
+    for m in producer(name=PRODUCER):
+        s.at(0, m, p)
+    for m in subscribe():
+        s.at(0, m, c)
+    return s, p, c
+
+
 def _by(rows: list[dict[str, Any]], key: str) -> dict[Any, dict[str, Any]]:
     out = {r[key]: r for r in rows}
     assert len(out) == len(rows)
@@ -149,13 +161,7 @@ def test_round_trip_to_two_subscriptions(tmp_path: Path) -> None:
 def test_delivery_seen_before_the_receipt_is_one_message(tmp_path: Path) -> None:
     """The broker dispatches as it stores: a MESSAGE may precede the receipt in the capture.
     The receipt's id joins them (dispatch_us < 0), one row."""
-    s = Scene()
-    p, c = Conn(client_port=40001), Conn(client_port=40002)
-    _opened(s, p, c)
-    for m in producer(name=PRODUCER):
-        s.at(0, m, p)
-    for m in subscribe():
-        s.at(0, m, c)
+    s, p, c = _producer_and_consumer()
     s.at(1.0, _send(0), p).at(1.001, _message(4, 0), c).at(1.003, receipt(0, entry=4), p)
     s.at(1.2, ack(4), c)
     (row,) = journeys(s.write(tmp_path / "c.pcap"))
@@ -189,13 +195,7 @@ def test_producer_whose_producer_command_was_missed(tmp_path: Path) -> None:
 def test_receipt_lost_joins_by_producer_name_and_sequence_id(tmp_path: Path) -> None:
     """The capture lost the receipt: the MESSAGE's metadata (producer name, sequence id)
     finds the SEND still waiting for it."""
-    s = Scene()
-    p, c = Conn(client_port=40001), Conn(client_port=40002)
-    _opened(s, p, c)
-    for m in producer(name=PRODUCER):
-        s.at(0, m, p)
-    for m in subscribe():
-        s.at(0, m, c)
+    s, p, c = _producer_and_consumer()
     s.at(1.0, _send(0), p).at(1.0, _send(1), p)
     s.at(1.1, _message(6, 1), c).at(1.3, ack(6), c)
     rows = _by(journeys(s.write(tmp_path / "c.pcap")), "sequence_id")
@@ -290,13 +290,7 @@ def test_batch_entries_and_batch_index_acks(tmp_path: Path) -> None:
     """A batch of 3 (the entries' own sequence ids 10, 12, 14), stored as one entry,
     delivered in one MESSAGE; a batch-index ack (ack_set: bit 2 still set) acknowledges
     entries 0 and 1, a whole-entry ack later the last: three rows."""
-    s = Scene()
-    p, c = Conn(client_port=40001), Conn(client_port=40002)
-    _opened(s, p, c)
-    for m in producer(name=PRODUCER):
-        s.at(0, m, p)
-    for m in subscribe():
-        s.at(0, m, c)
+    s, p, c = _producer_and_consumer()
     meta = _meta(10, num_messages_in_batch=3)
     batched = send(10, payload=_batch([10, 12, 14]), metadata=meta, num_messages=3)
     delivered = message(5, payload=_batch([10, 12, 14]), metadata=meta)
@@ -431,13 +425,7 @@ def test_chunked_message(tmp_path: Path) -> None:
     """Three chunks, each stored as an entry (ids 20, 21, 22): one message whose id is the
     first chunk's; sent at the first chunk, stored at the last receipt, delivered at the
     last chunk's MESSAGE, acked by the ack naming the chunks' ids."""
-    s = Scene()
-    p, c = Conn(client_port=40001), Conn(client_port=40002)
-    _opened(s, p, c)
-    for m in producer(name=PRODUCER):
-        s.at(0, m, p)
-    for m in subscribe():
-        s.at(0, m, c)
+    s, p, c = _producer_and_consumer()
     for i in range(3):
         chunk = send(0, payload=b"part", metadata=_chunk_meta(i, 3), is_chunk=True)
         s.at(1 + i / 10, chunk, p).at(1.05 + i / 10, receipt(0, entry=20 + i), p)

@@ -31,7 +31,8 @@ def _consistent(joiner: Joiner) -> None:
     assert all(s in held for s in ix.names.values())
     assert all(s in held for sub in ix.subs.values() for s in sub.live)
     for conn in ix.conns.values():
-        assert conn.pending == sum(len(q) for q in conn.sends.values())
+        assert conn.pending == sum(s.due for q in conn.sends.values() for s in q)
+        assert all(s.due > 0 for q in conn.sends.values() for s in q)
         assert all(s in held for q in conn.sends.values() for s in q)
         assert all(
             s.waiting is not None and s.waiting[0] == conn.conn_id

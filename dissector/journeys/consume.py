@@ -128,7 +128,7 @@ def _chunk(
         s = _found(ix, topic, mid, meta)
         if s.chunks is None:  # found by its id: the wire says it is chunked
             s.chunks = meta.num_chunks_from_msg
-        bounded_put(conn.receiving, key, s)
+        ix.inflight(conn, True, key, s)
     else:
         ix.alias(s, mid.ledgerId, mid.entryId)
     if meta.chunk_id < meta.num_chunks_from_msg - 1:

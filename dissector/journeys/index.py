@@ -20,9 +20,11 @@ Rules:
 from __future__ import annotations
 
 import heapq
+from collections import deque
 from collections.abc import Iterator
 
 from dissector.journeys.state import (
+    MAX_CHUNK_IDS,
     MAX_HELD,
     MAX_PENDING,
     Conn,
@@ -111,7 +113,7 @@ class Index:
         """Index `s` under (ledger, entry) (its id, or a chunk's); a message seen there by
         its consumers only is `s` seen from the producer's side: merged into it."""
         key = (ledger, entry)
-        if key in s.aliases:
+        if key in s.aliases or len(s.aliases) >= MAX_CHUNK_IDS:
             return
         if s.produced:
             other = self.find(s.topic, ledger, entry)
@@ -157,52 +159,58 @@ class Index:
             if sub.live.pop(other, "gone") is None:
                 self.live(sub, into)
                 self.settled(sub, into)
-        if other.chunks is not None:
-            self._rechunk(other, into)
+        self._rechunk(other, into)
         self._unhold(other)
 
     # ------------------------------------------------------------------ finding by name
 
     def wait(self, conn: Conn, s: Stored, producer_id: int, sequence_id: int) -> None:
-        """`s` waits for its receipt under (producer, sequence id), and for a delivery
-        under (topic, producer name, sequence id)."""
-        conn.sends.setdefault((producer_id, sequence_id), []).append(s)
+        """`s` waits for a receipt under (producer, sequence id) (one more, for a chunk of
+        a message already waiting), and for a delivery under (topic, producer name,
+        sequence id)."""
+        key = (conn.conn_id, producer_id, sequence_id)
+        if s.waiting != key:
+            self.unwait(s)
+            queue = conn.sends.get(key[1:])
+            if queue is None:
+                queue = conn.sends[key[1:]] = deque()
+            queue.append(s)
+            s.waiting = key
+        s.due += 1
         conn.pending += 1
-        s.waiting = (conn.conn_id, producer_id, sequence_id)
-        if conn.pending > MAX_PENDING:  # the oldest waiting SEND is forgotten
-            oldest = next(iter(conn.sends.values()))[0]
-            self.unwait(oldest)
+        while conn.pending > MAX_PENDING:  # the oldest waiting SEND is forgotten
+            self.unwait(next(iter(conn.sends.values()))[0])
         if s.topic is not None and s.producer_name is not None and s.sequence_id is not None:
             bounded_put(self.names, (s.topic, s.producer_name, s.sequence_id), s)
 
     def receipted(self, conn: Conn, producer_id: int, sequence_id: int) -> Stored | None:
-        """The oldest SEND waiting for this receipt, no longer waiting."""
+        """The oldest SEND waiting for this receipt (waiting no more when it was its last
+        due)."""
         queue = conn.sends.get((producer_id, sequence_id))
         if not queue:
             return None
         s = queue[0]
-        self.unwait(s, once=True)
+        s.due -= 1
+        conn.pending -= 1
+        if s.due <= 0:
+            self.unwait(s)
+        self.unname(s)
         return s
 
-    def unwait(self, s: Stored, *, once: bool = False) -> None:
-        """`s` waits no more: for any receipt, or (once) for one of its chunks' receipts."""
-        if s.waiting is None:
-            return
-        conn_id, producer_id, sequence_id = s.waiting
-        conn = self.conns.get(conn_id)
-        queue = None if conn is None else conn.sends.get((producer_id, sequence_id))
-        left = False
-        if conn is not None and queue is not None:
-            while s in queue:
-                queue.remove(s)
-                conn.pending -= 1
-                if once:
-                    break
-            left = s in queue
-            if not queue:
-                del conn.sends[(producer_id, sequence_id)]
-        if not left:
-            s.waiting = None
+    def unwait(self, s: Stored) -> None:
+        """`s` waits for no receipt any more."""
+        if s.waiting is not None:
+            conn = self.conns.get(s.waiting[0])
+            queue = None if conn is None else conn.sends.get(s.waiting[1:])
+            if conn is not None and queue is not None:
+                if queue and queue[0] is s:  # the oldest: as receipts and the bound take them
+                    queue.popleft()
+                elif s in queue:
+                    queue.remove(s)
+                conn.pending -= s.due
+                if not queue:
+                    del conn.sends[s.waiting[1:]]
+        s.waiting, s.due = None, 0
         self.unname(s)
 
     def unname(self, s: Stored) -> None:
@@ -290,24 +298,37 @@ class Index:
 
     def _unindex(self, s: Stored) -> None:
         self.unwait(s)
-        self.unname(s)
         for key in list(s.aliases):
             self._unalias(s, key)
         for sub in self._subs_of(s):
             sub.live.pop(s, None)
-        if s.chunks is not None:  # a chunked message still being sent or delivered
-            self._rechunk(s, None)
+        self._rechunk(s, None)  # a chunked message still being sent or delivered
         self._unhold(s)
+
+    def inflight(self, conn: Conn, receiving: bool, key: tuple[int, str], s: Stored) -> None:
+        """The chunked message `s` waits for its next chunk on `conn` under `key`."""
+        bounded_put(conn.receiving if receiving else conn.sending, key, s)
+        places = s.inflight
+        if len(places) >= 8 and not len(places) & (len(places) - 1):  # at 8, 16, 32...
+            places[:] = [p for p in places if self._awaits(p, s)]  # those gone are dropped
+        places.append((conn.conn_id, receiving, key))
+
+    def _awaits(self, place: tuple[int, bool, tuple[int, str]], s: Stored) -> bool:
+        conn = self.conns.get(place[0])
+        table = None if conn is None else conn.receiving if place[1] else conn.sending
+        return table is not None and table.get(place[2]) is s
 
     def _rechunk(self, s: Stored, into: Stored | None) -> None:
         """The chunked message `s` is `into` now (None: forgotten) where chunks await it."""
-        for conn in self.conns.values():
-            for table in (conn.sending, conn.receiving):
-                for key in [k for k, v in table.items() if v is s]:
-                    if into is None:
-                        del table[key]
-                    else:
-                        table[key] = into
+        for place in s.inflight:
+            if self._awaits(place, s):
+                conn_id, receiving, key = place
+                table = self.conns[conn_id].receiving if receiving else self.conns[conn_id].sending
+                if into is None:
+                    del table[key]
+                else:
+                    self.inflight(self.conns[conn_id], receiving, key, into)
+        s.inflight = []
 
     def _unhold(self, s: Stored) -> None:
         if self.held.pop(s, "gone") is None:

@@ -98,4 +98,4 @@ class Joiner:
             return
         for queue in conn.sends.values():  # their receipts can no longer come
             for s in queue:
-                s.waiting = None
+                s.waiting, s.due = None, 0

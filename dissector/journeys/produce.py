@@ -102,7 +102,7 @@ def _chunk(ix: Index, conn: Conn, frame: Frame, body: Any, meta: Any) -> Stored:
         s.chunks = meta.num_chunks_from_msg
         s.batch_size = None
         entries(ix, s)
-        bounded_put(conn.sending, key, s)
+        ix.inflight(conn, False, key, s)
     ix.wait(conn, s, body.producer_id, body.sequence_id)
     if meta.chunk_id >= meta.num_chunks_from_msg - 1:
         conn.sending.pop(key, None)

@@ -13,6 +13,7 @@ out makes its rows at once (`Stored.evicted`).
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass, field
 from typing import TypeVar
 
@@ -30,6 +31,10 @@ MAX_KEYS = 100_000
 #: Entries one batch may make rows for: clients batch 1,000 messages at most by default
 #: (batchingMaxMessages); a batch claiming more (a damaged or hostile count) makes this many.
 MAX_BATCH = 10_000
+#: Chunk ids that find one chunked message (each chunk is stored as an entry of its own):
+#: a 5 GiB message in 5 MiB chunks has 1,024; the chunks of a longer run are not indexed
+#: (an ack naming one of them finds nothing).
+MAX_CHUNK_IDS = 10_000
 
 
 class Delivery:
@@ -102,10 +107,10 @@ class Stored:
     share. `serial` orders stored messages as first seen (rows come in that order)."""
 
     __slots__ = (
-        "aliases", "batch_size", "broker_ts", "chunk_receipts", "chunks", "entry", "error",
-        "evicted", "ledger", "msgs", "partition", "produced", "producer_conn", "producer_id",
-        "producer_name", "publish_time", "receipt_packet", "receipt_ts", "send_packet",
-        "send_ts", "sequence_id", "serial", "topic", "waiting",
+        "aliases", "batch_size", "broker_ts", "chunk_receipts", "chunks", "due", "entry",
+        "error", "evicted", "inflight", "ledger", "msgs", "partition", "produced",
+        "producer_conn", "producer_id", "producer_name", "publish_time", "receipt_packet",
+        "receipt_ts", "send_packet", "send_ts", "sequence_id", "serial", "topic", "waiting",
     )  # fmt: skip
 
     def __init__(self, serial: int, topic: str | None) -> None:
@@ -130,8 +135,13 @@ class Stored:
         self.error: str | None = None  # SEND_ERROR's ServerError
         self.broker_ts: int | None = None  # broker entry metadata's timestamp, ms
         self.msgs: dict[int | None, Msg] = {}
-        # (conn_id, producer_id, sequence_id) while it waits for its receipt(s)
+        # (conn_id, producer_id, sequence_id) while it waits for its receipt(s), and how
+        # many are due (one per chunk sent)
         self.waiting: tuple[int, int, int] | None = None
+        self.due = 0
+        # where a chunked message waits for its next chunk: (conn_id, receiving, key) of
+        # Conn.sending / Conn.receiving (some may be gone: checked when used)
+        self.inflight: list[tuple[int, bool, tuple[int, str]]] = []
         self.evicted = False
 
 
@@ -155,9 +165,9 @@ class Conn:
     consumers: dict[int, Consumer] = field(default_factory=dict)
     requests: dict[int, int] = field(default_factory=dict)  # PRODUCER request_id -> id
     #: (producer_id, sequence_id) -> SENDs waiting for a receipt, oldest first (the chunks
-    #: of one message share a sequence id: one receipt each)
-    sends: dict[tuple[int, int], list[Stored]] = field(default_factory=dict)
-    pending: int = 0  # SENDs in `sends`
+    #: of one message share a sequence id: it waits once, with one receipt due per chunk)
+    sends: dict[tuple[int, int], deque[Stored]] = field(default_factory=dict)
+    pending: int = 0  # receipts due in `sends`
     #: (producer_id, uuid) -> the chunked message being sent; (consumer_id, uuid) -> the
     #: chunked message being delivered
     sending: dict[tuple[int, str], Stored] = field(default_factory=dict)

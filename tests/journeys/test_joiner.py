@@ -15,6 +15,7 @@ import pytest
 from dissector.events import Direction, Frame, Journey
 from dissector.journeys import Joiner
 from dissector.journeys import index as index_module
+from dissector.journeys.state import Stored
 from dissector.pulsar.encoder import command
 from dissector.pulsar.wire import BODY_FIELDS, COMMAND_TYPES, MessageMetadata
 
@@ -81,3 +82,85 @@ def test_individual_acks_keep_the_heap_small() -> None:
         assert len(sub.live) == 0 and len(sub.heap) <= 64
     rows = joiner.finish()
     assert len(rows) == 5_000 and all(j.acked_ts is not None for j in rows)
+
+
+def chunk(seq: int, uuid: str) -> Frame:
+    meta = MessageMetadata(
+        producer_name="p", sequence_id=seq, publish_time=1, uuid=uuid, chunk_id=0,
+        num_chunks_from_msg=3,
+    )  # fmt: skip
+    return frame(1, "SEND", seq, meta, producer_id=1, sequence_id=seq, is_chunk=True)
+
+
+class _CountedDict(dict[Any, Any]):
+    """A dict that counts the entries looked at (by key, or by walking its items)."""
+
+    looked = 0
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        _CountedDict.looked += 1
+        return super().get(key, default)
+
+    def items(self) -> Any:
+        _CountedDict.looked += len(self)
+        return super().items()
+
+
+def _chunk_flood(n: int, bound: int, monkeypatch: pytest.MonkeyPatch) -> int:
+    """First chunks of n chunked messages never finished, `bound` held at most: the
+    entries of the connection's table of chunked messages being sent looked at."""
+    monkeypatch.setattr(index_module, "MAX_HELD", bound)
+    joiner = Joiner()
+    joiner.feed(frame(1, "PRODUCER", 0, topic="t", producer_id=1, request_id=1))
+    joiner.ix.conns[1].sending = _CountedDict()
+    _CountedDict.looked = 0
+    for seq in range(n):
+        joiner.feed(chunk(seq, f"u-{seq}"))
+    assert len(joiner.ix.conns[1].sending) <= bound  # the bound forgot the others there too
+    return _CountedDict.looked
+
+
+def test_forgetting_a_chunked_message_looks_only_where_it_waits(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each chunked message pushed out looks only where it waits, not at every chunked
+    message still held: ten times the bound, not ten times the work (the table of
+    messages being sent grows with the bound, 200,000 by default)."""
+    small, large = _chunk_flood(4_000, 100, monkeypatch), _chunk_flood(4_000, 1_000, monkeypatch)
+    assert small > 0 and large <= 1.5 * small
+
+
+def _searched(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Counts the comparisons of stored messages with others (what a search through a
+    queue does: `in`, `remove`); identity and hashing (dict keys) are not counted."""
+    count = [0]
+
+    def eq(self: object, other: object) -> bool:
+        count[0] += 1
+        return self is other
+
+    monkeypatch.setattr(Stored, "__eq__", eq)
+    return count
+
+
+def test_sends_of_one_sequence_id_are_answered_without_a_search(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """5,000 SENDs of one (producer, sequence id), past the bound of 1,000 waiting, then
+    their receipts: oldest first, each taken from the head of its queue, no search."""
+    monkeypatch.setattr(index_module, "MAX_PENDING", 1_000)
+    searched = _searched(monkeypatch)
+    joiner = Joiner()
+    for t in range(5_000):
+        joiner.feed(frame(1, "SEND", t, MessageMetadata(producer_name="p", sequence_id=0,
+                                                         publish_time=1),
+                          producer_id=1, sequence_id=0))  # fmt: skip
+    for t in range(1_000):
+        mid = {"ledgerId": 1, "entryId": t}
+        joiner.feed(frame(1, "SEND_RECEIPT", 10_000 + t, producer_id=1, sequence_id=0,
+                          message_id=mid))  # fmt: skip
+    assert searched[0] == 0 and joiner.ix.conns[1].pending == 0
+    rows = joiner.finish()
+    receipted = [j for j in rows if j.receipt_ts is not None]
+    assert [j.send_ts for j in receipted] == list(range(4_000, 5_000))  # the 1,000 newest
+    assert [j.entry_id for j in receipted] == list(range(1_000))

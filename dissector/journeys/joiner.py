@@ -30,8 +30,8 @@ from dissector.journeys.rows import journeys
 from dissector.journeys.state import Conn, Stored
 
 #: What a command handler does with one frame: the stored message it concerns, if any.
-Handler = Callable[[Index, Conn, Frame, Any], Stored | None]
-DISPATCH: dict[int, Handler] = {**produce.HANDLERS, **consume.HANDLERS}
+CommandStep = Callable[[Index, Conn, Frame, Any], Stored | None]
+DISPATCH: dict[int, CommandStep] = {**produce.HANDLERS, **consume.HANDLERS}
 
 
 class Joiner:

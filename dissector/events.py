@@ -480,3 +480,52 @@ class Finding:
     value: float | None  # the measured quantity (seconds, permits, redeliveries...)
     unit: str | None  # of value: "s", "permits", "messages", "bytes", ...
     evidence: tuple[int, ...]  # packet numbers that prove it (first ones and the last)
+
+
+# ------------------------------------------------------------ journeys: frames -> joined messages
+
+
+class Journey(NamedTuple):
+    """One message's way from its producer to one subscription (dissector.journeys): one
+    `journeys` table row, or the message's only row when no delivery of it was seen.
+
+    Made only when the journeys table is asked for, at the capture's end (or when the
+    joiner's bound pushes the message out): one per message and subscription, so a
+    NamedTuple, as the per-frame records. Times in µs, packet numbers from 1; None where the
+    capture did not show that hop."""
+
+    ts: int  # the first hop seen: send, receipt, delivery or ack
+    conn_id: int  # the producer's connection, else the consumer's
+    topic: str | None
+    ledger_id: int | None
+    entry_id: int | None
+    partition: int  # -1: not partitioned
+    batch_index: int | None  # None: not batched
+    batch_size: int | None
+    chunks: int | None  # chunked: its chunks
+    producer_name: str | None
+    sequence_id: int | None
+    publish_time: int | None  # ms since the epoch (the producer's clock)
+    producer_conn_id: int | None
+    producer_id: int | None
+    send_ts: int | None
+    send_packet: int | None
+    receipt_ts: int | None
+    receipt_packet: int | None
+    error: str | None  # SEND_ERROR's ServerError
+    subscription: str | None
+    sub_type: str | None
+    consumer_conn_id: int | None
+    consumer_id: int | None
+    consumer_name: str | None
+    delivered_ts: int | None
+    delivered_packet: int | None
+    acked_ts: int | None
+    acked_packet: int | None
+    deliveries: int
+    redeliveries: int
+    broker_entry_ts: int | None  # ms since the epoch (the broker's clock)
+    trace_id: str | None = None
+    span_id: str | None = None
+    trace_format: str | None = None
+    evicted: bool = False  # made before the capture's end: the joiner's bound pushed it out

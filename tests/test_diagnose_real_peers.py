@@ -12,14 +12,11 @@ depends on how fast the machine is.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import signal
 import struct
 import time
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,43 +24,14 @@ import pytest
 
 from dissector.findings import FindingCode as F
 from dissector.findings import Thresholds
-from tests.support.capture import Tcpdump
-from tests.support.peers import ClientLogRecorder, PulsarLite
+from tests.support.peers import ClientLogRecorder
+from tests.support.recorded import client, recorded, topic_name
 from tests.support.scenes import findings
 
 pytestmark = [pytest.mark.peers, pytest.mark.capture, pytest.mark.tools]
 
 
-@contextlib.contextmanager
-def recorded(path: Path, **broker: Any) -> Iterator[PulsarLite]:
-    """pulsar-lite under tcpdump on lo, the capture written to `path` when the block ends.
-    Topics are not partitioned (a receiver queue of 0 needs a plain topic)."""
-    config: dict[str, int | bool | str] = {"default_partitions": 0}
-    with PulsarLite(extra_config=config, **broker) as lite, Tcpdump(path, f"tcp port {lite.port}"):
-        time.sleep(0.1)  # tcpdump listens before the first SYN
-        yield lite
-        time.sleep(0.5)  # the last FIN reaches tcpdump before it stops
-
-
-@contextlib.contextmanager
-def _client(url: str, logger: logging.Logger | None = None) -> Iterator[Any]:
-    """The official client, closed however the block ends (else it retries forever)."""
-    import pulsar
-
-    client = pulsar.Client(url, operation_timeout_seconds=10, logger=logger or _QUIET)
-    try:
-        yield client
-    finally:
-        client.close()
-
-
-_QUIET = logging.getLogger("pulsar.diag")
-_QUIET.propagate = False
-_QUIET.setLevel(logging.ERROR)
-
-
-def _topic(name: str) -> str:
-    return f"persistent://public/default/diag-{name}-{uuid.uuid4().hex[:8]}"
+_client, _topic = client, topic_name
 
 
 def test_consumer_with_no_receiver_queue_is_starved(tmp_path: Path) -> None:

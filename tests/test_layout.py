@@ -3,7 +3,8 @@
 Data flows one way: capture -> flow -> tls -> pulsar -> pipeline -> tables -> read -> frontends.
 - `flow/`, `tls/` and `pulsar/` are sans-IO: none imports another of the three, `tables`,
   `frontends`, the pipeline or `read`, nor pyarrow, pandas, scapy, pyspark, select or
-  threads. (TLS is a stream-to-stream stage: the pipeline hands it TCP bytes and hands its
+  threads; nor does `journeys/` (it may read `pulsar/`'s wire schema). (TLS is a
+  stream-to-stream stage: the pipeline hands it TCP bytes and hands its
   plaintext on to Pulsar framing; the stages meet only in the pipeline and its
   per-connection state, `connection`.)
 - `capture/` (bytes on disk or on the wire -> packets) imports no later stage; of pyarrow,
@@ -46,6 +47,8 @@ RULES: dict[str, tuple[str, ...]] = {
     "dissector.flow": (*SANS_IO_FORBIDDEN, "dissector.pulsar", "dissector.tls"),
     "dissector.tls": (*SANS_IO_FORBIDDEN, "dissector.pulsar", "dissector.flow"),
     "dissector.pulsar": (*SANS_IO_FORBIDDEN, "dissector.flow", "dissector.tls"),
+    # the joiner works on the pipeline's events, as the diagnosis rules do: sans-IO
+    "dissector.journeys": (*SANS_IO_FORBIDDEN, "dissector.flow", "dissector.tls"),
     "dissector.capture": (  # pyarrow: its filesystems only (test_capture_uses_pyarrow_fs_only)
         "pandas",
         "pyspark",

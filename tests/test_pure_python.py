@@ -4,8 +4,8 @@
   compiles every module setup.py names (HOT): they import as C extensions, built after
   their sources were last changed.
 - The pure-Python package passes the core's tests: a copy of the sources without any
-  compiled module runs tests/flow, tests/pulsar, tests/tables and the pipeline, fuzzing
-  and crafted-capture tests (the rest of the suite runs on the installed build).
+  compiled module runs tests/flow, tests/pulsar, tests/tables and the pipeline, fuzzing,
+  crafted-capture and journeys tests (the rest of the suite runs on the installed build).
 """
 
 from __future__ import annotations
@@ -29,6 +29,8 @@ CORE_TESTS = [
     "tests/test_fuzz_findings.py",
     "tests/test_crafted_captures.py",
     "tests/test_one_truth.py",
+    "tests/journeys",
+    "tests/test_journeys_crafted.py",
 ]
 
 

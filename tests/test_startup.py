@@ -35,6 +35,7 @@ NOT_FOR_TEXT = (
     "scapy",
     "matplotlib",
     "dissector.diagnose",  # the findings rules: only reads that make findings load them
+    "dissector.journeys",  # the joiner: only reads that make journeys load it
 )
 
 #: Run the command line in this process, then write the names of the modules it imported.

@@ -11,7 +11,10 @@ series' table); the tables of an earlier run in OUT are replaced; the summary is
 from the written tables; its latency statistics are those of dissector.tables.stats (the
 same percentiles, names, answered outcomes and milliseconds), computed by Spark: Spark SQL's
 `percentile` is exact with the linear interpolation `stats` states (numpy's default), so the
-fleet job and `pulsar-dissect summary` give the same numbers.
+fleet job and `pulsar-dissect summary` give the same numbers. The journeys table is not made
+by the tasks (a message's journey spans captures, and a task would hold every message of its
+series until the series ends): it is written empty, until the fleet's journeys are joined
+across its captures in Spark (issue 29, docs/journeys.md).
 """
 
 from __future__ import annotations
@@ -61,6 +64,10 @@ def _output_filesystem(
     return filesystem_for(location, s3_endpoint)
 
 
+#: Tables the tasks make: every table but those that would hold a series' messages.
+TASK_TABLES = [name for name in TABLES if name != "journeys"]
+
+
 def _dissect_bundle(
     task: int,
     items: Iterable[tuple[int, list[str]]],
@@ -75,7 +82,10 @@ def _dissect_bundle(
     try:
         for index, files in items:
             builder = TableBuilder(
-                capture=files[0], sink=writer.write, diagnoser=diagnoser(options)
+                capture=files[0],
+                tables=TASK_TABLES,
+                sink=writer.write,
+                diagnoser=diagnoser(options),
             )
             closed: list[int] = []
             add = builder.feeder()

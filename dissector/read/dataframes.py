@@ -50,12 +50,15 @@ CATEGORICAL = frozenset(
     {
         "direction", "command", "checksum", "kind", "compression", "code", "severity",
         "ended", "request_command", "response_command", "request_direction", "outcome",
-        "sub_type", "access_mode", "state", "auth_method", "unit",
+        "sub_type", "access_mode", "state", "auth_method", "unit", "trace_format",
     }
 )  # fmt: skip
 #: Integer microsecond durations, each also given as a timedelta64[us] column without the
 #: `_us` suffix in the DataFrames of `Capture` (the integer column stays, as in the files).
-DURATIONS = ("latency_us", "duration_us")
+DURATIONS = (
+    "latency_us", "duration_us", "persist_us", "dispatch_us", "consume_us", "end_to_end_us",
+    "broker_skew_us",
+)  # fmt: skip
 
 
 def to_friendly_pandas(table: pa.Table) -> pd.DataFrame:
@@ -128,6 +131,10 @@ class Capture:
     def findings(self) -> pd.DataFrame:
         return self.table("findings")
 
+    @property
+    def journeys(self) -> pd.DataFrame:
+        return self.table("journeys")
+
     def __repr__(self) -> str:
         files = ", ".join(self.paths[:3]) + (
             f" (+{len(self.paths) - 3})" if len(self.paths) > 3 else ""
@@ -154,7 +161,8 @@ def read_capture(
 ) -> Capture:
     """Dissect captures into tables: `.frames`, `.messages`, `.anomalies`, `.conversations`,
     `.timeline` (request/response pairs with latency), `.entities` (producers, consumers)
-    and `.findings` (diagnoses: what went wrong, with evidence; dissector.findings).
+    `.findings` (diagnoses: what went wrong, with evidence; dissector.findings) and
+    `.journeys` (each message from its SEND to each subscription's ACK, docs/journeys.md).
 
     ports: extra broker ports, added to the defaults (6650 plain, 6651 TLS).
     payload_preview: keep the first N bytes of every payload (escaped) in the messages table.

@@ -17,10 +17,11 @@ Rules:
   end; memory per process stays that of a one-process read. A worker's error is raised in
   the parent; workers ignore Ctrl-C (SIGINT), and the parent, interrupted, stops them all.
 - Inputs that are not regular files (standard input, pipes) are read by one process.
-- The findings table spans connections (reconnects, redirects, migrations): no shard sees
-  them all, so one more worker reads every connection for it alone (frames only: no
-  payload decoding, no pairing) and numbers connections as one process does: its rows are
-  those of `-j 1` by construction, and the other tables' workers do not make it.
+- The findings and journeys tables span connections (reconnects, redirects, migrations; a
+  message's producer and its consumers): no shard sees them all, so one more worker reads
+  every connection for them alone (no pairing; payload decoding only for journeys) and
+  numbers connections as one process does: their rows are those of `-j 1` by
+  construction, and the other tables' workers do not make them.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ from dissector.tables.builders import Sink
 from dissector.tables.schema import TABLES, needs_pairs, needs_payloads
 
 #: Tables that need every connection: made by one more worker that reads them all.
-WHOLE = frozenset({"findings"})
+WHOLE = frozenset({"findings", "journeys"})
 #: Seconds between two calls of `waiting` while the workers run.
 WAIT_TICK = 0.25
 #: What a worker reports: the connections it opened, and what it counted.

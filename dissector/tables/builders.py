@@ -13,7 +13,10 @@ made. A connection's Community ID is computed once, when its conversation opens;
 share that one string. The findings table is made by a dissector.diagnose.Diagnoser, made
 only when that table is asked for, which sees every event before `add` does: feed events
 through `feeder()` (`add` itself never tests for it, so the other tables cost what they did);
-it reads frames one by one, so a read that makes findings takes no frame runs.
+it reads frames one by one, so a read that makes findings takes no frame runs. The journeys
+table is made the same way, by a dissector.journeys.Joiner (docs/journeys.md), made only
+when that table is asked for; its rows come at `finish` (or when its bound pushes a message
+out).
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from dissector.events import (
     FlowKey,
     Frame,
     FrameRun,
+    Journey,
     Pair,
     PipelineEvent,
 )
@@ -43,6 +47,7 @@ from dissector.tables.schema import TABLES
 
 if TYPE_CHECKING:  # imported when findings are made: the rules cost no start-up time
     from dissector.diagnose import Diagnoser
+    from dissector.journeys import Joiner
 
 #: Rows gathered before they become an Arrow record batch: Python tuples cost about ten times
 #: the memory of the Arrow columns they become, so batches are kept small (writers group
@@ -58,6 +63,7 @@ conversation_row = TABLES["conversations"].row  # (Conversation, capture, commun
 pair_row = TABLES["timeline"].row  # (Pair, community_id)
 entity_row = TABLES["entities"].row  # (conn_id, Entity, community_id)
 finding_row = TABLES["findings"].row  # (Finding, community_id)
+journey_row = TABLES["journeys"].row  # (Journey)
 
 
 def conn_info(key: FlowKey) -> ConnInfo:
@@ -187,6 +193,12 @@ class TableBuilder:
 
                 diagnoser = Diagnoser()
             self.diagnoser = diagnoser
+        self.journeys = get("journeys")
+        self.joiner: Joiner | None = None
+        if self.journeys is not None:
+            from dissector.journeys import Joiner
+
+            self.joiner = Joiner()
 
     def add(self, ev: PipelineEvent) -> None:
         if type(ev) is Frame:
@@ -223,25 +235,45 @@ class TableBuilder:
                     self.entities.add(entity_row(ev.conn_id, entity, cid))
 
     def feeder(self) -> Callable[[PipelineEvent], None]:
-        """What to hand every event to: `add`, or when the findings table is made a function
-        that shows the event to the diagnoser first."""
-        diagnoser = self.diagnoser
-        if diagnoser is None:
-            return self.add
-        feed, add, found = diagnoser.feed, self.add, self._found
+        """What to hand every event to: `add`, or when the findings or journeys table is
+        made a function that also shows the event to the diagnoser and the joiner."""
+        watchers: list[tuple[Callable[[PipelineEvent], list[Any]], Callable[[Any], None]]] = []
+        if self.diagnoser is not None:
+            watchers.append((self.diagnoser.feed, self._found))
+        if self.joiner is not None:
+            watchers.append((self.joiner.feed, self._joined))
+        add = self.add
+        if not watchers:
+            return add
+        if len(watchers) == 1:
+            feed, made_rows = watchers[0]
 
-        def add_diagnosed(ev: PipelineEvent) -> None:
-            made = feed(ev)
+            def add_watched(ev: PipelineEvent) -> None:
+                made = feed(ev)
+                add(ev)
+                if made:
+                    made_rows(made)
+
+            return add_watched
+
+        def add_watched_all(ev: PipelineEvent) -> None:
             add(ev)
-            if made:
-                found(made)
+            for feed, made_rows in watchers:
+                made = feed(ev)
+                if made:
+                    made_rows(made)
 
-        return add_diagnosed
+        return add_watched_all
 
     def _found(self, found: list[Finding]) -> None:
         assert self.findings is not None
         for f in found:
             self.findings.add(finding_row(f, None if f.key is None else conn_info(f.key)[4]))
+
+    def _joined(self, joined: list[Journey]) -> None:
+        assert self.journeys is not None
+        for j in joined:
+            self.journeys.add(journey_row(j))
 
     def tick(self, now: int) -> None:
         """The wall clock (live, µs): the findings' timers are checked as at an event."""
@@ -249,10 +281,12 @@ class TableBuilder:
             self._found(self.diagnoser.tick(now))
 
     def finish(self) -> None:
-        """The capture (or group) ended: findings that wait for its end are made, and every
-        row is made into record batches (`flush`)."""
+        """The capture (or group) ended: findings and journeys that wait for its end are
+        made, and every row is made into record batches (`flush`)."""
         if self.diagnoser is not None:
             self._found(self.diagnoser.finish())
+        if self.joiner is not None:
+            self._joined(self.joiner.finish())
         self.flush()
 
     def counts(self) -> dict[str, int]:

@@ -1,6 +1,7 @@
 """The registry of tables: every table by name, declared once, in the order frontends list them.
 
-Input: the declarations of dissector.tables.per_frame, .per_connection and .diagnoses.
+Input: the declarations of dissector.tables.per_frame, .per_connection, .diagnoses and
+.journeys.
 Output: `TABLES`, table name -> `Table` (Arrow schema, row function, column descriptions);
 `SCHEMAS`, table name -> pyarrow.Schema, derived from it; `describe`; which tables may be
 read without payload decoding (`WITHOUT_PAYLOADS`, `needs_payloads`) and which need
@@ -22,12 +23,14 @@ import pyarrow as pa
 
 from dissector.tables.columns import Table
 from dissector.tables.diagnoses import FINDINGS
+from dissector.tables.journeys import JOURNEYS
 from dissector.tables.per_connection import CONVERSATIONS, ENTITIES, TIMELINE
 from dissector.tables.per_frame import ANOMALIES, FRAMES, MESSAGES
 
 #: Every table, in the order the frontends list them.
 TABLES: dict[str, Table] = {
-    t.name: t for t in (FRAMES, MESSAGES, ANOMALIES, CONVERSATIONS, TIMELINE, ENTITIES, FINDINGS)
+    t.name: t
+    for t in (FRAMES, MESSAGES, ANOMALIES, CONVERSATIONS, TIMELINE, ENTITIES, FINDINGS, JOURNEYS)
 }
 #: Table name -> its Arrow schema (the one pandas, Parquet and Spark come from).
 SCHEMAS: dict[str, pa.Schema] = {name: t.schema for name, t in TABLES.items()}
@@ -48,10 +51,15 @@ def needs_pairs(tables: Iterable[str]) -> bool:
     return "timeline" in set(tables)
 
 
+#: Tables made from frames read one by one (their rules keep state across frames): a read
+#: that makes one takes no frame runs.
+FRAME_BY_FRAME = frozenset({"findings", "journeys"})
+
+
 def takes_frame_runs(tables: Iterable[str]) -> bool:
     """Whether a TableBuilder making these tables takes frame runs (dissector.pulsar.
-    frame_runs): not when it makes findings, whose rules read frames one by one."""
-    return "findings" not in set(tables)
+    frame_runs): not when it makes findings or journeys, which read frames one by one."""
+    return not FRAME_BY_FRAME & set(tables)
 
 
 def needs_payloads(tables: Iterable[str]) -> bool:

@@ -277,3 +277,24 @@ def test_findings_read_one_frame_at_a_time(
     # what the scene did: a receipt for sequence 1 while 0 was the oldest pending, a
     # delivery of an id its subscription had acknowledged (cumulatively)
     assert {"producer.receipt_out_of_order", "consumer.redelivered_after_ack"} <= codes
+
+
+def test_journeys_read_one_frame_at_a_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, runs: RunCount
+) -> None:
+    """A read that makes journeys takes no runs (the joiner reads frames one by one): its
+    journeys are the pure-Python ones."""
+    path = _diagnosed_scene(tmp_path / "scene.pcap")
+    monkeypatch.setenv(_core.SWITCH, "1")
+    both = read_tables([str(path)], PLAIN, ("frames", "journeys"))
+    assert runs.frames == 0, "a read that makes journeys took frame runs"
+    monkeypatch.setenv(_core.SWITCH, "0")
+    pure = read_tables([str(path)], PLAIN, ("frames", "journeys"))
+    assert ipc(both["frames"]) == ipc(pure["frames"])
+    assert ipc(both["journeys"]) == ipc(pure["journeys"])
+    rows = both["journeys"].to_pylist()
+    # what the scene did: six SENDs, five receipted and delivered, entry 1 delivered twice
+    assert sorted(r["sequence_id"] for r in rows) == list(range(6))
+    assert {r["entry_id"]: r["deliveries"] for r in rows} == {
+        0: 1, 1: 2, 2: 1, 3: 1, 4: 1, None: 0
+    }  # fmt: skip

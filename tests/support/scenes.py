@@ -5,7 +5,9 @@ Input: a `Scene` (one or more `Conn`s), frames encoded with `msg` placed at a ti
 seconds after T0 (`at`), connections opened (with or without their handshake and CONNECT,
 to start mid-connection) and closed.
 Output: a pcap file whose packets carry those times, in time order; `findings(path)` ->
-the findings table's rows read back through the real reader.
+the findings table's rows read back through the real reader, `journeys(path)` the journeys
+table's; `Scene.packet(m)` and `us(t)`: the packet number and time of the frame a scene sent,
+from the scene's own order and times (what a test expects of a row).
 Rule: the expected findings of a test come from what its scene did (a SEND with no receipt
 for 40 s, 21 Redirects), never from the dissector's output.
 """
@@ -14,6 +16,8 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
+
+import pyarrow as pa
 
 from dissector.findings import Thresholds
 from dissector.read import read_capture
@@ -29,6 +33,7 @@ class Scene:
     def __init__(self) -> None:
         self.segs: list[Seg] = []
         self.sessions: dict[Conn, Session] = {}
+        self.carriers: list[tuple[Msg, Seg]] = []  # each frame sent with `at`, its segment
 
     def open(self, conn: Conn | None = None, t: float = 0.0, *, connect: bool = True) -> Conn:
         """Open a connection at `t`: its handshake, then CONNECT/CONNECTED (connect=False:
@@ -47,8 +52,14 @@ class Scene:
     def at(self, t: float, m: Msg, conn: Conn | None = None) -> Scene:
         """Frame `m` sent at `t` seconds on `conn` (default: the first connection)."""
         conn = conn or next(iter(self.sessions))
-        self._timed(self.sessions[conn].frames([m]), t)
+        (seg,) = self._timed(self.sessions[conn].frames([m]), t)
+        self.carriers.append((m, seg))
         return self
+
+    def packet(self, m: Msg) -> int:
+        """The packet number that carries frame `m` in the written file (sent once, by `at`)."""
+        (seg,) = [seg for sent, seg in self.carriers if sent is m]
+        return next(n for n, s in enumerate(self._ordered(), 1) if s is seg)
 
     def raw(self, t: float, data: bytes, conn: Conn, direction: Any = C2B) -> Scene:
         """Bytes that are not a frame (HTTP, TLS) sent at `t`."""
@@ -60,20 +71,47 @@ class Scene:
         self._timed(self.sessions[conn].close(), t)
         return self
 
-    def _timed(self, segs: list[Seg], t: float) -> None:
-        ts = T0_US + round(t * 1_000_000)
-        self.segs.extend(s.replace(ts_us=ts) for s in segs)
+    def _timed(self, segs: list[Seg], t: float) -> list[Seg]:
+        timed = [s.replace(ts_us=us(t)) for s in segs]
+        self.segs.extend(timed)
+        return timed
+
+    def _ordered(self) -> list[Seg]:
+        return sorted(self.segs, key=lambda s: s.ts_us or 0)  # stable: sent order kept
 
     def write(self, path: Path) -> Path:
-        ordered = sorted(self.segs, key=lambda s: s.ts_us or 0)  # stable: sent order kept
-        write_pcap(path, ordered)
+        write_pcap(path, self._ordered())
         return path
+
+    def write_apart(self, paths: dict[Conn, Path]) -> list[Path]:
+        """Each connection's packets in the file `paths` names for it (captures of one run
+        taken on several hosts); the files written."""
+        for path in set(paths.values()):
+            write_pcap(path, [seg for seg in self._ordered() if paths[seg.conn] == path])
+        return sorted(set(paths.values()))
+
+
+def us(t: float) -> int:
+    """The capture time (µs since the epoch) of `t` seconds into a scene."""
+    return T0_US + round(t * 1_000_000)
 
 
 def findings(path: Path, thresholds: Thresholds | None = None) -> list[dict[str, Any]]:
     """The findings table's rows of a capture, read as users read it."""
     table = read_capture(path, tables=["findings"], thresholds=thresholds).arrow["findings"]
     rows: list[dict[str, Any]] = table.to_pylist()
+    return rows
+
+
+def journeys(path: Path) -> list[dict[str, Any]]:
+    """The journeys table's rows of a capture (times as µs since the epoch), read as users
+    read it."""
+    table = read_capture(path, tables=["journeys"]).arrow["journeys"]
+    rows: list[dict[str, Any]] = table.cast(
+        pa.schema(
+            [f.with_type(pa.int64()) if pa.types.is_timestamp(f.type) else f for f in table.schema]
+        )
+    ).to_pylist()
     return rows
 
 
@@ -110,9 +148,11 @@ def receipt(seq: int, pid: int = 1, entry: int = 0) -> Msg:
     return msg(B2C, "SEND_RECEIPT", producer_id=pid, sequence_id=seq, message_id=mid)
 
 
-def message(entry: int, cid: int = 2, **kw: Any) -> Msg:
+def message(entry: int, cid: int = 2, payload: bytes = b"m", **kw: Any) -> Msg:
     mid = {"ledgerId": 9, "entryId": entry}
-    return msg(B2C, "MESSAGE", consumer_id=cid, message_id=mid, payload=b"m", checksum=False, **kw)
+    return msg(
+        B2C, "MESSAGE", consumer_id=cid, message_id=mid, payload=payload, checksum=False, **kw
+    )
 
 
 def ack(*entries: int, cid: int = 2, cumulative: bool = False) -> Msg:

@@ -33,6 +33,7 @@ from dissector.events import (
     Finding,
     FlowKey,
     Frame,
+    Journey,
     MessageKind,
     Outcome,
     Pair,
@@ -601,6 +602,107 @@ def test_findings_columns_by_name() -> None:
             "value": 11.5,
             "unit": "unit-12",
             "evidence": [13, 14],
+        }
+    ]
+
+
+class _OneJourney:
+    """A joiner whose one journey comes at the capture's end."""
+
+    def __init__(self, journey: Journey) -> None:
+        self.journey = journey
+
+    def feed(self, ev: object) -> list[Journey]:
+        return []
+
+    def finish(self) -> list[Journey]:
+        return [self.journey]
+
+
+def test_journeys_columns_by_name() -> None:
+    j = Journey(
+        ts=2,
+        conn_id=3,
+        topic="topic-4",
+        ledger_id=BIG - 5,
+        entry_id=6,
+        partition=7,
+        batch_index=8,
+        batch_size=9,
+        chunks=10,
+        producer_name="producer-11",
+        sequence_id=12,
+        publish_time=13,  # ms
+        producer_conn_id=14,
+        producer_id=15,
+        send_ts=1_000,
+        send_packet=16,
+        receipt_ts=1_300,
+        receipt_packet=17,
+        error="error-18",
+        subscription="sub-19",
+        sub_type="Shared",
+        consumer_conn_id=20,
+        consumer_id=21,
+        consumer_name="consumer-22",
+        delivered_ts=1_700,
+        delivered_packet=23,
+        acked_ts=2_500,
+        acked_packet=24,
+        deliveries=25,
+        redeliveries=26,
+        broker_entry_ts=27,  # ms
+        trace_id="trace-28",
+        span_id="span-29",
+        trace_format="w3c",
+        evicted=True,
+    )
+    builder = TableBuilder(capture="cap-99", tables=["journeys"])
+    builder.joiner = _OneJourney(j)  # type: ignore[assignment]
+    builder.feeder()(ConversationOpened(conn_id=3, key=KEY, ts=0, packet=0))
+    builder.finish()
+    assert rows(builder.tables()["journeys"]) == [
+        {
+            "ts": 2,
+            "conn_id": 3,
+            "topic": "topic-4",
+            "ledger_id": -5,
+            "entry_id": 6,
+            "partition": 7,
+            "batch_index": 8,
+            "batch_size": 9,
+            "chunks": 10,
+            "producer_name": "producer-11",
+            "sequence_id": 12,
+            "publish_time": 13_000,
+            "producer_conn_id": 14,
+            "producer_id": 15,
+            "send_ts": 1_000,
+            "send_packet": 16,
+            "receipt_ts": 1_300,
+            "receipt_packet": 17,
+            "persist_us": 300,
+            "error": "error-18",
+            "subscription": "sub-19",
+            "sub_type": "Shared",
+            "consumer_conn_id": 20,
+            "consumer_id": 21,
+            "consumer_name": "consumer-22",
+            "delivered_ts": 1_700,
+            "delivered_packet": 23,
+            "dispatch_us": 400,
+            "acked_ts": 2_500,
+            "acked_packet": 24,
+            "consume_us": 800,
+            "end_to_end_us": 1_500,
+            "deliveries": 25,
+            "redeliveries": 26,
+            "broker_entry_ts": 27_000,
+            "broker_skew_us": 14_000,
+            "trace_id": "trace-28",
+            "span_id": "span-29",
+            "trace_format": "w3c",
+            "evicted": True,
         }
     ]
 

@@ -1,0 +1,200 @@
+"""The consumers' side of a journey: SUBSCRIBE, MESSAGE and ACK, per subscription.
+
+Input: those frames of one connection (`HANDLERS`), with the joiner's index and the
+connection's state.
+Output: deliveries and acks of stored messages in subscriptions; each handler returns the
+stored message a MESSAGE delivered (the extractor's entries that follow complete it).
+Rules:
+- A consumer id means the subscription its connection's SUBSCRIBE named; one whose
+  SUBSCRIBE the capture missed is a subscription of its own, (connection, consumer id).
+- A MESSAGE finds its stored message by (topic, ledger, entry); else, by (topic, producer
+  name, sequence id), a SEND still waiting for its receipt; else it makes one (the capture
+  saw only this side). Its `ack_set`, when set, names the entries it delivers (set bits).
+- A chunked message is delivered by its last chunk (the consumer can assemble it then);
+  its first chunk's id finds it, and every chunk's id finds it again.
+- An ACK without ack_set acknowledges every message of the entry it names; with one,
+  those whose bits are clear. A cumulative ACK also acknowledges every message delivered
+  to the subscription with a smaller id. The first ack counts; an ack of a message whose
+  delivery was not captured makes a delivery with `deliveries` 0.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dissector.events import Frame
+from dissector.journeys.index import Index
+from dissector.journeys.produce import batch_size, entries, facts
+from dissector.journeys.state import MAX_BATCH, Conn, Consumer, Msg, Stored, bounded_put
+from dissector.pulsar.payload import is_chunk
+from dissector.pulsar.wire import COMMAND_TYPES, enum_name
+
+T = COMMAND_TYPES
+_CUMULATIVE = 1
+
+
+def on_subscribe(ix: Index, conn: Conn, frame: Frame, body: Any) -> None:
+    topic, name = body.topic, body.subscription
+    sub = ix.sub((topic, name), topic, name, enum_name(body, "subType"))
+    consumer_name = body.consumer_name if body.HasField("consumer_name") else None
+    bounded_put(conn.consumers, body.consumer_id, Consumer(sub, consumer_name))
+
+
+def _consumer(ix: Index, conn: Conn, frame: Frame, cid: int) -> Consumer:
+    """The consumer of `cid`; a subscription of its own when its SUBSCRIBE was missed."""
+    c = conn.consumers.get(cid)
+    if c is None:
+        c = Consumer(ix.sub((conn.conn_id, cid), frame.topic, None, None), None)
+        bounded_put(conn.consumers, cid, c)
+    return c
+
+
+def _bit(ack_set: Any, i: int) -> bool:
+    """Bit i of a BitSet as Java's toLongArray() words carry it (signed 64-bit words)."""
+    word = i >> 6
+    return word < len(ack_set) and bool((ack_set[word] >> (i & 63)) & 1)
+
+
+def _partial(ack_set: Any) -> bool:
+    """An ack_set with bits set: some entries are left out."""
+    return len(ack_set) > 0 and any(ack_set)
+
+
+def _found(ix: Index, topic: str | None, mid: Any, meta: Any) -> Stored:
+    """The stored message a delivery of `mid` is of (made when the capture has none)."""
+    ledger, entry = mid.ledgerId, mid.entryId
+    s = ix.find(topic, ledger, entry)
+    if s is None and meta is not None:
+        name = meta.producer_name if meta.HasField("producer_name") else None
+        s = ix.by_name(topic, name, meta.sequence_id)
+        if s is not None:  # its SEND, whose receipt the capture has not (yet) shown
+            ix.unname(s)
+            ix.identify(s, ledger, entry, mid.partition)
+    if s is None:
+        s = ix.stored(topic)
+        facts(s, meta)
+        if meta is not None and is_chunk(meta):
+            s.chunks = meta.num_chunks_from_msg
+        ix.identify(s, ledger, entry, mid.partition)
+    else:
+        facts(s, meta)  # a receipt alone made it: what the metadata says
+    return s
+
+
+def on_message(ix: Index, conn: Conn, frame: Frame, body: Any) -> Stored | None:
+    c = _consumer(ix, conn, frame, body.consumer_id)
+    mid, meta = body.message_id, frame.metadata
+    topic = frame.topic if frame.topic is not None else c.sub.topic
+    indexes: list[int | None]
+    if meta is not None and is_chunk(meta):
+        whole = _chunk(ix, conn, c, topic, body, meta)
+        if whole is None:
+            return None
+        s, indexes = whole, [None]
+    else:
+        s = _found(ix, topic, mid, meta)
+        n = batch_size(meta) if meta is not None else s.batch_size
+        if n is None:
+            indexes = [None]
+        elif _partial(body.ack_set):
+            indexes = [i for i in range(n) if _bit(body.ack_set, i)]
+        else:
+            indexes = list(range(n))
+    be = frame.broker_entry
+    if be is not None and be.HasField("broker_timestamp"):
+        s.broker_ts = be.broker_timestamp
+    for i in indexes:
+        first = s.sequence_id
+        m = ix.msg(s, i, first if i is None or first is None else first + i)
+        d = ix.delivery(m, c.sub, conn.conn_id, body.consumer_id, c.name)
+        d.deliveries += 1
+        if d.delivered_ts is None:
+            d.delivered_ts, d.delivered_packet = frame.last_ts, frame.last_packet
+            d.conn_id, d.consumer_id, d.consumer_name = conn.conn_id, body.consumer_id, c.name
+        d.redelivery_count = max(d.redelivery_count, body.redelivery_count)
+    if indexes:  # an ack_set with no bit set delivers nothing
+        ix.live(c.sub, s)
+    return s
+
+
+def _chunk(
+    ix: Index, conn: Conn, c: Consumer, topic: str | None, body: Any, meta: Any
+) -> Stored | None:
+    """One chunk delivered: the message when it is the last."""
+    key = (body.consumer_id, meta.uuid)
+    mid = body.message_id
+    s = conn.receiving.get(key)
+    if s is None or meta.chunk_id == 0:
+        s = _found(ix, topic, mid, meta)
+        if s.chunks is None:  # found by its id: the wire says it is chunked
+            s.chunks = meta.num_chunks_from_msg
+        ix.inflight(conn, True, key, s)
+    else:
+        ix.alias(s, mid.ledgerId, mid.entryId)
+    if meta.chunk_id < meta.num_chunks_from_msg - 1:
+        return None
+    conn.receiving.pop(key, None)
+    if not s.msgs:
+        entries(ix, s)
+    return s
+
+
+def on_ack(ix: Index, conn: Conn, frame: Frame, body: Any) -> None:
+    c = _consumer(ix, conn, frame, body.consumer_id)
+    topic = frame.topic if frame.topic is not None else c.sub.topic
+    for mid in body.message_id:
+        if body.ack_type == _CUMULATIVE:
+            for before in list(ix.below(c.sub, mid.ledgerId, mid.entryId)):
+                for m in before.msgs.values():
+                    if c.sub in m.subs:
+                        _acked(m, c, conn, frame, body)
+                c.sub.live.pop(before, None)
+        s = ix.find(topic, mid.ledgerId, mid.entryId)
+        if s is None and mid.HasField("first_chunk_message_id"):
+            first = mid.first_chunk_message_id
+            s = ix.find(topic, first.ledgerId, first.entryId)
+        partial = _partial(mid.ack_set)
+        if s is None:
+            s = _unseen(ix, topic, mid, partial)
+            if s is None:
+                continue
+        if partial:
+            n = (
+                s.batch_size
+                if s.batch_size is not None
+                else max((i + 1 for i in s.msgs if i is not None), default=0)
+            )
+            for i in range(n):
+                if not _bit(mid.ack_set, i):
+                    _acked(ix.msg(s, i), c, conn, frame, body)
+        else:
+            for m in list(s.msgs.values()):
+                _acked(m, c, conn, frame, body)
+        ix.settled(c.sub, s)
+
+
+def _acked(m: Msg, c: Consumer, conn: Conn, frame: Frame, body: Any) -> None:
+    d = Index.delivery(m, c.sub, conn.conn_id, body.consumer_id, c.name)
+    if d.acked_ts is None:
+        d.acked_ts, d.acked_packet = frame.last_ts, frame.last_packet
+
+
+def _unseen(ix: Index, topic: str | None, mid: Any, partial: bool) -> Stored | None:
+    """A stored message acknowledged before the capture showed any of it: its entry, or
+    of a batch-index ack the batch when the ack says its size (else nothing to name)."""
+    if partial and (not mid.HasField("batch_size") or mid.batch_size < 1):
+        return None
+    s = ix.stored(topic)
+    ix.identify(s, mid.ledgerId, mid.entryId, mid.partition)
+    if partial:
+        s.batch_size = min(mid.batch_size, MAX_BATCH)
+    else:
+        ix.msg(s, None)
+    return s
+
+
+HANDLERS = {
+    T["SUBSCRIBE"]: on_subscribe,
+    T["MESSAGE"]: on_message,
+    T["ACK"]: on_ack,
+}

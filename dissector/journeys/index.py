@@ -1,0 +1,358 @@
+"""The joiner's indexes: stored messages by id and by producer, subscriptions, the bound.
+
+Input: calls from the command handlers (dissector.journeys.produce, .consume): a stored
+message made, given its id, delivered or acknowledged in a subscription.
+Output: the stored messages found again by (topic, ledger, entry) or by (topic, producer
+name, sequence id); those pushed out by the bound (`take_evicted`), and all of them in the
+order first seen (`drain`).
+Rules:
+- An id is (topic, ledger, entry): ledgers may be numbered per topic. A side whose topic
+  is unknown matches by (ledger, entry) alone when exactly one stored message has it, and
+  takes the other's topic.
+- A stored message seen first by its consumer side (a MESSAGE before the receipt) and
+  then receipted is one message: the consumer side's deliveries move to the producer's.
+- The name index holds only SENDs still waiting for their receipt: a receipted message is
+  never joined to another by name (a replicated copy has another id).
+- Beyond MAX_HELD messages the oldest stored message is pushed out of every index and
+  handed over with `evicted` set.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import deque
+from collections.abc import Iterator
+
+from dissector.journeys.state import (
+    MAX_CHUNK_IDS,
+    MAX_HELD,
+    MAX_PENDING,
+    Conn,
+    Delivery,
+    Msg,
+    Stored,
+    Sub,
+    bounded_put,
+)
+
+#: What keys a subscription: (topic, name), or (connection, consumer id) when its
+#: SUBSCRIBE was not captured.
+SubKey = tuple[str | None, str] | tuple[int, int]
+NameKey = tuple[str, str, int]
+
+
+class Index:
+    """Every stored message on its way, and what finds it; see the module docstring."""
+
+    def __init__(self) -> None:
+        self.conns: dict[int, Conn] = {}
+        self.ids: dict[tuple[int, int], list[Stored]] = {}
+        self.names: dict[NameKey, Stored] = {}
+        self.subs: dict[SubKey, Sub] = {}
+        self.held: dict[Stored, None] = {}
+        self.held_msgs = 0
+        self.serial = 0
+        self.evicted: list[Stored] = []
+
+    # ------------------------------------------------------------------ records
+
+    def conn(self, conn_id: int) -> Conn:
+        conn = self.conns.get(conn_id)
+        if conn is None:
+            conn = self.conns[conn_id] = Conn(conn_id)
+        return conn
+
+    def stored(self, topic: str | None) -> Stored:
+        """A new stored message, held (and the oldest pushed out beyond the bound)."""
+        self.serial += 1
+        s = Stored(self.serial, topic)
+        self.held[s] = None
+        return s
+
+    def msg(self, s: Stored, index: int | None, sequence_id: int | None = None) -> Msg:
+        """Message `index` of `s`, made when new. A batch entry replaces the whole-entry
+        placeholder a receipt without its SEND made (its batch was not known then)."""
+        m = s.msgs.get(index)
+        if m is not None:
+            return m
+        if index is not None and s.send_ts is None:
+            placeholder = s.msgs.get(None)
+            if placeholder is not None and not placeholder.subs:
+                del s.msgs[None]
+                self.held_msgs -= 1
+        m = s.msgs[index] = Msg(index, sequence_id)
+        self.held_msgs += 1
+        return m
+
+    def sub(self, key: SubKey, topic: str | None, name: str | None, sub_type: str | None) -> Sub:
+        sub = self.subs.get(key)
+        if sub is None:
+            sub = Sub(topic, name, sub_type)
+            bounded_put(self.subs, key, sub)
+        elif sub_type is not None:
+            sub.sub_type = sub_type
+        return sub
+
+    # ------------------------------------------------------------------ finding by id
+
+    def find(self, topic: str | None, ledger: int, entry: int) -> Stored | None:
+        found = self.ids.get((ledger, entry))
+        if not found:
+            return None
+        for s in found:
+            if s.topic == topic:
+                return s
+        if len(found) == 1 and (topic is None or found[0].topic is None):
+            s = found[0]
+            if s.topic is None:
+                s.topic = topic
+            return s
+        return None
+
+    def alias(self, s: Stored, ledger: int, entry: int) -> None:
+        """Index `s` under (ledger, entry) (its id, or a chunk's); a message seen there by
+        its consumers only is `s` seen from the producer's side: merged into it."""
+        key = (ledger, entry)
+        if key in s.aliases or len(s.aliases) >= MAX_CHUNK_IDS:
+            return
+        if s.produced:
+            other = self.find(s.topic, ledger, entry)
+            if other is not None and other is not s and not other.produced:
+                self._merge(s, other)  # moves its ids, this one among them
+                if key in s.aliases:
+                    return
+        s.aliases.append(key)
+        self.ids.setdefault(key, []).append(s)
+
+    def identify(self, s: Stored, ledger: int, entry: int, partition: int) -> None:
+        """`s` is stored at (ledger, entry): indexed there (`alias`). Two messages stored
+        under one id (a broker's error) keep their own rows; the first keeps the index."""
+        if s.ledger is None:
+            s.ledger, s.entry = ledger, entry
+            if partition >= 0:
+                s.partition = partition
+        other = self.find(s.topic, ledger, entry)
+        if other is not None and other is not s and (other.produced or not s.produced):
+            return
+        self.alias(s, ledger, entry)
+
+    def _merge(self, into: Stored, other: Stored) -> None:
+        """`other` (consumer side) is `into` (producer side): its deliveries move over. A
+        whole entry's (an ack of the entry before its batch was seen) go to every entry."""
+        batched = into.batch_size is not None and into.chunks is None
+        for index, m in other.msgs.items():
+            if index is None and batched:
+                for mine in list(into.msgs.values()):
+                    _fold(mine, m)
+            else:
+                _fold(self.msg(into, index, m.sequence_id), m)
+        if other.broker_ts is not None:
+            into.broker_ts = other.broker_ts
+        if into.partition < 0:
+            into.partition = other.partition
+        if into.chunks is None:
+            into.chunks = other.chunks
+        for key in list(other.aliases):
+            self._unalias(other, key)
+            self.alias(into, *key)
+        for sub in self._subs_of(other):
+            if sub.live.pop(other, "gone") is None:
+                self.live(sub, into)
+                self.settled(sub, into)
+        self._rechunk(other, into)
+        self._unhold(other)
+
+    # ------------------------------------------------------------------ finding by name
+
+    def wait(self, conn: Conn, s: Stored, producer_id: int, sequence_id: int) -> None:
+        """`s` waits for a receipt under (producer, sequence id) (one more, for a chunk of
+        a message already waiting), and for a delivery under (topic, producer name,
+        sequence id)."""
+        key = (conn.conn_id, producer_id, sequence_id)
+        if s.waiting != key:
+            self.unwait(s)
+            queue = conn.sends.get(key[1:])
+            if queue is None:
+                queue = conn.sends[key[1:]] = deque()
+            queue.append(s)
+            s.waiting = key
+        s.due += 1
+        conn.pending += 1
+        while conn.pending > MAX_PENDING:  # the oldest waiting SEND is forgotten
+            self.unwait(next(iter(conn.sends.values()))[0])
+        if s.topic is not None and s.producer_name is not None and s.sequence_id is not None:
+            bounded_put(self.names, (s.topic, s.producer_name, s.sequence_id), s)
+
+    def receipted(self, conn: Conn, producer_id: int, sequence_id: int) -> Stored | None:
+        """The oldest SEND waiting for this receipt (waiting no more when it was its last
+        due)."""
+        queue = conn.sends.get((producer_id, sequence_id))
+        if not queue:
+            return None
+        s = queue[0]
+        s.due -= 1
+        conn.pending -= 1
+        if s.due <= 0:
+            self.unwait(s)
+        self.unname(s)
+        return s
+
+    def unwait(self, s: Stored) -> None:
+        """`s` waits for no receipt any more."""
+        if s.waiting is not None:
+            conn = self.conns.get(s.waiting[0])
+            queue = None if conn is None else conn.sends.get(s.waiting[1:])
+            if conn is not None and queue is not None:
+                if queue and queue[0] is s:  # the oldest: as receipts and the bound take them
+                    queue.popleft()
+                elif s in queue:
+                    queue.remove(s)
+                conn.pending -= s.due
+                if not queue:
+                    del conn.sends[s.waiting[1:]]
+        s.waiting, s.due = None, 0
+        self.unname(s)
+
+    def unname(self, s: Stored) -> None:
+        if s.topic is not None and s.producer_name is not None and s.sequence_id is not None:
+            key = (s.topic, s.producer_name, s.sequence_id)
+            if self.names.get(key) is s:
+                del self.names[key]
+
+    def by_name(self, topic: str | None, name: str | None, sequence_id: int) -> Stored | None:
+        if topic is None or name is None:
+            return None
+        return self.names.get((topic, name, sequence_id))
+
+    # ------------------------------------------------------------------ deliveries and acks
+
+    def live(self, sub: Sub, s: Stored) -> None:
+        """`s` has entries delivered to `sub` and not acknowledged."""
+        if s in sub.live:
+            return
+        sub.live[s] = None
+        if s.ledger is not None and s.entry is not None:
+            heapq.heappush(sub.heap, (s.ledger, s.entry, s.serial, s))
+        self._compact(sub)
+
+    def settled(self, sub: Sub, s: Stored) -> None:
+        """After an ack: `s` leaves the subscription's live set when all its messages
+        delivered there are acknowledged."""
+        for m in s.msgs.values():
+            d = m.subs.get(sub)
+            if d is not None and d.acked_ts is None:
+                return
+        if sub.live.pop(s, "gone") is None:
+            self._compact(sub)
+
+    @staticmethod
+    def _compact(sub: Sub) -> None:
+        """Keep the heap within twice what is live (plus 64): acked one by one, its
+        entries are only skipped when they come up, so it is rebuilt now and then."""
+        if len(sub.heap) <= 2 * len(sub.live) + 64:
+            return
+        sub.heap = []
+        for x in sub.live:
+            if x.ledger is not None and x.entry is not None:
+                sub.heap.append((x.ledger, x.entry, x.serial, x))
+        heapq.heapify(sub.heap)
+
+    def below(self, sub: Sub, ledger: int, entry: int) -> Iterator[Stored]:
+        """The live stored messages of `sub` with an id before (ledger, entry), taken out of
+        its heap (a cumulative ack acknowledges them)."""
+        heap = sub.heap
+        while heap and (heap[0][0], heap[0][1]) < (ledger, entry):
+            s = heapq.heappop(heap)[3]
+            if s in sub.live:
+                yield s
+
+    @staticmethod
+    def delivery(m: Msg, sub: Sub, conn_id: int, consumer_id: int, name: str | None) -> Delivery:
+        d = m.subs.get(sub)
+        if d is None:
+            d = m.subs[sub] = Delivery(conn_id, consumer_id, name)
+        return d
+
+    # ------------------------------------------------------------------ the bound
+
+    def check_bound(self) -> None:
+        """Beyond MAX_HELD messages, push the oldest stored messages out (`take_evicted`)."""
+        while self.held_msgs > MAX_HELD and len(self.held) > 1:
+            s = next(iter(self.held))
+            self._unindex(s)
+            s.evicted = True
+            self.evicted.append(s)
+
+    def take_evicted(self) -> list[Stored]:
+        out, self.evicted = self.evicted, []
+        return out
+
+    def drain(self) -> list[Stored]:
+        """Every stored message still held, in the order first seen; the index is emptied."""
+        out = list(self.held)
+        self.held.clear()
+        self.held_msgs = 0
+        self.ids.clear()
+        self.names.clear()
+        return out
+
+    def _unindex(self, s: Stored) -> None:
+        self.unwait(s)
+        for key in list(s.aliases):
+            self._unalias(s, key)
+        for sub in self._subs_of(s):
+            sub.live.pop(s, None)
+        self._rechunk(s, None)  # a chunked message still being sent or delivered
+        self._unhold(s)
+
+    def inflight(self, conn: Conn, receiving: bool, key: tuple[int, str], s: Stored) -> None:
+        """The chunked message `s` waits for its next chunk on `conn` under `key`."""
+        bounded_put(conn.receiving if receiving else conn.sending, key, s)
+        places = s.inflight
+        if len(places) >= 8 and not len(places) & (len(places) - 1):  # at 8, 16, 32...
+            places[:] = [p for p in places if self._awaits(p, s)]  # those gone are dropped
+        places.append((conn.conn_id, receiving, key))
+
+    def _awaits(self, place: tuple[int, bool, tuple[int, str]], s: Stored) -> bool:
+        conn = self.conns.get(place[0])
+        table = None if conn is None else conn.receiving if place[1] else conn.sending
+        return table is not None and table.get(place[2]) is s
+
+    def _rechunk(self, s: Stored, into: Stored | None) -> None:
+        """The chunked message `s` is `into` now (None: forgotten) where chunks await it."""
+        for place in s.inflight:
+            if self._awaits(place, s):
+                conn_id, receiving, key = place
+                table = self.conns[conn_id].receiving if receiving else self.conns[conn_id].sending
+                if into is None:
+                    del table[key]
+                else:
+                    self.inflight(self.conns[conn_id], receiving, key, into)
+        s.inflight = []
+
+    def _unhold(self, s: Stored) -> None:
+        if self.held.pop(s, "gone") is None:
+            self.held_msgs -= len(s.msgs)
+
+    def _unalias(self, s: Stored, key: tuple[int, int]) -> None:
+        found = self.ids.get(key)
+        if found is not None and s in found:
+            found.remove(s)
+            if not found:
+                del self.ids[key]
+        if key in s.aliases:
+            s.aliases.remove(key)
+
+    @staticmethod
+    def _subs_of(s: Stored) -> set[Sub]:
+        return {sub for m in s.msgs.values() for sub in m.subs}
+
+
+def _fold(mine: Msg, other: Msg) -> None:
+    """`other`'s deliveries into `mine` (the same message, found twice)."""
+    for sub, d in other.subs.items():
+        have = mine.subs.get(sub)
+        if have is None:
+            mine.subs[sub] = d.copy()
+        else:
+            have.fold(d)

@@ -1,0 +1,101 @@
+"""The joiner: pipeline events in, message journeys out. Sans-IO.
+
+Input: the events the pipeline already makes, in order (`feed`): frames (PRODUCER,
+PRODUCER_SUCCESS, SEND, SEND_RECEIPT, SEND_ERROR, SUBSCRIBE, MESSAGE, ACK; the others are
+passed over), the messages extractor's `AppMessage`s (batch entries' own sequence ids),
+connections opening and ending; then `finish` at the end of the capture (or group).
+Output: `Journey` records (dissector.events): from `feed` for messages the bound pushed
+out, from `finish` for every other message, in the order their messages were first seen.
+Rules (docs/journeys.md says them with the wire's reasons):
+- Made only when the journeys table is asked for (dissector.tables.builders): it costs the
+  other reads nothing. It reads frames one by one: a read that makes it takes no frame runs
+  (FrameRun events are passed over).
+- Each command type has one handler (`DISPATCH`, from the HANDLERS of dissector.journeys.
+  produce and .consume); a handler returns the stored message its frame concerns, and the
+  `AppMessage`s that follow that frame (the pipeline publishes a frame's messages right
+  after it) give its batch entries their own sequence ids.
+- Ids are per connection (`Index.conns`), dropped when the connection ends; stored
+  messages and subscriptions span connections.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from dissector.events import AppMessage, Conversation, ConversationOpened, Frame, Journey
+from dissector.journeys import consume, produce
+from dissector.journeys.index import Index
+from dissector.journeys.rows import journeys
+from dissector.journeys.state import Conn, Stored
+
+#: What a command handler does with one frame: the stored message it concerns, if any.
+CommandStep = Callable[[Index, Conn, Frame, Any], Stored | None]
+DISPATCH: dict[int, CommandStep] = {**produce.HANDLERS, **consume.HANDLERS}
+
+
+class Joiner:
+    """Journeys of one capture (or group of captures); see the module docstring."""
+
+    def __init__(self) -> None:
+        self.ix = Index()
+        self._current: Stored | None = None  # the stored message of the latest frame
+        self._current_conn = 0
+
+    def feed(self, ev: object) -> list[Journey]:
+        """One pipeline event; the journeys of messages the bound pushed out."""
+        kind = type(ev)
+        if kind is Frame:
+            assert isinstance(ev, Frame)
+            self._current = None
+            handler = DISPATCH.get(ev.command_type)
+            if handler is not None and ev.body is not None:
+                self._current = handler(self.ix, self.ix.conn(ev.conn_id), ev, ev.body)
+                self._current_conn = ev.conn_id
+                self.ix.check_bound()
+                if self.ix.evicted:
+                    return self._evicted()
+        elif kind is AppMessage:
+            assert isinstance(ev, AppMessage)
+            self._entry(ev)
+        elif kind is ConversationOpened:
+            assert isinstance(ev, ConversationOpened)
+            self._ended(ev.conn_id)  # a connection id reused: the old one's ids mean nothing
+        elif kind is Conversation:
+            assert isinstance(ev, Conversation)
+            self._ended(ev.conn_id)
+        return []
+
+    def finish(self) -> list[Journey]:
+        """The capture ended: every message still held makes its rows."""
+        out = self._evicted()
+        for s in self.ix.drain():
+            out.extend(journeys(s))
+        self.ix.conns.clear()
+        self._current = None
+        return out
+
+    # ------------------------------------------------------------------ internals
+
+    def _evicted(self) -> list[Journey]:
+        out: list[Journey] = []
+        for s in self.ix.take_evicted():
+            out.extend(journeys(s))
+        return out
+
+    def _entry(self, m: AppMessage) -> None:
+        """A batch entry of the latest frame: its own sequence id."""
+        s = self._current
+        if s is None or m.conn_id != self._current_conn or m.batch_index is None:
+            return
+        msg = s.msgs.get(m.batch_index)
+        if msg is not None and m.sequence_id is not None:
+            msg.sequence_id = m.sequence_id
+
+    def _ended(self, conn_id: int) -> None:
+        conn = self.ix.conns.pop(conn_id, None)
+        if conn is None:
+            return
+        for queue in conn.sends.values():  # their receipts can no longer come
+            for s in queue:
+                s.waiting, s.due = None, 0

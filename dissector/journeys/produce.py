@@ -1,0 +1,171 @@
+"""The producer's side of a journey: PRODUCER, SEND, SEND_RECEIPT, SEND_ERROR.
+
+Input: those frames of one connection (`HANDLERS`), with the joiner's index and the
+connection's state.
+Output: stored messages made (one per SEND, its batch entries as messages) and given their
+id by the receipt; each handler returns the stored message the frame concerns, so the
+messages extractor's entries that follow it can complete its messages.
+Rules:
+- A SEND waits for its receipt under (producer_id, sequence_id) on its connection; the
+  receipt (or SEND_ERROR) of that key ends the oldest wait (the chunks of one message share
+  a sequence id and get one receipt each).
+- A batch (metadata num_messages_in_batch = n) is n messages, indexes 0 .. n-1, sequence ids
+  the first's + index until the extractor gives the entries' own.
+- A chunked message is one stored message from its first chunk's SEND; its id is the first
+  chunk's receipt's, every chunk's id finds it, and its receipt time is its last chunk's.
+- A receipt whose SEND the capture missed still makes a stored message (send unknown).
+- Marker SENDs (replication, transactions) are not application messages: no journey.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dissector.events import Frame
+from dissector.journeys.index import Index
+from dissector.journeys.state import MAX_BATCH, Conn, Producer, Stored, bounded_put
+from dissector.pulsar.payload import is_chunk
+from dissector.pulsar.wire import COMMAND_TYPES, enum_name
+
+T = COMMAND_TYPES
+
+
+def batch_size(meta: Any) -> int | None:
+    """Messages of a batch (at most MAX_BATCH), None when the entry is not a batch (or
+    claims no message: it is one message still, as the messages extractor's row says)."""
+    if meta is None or not meta.HasField("num_messages_in_batch"):
+        return None
+    count: int = meta.num_messages_in_batch
+    return None if count < 1 else min(count, MAX_BATCH)
+
+
+def facts(s: Stored, meta: Any) -> None:
+    """What the metadata says of the message, where `s` does not know it yet."""
+    if meta is None:
+        return
+    if s.producer_name is None and meta.HasField("producer_name"):
+        s.producer_name = meta.producer_name
+    if s.sequence_id is None and meta.HasField("sequence_id"):
+        s.sequence_id = meta.sequence_id
+    if s.publish_time is None and meta.HasField("publish_time"):
+        s.publish_time = meta.publish_time
+    if s.batch_size is None:
+        s.batch_size = batch_size(meta)
+
+
+def entries(ix: Index, s: Stored) -> None:
+    """The messages of `s`: its batch's entries, or the whole entry."""
+    first = s.sequence_id
+    if s.batch_size is None or s.chunks is not None:
+        ix.msg(s, None, first)
+        return
+    for i in range(s.batch_size):
+        ix.msg(s, i, None if first is None else first + i)
+
+
+def _sent(ix: Index, conn: Conn, frame: Frame, body: Any) -> Stored:
+    s = ix.stored(frame.topic)
+    s.produced = True
+    s.producer_conn, s.producer_id = conn.conn_id, body.producer_id
+    s.send_ts, s.send_packet = frame.last_ts, frame.last_packet
+    facts(s, frame.metadata)
+    if s.producer_name is None:
+        producer = conn.producers.get(body.producer_id)
+        s.producer_name = None if producer is None else producer.name
+    if s.sequence_id is None:
+        s.sequence_id = body.sequence_id
+    return s
+
+
+def on_send(ix: Index, conn: Conn, frame: Frame, body: Any) -> Stored | None:
+    if body.marker:
+        return None
+    meta = frame.metadata
+    if meta is not None and is_chunk(meta):
+        return _chunk(ix, conn, frame, body, meta)
+    s = _sent(ix, conn, frame, body)
+    entries(ix, s)
+    ix.wait(conn, s, body.producer_id, body.sequence_id)
+    return s
+
+
+def _chunk(ix: Index, conn: Conn, frame: Frame, body: Any, meta: Any) -> Stored:
+    """One chunk's SEND: the first makes the message, every one waits for a receipt."""
+    key = (body.producer_id, meta.uuid)
+    s = conn.sending.get(key)
+    if (
+        s is None
+        or meta.chunk_id == 0
+        or (s.waiting is not None and s.waiting[1:] != (body.producer_id, body.sequence_id))
+    ):  # a first chunk, or one of another sequence id: another message
+        s = _sent(ix, conn, frame, body)
+        s.chunks = meta.num_chunks_from_msg
+        s.batch_size = None
+        entries(ix, s)
+        ix.inflight(conn, False, key, s)
+    ix.wait(conn, s, body.producer_id, body.sequence_id)
+    if meta.chunk_id >= meta.num_chunks_from_msg - 1:
+        conn.sending.pop(key, None)
+    return s
+
+
+def on_receipt(ix: Index, conn: Conn, frame: Frame, body: Any) -> Stored:
+    s = ix.receipted(conn, body.producer_id, body.sequence_id)
+    if s is None:  # its SEND is not in the capture
+        s = ix.stored(frame.topic)
+        s.produced = True
+        s.producer_conn, s.producer_id = conn.conn_id, body.producer_id
+        s.sequence_id = body.sequence_id
+        producer = conn.producers.get(body.producer_id)
+        s.producer_name = None if producer is None else producer.name
+        entries(ix, s)
+    mid = body.message_id if body.HasField("message_id") else None
+    if s.chunks is not None:
+        s.chunk_receipts += 1
+        if s.chunk_receipts < s.chunks:  # the message is not whole yet
+            if mid is not None:
+                _chunk_id(ix, s, mid)
+            return s
+    s.receipt_ts, s.receipt_packet = frame.last_ts, frame.last_packet
+    if mid is not None:
+        _chunk_id(ix, s, mid)
+    return s
+
+
+def _chunk_id(ix: Index, s: Stored, mid: Any) -> None:
+    """The id of `s` (its first chunk's), else one more id that finds it (a chunk's)."""
+    if s.ledger is None:
+        ix.identify(s, mid.ledgerId, mid.entryId, mid.partition)
+    else:
+        ix.alias(s, mid.ledgerId, mid.entryId)
+
+
+def on_send_error(ix: Index, conn: Conn, frame: Frame, body: Any) -> Stored | None:
+    s = ix.receipted(conn, body.producer_id, body.sequence_id)
+    if s is None:
+        return None
+    s.error = enum_name(body, "error")
+    ix.unwait(s)  # every chunk of it failed
+    return s
+
+
+def on_producer(ix: Index, conn: Conn, frame: Frame, body: Any) -> None:
+    name = body.producer_name if body.HasField("producer_name") else None
+    bounded_put(conn.producers, body.producer_id, Producer(name))
+    bounded_put(conn.requests, body.request_id, body.producer_id)
+
+
+def on_producer_success(ix: Index, conn: Conn, frame: Frame, body: Any) -> None:
+    pid = conn.requests.pop(body.request_id, None)
+    producer = None if pid is None else conn.producers.get(pid)
+    if producer is not None:
+        producer.name = body.producer_name
+
+
+HANDLERS = {
+    T["PRODUCER"]: on_producer,
+    T["PRODUCER_SUCCESS"]: on_producer_success,
+    T["SEND"]: on_send,
+    T["SEND_RECEIPT"]: on_receipt,
+    T["SEND_ERROR"]: on_send_error,
+}

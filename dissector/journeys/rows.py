@@ -1,0 +1,83 @@
+"""Journey records out of a stored message: one per (message, subscription delivered to).
+
+Input: a `Stored` message of dissector.journeys.state, its deliveries complete (the capture
+ended, or the bound pushed it out).
+Output: `Journey` records (dissector.events), one per message and subscription it was
+delivered to, plus one per message of a SEND or receipt never seen delivered.
+Rule: the times are the hops' own (the packets completing their frames); what the capture
+did not show stays None. `partition` is the id's when the wire gave one, else the number a
+partition's topic name ends with (`...-partition-N`), else -1, as Pulsar's message ids say.
+`redeliveries` is the deliveries seen after the first, or the broker's redelivery_count
+when it says more (the capture may have missed earlier deliveries).
+"""
+
+from __future__ import annotations
+
+import re
+
+from dissector.events import Journey
+from dissector.journeys.state import Delivery, Msg, Stored, Sub
+
+_PARTITION = re.compile(r"-partition-([0-9]{1,9})\Z")
+
+
+def partition(s: Stored) -> int:
+    if s.partition >= 0:
+        return s.partition
+    found = None if s.topic is None else _PARTITION.search(s.topic)
+    return -1 if found is None else int(found.group(1))
+
+
+def journeys(s: Stored) -> list[Journey]:
+    """The rows of `s`, its messages in batch order."""
+    out: list[Journey] = []
+    for m in sorted(s.msgs.values(), key=lambda m: -1 if m.index is None else m.index):
+        if m.subs:
+            out.extend(_journey(s, m, sub, d) for sub, d in m.subs.items())
+        elif s.produced:
+            out.append(_journey(s, m, None, None))
+    return out
+
+
+def _journey(s: Stored, m: Msg, sub: Sub | None, d: Delivery | None) -> Journey:
+    first = s.send_ts if s.send_ts is not None else s.receipt_ts
+    conn_id = s.producer_conn
+    if d is not None:
+        if first is None:
+            first = d.delivered_ts if d.delivered_ts is not None else d.acked_ts
+        if conn_id is None:
+            conn_id = d.conn_id
+    return Journey(
+        ts=0 if first is None else first,
+        conn_id=0 if conn_id is None else conn_id,
+        topic=s.topic,
+        ledger_id=s.ledger,
+        entry_id=s.entry,
+        partition=partition(s),
+        batch_index=m.index,
+        batch_size=s.batch_size,
+        chunks=s.chunks,
+        producer_name=s.producer_name,
+        sequence_id=m.sequence_id if m.sequence_id is not None else s.sequence_id,
+        publish_time=s.publish_time,
+        producer_conn_id=s.producer_conn,
+        producer_id=s.producer_id,
+        send_ts=s.send_ts,
+        send_packet=s.send_packet,
+        receipt_ts=s.receipt_ts,
+        receipt_packet=s.receipt_packet,
+        error=s.error,
+        subscription=None if sub is None else sub.name,
+        sub_type=None if sub is None else sub.sub_type,
+        consumer_conn_id=None if d is None else d.conn_id,
+        consumer_id=None if d is None else d.consumer_id,
+        consumer_name=None if d is None else d.consumer_name,
+        delivered_ts=None if d is None else d.delivered_ts,
+        delivered_packet=None if d is None else d.delivered_packet,
+        acked_ts=None if d is None else d.acked_ts,
+        acked_packet=None if d is None else d.acked_packet,
+        deliveries=0 if d is None else d.deliveries,
+        redeliveries=0 if d is None else max(d.deliveries - 1, d.redelivery_count),
+        broker_entry_ts=s.broker_ts,
+        evicted=s.evicted,
+    )

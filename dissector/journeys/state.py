@@ -1,0 +1,185 @@
+"""What the joiner remembers: stored messages, their deliveries, subscriptions, connections.
+
+Input: nothing (records filled in by dissector.journeys.index, .produce and .consume).
+Output: `Stored` (one SEND or one stored entry: what its batch entries share), `Msg` (one
+application message: a batch entry, or the whole entry when not batched), `Delivery` (a
+message's way to one subscription), `Sub` (a subscription), `Consumer`, `Producer`, `Conn`
+(what one connection's ids mean), and the bounds.
+Rules: producer and consumer ids are only unique on their connection, so they live in its
+`Conn`; subscriptions and stored messages span connections. Every collection is bounded
+(the constants below): past a bound the oldest is forgotten, and a stored message pushed
+out makes its rows at once (`Stored.evicted`).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+#: Application messages held for joining (batch entries counted): a message's rows wait
+#: for the end of the capture because more deliveries and acks of it may come; past this
+#: the oldest stored message makes its rows at once (about 100 MB of state at the bound).
+MAX_HELD = 200_000
+#: SENDs waiting for their receipt per connection, as the timeline's pairing keeps them
+#: (dissector.pulsar.pairing.MAX_PENDING); the oldest is forgotten (its row stays).
+MAX_PENDING = 100_000
+#: Producers, consumers and PRODUCER requests per connection, subscriptions, SENDs
+#: waiting to be joined by producer name, chunked messages being sent or delivered: ids
+#: and names come from the wire, so a flood of them must not grow memory without bound.
+MAX_KEYS = 100_000
+#: Entries one batch may make rows for: clients batch 1,000 messages at most by default
+#: (batchingMaxMessages); a batch claiming more (a damaged or hostile count) makes this many.
+MAX_BATCH = 10_000
+#: Chunk ids that find one chunked message (each chunk is stored as an entry of its own):
+#: a 5 GiB message in 5 MiB chunks has 1,024; the chunks of a longer run are not indexed
+#: (an ack naming one of them finds nothing).
+MAX_CHUNK_IDS = 10_000
+
+
+class Delivery:
+    """A message's way to one subscription: its first delivery and first ack."""
+
+    __slots__ = (
+        "acked_packet", "acked_ts", "conn_id", "consumer_id", "consumer_name", "delivered_packet",
+        "delivered_ts", "deliveries", "redelivery_count",
+    )  # fmt: skip
+
+    def __init__(self, conn_id: int, consumer_id: int, consumer_name: str | None) -> None:
+        self.conn_id, self.consumer_id, self.consumer_name = conn_id, consumer_id, consumer_name
+        self.delivered_ts: int | None = None
+        self.delivered_packet: int | None = None
+        self.acked_ts: int | None = None
+        self.acked_packet: int | None = None
+        self.deliveries = 0  # MESSAGE frames seen delivering it
+        self.redelivery_count = 0  # the highest the broker said (MESSAGE.redelivery_count)
+
+    def copy(self) -> Delivery:
+        d = Delivery(self.conn_id, self.consumer_id, self.consumer_name)
+        d.fold(self)
+        return d
+
+    def fold(self, other: Delivery) -> None:
+        """Take in what `other` saw of the same message in the same subscription (the
+        same message found twice before its id joined them): the earlier hops, the sum
+        of the deliveries."""
+        if other.delivered_ts is not None and (
+            self.delivered_ts is None or other.delivered_ts < self.delivered_ts
+        ):
+            self.delivered_ts, self.delivered_packet = other.delivered_ts, other.delivered_packet
+            self.conn_id, self.consumer_id = other.conn_id, other.consumer_id
+            self.consumer_name = other.consumer_name
+        if other.acked_ts is not None and (self.acked_ts is None or other.acked_ts < self.acked_ts):
+            self.acked_ts, self.acked_packet = other.acked_ts, other.acked_packet
+        self.deliveries += other.deliveries
+        self.redelivery_count = max(self.redelivery_count, other.redelivery_count)
+
+
+class Sub:
+    """A subscription: (topic, name), or a consumer whose SUBSCRIBE the capture missed.
+
+    `live` holds the stored messages delivered to it with entries not acknowledged yet;
+    `heap` orders them by id (ledger, entry) for cumulative acks, lazily: entries no
+    longer live are skipped when they come up, and the heap is rebuilt when it holds more
+    than twice what is live."""
+
+    __slots__ = ("heap", "live", "name", "sub_type", "topic")
+
+    def __init__(self, topic: str | None, name: str | None, sub_type: str | None) -> None:
+        self.topic, self.name, self.sub_type = topic, name, sub_type
+        self.live: dict[Stored, None] = {}
+        self.heap: list[tuple[int, int, int, Stored]] = []
+
+
+class Msg:
+    """One application message: a batch entry (index >= 0) or a whole entry (None)."""
+
+    __slots__ = ("index", "sequence_id", "subs")
+
+    def __init__(self, index: int | None, sequence_id: int | None = None) -> None:
+        self.index = index
+        self.sequence_id = sequence_id  # the entry's own, when the messages extractor said
+        self.subs: dict[Sub, Delivery] = {}
+
+
+class Stored:
+    """One SEND (producer side) or one stored entry (consumer side): what its messages
+    share. `serial` orders stored messages as first seen (rows come in that order)."""
+
+    __slots__ = (
+        "aliases", "batch_size", "broker_ts", "chunk_receipts", "chunks", "due", "entry",
+        "error", "evicted", "inflight", "ledger", "msgs", "partition", "produced",
+        "producer_conn", "producer_id", "producer_name", "publish_time", "receipt_packet",
+        "receipt_ts", "send_packet", "send_ts", "sequence_id", "serial", "topic", "waiting",
+    )  # fmt: skip
+
+    def __init__(self, serial: int, topic: str | None) -> None:
+        self.serial, self.topic = serial, topic
+        self.ledger: int | None = None
+        self.entry: int | None = None
+        self.partition = -1  # the id's, when the wire gives one
+        self.aliases: list[tuple[int, int]] = []  # every (ledger, entry) indexed to it
+        self.producer_name: str | None = None
+        self.sequence_id: int | None = None  # the SEND's (a batch's first entry's)
+        self.publish_time: int | None = None  # ms
+        self.batch_size: int | None = None  # None: not batched (or not known)
+        self.chunks: int | None = None  # chunked: chunks of the message
+        self.chunk_receipts = 0
+        self.produced = False  # its SEND or receipt was seen
+        self.producer_conn: int | None = None
+        self.producer_id: int | None = None
+        self.send_ts: int | None = None
+        self.send_packet: int | None = None
+        self.receipt_ts: int | None = None
+        self.receipt_packet: int | None = None
+        self.error: str | None = None  # SEND_ERROR's ServerError
+        self.broker_ts: int | None = None  # broker entry metadata's timestamp, ms
+        self.msgs: dict[int | None, Msg] = {}
+        # (conn_id, producer_id, sequence_id) while it waits for its receipt(s), and how
+        # many are due (one per chunk sent)
+        self.waiting: tuple[int, int, int] | None = None
+        self.due = 0
+        # where a chunked message waits for its next chunk: (conn_id, receiving, key) of
+        # Conn.sending / Conn.receiving (some may be gone: checked when used)
+        self.inflight: list[tuple[int, bool, tuple[int, str]]] = []
+        self.evicted = False
+
+
+@dataclass(slots=True)
+class Consumer:
+    sub: Sub
+    name: str | None  # consumer_name of its SUBSCRIBE
+
+
+@dataclass(slots=True)
+class Producer:
+    name: str | None  # PRODUCER's producer_name, else PRODUCER_SUCCESS's
+
+
+@dataclass(slots=True)
+class Conn:
+    """What one connection's ids mean, and its messages on their way."""
+
+    conn_id: int
+    producers: dict[int, Producer] = field(default_factory=dict)
+    consumers: dict[int, Consumer] = field(default_factory=dict)
+    requests: dict[int, int] = field(default_factory=dict)  # PRODUCER request_id -> id
+    #: (producer_id, sequence_id) -> SENDs waiting for a receipt, oldest first (the chunks
+    #: of one message share a sequence id: it waits once, with one receipt due per chunk)
+    sends: dict[tuple[int, int], deque[Stored]] = field(default_factory=dict)
+    pending: int = 0  # receipts due in `sends`
+    #: (producer_id, uuid) -> the chunked message being sent; (consumer_id, uuid) -> the
+    #: chunked message being delivered
+    sending: dict[tuple[int, str], Stored] = field(default_factory=dict)
+    receiving: dict[tuple[int, str], Stored] = field(default_factory=dict)
+
+
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+def bounded_put(table: dict[K, V], key: K, value: V) -> None:
+    """table[key] = value, forgetting the oldest key beyond MAX_KEYS."""
+    table[key] = value
+    if len(table) > MAX_KEYS:
+        del table[next(iter(table))]

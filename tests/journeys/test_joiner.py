@@ -1,0 +1,166 @@
+"""The joiner fed events directly: its bounds, counted, not timed.
+
+Each test feeds a flood larger than a bound (monkeypatched small, so that the test is
+quick) and checks the structure the bound limits after every event: messages held, SENDs
+waiting per connection, a subscription's heap of unacknowledged messages. Rows pushed out
+by the bound are marked `evicted`; every message still gets its row.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from dissector.events import Direction, Frame, Journey
+from dissector.journeys import Joiner
+from dissector.journeys import index as index_module
+from dissector.journeys.state import Stored
+from dissector.pulsar.encoder import command
+from dissector.pulsar.wire import BODY_FIELDS, COMMAND_TYPES, MessageMetadata
+
+C2B, B2C = Direction.CLIENT_TO_BROKER, Direction.BROKER_TO_CLIENT
+
+
+def frame(
+    conn_id: int, name: str, ts: int, meta: MessageMetadata | None = None, **kw: Any
+) -> Frame:
+    cmd = command(name, **kw)
+    ctype = COMMAND_TYPES[name]
+    direction = C2B if name in ("PRODUCER", "SEND", "SUBSCRIBE", "ACK") else B2C
+    return Frame(
+        conn_id, direction, 0, 10, 5, ctype, name, cmd, getattr(cmd, BODY_FIELDS[ctype]), None,
+        metadata=meta, last_ts=ts, last_packet=ts, topic="t",
+    )  # fmt: skip
+
+
+def send(seq: int) -> Frame:
+    meta = MessageMetadata(producer_name="p", sequence_id=seq, publish_time=1)
+    return frame(1, "SEND", seq, meta, producer_id=1, sequence_id=seq)
+
+
+def test_messages_held_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    """3,000 SENDs with a bound of 1,000 messages: never more than 1,000 held; the 2,000
+    oldest make their rows as they are pushed out (evicted), the rest at the end."""
+    monkeypatch.setattr(index_module, "MAX_HELD", 1_000)
+    joiner = Joiner()
+    rows: list[Journey] = []
+    for seq in range(3_000):
+        rows += joiner.feed(send(seq))
+        assert joiner.ix.held_msgs <= 1_000 and len(joiner.ix.held) <= 1_000
+    assert len(rows) == 2_000 and all(j.evicted for j in rows)
+    assert [j.sequence_id for j in rows] == list(range(2_000))
+    last = joiner.finish()
+    assert [j.sequence_id for j in last] == list(range(2_000, 3_000))
+    assert not any(j.evicted for j in last)
+
+
+def test_waiting_sends_are_bounded_per_connection(monkeypatch: pytest.MonkeyPatch) -> None:
+    """SENDs never receipted: at most MAX_PENDING wait per connection; the oldest stop
+    waiting (their rows stay)."""
+    monkeypatch.setattr(index_module, "MAX_PENDING", 100)
+    joiner = Joiner()
+    for seq in range(1_000):
+        joiner.feed(send(seq))
+        conn = joiner.ix.conns[1]
+        assert conn.pending <= 100 and sum(len(q) for q in conn.sends.values()) == conn.pending
+    assert len(joiner.finish()) == 1_000
+
+
+def test_individual_acks_keep_the_heap_small() -> None:
+    """A Shared subscription acks one by one: its heap (for cumulative acks) is rebuilt
+    whenever it holds more than twice the unacknowledged messages (plus 64)."""
+    joiner = Joiner()
+    joiner.feed(frame(2, "SUBSCRIBE", 0, topic="t", subscription="s", subType=1,
+                      consumer_id=1, request_id=1))  # fmt: skip
+    meta = MessageMetadata(producer_name="p", sequence_id=0, publish_time=1)
+    sub = joiner.ix.conns[2].consumers[1].sub
+    for entry in range(5_000):
+        mid = {"ledgerId": 1, "entryId": entry}
+        joiner.feed(frame(2, "MESSAGE", entry, meta, consumer_id=1, message_id=mid))
+        joiner.feed(frame(2, "ACK", entry, consumer_id=1, ack_type=0, message_id=[mid]))
+        assert len(sub.live) == 0 and len(sub.heap) <= 64
+    rows = joiner.finish()
+    assert len(rows) == 5_000 and all(j.acked_ts is not None for j in rows)
+
+
+def chunk(seq: int, uuid: str) -> Frame:
+    meta = MessageMetadata(
+        producer_name="p", sequence_id=seq, publish_time=1, uuid=uuid, chunk_id=0,
+        num_chunks_from_msg=3,
+    )  # fmt: skip
+    return frame(1, "SEND", seq, meta, producer_id=1, sequence_id=seq, is_chunk=True)
+
+
+class _CountedDict(dict[Any, Any]):
+    """A dict that counts the entries looked at (by key, or by walking its items)."""
+
+    looked = 0
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        _CountedDict.looked += 1
+        return super().get(key, default)
+
+    def items(self) -> Any:
+        _CountedDict.looked += len(self)
+        return super().items()
+
+
+def _chunk_flood(n: int, bound: int, monkeypatch: pytest.MonkeyPatch) -> int:
+    """First chunks of n chunked messages never finished, `bound` held at most: the
+    entries of the connection's table of chunked messages being sent looked at."""
+    monkeypatch.setattr(index_module, "MAX_HELD", bound)
+    joiner = Joiner()
+    joiner.feed(frame(1, "PRODUCER", 0, topic="t", producer_id=1, request_id=1))
+    joiner.ix.conns[1].sending = _CountedDict()
+    _CountedDict.looked = 0
+    for seq in range(n):
+        joiner.feed(chunk(seq, f"u-{seq}"))
+    assert len(joiner.ix.conns[1].sending) <= bound  # the bound forgot the others there too
+    return _CountedDict.looked
+
+
+def test_forgetting_a_chunked_message_looks_only_where_it_waits(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each chunked message pushed out looks only where it waits, not at every chunked
+    message still held: ten times the bound, not ten times the work (the table of
+    messages being sent grows with the bound, 200,000 by default)."""
+    small, large = _chunk_flood(4_000, 100, monkeypatch), _chunk_flood(4_000, 1_000, monkeypatch)
+    assert small > 0 and large <= 1.5 * small
+
+
+def _searched(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Counts the comparisons of stored messages with others (what a search through a
+    queue does: `in`, `remove`); identity and hashing (dict keys) are not counted."""
+    count = [0]
+
+    def eq(self: object, other: object) -> bool:
+        count[0] += 1
+        return self is other
+
+    monkeypatch.setattr(Stored, "__eq__", eq)
+    return count
+
+
+def test_sends_of_one_sequence_id_are_answered_without_a_search(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """5,000 SENDs of one (producer, sequence id), past the bound of 1,000 waiting, then
+    their receipts: oldest first, each taken from the head of its queue, no search."""
+    monkeypatch.setattr(index_module, "MAX_PENDING", 1_000)
+    searched = _searched(monkeypatch)
+    joiner = Joiner()
+    for t in range(5_000):
+        joiner.feed(frame(1, "SEND", t, MessageMetadata(producer_name="p", sequence_id=0,
+                                                         publish_time=1),
+                          producer_id=1, sequence_id=0))  # fmt: skip
+    for t in range(1_000):
+        mid = {"ledgerId": 1, "entryId": t}
+        joiner.feed(frame(1, "SEND_RECEIPT", 10_000 + t, producer_id=1, sequence_id=0,
+                          message_id=mid))  # fmt: skip
+    assert searched[0] == 0 and joiner.ix.conns[1].pending == 0
+    rows = joiner.finish()
+    receipted = [j for j in rows if j.receipt_ts is not None]
+    assert [j.send_ts for j in receipted] == list(range(4_000, 5_000))  # the 1,000 newest
+    assert [j.entry_id for j in receipted] == list(range(1_000))

@@ -160,7 +160,7 @@ def _w3c(found: Found, faults: list[Malformed]) -> Trace | None:
     if trace is None:  # W3C: without a valid traceparent, tracestate is not parsed
         return None
     state = _one(W3C, TRACESTATE, found, faults, _tracestate)
-    return trace if state is None else trace._replace(state=state)
+    return trace._replace(state=state) if state else trace  # empty: nothing in it
 
 
 def _lchex(text: str, digits: int, what: str) -> str:

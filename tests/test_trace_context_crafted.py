@@ -138,6 +138,23 @@ def test_a_capture_of_the_consumer_only_takes_the_delivered_message_s(tmp_path: 
     assert [_trace(m) for m in tables["messages"]] == [(TRACE, SPAN, "b3multi")]
 
 
+def test_a_delivery_seen_before_the_receipt_of_an_uncaptured_send(tmp_path: Path) -> None:
+    """The capture began after the SEND; the MESSAGE precedes the receipt: the receipt's id
+    joins them into one journey, which keeps the MESSAGE's trace context."""
+    s = Scene()
+    p, c = Conn(client_port=40001), Conn(client_port=40002)
+    s.open(p, connect=False)
+    s.open(c)
+    for m in subscribe():
+        s.at(0, m, c)
+    meta = _meta(0, _props(uber_trace_id=JAEGER_VALUE))
+    s.at(1.001, message(4, metadata=meta), c).at(1.003, receipt(0, entry=4), p)
+    s.at(1.2, ack(4), c)
+    (row,) = _read(s.write(tmp_path / "late.pcap"))["journeys"]
+    assert row["receipt_ts"] is not None and row["delivered_ts"] is not None
+    assert _trace(row) == ("000000000000000000000000deadbeef", "00000000deadbef0", "jaeger")
+
+
 def test_no_trace_properties_no_trace(tmp_path: Path) -> None:
     s = Scene()
     p = s.open()

@@ -42,7 +42,7 @@ Rules (docs/journeys.md#trace-context says them for users):
   the multiple headers, as the OpenTelemetry specification requires of its B3 propagator.
   Every present value is parsed: each malformed one is reported, whichever wins.
 - Bounded: a value longer than `MAX_VALUE` is malformed unparsed; a `Malformed` carries at
-  most `MAX_EXCERPT` characters of the value, ASCII-escaped (never the whole of a long one).
+  most `MAX_EXCERPT` characters of the value's ASCII-escaped text (never a long value whole).
 """
 
 from __future__ import annotations
@@ -128,10 +128,12 @@ def trace_context(
 
 
 def excerpt(value: str) -> str:
-    """At most MAX_EXCERPT characters of `value`, ASCII-escaped and quoted."""
-    if len(value) <= MAX_EXCERPT:
-        return ascii(value)
-    return f"{value[:MAX_EXCERPT]!a}... ({len(value)} characters)"
+    """At most MAX_EXCERPT characters of `value` ASCII-escaped (the escaped text cut there
+    too: one character may take 10), quoted; with the value's length when it was cut."""
+    shown = ascii(value[:MAX_EXCERPT])[1:-1]
+    if len(value) <= MAX_EXCERPT and len(shown) <= MAX_EXCERPT:
+        return f"'{shown}'"
+    return f"'{shown[:MAX_EXCERPT]}'... ({len(value)} characters)"
 
 
 def _one(

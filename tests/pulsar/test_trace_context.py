@@ -343,7 +343,11 @@ def test_long_values_are_not_parsed_nor_echoed() -> None:
     assert len(fault.excerpt) < MAX_EXCERPT + 40 and str(MAX_VALUE + 1) in fault.excerpt
     long_bad = "z" * 5000
     ((fault),) = trace_context([("uber-trace-id", long_bad)])[1]
-    assert len(fault.detail()) < 200
+    assert fault.excerpt == f"'{'z' * MAX_EXCERPT}'... (5000 characters)"
+    wide = "\U00010000" * 20  # 20 characters, 200 once escaped
+    ((fault),) = trace_context([("b3", wide)])[1]
+    escaped = "\\U00010000" * 6 + "\\U00"  # 64 characters of the escaped text
+    assert fault.excerpt == f"'{escaped}'... (20 characters)"
 
 
 #: Keys that carry trace context, in several cases, and any other key.

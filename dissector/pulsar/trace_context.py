@@ -5,9 +5,10 @@ or for a batch entry its own SingleMessageMetadata.properties (`trace_context`).
 Output: `Trace` (trace id, span id, format, W3C tracestate) or None, and one `Malformed`
 (format, property key, short reason, capped excerpt of the value) per malformed value.
 Rules (docs/journeys.md#trace-context says them for users):
-- Cheap when there is nothing: a key is looked up (lower-cased) in `KEYS`; a message with no
-  such key costs that and nothing else. Keys are matched case-insensitively (HTTP header
-  names are, and W3C says vendors MUST accept any case); the first of a key wins.
+- Cheap when there is nothing: a key no longer than the longest of `KEYS` is looked up
+  (lower-cased) in `KEYS`; a message with no such key costs that and nothing else. Keys
+  are matched case-insensitively (HTTP header names are, and W3C says vendors MUST accept
+  any case); the first of a key wins.
 - Formats, each as its authority writes it:
   - `w3c`: `traceparent` = version-traceid(32)-parentid(16)-flags(2), lower-case hex; ids
     of all zeros and version ff invalid; version 00 has exactly these 4 fields, a higher
@@ -71,6 +72,7 @@ X_SAMPLED, X_FLAGS = "x-b3-sampled", "x-b3-flags"
 _MULTI = (X_TRACE, X_SPAN, X_PARENT, X_SAMPLED, X_FLAGS)
 #: The property keys that carry trace context (lower case).
 KEYS = frozenset((TRACEPARENT, TRACESTATE, B3, UBER, SW8, *_MULTI))
+_LONGEST = max(map(len, KEYS))
 
 
 #: The trace properties of a message: lower-cased key -> (key as sent, value).
@@ -103,6 +105,9 @@ _HEX = re.compile(r"[0-9a-fA-F]+")
 _STATE_KEY = re.compile(r"[a-z0-9][a-z0-9_\-*/@]{0,255}")
 _STATE_VALUE = re.compile(r"[\x20-\x2b\x2d-\x3c\x3e-\x7e]{0,255}[\x21-\x2b\x2d-\x3c\x3e-\x7e]")
 _DIGITS = re.compile(r"[0-9]{1,19}")
+#: A valid traceparent's shape (version, trace id, parent id, flags, a later version's rest)
+_TRACEPARENT = re.compile(r"([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-[0-9a-f]{2}(-.*)?", re.S)
+_ZERO_TRACE, _ZERO_SPAN = "0" * 32, "0" * 16
 T = TypeVar("T")
 _NOTHING: tuple[Trace | None, tuple[Malformed, ...]] = (None, ())
 
@@ -113,6 +118,8 @@ def trace_context(
     """The message's trace context (None: none valid) and its malformed values."""
     found: Found = {}
     for key, value in properties:
+        if len(key) > _LONGEST:
+            continue
         low = key.lower()
         if low in KEYS and low not in found:
             found[low] = (key, value)
@@ -120,10 +127,12 @@ def trace_context(
         return _NOTHING
     faults: list[Malformed] = []
     winner: Trace | None = None
+    present = {_FORMAT_OF[key] for key in found}
     for fmt in ORDER:
-        trace = _PARSERS[fmt](found, faults)
-        if winner is None:
-            winner = trace
+        if fmt in present:
+            trace = _PARSERS[fmt](found, faults)
+            if winner is None:
+                winner = trace
     return winner, tuple(faults)
 
 
@@ -172,6 +181,16 @@ def _lchex(text: str, digits: int, what: str) -> str:
 
 
 def _traceparent(v: str) -> Trace:
+    ok = _TRACEPARENT.fullmatch(v)
+    if ok is not None and ok[1] != "ff" and (ok[4] is None or ok[1] != "00"):
+        trace_id, span_id = ok[2], ok[3]
+        if trace_id != _ZERO_TRACE and span_id != _ZERO_SPAN:
+            return Trace(trace_id, span_id, W3C)
+    return _traceparent_fault(v)  # raises: the reason
+
+
+def _traceparent_fault(v: str) -> Trace:
+    """The reason `v` is malformed, found field by field."""
     version = _lchex(v[:2], 2, "version")
     if version == "ff":
         raise _Bad("version ff is invalid")
@@ -184,9 +203,9 @@ def _traceparent(v: str) -> Trace:
     _lchex(v[53:55], 2, "flags")
     if len(v) > 55 and (version == "00" or v[55] != "-"):
         raise _Bad("version 00 has 4 fields" if version == "00" else "flags not followed by '-'")
-    if trace_id == "0" * 32:
+    if trace_id == _ZERO_TRACE:
         raise _Bad("trace id is all zeros")
-    if span_id == "0" * 16:
+    if span_id == _ZERO_SPAN:
         raise _Bad("parent id is all zeros")
     return Trace(trace_id, span_id, W3C)
 
@@ -344,3 +363,9 @@ _PARSERS: dict[TraceFormat, Callable[[Found, list[Malformed]], Trace | None]] = 
     TraceFormat.SW8: _sw8,
 }
 assert tuple(_PARSERS) == ORDER
+#: The format each key belongs to.
+_FORMAT_OF: dict[str, TraceFormat] = {
+    TRACEPARENT: W3C, TRACESTATE: W3C, B3: TraceFormat.B3, UBER: JAEGER, SW8: TraceFormat.SW8,
+    **dict.fromkeys(_MULTI, B3_MULTI),
+}  # fmt: skip
+assert set(_FORMAT_OF) == KEYS

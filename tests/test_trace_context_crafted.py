@@ -8,6 +8,7 @@ as they are; a 64-bit B3 trace id left-padded with zeros to 32 digits).
 
 from __future__ import annotations
 
+import base64
 import struct
 from pathlib import Path
 from typing import Any
@@ -61,6 +62,10 @@ def _batch(entries: list[list[dict[str, str]]]) -> bytes:
         raw = single.SerializeToString()
         out += struct.pack(">I", len(raw)) + raw + b"x"
     return out
+
+
+def _b64(text: str) -> str:
+    return base64.b64encode(text.encode()).decode()
 
 
 def _read(path: Path) -> dict[str, list[dict[str, Any]]]:
@@ -153,6 +158,38 @@ def test_a_delivery_seen_before_the_receipt_of_an_uncaptured_send(tmp_path: Path
     (row,) = _read(s.write(tmp_path / "late.pcap"))["journeys"]
     assert row["receipt_ts"] is not None and row["delivered_ts"] is not None
     assert _trace(row) == ("000000000000000000000000deadbeef", "00000000deadbef0", "jaeger")
+
+
+def test_a_chunked_message_takes_its_first_chunk_s_properties(tmp_path: Path) -> None:
+    """The chunks of one message (each stored as an entry) carry its properties: one
+    message, one journey, with the sw8 trace context of the properties."""
+    s = Scene()
+    p, c = Conn(client_port=40001), Conn(client_port=40002)
+    s.open(p)
+    s.open(c)
+    for m in producer():
+        s.at(0, m, p)
+    for m in subscribe():
+        s.at(0, m, c)
+    trace, segment = "t.1.2", "seg.3"
+    fields = ["1", _b64(trace), _b64(segment), "7", *(_b64(x) for x in "sipe")]
+    props = _props(sw8="-".join(fields))
+
+    def chunk(i: int) -> MessageMetadata:
+        return _meta(0, props, uuid="u-1", chunk_id=i, num_chunks_from_msg=3,
+                     total_chunk_msg_size=12)  # fmt: skip
+
+    for i in range(3):
+        sent = send(0, payload=b"part", metadata=chunk(i), is_chunk=True)
+        s.at(1 + i / 10, sent, p).at(1.05 + i / 10, receipt(0, entry=20 + i), p)
+    for i in range(3):
+        s.at(2 + i / 10, message(20 + i, payload=b"part", metadata=chunk(i)), c)
+    s.at(3, ack(20, 21, 22), c)
+    tables = _read(s.write(tmp_path / "chunked.pcap"))
+    (row,) = tables["journeys"]
+    assert row["chunks"] == 3 and row["acked_ts"] is not None
+    assert _trace(row) == (trace, f"{segment}-7", "sw8")
+    assert [_trace(m) for m in tables["messages"]] == [(trace, f"{segment}-7", "sw8")] * 2
 
 
 def test_no_trace_properties_no_trace(tmp_path: Path) -> None:

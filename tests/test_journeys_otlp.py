@@ -18,7 +18,7 @@ import pytest
 
 from dissector.read import read_capture
 from dissector.tables.journeys import JOURNEYS
-from dissector.tables.otlp import export_requests
+from dissector.tables.otlp import journey_spans
 from dissector.tables.output import write_table
 from tests.support.cli import cli
 from tests.support.crafted import B2C, Conn, msg
@@ -150,7 +150,7 @@ def test_the_messages_own_trace_context(tmp_path: Path) -> None:
     cap, _ = _scene(tmp_path)
     rows = _rows(_table(cap))
     table = _with_trace(rows, W3C, B3_64, JAEGER_SHORT, SW8, NO_PARENT)
-    requests = list(export_requests(table))
+    requests = list(journey_spans(table))
     out = tmp_path / "spans.otlp.jsonl"
     write_table(table, "otlp", str(out))
     found = spans(parse(out.read_bytes()))
@@ -169,9 +169,7 @@ def test_the_messages_own_trace_context(tmp_path: Path) -> None:
     for i in range(5):
         for span in by_row[i][1:]:
             assert span.trace_id == heads[i].trace_id
-    assert sum(len(r["resourceSpans"][0]["scopeSpans"][0]["spans"]) for r in requests) == len(
-        found
-    )
+    assert sum(len(r["resourceSpans"][0]["scopeSpans"][0]["spans"]) for r in requests) == len(found)
 
 
 def test_same_capture_same_bytes(tmp_path: Path) -> None:
@@ -254,4 +252,4 @@ def test_stage_spans_need_both_ends(tmp_path: Path) -> None:
 def _lines(table: pa.Table) -> list[bytes]:
     import orjson
 
-    return [orjson.dumps(r) + b"\n" for r in export_requests(table)]
+    return [orjson.dumps(r) + b"\n" for r in journey_spans(table)]

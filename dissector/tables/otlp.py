@@ -3,7 +3,7 @@
 Input: record batches (or an Arrow table) of the journeys table, every column of it
 (dissector.tables.journeys.JOURNEYS).
 Output: for each batch with rows, one `ExportTraceServiceRequest` in the OTLP JSON encoding,
-as a dict of JSON values (`export_request`, `export_requests`): what the OpenTelemetry
+as a dict of JSON values (`export_request`, `journey_spans`): what the OpenTelemetry
 Collector's file exporter writes on one line, and its `otlpjsonfile` receiver reads back.
 Rule: per row, one span for the journey (the message's way to the row's subscription) and
 one child span per stage whose two ends were seen: persist (send -> receipt), dispatch
@@ -265,9 +265,7 @@ def row_spans(row: dict[str, Any]) -> list[dict[str, Any]]:
 
 def _rows(batch: pa.RecordBatch) -> list[dict[str, Any]]:
     """The batch's rows with timestamps as µs since the epoch."""
-    arrays = [
-        a.cast(pa.int64()) if pa.types.is_timestamp(a.type) else a for a in batch.columns
-    ]
+    arrays = [a.cast(pa.int64()) if pa.types.is_timestamp(a.type) else a for a in batch.columns]
     rows: list[dict[str, Any]] = pa.RecordBatch.from_arrays(
         arrays, names=batch.schema.names
     ).to_pylist()
@@ -294,7 +292,7 @@ def export_request(batch: pa.RecordBatch, version: str | None = None) -> dict[st
     }
 
 
-def export_requests(
+def journey_spans(
     journeys: pa.Table | Iterable[pa.RecordBatch], version: str | None = None
 ) -> Iterator[dict[str, Any]]:
     """One ExportTraceServiceRequest per record batch with rows (a table's batches as

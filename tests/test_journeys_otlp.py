@@ -54,15 +54,13 @@ def _scene(tmp_path: Path) -> tuple[Path, dict[str, Any]]:
     """One message to two subscriptions, a second one delivered before its receipt reached
     the capture (dispatch < 0), a third refused (SEND_ERROR), a fourth never answered."""
     s = Scene()
-    p, a, b = Conn(client_port=40001), Conn(client_port=40002), Conn(client_port=40003)
-    for conn in (p, a, b):
-        s.open(conn)
-    for m in producer(name=PRODUCER):
-        s.at(0, m, p)
-    for m in _sub("orders-a", cid=2, rid=2, sub_type=0, consumer="alice"):
-        s.at(0, m, a)
-    for m in _sub("orders-b", cid=5, rid=3, sub_type=1, consumer="bob"):
-        s.at(0, m, b)
+    p, a, b = (s.open(Conn(client_port=port)) for port in (40001, 40002, 40003))
+    subscriptions = {a: ("orders-a", 2, 0, "alice"), b: ("orders-b", 5, 1, "bob")}
+    frames = [(m, p) for m in producer(name=PRODUCER)]
+    for conn, (name, cid, kind, consumer) in subscriptions.items():
+        frames += [(m, conn) for m in _sub(name, cid, cid + 1, kind, consumer)]
+    for m, conn in frames:
+        s.at(0, m, conn)
     s.at(0.1, flow(10), a).at(0.1, flow(10, cid=5), b)
     sent, stored = _send(7), receipt(7, entry=3)
     to_a, to_b, ack_a = _message(3, 7), _message(3, 7, cid=5), ack(3)

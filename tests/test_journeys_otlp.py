@@ -209,10 +209,10 @@ def test_nothing_half_written_on_failure(tmp_path: Path, monkeypatch: pytest.Mon
 
     cap, _ = _scene(tmp_path)
 
-    def broken(*_: object) -> dict[str, Any]:
+    def broken(*_: object) -> list[dict[str, Any]]:
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(otlp, "export_request", broken)
+    monkeypatch.setattr(otlp, "row_spans", broken)
     out = tmp_path / "spans.otlp.jsonl"
     with pytest.raises(RuntimeError):
         main(["read", str(cap), "--table", "journeys", "-j", "1", "-o", str(out)])
@@ -251,3 +251,43 @@ def _lines(table: pa.Table) -> list[bytes]:
     import orjson
 
     return [orjson.dumps(r) + b"\n" for r in journey_spans(table)]
+
+
+@pytest.mark.parametrize(
+    ("text", "width", "expected"),
+    [
+        ("4bf92f3577b34da6a3ce929d0e0e4736", 32, "4bf92f3577b34da6a3ce929d0e0e4736"),  # W3C
+        ("A3CE929D0E0E4736", 32, "0000000000000000a3ce929d0e0e4736"),  # B3 64-bit, any case
+        ("abc", 32, "00000000000000000000000000000abc"),  # Jaeger: leading zeros dropped
+        (" 1f ", 16, "000000000000001f"),
+        ("0" * 32, 32, None),  # all zeros: W3C's invalid id
+        ("0", 16, None),
+        ("1" * 33, 32, None),  # too long
+        ("a2a5f5c1d3e94b3c8f3b.119.16358023495200001", 32, None),  # SkyWalking's: not hex
+        ("", 16, None),
+        (None, 16, None),
+    ],
+)
+def test_ids_as_otlp_writes_them(text: str | None, width: int, expected: str | None) -> None:
+    from dissector.tables.otlp import hex_id
+
+    assert hex_id(text, width) == expected
+
+
+def test_the_python_entry_gives_the_files_lines(tmp_path: Path) -> None:
+    """dissector.journey_spans (dicts) and the written file (bytes) are the same requests."""
+    import importlib.metadata
+
+    import orjson
+
+    import dissector
+
+    cap, _ = _scene(tmp_path)
+    table = _table(cap)
+    table = pa.concat_tables([table, table])  # two batches: two lines
+    out = tmp_path / "spans.otlp.jsonl"
+    write_table(table, "otlp", str(out))
+    version = importlib.metadata.version("pulsar-dissector")
+    requests = list(dissector.journey_spans(table, version))
+    assert len(requests) == len(table.to_batches()) == 2
+    assert out.read_bytes() == b"".join(orjson.dumps(r) + b"\n" for r in requests)

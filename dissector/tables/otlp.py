@@ -3,8 +3,9 @@
 Input: record batches (or an Arrow table) of the journeys table, every column of it
 (dissector.tables.journeys.JOURNEYS).
 Output: for each batch with rows, one `ExportTraceServiceRequest` in the OTLP JSON encoding,
-as a dict of JSON values (`export_request`, `journey_spans`): what the OpenTelemetry
-Collector's file exporter writes on one line, and its `otlpjsonfile` receiver reads back.
+as a dict of JSON values (`export_request`, `journey_spans`) or as that line's bytes
+(`export_line`): what the OpenTelemetry Collector's file exporter writes on one line, and
+its `otlpjsonfile` receiver reads back.
 Rule: per row, one span for the journey (the message's way to the row's subscription) and
 one child span per stage whose two ends were seen: persist (send -> receipt), dispatch
 (receipt -> delivered), consume (delivered -> acked). Times are the row's capture times.
@@ -20,6 +21,7 @@ import hashlib
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+import orjson
 import pyarrow as pa
 
 #: OpenTelemetry's SpanKind and StatusCode numbers (opentelemetry/proto/trace/v1/trace.proto):
@@ -108,8 +110,10 @@ def hex_id(text: str | None, width: int) -> str | None:
 
 
 def _derived(width: int, *parts: object) -> str:
-    """A deterministic id of `width` hex digits (never all zeros) from `parts`."""
-    digest = hashlib.sha256(repr((_ID_SCHEME, *parts)).encode()).hexdigest()[:width]
+    """A deterministic id of `width` hex digits (never all zeros) from `parts` (JSON
+    values; a dict's keys sorted)."""
+    text = orjson.dumps((_ID_SCHEME, *parts), option=orjson.OPT_SORT_KEYS)
+    digest = hashlib.sha256(text).hexdigest()[:width]
     return digest if digest.strip("0") else "1".rjust(width, "0")
 
 
@@ -155,10 +159,13 @@ def trace_of(row: dict[str, Any]) -> tuple[str, str | None]:
 
 def _value(value: object) -> dict[str, Any]:
     """An OTLP AnyValue: int64 as a decimal string (the protobuf JSON mapping)."""
-    if isinstance(value, bool):
-        return {"boolValue": value}
-    if isinstance(value, int):
+    kind = type(value)
+    if kind is str:
+        return {"stringValue": value}
+    if kind is int:
         return {"intValue": str(value)}
+    if kind is bool:
+        return {"boolValue": value}
     return {"stringValue": str(value)}
 
 
@@ -214,7 +221,7 @@ def row_spans(row: dict[str, Any]) -> list[dict[str, Any]]:
     """The spans of one journey row (times as µs since the epoch): the journey's, then one
     per stage whose two ends were seen, each its child."""
     trace, parent = trace_of(row)
-    journey = _derived(16, "journey", trace, sorted(row.items()))
+    journey = _derived(16, "journey", trace, row)
     topic = row["topic"]
     times = [row[h] for h in HOPS if row[h] is not None]
     if not times:  # (a row has at least one hop; this keeps a malformed one a span)
@@ -272,16 +279,10 @@ def _rows(batch: pa.RecordBatch) -> list[dict[str, Any]]:
     return rows
 
 
-def export_request(batch: pa.RecordBatch, version: str | None = None) -> dict[str, Any]:
-    """The spans of a batch of journeys as one ExportTraceServiceRequest (OTLP JSON):
-    resource `service.name` SERVICE_NAME, one scope (SCOPE_NAME, `version`)."""
-    missing = missing_columns(batch.schema)
-    if missing:
-        raise ValueError(f"not the journeys table: no {', '.join(missing)} column")
+def _request(spans: list[Any], version: str | None) -> dict[str, Any]:
     scope: dict[str, Any] = {"name": SCOPE_NAME}
     if version is not None:
         scope["version"] = version
-    spans = [span for row in _rows(batch) for span in row_spans(row)]
     return {
         "resourceSpans": [
             {
@@ -290,6 +291,28 @@ def export_request(batch: pa.RecordBatch, version: str | None = None) -> dict[st
             }
         ]
     }
+
+
+def _journeys(batch: pa.RecordBatch) -> list[dict[str, Any]]:
+    missing = missing_columns(batch.schema)
+    if missing:
+        raise ValueError(f"not the journeys table: no {', '.join(missing)} column")
+    return _rows(batch)
+
+
+def export_request(batch: pa.RecordBatch, version: str | None = None) -> dict[str, Any]:
+    """The spans of a batch of journeys as one ExportTraceServiceRequest (OTLP JSON):
+    resource `service.name` SERVICE_NAME, one scope (SCOPE_NAME, `version`)."""
+    return _request([span for row in _journeys(batch) for span in row_spans(row)], version)
+
+
+def export_line(batch: pa.RecordBatch, version: str | None = None) -> bytes:
+    """`export_request` encoded as one line of JSON (UTF-8, newline-terminated). Each row's
+    spans are encoded as they are made, so the batch's spans are never all live dicts at
+    once (which would make the garbage collector scan millions of them, over and over)."""
+    head, tail = orjson.dumps(_request([], version)).split(b'"spans":[]', 1)
+    spans = b",".join(orjson.dumps(span) for row in _journeys(batch) for span in row_spans(row))
+    return head + b'"spans":[' + spans + b"]" + tail + b"\n"
 
 
 def journey_spans(

@@ -51,9 +51,9 @@ def otlp_lines(batch: pa.RecordBatch) -> bytes:
     """The journeys of a batch as one line of OTLP JSON (nothing for no rows)."""
     if not batch.num_rows:
         return b""
-    from dissector.tables.otlp import export_request
+    from dissector.tables.otlp import export_line
 
-    return orjson.dumps(export_request(batch, _version())) + b"\n"
+    return export_line(batch, _version())
 
 
 def _version() -> str | None:

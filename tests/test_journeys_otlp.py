@@ -291,3 +291,44 @@ def test_the_python_entry_gives_the_files_lines(tmp_path: Path) -> None:
     requests = list(dissector.journey_spans(table, version))
     assert len(requests) == len(table.to_batches()) == 2
     assert out.read_bytes() == b"".join(orjson.dumps(r) + b"\n" for r in requests)
+
+
+@pytest.mark.parametrize("to", ["-o", "stdout"])
+def test_a_full_device_is_one_line(to: str) -> None:
+    """Spans written to /dev/full (every write fails: a full disk): exit 2, one line, the
+    device still a device, as for the other formats."""
+    import stat
+    import subprocess
+    import sys
+
+    from tests.support.samples import PCAPS
+
+    args = ["read", str(PCAPS / "produce_consume.pcap"), "--table", "journeys"]
+    args += ["--format", "otlp"] + (["-o", "/dev/full"] if to == "-o" else [])
+    with open("/dev/full", "w") as full:
+        done = subprocess.run(
+            [sys.executable, "-m", "dissector.frontends.cli", *args],
+            stdout=full, stderr=subprocess.PIPE, text=True, check=False,
+        )  # fmt: skip
+    assert stat.S_ISCHR(os.stat("/dev/full").st_mode)
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1 and "no space left on device" in lines[0], done.stderr
+
+
+def test_spans_of_the_bundled_samples(tmp_path: Path) -> None:
+    """The sample captures' journeys (recorded from real clients): every span its row's."""
+    from tests.support.samples import PCAPS
+
+    total, partitions, batched = 0, set(), False
+    for cap in sorted(PCAPS.glob("*.pcap*")):
+        table = _table(cap)
+        out = tmp_path / f"{cap.name}.otlp.jsonl"
+        write_table(table, "otlp", str(out))
+        found = spans(parse(out.read_bytes()))
+        rows = _rows(table)
+        check(rows, found)
+        total += len(found)
+        partitions |= {r["partition"] for r in rows}
+        batched |= any(r["batch_index"] is not None for r in rows)
+    assert total > 0 and batched and max(partitions) >= 0  # batches and partitions seen

@@ -108,6 +108,10 @@ def check(rows: list[dict[str, Any]], found: list[Span]) -> dict[int, list[Span]
         assert attrs["messaging.system"] == "pulsar"
         assert attrs.get("messaging.destination.name") == row["topic"]
         assert attrs.get("messaging.message.id") == _message_id(row)
+        partition = row["partition"] if row["partition"] is not None else -1
+        assert attrs.get("messaging.destination.partition.id") == (
+            str(partition) if partition >= 0 else None
+        )
         assert attrs.get("messaging.consumer.group.name") == row["subscription"]
         assert attrs.get("messaging.destination.subscription.name") == row["subscription"]
         if row["error"] is None:

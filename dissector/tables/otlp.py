@@ -28,6 +28,8 @@ import pyarrow as pa
 #: OTLP JSON writes enums as integers.
 KIND_INTERNAL, KIND_PRODUCER, KIND_CONSUMER = 1, 4, 5
 STATUS_ERROR = 2
+#: Span.flags bits (SpanFlags): whether the parent is known to be remote, and that it is.
+HAS_IS_REMOTE, IS_REMOTE = 0x100, 0x200
 #: The semantic conventions the attributes follow: messaging.consumer.group.name,
 #: messaging.destination.subscription.name and messaging.operation.type are in 1.27.0 on.
 SCHEMA_URL = "https://opentelemetry.io/schemas/1.27.0"
@@ -203,10 +205,13 @@ def _span(
     kind: int,
     times: tuple[int, int],
     attributes: list[dict[str, Any]],
+    remote: bool = False,
 ) -> dict[str, Any]:
+    """A span; `remote`: its parent is another process's (the message's producer)."""
     out: dict[str, Any] = {"traceId": trace, "spanId": span}
     if parent is not None:
         out["parentSpanId"] = parent
+        out["flags"] = HAS_IS_REMOTE | (IS_REMOTE if remote else 0)
     out.update(
         name=name,
         kind=kind,
@@ -238,6 +243,7 @@ def row_spans(row: dict[str, Any]) -> list[dict[str, Any]]:
         KIND_INTERNAL,
         (min(times), max(times)),
         _attributes(pairs),
+        remote=True,
     )
     if row["error"] is not None:
         head["status"] = {"message": row["error"], "code": STATUS_ERROR}

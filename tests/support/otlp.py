@@ -20,7 +20,10 @@ from typing import Any
 from google.protobuf import json_format
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
-from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
+from opentelemetry.proto.trace.v1.trace_pb2 import Span, SpanFlags, Status
+
+HAS_IS_REMOTE = SpanFlags.SPAN_FLAGS_CONTEXT_HAS_IS_REMOTE_MASK
+IS_REMOTE = SpanFlags.SPAN_FLAGS_CONTEXT_IS_REMOTE_MASK
 
 _IDS = {"traceId": 32, "spanId": 16, "parentSpanId": 16}
 #: stage -> (start hop, end hop, span kind)
@@ -125,10 +128,11 @@ def check(rows: list[dict[str, Any]], found: list[Span]) -> dict[int, list[Span]
             parent = (row["span_id"] or "").lower()
             if re.fullmatch("[0-9a-f]{1,16}", parent) and parent.strip("0"):
                 assert journey.parent_span_id.hex() == parent.rjust(16, "0")
+                assert journey.flags == HAS_IS_REMOTE | IS_REMOTE  # the producer's span
             else:
-                assert journey.parent_span_id == b""
+                assert journey.parent_span_id == b"" and journey.flags == 0
         else:
-            assert journey.parent_span_id == b""
+            assert journey.parent_span_id == b"" and journey.flags == 0
         assert len(journey.trace_id) == 16 and journey.trace_id.strip(b"\0")
         assert len(journey.span_id) == 8 and journey.span_id.strip(b"\0")
         mine = [journey]
@@ -143,6 +147,7 @@ def check(rows: list[dict[str, Any]], found: list[Span]) -> dict[int, list[Span]
             assert span.name == f"{stage} {row['topic']}"
             assert span.kind == kind
             assert (span.trace_id, span.parent_span_id) == (journey.trace_id, journey.span_id)
+            assert span.flags == HAS_IS_REMOTE  # its parent is local: the journey span
             assert span.start_time_unix_nano == t0 * 1000
             assert span.end_time_unix_nano == max(t0, t1) * 1000
             a = attributes(span)

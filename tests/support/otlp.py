@@ -101,7 +101,8 @@ def check(rows: list[dict[str, Any]], found: list[Span]) -> dict[int, list[Span]
         seen = [row[f"{h}_ts"] for h in ("send", "receipt", "delivered", "acked")]
         seen = [t for t in seen if t is not None]
         assert journey.kind == Span.SPAN_KIND_INTERNAL
-        assert journey.name == f"journey {row['topic']}"
+        topic = f" {row['topic']}" if row["topic"] else ""
+        assert journey.name == f"journey{topic}"
         assert journey.start_time_unix_nano == min(seen) * 1000
         assert journey.end_time_unix_nano == max(seen) * 1000
         attrs = attributes(journey)
@@ -144,7 +145,7 @@ def check(rows: list[dict[str, Any]], found: list[Span]) -> dict[int, list[Span]
             span = found[at]
             at += 1
             mine.append(span)
-            assert span.name == f"{stage} {row['topic']}"
+            assert span.name == f"{stage}{topic}"
             assert span.kind == kind
             assert (span.trace_id, span.parent_span_id) == (journey.trace_id, journey.span_id)
             assert span.flags == HAS_IS_REMOTE  # its parent is local: the journey span

@@ -122,17 +122,19 @@ def codes(path: Path, thresholds: Thresholds | None = None) -> list[str]:
 # ------------------------------------------------------------------------- common frames
 
 
-def producer(pid: int = 1, rid: int = 1, name: str = "diag-producer") -> list[Msg]:
+def producer(
+    pid: int = 1, rid: int = 1, name: str = "diag-producer", topic: str = TOPIC
+) -> list[Msg]:
     return [
-        msg(C2B, "PRODUCER", topic=TOPIC, producer_id=pid, request_id=rid, producer_name=name),
+        msg(C2B, "PRODUCER", topic=topic, producer_id=pid, request_id=rid, producer_name=name),
         msg(B2C, "PRODUCER_SUCCESS", request_id=rid, producer_name=name),
     ]
 
 
-def subscribe(cid: int = 2, rid: int = 2, sub_type: int = 1) -> list[Msg]:
+def subscribe(cid: int = 2, rid: int = 2, sub_type: int = 1, topic: str = TOPIC) -> list[Msg]:
     return [
         msg(
-            C2B, "SUBSCRIBE", topic=TOPIC, subscription=SUB, subType=sub_type,
+            C2B, "SUBSCRIBE", topic=topic, subscription=SUB, subType=sub_type,
             consumer_id=cid, request_id=rid,
         ),
         msg(B2C, "SUCCESS", request_id=rid),

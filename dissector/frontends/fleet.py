@@ -13,24 +13,32 @@ same percentiles, names, answered outcomes and milliseconds), computed by Spark:
 `percentile` is exact with the linear interpolation `stats` states (numpy's default), so the
 fleet job and `pulsar-dissect summary` give the same numbers. The journeys table is not made
 by the tasks (a message's journey spans captures, and a task would hold every message of its
-series until the series ends): it is written empty, until the fleet's journeys are joined
-across its captures in Spark (issue 29, docs/journeys.md).
+series until the series ends): each task records the joiner's input instead
+(dissector.frontends.journey_events), kept by Spark (cached, shuffled), never in OUT; Spark
+then puts each topic's events of each merge group of series in the order of a local read
+of the captures together, and a second stage runs the one Joiner over each, writing the
+journeys table as the tasks write the others.
 """
 
 from __future__ import annotations
 
 import json
 import posixpath
+from dataclasses import replace
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+import pyarrow as pa
 import pyarrow.fs as pafs
+from pyspark import StorageLevel, TaskContext
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.pandas.types import from_arrow_schema
 
 from dissector.capture import series as series_mod
 from dissector.capture.locations import filesystem_for, is_local, local_path
 from dissector.events import Checksum, Conversation, ConversationOpened, MessageKind, Outcome
+from dissector.frontends import journey_events as je
 from dissector.frontends.partitioned import PartitionedWriter, write_empty
 from dissector.frontends.spark import executor_errors, expand
 from dissector.frontends.terminal import printable
@@ -73,11 +81,14 @@ def _dissect_bundle(
     items: Iterable[tuple[int, list[str]]],
     output: tuple[pafs.FileSystem, str],
     options: ReaderOptions,
-) -> Iterator[tuple[str, int]]:
-    """Executor side: dissect a bundle of series into partitioned Parquet; yield row counts.
+) -> Iterator[pa.RecordBatch]:
+    """Executor side: dissect a bundle of series into partitioned Parquet; yield the joiner's
+    input recorded (journey_events.STAGE rows: events, each series' span), then the rows
+    written per table.
 
     Batches go to the writer as the builder makes them (its sink): memory holds at most
-    BATCH_ROWS rows per table, whatever the size of the series."""
+    BATCH_ROWS rows per table, whatever the size of the series, and BATCH_EVENTS recorded
+    events."""
     writer = PartitionedWriter(*output, task)
     try:
         for index, files in items:
@@ -87,48 +98,157 @@ def _dissect_bundle(
                 sink=writer.write,
                 diagnoser=diagnoser(options),
             )
+            recorder = je.Recorder(index, files)
             closed: list[int] = []
             add = builder.feeder()
-            for ev in iter_series(files, options, index):
+            for ev in iter_series(files, options, index, recorder.watch):
                 if isinstance(ev, ConversationOpened):
                     writer.connection(ev.conn_id, ev.key)
                 elif isinstance(ev, Conversation):
                     writer.connection(ev.conn_id, ev.key)
                     closed.append(ev.conn_id)
                 add(ev)
+                recorder.feed(ev)
+                yield from recorder.take()
                 if len(closed) >= FORGET_AFTER:
                     builder.flush()
                     writer.forget(closed)
                     closed = []
             builder.finish()
             writer.forget(closed)
+            yield from recorder.take(final=True)
     finally:
         writer.close()
-    yield from writer.counts.items()
+    yield je.counts_batch(writer.counts.items())
+
+
+def _join_partition(
+    task: int, batches: Iterable[pa.RecordBatch], output: tuple[pafs.FileSystem, str]
+) -> Iterator[pa.RecordBatch]:
+    """Executor side of the second stage: recorded events in their order (journey_events.
+    ORDER) joined into the journeys table, written as the tasks write the others; yields
+    its row count."""
+    writer = PartitionedWriter(*output, task)
+    try:
+        for batch in je.joined(batches, writer.connection):
+            writer.write("journeys", batch)
+    finally:
+        writer.close()
+    yield je.counts_batch([("journeys", writer.counts["journeys"])])
+
+
+_STAGE = from_arrow_schema(je.STAGE)
+
+
+def _staged(
+    spark: SparkSession,
+    groups: list[list[str]],
+    run: Any,
+) -> DataFrame:
+    """The first stage: `run(task, items)` over the series, a task per bundle of them."""
+    tasks = max(1, min(len(groups), spark.sparkContext.defaultParallelism * 2))
+    rdd = spark.sparkContext.parallelize(list(enumerate(groups)), tasks)
+    series = spark.createDataFrame(rdd, "series long, files array<string>")
+
+    def stage(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        items = [
+            (int(i), list(f))
+            for b in batches
+            for i, f in zip(b.column("series").to_pylist(), b.column("files").to_pylist(), strict=True)
+        ]
+        yield from run(TaskContext.get().partitionId(), items)  # type: ignore[union-attr]
+
+    return series.mapInArrow(stage, _STAGE)
+
+
+def ordered_events(spark: SparkSession, staged: DataFrame, spans: list[Any]) -> DataFrame:
+    """The recorded events of `staged` keyed by merge group and topic (journey_events.
+    groups) and sorted within Spark partitions by journey_events.ORDER, each key's events
+    in one partition: what `journey_events.joined` takes."""
+    assigned = je.groups(spans)
+    keys = spark.createDataFrame(
+        [(s, g, one) for s, (g, one) in assigned.items()] or [(-1, -1, False)],
+        "series long, grp long, one boolean",
+    )
+    events = staged.where(F.col("kind") == "event").join(F.broadcast(keys), "series")
+    events = events.withColumn(
+        "jkey", F.when(F.col("one"), F.lit("")).otherwise(F.coalesce("topic", F.lit("")))
+    )
+    parts = max(1, spark.sparkContext.defaultParallelism * 2)
+    return (
+        events.repartition(parts, "grp", "jkey")
+        .sortWithinPartitions(*je.ORDER)
+        .select("grp", "jkey", "event")
+    )
+
+
+def _spans(meta: list[Any]) -> list[tuple[int, int | None, int | None, bool]]:
+    return [(r["series"], r["ts"], r["seq"], bool(r["unknown"])) for r in meta if r["kind"] == "span"]
 
 
 def dissect(
     spark: SparkSession, paths: list[str], out: str, options: ReaderOptions
 ) -> dict[str, int]:
-    """One pass over every capture series; returns the rows written per table."""
+    """One pass over every capture series, then the journeys joined; returns the rows
+    written per table."""
     groups = series_mod.group(expand(paths, options.s3_endpoint), options.series)
     fs, base = output = _output_filesystem(out, options.s3_endpoint)
     fs.create_dir(base, recursive=True)
     for name in TABLES:  # the tables of an earlier run would mix with these
         if fs.get_file_info(posixpath.join(base, name)).type != pafs.FileType.NotFound:
             fs.delete_dir(posixpath.join(base, name))
-    tasks = max(1, min(len(groups), spark.sparkContext.defaultParallelism * 2))
-    rdd = spark.sparkContext.parallelize(list(enumerate(groups)), tasks)
-    counts = rdd.mapPartitionsWithIndex(
-        lambda task, items: _dissect_bundle(task, items, output, options)
-    ).reduceByKey(lambda a, b: a + b)
     written = dict.fromkeys(TABLES, 0)
     with executor_errors():
-        written.update(dict(counts.collect()))
+        staged = _staged(
+            spark, groups, lambda task, items: _dissect_bundle(task, items, output, options)
+        ).persist(StorageLevel.MEMORY_AND_DISK)  # computed once: its tasks write the tables
+        try:
+            meta = staged.where(F.col("kind") != "event").collect()
+            for row in meta:
+                if row["kind"] == "rows":
+                    written[row["topic"]] += row["ts"]
+            events = ordered_events(spark, staged, _spans(meta))
+            joined = events.mapInArrow(
+                lambda batches: _join_partition(
+                    TaskContext.get().partitionId(),  # type: ignore[union-attr]
+                    batches,
+                    output,
+                ),
+                _STAGE,
+            )
+            for row in joined.collect():
+                written[row["topic"]] += row["ts"]
+        finally:
+            staged.unpersist()
     for name in TABLES:  # empty tables still get a (schema-only) file, so reads never fail
         if not written[name]:
             write_empty(fs, base, name)
     return written
+
+
+def _record_bundle(
+    task: int, items: Iterable[tuple[int, list[str]]], options: ReaderOptions
+) -> Iterator[pa.RecordBatch]:
+    """Executor side, for the data source's journeys: the joiner's input recorded, no table
+    written."""
+    for index, files in items:
+        yield from je.record(files, options, index)
+
+
+def journeys_frame(spark: SparkSession, paths: list[str], options: ReaderOptions) -> DataFrame:
+    """The journeys table of the captures as a DataFrame, joined as the fleet job joins it
+    (the data source's `table=journeys`, through `dissector.spark.read`). The series' spans
+    are read first (a Spark job recording every series); the DataFrame records them again
+    when it is computed (nothing is kept between the two)."""
+    groups = series_mod.group(expand(paths, options.s3_endpoint), options.series)
+    own = replace(options, frame_runs=False)
+    with executor_errors():
+        staged = _staged(spark, groups, lambda task, items: _record_bundle(task, items, own))
+        meta = staged.where(F.col("kind") == "span").collect()
+    events = ordered_events(spark, staged, _spans(meta))
+    return events.mapInArrow(
+        lambda batches: je.joined(batches), from_arrow_schema(TABLES["journeys"].schema)
+    )
 
 
 def load(spark: SparkSession, out: str) -> dict[str, DataFrame]:

@@ -71,6 +71,8 @@ from dissector.tables.predicates import mask as predicate_mask
 from dissector.tables.schema import TABLES, needs_pairs, needs_payloads, takes_frame_runs
 
 PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
+#: The table `read` joins in Spark (the data source's reader refuses it: see `read`).
+JOURNEYS = "journeys"
 _PUSHABLE = ("conn_id", "ts", "command", "topic", "broker_port", "client_port", "code")
 _OPS: dict[type[Filter], Op] = {
     EqualTo: "eq",
@@ -138,6 +140,12 @@ class PulsarDataSource(DataSource):
     def reader(self, schema: StructType) -> DataSourceReader:
         opts = {str(k).lower(): str(v) for k, v in self.options.items()}
         opts["table"] = self._table()
+        if opts["table"] == JOURNEYS:
+            raise UsageError(
+                "the journeys table joins messages across captures, which a data source "
+                "reading each series alone cannot: use dissector.spark.read(spark, paths, "
+                "table='journeys') (docs/fleet.md)"
+            )
         # the endpoint the driver resolves (option, else its environment) is the executors'
         endpoint = s3_endpoint_from(opts.get("s3_endpoint"))
         if endpoint:
@@ -346,8 +354,21 @@ def executor_errors() -> Iterator[None]:
 def read(
     spark: SparkSession, paths: str | Sequence[str], table: str = "frames", **options: Any
 ) -> DataFrame:
-    """One table of the captures as a Spark DataFrame (registers the source if needed)."""
+    """One table of the captures as a Spark DataFrame (registers the source if needed).
+    The journeys table is joined across the captures as the fleet job joins it
+    (dissector.frontends.fleet.journeys_frame): the data source reads each series alone."""
     register(spark)
+    if table == JOURNEYS:
+        from dissector.frontends import fleet  # needs this module: imported when used
+
+        given = {k: ",".join(map(str, v)) if isinstance(v, list | tuple | set | frozenset)
+                 else str(v) for k, v in options.items()}  # fmt: skip
+        given["table"] = table
+        endpoint = s3_endpoint_from(given.pop("s3_endpoint", None))
+        if endpoint:
+            given["s3_endpoint"] = endpoint
+        items = [paths] if isinstance(paths, str) else [str(p) for p in paths]
+        return fleet.journeys_frame(spark, items, options_from(given))
     reader = spark.read.format("pulsar").option("table", table)
     if spark.conf.get(PUSHDOWN_CONF, "false") == "true":
         reader = reader.option("pushdown", "true")

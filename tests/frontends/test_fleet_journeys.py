@@ -1,25 +1,32 @@
-"""The fleet's journeys without Spark: each series recorded on its own, keyed, ordered and
-joined (dissector.frontends.journey_events.journeys, the fleet job's steps in one process)
-give the journeys of a local read of the captures together, row for row (connection ids
-and packet numbers translated: tests/support/lake.py)."""
+"""The fleet's journeys: each series recorded on its own, keyed, ordered and joined give the
+journeys of a local read of the captures together, row for row (connection ids and packet
+numbers translated: tests/support/lake.py); without Spark (dissector.frontends.
+journey_events.journeys, the fleet job's steps in one process), then by the fleet job and
+the data source in a local Spark session."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pyarrow as pa
+import pytest
+from pyspark.sql import SparkSession
 
 from dissector.capture import series as series_mod
+from dissector.frontends import fleet
 from dissector.frontends import journey_events as je
+from dissector.frontends import spark as ds
 from dissector.frontends.spark import expand
 from dissector.read import ReaderOptions, read_tables
 from tests.support.crafted import Conn
-from tests.support.lake import journeys_as_local, table_rows
+from dissector.tables.schema import SCHEMAS
+from tests.support.lake import journeys_as_local, lake_table, table_rows
 from tests.support.scenes import Scene, ack, message, producer, receipt, send, subscribe
 
 PCAPS = Path(__file__).resolve().parents[2] / "pcaps"
 TABLES = ["journeys", "frames", "conversations"]
 OTHER = "persistent://public/default/other"
+TABLES_SCHEMA = SCHEMAS["journeys"]
 
 
 def fleet_and_local(paths: list[str]) -> tuple[list[str], list[str], pa.Table]:
@@ -75,3 +82,37 @@ def test_two_hosts_apart_with_a_subscribe_missed(tmp_path: Path) -> None:
     assert got == want
     unnamed = [r for r in made.to_pylist() if r["subscription"] is None and r["deliveries"]]
     assert len(unnamed) == 1 and unnamed[0]["send_ts"] is not None
+
+
+# ---------------------------------------------------------------------------- in Spark
+
+
+def _spark_journeys_as_local(spark: SparkSession, paths: list[str], tmp_path: Path) -> list[str]:
+    out = tmp_path / "out"
+    fleet.dissect(spark, paths, str(out), ReaderOptions())
+    tables = {name: lake_table(out, name) for name in TABLES}
+    return journeys_as_local(tables, read_tables(paths, tables=TABLES))
+
+
+@pytest.mark.parametrize("subscribed", [True, False])
+def test_fleet_job_joins_two_hosts_captures(
+    spark: SparkSession, tmp_path: Path, subscribed: bool
+) -> None:
+    """The producer's and the consumer's host captured apart, two inputs of the fleet job:
+    its journeys table is the local read's of both captures together."""
+    paths = _two_hosts(tmp_path, subscribed=subscribed)
+    _, want, _ = fleet_and_local(paths)
+    assert _spark_journeys_as_local(spark, paths, tmp_path) == want
+
+
+def test_data_source_journeys_are_the_fleets(spark: SparkSession, tmp_path: Path) -> None:
+    paths = _two_hosts(tmp_path)
+    df = ds.read(spark, paths, table="journeys")
+    assert df.columns == TABLES_SCHEMA.names
+    got = pa.Table.from_pylist([r.asDict() for r in df.collect()], TABLES_SCHEMA)
+    fleet_tables = read_tables(paths, ReaderOptions(per_series_ids=True), tables=TABLES)
+    fleet_tables["journeys"] = got
+    _, want, _ = fleet_and_local(paths)
+    assert journeys_as_local(fleet_tables, read_tables(paths, tables=TABLES)) == want
+    with pytest.raises(Exception, match="dissector.spark.read"):
+        spark.read.format("pulsar").option("table", "journeys").load(paths[0]).collect()

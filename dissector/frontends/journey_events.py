@@ -55,7 +55,7 @@ from dissector.tables.builders import BATCH_ROWS
 from dissector.tables.schema import TABLES
 
 #: Rows of recorded events per Arrow batch a task hands on.
-BATCH_EVENTS = 4096
+BATCH_EVENTS = 2048
 #: The order time of the events of a series' end: after every packet of its group.
 END = (1 << 63) - 1
 #: Topics remembered per open connection (to send its end to each): a client multiplexes

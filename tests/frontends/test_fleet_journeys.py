@@ -17,8 +17,9 @@ from dissector.frontends import fleet
 from dissector.frontends import journey_events as je
 from dissector.frontends import spark as ds
 from dissector.frontends.spark import expand
+from dissector.pulsar.wire import MessageMetadata
 from dissector.read import ReaderOptions, read_tables
-from tests.support.crafted import Conn
+from tests.support.crafted import T0_US, Conn
 from dissector.tables.schema import SCHEMAS
 from tests.support.lake import journeys_as_local, lake_table, table_rows
 from tests.support.scenes import Scene, ack, message, producer, receipt, send, subscribe
@@ -27,6 +28,11 @@ PCAPS = Path(__file__).resolve().parents[2] / "pcaps"
 TABLES = ["journeys", "frames", "conversations"]
 OTHER = "persistent://public/default/other"
 TABLES_SCHEMA = SCHEMAS["journeys"]
+PRODUCER = "diag-producer"
+
+
+def _meta(seq: int) -> MessageMetadata:
+    return MessageMetadata(producer_name=PRODUCER, sequence_id=seq, publish_time=T0_US // 1000)
 
 
 def fleet_and_local(paths: list[str]) -> tuple[list[str], list[str], pa.Table]:
@@ -82,6 +88,49 @@ def test_two_hosts_apart_with_a_subscribe_missed(tmp_path: Path) -> None:
     assert got == want
     unnamed = [r for r in made.to_pylist() if r["subscription"] is None and r["deliveries"]]
     assert len(unnamed) == 1 and unnamed[0]["send_ts"] is not None
+
+
+def test_two_hosts_apart_joined_in_time_order(tmp_path: Path) -> None:
+    """A receipt the producer's host did not capture: the consumer's delivery joins the SEND
+    still waiting for it by producer name and sequence id (docs/journeys.md rule 8), which
+    it can only if the SEND is replayed first, as the time order of the captures says
+    (the consumer's capture is the first series)."""
+    s = Scene()
+    p, c = Conn(client_port=40001), Conn(client_port=40002)
+    s.open(p, 0.0)
+    s.open(c, 0.01)
+    for m in producer(name=PRODUCER):
+        s.at(0, m, p)
+    for m in subscribe():
+        s.at(0.01, m, c)
+    s.at(1.0, send(0, metadata=_meta(0)), p).at(1.005, message(3, metadata=_meta(0)), c)
+    s.at(1.3, ack(3), c)
+    files = s.write_apart({p: tmp_path / "producer-host.pcap", c: tmp_path / "consumer-host.pcap"})
+    got, want, made = fleet_and_local([str(f) for f in files])
+    assert got == want
+    (row,) = made.to_pylist()
+    assert row["send_ts"] is not None and row["acked_ts"] is not None
+
+
+def test_captures_apart_in_time_are_not_joined(tmp_path: Path) -> None:
+    """Captures whose times do not overlap are read one after the other, each group its own
+    journeys (dissector.capture.merge): the consumer's capture, taken after the producer's
+    ended, does not join its messages, in the fleet as in a local read."""
+    s = Scene()
+    p, c = Conn(client_port=40001), Conn(client_port=40002)
+    s.open(p, 0.0)
+    for m in producer(name=PRODUCER):
+        s.at(0, m, p)
+    s.at(1.0, send(0), p).at(1.002, receipt(0, entry=3), p)
+    s.close(1.5, p)
+    s.open(c, 2.0)
+    for m in subscribe():
+        s.at(2.0, m, c)
+    s.at(2.5, message(3), c).at(2.6, ack(3), c)
+    files = s.write_apart({p: tmp_path / "producer-host.pcap", c: tmp_path / "consumer-host.pcap"})
+    got, want, made = fleet_and_local([str(f) for f in files])
+    assert got == want
+    assert made.num_rows == 2 and all(r["send_ts"] is None for r in made.to_pylist()[1:])
 
 
 # ---------------------------------------------------------------------------- in Spark

@@ -24,20 +24,19 @@ from __future__ import annotations
 
 import json
 import posixpath
-from dataclasses import replace
 from collections.abc import Iterable, Iterator
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.fs as pafs
-from pyspark import StorageLevel, TaskContext
+from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.pandas.types import from_arrow_schema
 
 from dissector.capture import series as series_mod
 from dissector.capture.locations import filesystem_for, is_local, local_path
 from dissector.events import Checksum, Conversation, ConversationOpened, MessageKind, Outcome
+from dissector.frontends import fleet_journeys as fj
 from dissector.frontends import journey_events as je
 from dissector.frontends.partitioned import PartitionedWriter, write_empty
 from dissector.frontends.spark import executor_errors, expand
@@ -137,55 +136,6 @@ def _join_partition(
     yield je.counts_batch([("journeys", writer.counts["journeys"])])
 
 
-_STAGE = from_arrow_schema(je.STAGE)
-
-
-def _staged(
-    spark: SparkSession,
-    groups: list[list[str]],
-    run: Any,
-) -> DataFrame:
-    """The first stage: `run(task, items)` over the series, a task per bundle of them."""
-    tasks = max(1, min(len(groups), spark.sparkContext.defaultParallelism * 2))
-    rdd = spark.sparkContext.parallelize(list(enumerate(groups)), tasks)
-    series = spark.createDataFrame(rdd, "series long, files array<string>")
-
-    def stage(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        items = [
-            (int(i), list(f))
-            for b in batches
-            for i, f in zip(b.column("series").to_pylist(), b.column("files").to_pylist(), strict=True)
-        ]
-        yield from run(TaskContext.get().partitionId(), items)  # type: ignore[union-attr]
-
-    return series.mapInArrow(stage, _STAGE)
-
-
-def ordered_events(spark: SparkSession, staged: DataFrame, spans: list[Any]) -> DataFrame:
-    """The recorded events of `staged` keyed by merge group and topic (journey_events.
-    groups) and sorted within Spark partitions by journey_events.ORDER, each key's events
-    in one partition: what `journey_events.joined` takes."""
-    assigned = je.groups(spans)
-    keys = spark.createDataFrame(
-        [(s, g, one) for s, (g, one) in assigned.items()] or [(-1, -1, False)],
-        "series long, grp long, one boolean",
-    )
-    events = staged.where(F.col("kind") == "event").join(F.broadcast(keys), "series")
-    events = events.withColumn(
-        "jkey", F.when(F.col("one"), F.lit("")).otherwise(F.coalesce("topic", F.lit("")))
-    )
-    parts = max(1, spark.sparkContext.defaultParallelism * 2)
-    return (
-        events.repartition(parts, "grp", "jkey")
-        .sortWithinPartitions(*je.ORDER)
-        .select("grp", "jkey", "event")
-    )
-
-
-def _spans(meta: list[Any]) -> list[tuple[int, int | None, int | None, bool]]:
-    return [(r["series"], r["ts"], r["seq"], bool(r["unknown"])) for r in meta if r["kind"] == "span"]
-
-
 def dissect(
     spark: SparkSession, paths: list[str], out: str, options: ReaderOptions
 ) -> dict[str, int]:
@@ -199,7 +149,7 @@ def dissect(
             fs.delete_dir(posixpath.join(base, name))
     written = dict.fromkeys(TABLES, 0)
     with executor_errors():
-        staged = _staged(
+        staged = fj.staged(
             spark, groups, lambda task, items: _dissect_bundle(task, items, output, options)
         ).persist(StorageLevel.MEMORY_AND_DISK)  # computed once: its tasks write the tables
         try:
@@ -207,14 +157,10 @@ def dissect(
             for row in meta:
                 if row["kind"] == "rows":
                     written[row["topic"]] += row["ts"]
-            events = ordered_events(spark, staged, _spans(meta))
+            events = fj.ordered_events(spark, staged, fj.spans(meta))
             joined = events.mapInArrow(
-                lambda batches: _join_partition(
-                    TaskContext.get().partitionId(),  # type: ignore[union-attr]
-                    batches,
-                    output,
-                ),
-                _STAGE,
+                lambda batches: _join_partition(fj.task_number(), batches, output),
+                fj.STAGE,
             )
             for row in joined.collect():
                 written[row["topic"]] += row["ts"]
@@ -224,31 +170,6 @@ def dissect(
         if not written[name]:
             write_empty(fs, base, name)
     return written
-
-
-def _record_bundle(
-    task: int, items: Iterable[tuple[int, list[str]]], options: ReaderOptions
-) -> Iterator[pa.RecordBatch]:
-    """Executor side, for the data source's journeys: the joiner's input recorded, no table
-    written."""
-    for index, files in items:
-        yield from je.record(files, options, index)
-
-
-def journeys_frame(spark: SparkSession, paths: list[str], options: ReaderOptions) -> DataFrame:
-    """The journeys table of the captures as a DataFrame, joined as the fleet job joins it
-    (the data source's `table=journeys`, through `dissector.spark.read`). The series' spans
-    are read first (a Spark job recording every series); the DataFrame records them again
-    when it is computed (nothing is kept between the two)."""
-    groups = series_mod.group(expand(paths, options.s3_endpoint), options.series)
-    own = replace(options, frame_runs=False)
-    with executor_errors():
-        staged = _staged(spark, groups, lambda task, items: _record_bundle(task, items, own))
-        meta = staged.where(F.col("kind") == "span").collect()
-    events = ordered_events(spark, staged, _spans(meta))
-    return events.mapInArrow(
-        lambda batches: je.joined(batches), from_arrow_schema(TABLES["journeys"].schema)
-    )
 
 
 def load(spark: SparkSession, out: str) -> dict[str, DataFrame]:

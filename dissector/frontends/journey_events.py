@@ -27,8 +27,8 @@ Rules:
 from __future__ import annotations
 
 import pickle
-from dataclasses import replace
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import replace
 from typing import Any
 
 import pyarrow as pa
@@ -47,8 +47,13 @@ from dissector.events import (
 )
 from dissector.journeys import Joiner
 from dissector.journeys.joiner import DISPATCH
-from dissector.pulsar.wire import BODY_FIELDS, COMMAND_TYPES, BaseCommand, BrokerEntryMetadata
-from dissector.pulsar.wire import MessageMetadata
+from dissector.pulsar.wire import (
+    BODY_FIELDS,
+    COMMAND_TYPES,
+    BaseCommand,
+    BrokerEntryMetadata,
+    MessageMetadata,
+)
 from dissector.read.options import ReaderOptions
 from dissector.read.runs import iter_series
 from dissector.tables.builders import BATCH_ROWS
@@ -246,7 +251,9 @@ def counts_batch(counts: Iterable[tuple[str, int]]) -> pa.RecordBatch:
     )
 
 
-def groups(spans: Iterable[tuple[int, int | None, int | None, bool]]) -> dict[int, tuple[int, bool]]:
+def groups(
+    spans: Iterable[tuple[int, int | None, int | None, bool]],
+) -> dict[int, tuple[int, bool]]:
     """series -> (merge group, joined as one) from each series' (index, first packet time,
     latest packet time, unknown topic seen): series whose times overlap (a chain of
     overlaps included) are one group, as dissector.capture.merge merges them; a group with

@@ -1,7 +1,8 @@
 """EDGE: the `pulsar` Spark data source: capture files in, the project's tables out.
 
 Input: `spark.read.format("pulsar").option("table", "frames").load(path_or_glob)`, with
-options `table` (frames, messages, anomalies, conversations, timeline, entities, findings),
+options `table` (frames, messages, anomalies, conversations, timeline, entities, findings;
+journeys through `read()`, which joins them across the captures as the fleet job does),
 `ports` (extra broker ports, comma-separated), `tls_ports`, `max_frame_size`, `max_uncompressed`,
 `payload_preview`, `series` (auto, digits, none), `s3_endpoint` (an S3 endpoint URL other
 than AWS; default: AWS_ENDPOINT_URL_S3, then AWS_ENDPOINT_URL, as `read()`'s process sees
@@ -356,10 +357,10 @@ def read(
 ) -> DataFrame:
     """One table of the captures as a Spark DataFrame (registers the source if needed).
     The journeys table is joined across the captures as the fleet job joins it
-    (dissector.frontends.fleet.journeys_frame): the data source reads each series alone."""
+    (dissector.frontends.fleet_journeys): the data source reads each series alone."""
     register(spark)
     if table == JOURNEYS:
-        from dissector.frontends import fleet  # needs this module: imported when used
+        from dissector.frontends import fleet_journeys  # Spark stages: imported when used
 
         given = {k: ",".join(map(str, v)) if isinstance(v, list | tuple | set | frozenset)
                  else str(v) for k, v in options.items()}  # fmt: skip
@@ -367,8 +368,10 @@ def read(
         endpoint = s3_endpoint_from(given.pop("s3_endpoint", None))
         if endpoint:
             given["s3_endpoint"] = endpoint
-        items = [paths] if isinstance(paths, str) else [str(p) for p in paths]
-        return fleet.journeys_frame(spark, items, options_from(given))
+        settings = options_from(given)
+        groups = series_mod.group(expand(paths, settings.s3_endpoint), settings.series)
+        with executor_errors():
+            return fleet_journeys.journeys_frame(spark, groups, settings)
     reader = spark.read.format("pulsar").option("table", table)
     if spark.conf.get(PUSHDOWN_CONF, "false") == "true":
         reader = reader.option("pushdown", "true")

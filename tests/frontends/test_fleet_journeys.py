@@ -19,8 +19,8 @@ from dissector.frontends import spark as ds
 from dissector.frontends.spark import expand
 from dissector.pulsar.wire import MessageMetadata
 from dissector.read import ReaderOptions, read_tables
-from tests.support.crafted import T0_US, Conn
 from dissector.tables.schema import SCHEMAS
+from tests.support.crafted import T0_US, Conn
 from tests.support.lake import journeys_as_local, lake_table, table_rows
 from tests.support.scenes import Scene, ack, message, producer, receipt, send, subscribe
 
@@ -163,5 +163,5 @@ def test_data_source_journeys_are_the_fleets(spark: SparkSession, tmp_path: Path
     fleet_tables["journeys"] = got
     _, want, _ = fleet_and_local(paths)
     assert journeys_as_local(fleet_tables, read_tables(paths, tables=TABLES)) == want
-    with pytest.raises(Exception, match="dissector.spark.read"):
+    with pytest.raises(Exception, match=r"dissector\.spark\.read"):
         spark.read.format("pulsar").option("table", "journeys").load(paths[0]).collect()

@@ -20,8 +20,8 @@ import pytest
 from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
 
-from dissector.errors import InputError
 from dissector.capture import series as series_mod
+from dissector.errors import InputError
 from dissector.frontends import fleet
 from dissector.frontends import journey_events as je
 from dissector.frontends import spark as ds

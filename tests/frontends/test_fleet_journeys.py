@@ -22,7 +22,16 @@ from dissector.read import ReaderOptions, read_tables
 from dissector.tables.schema import SCHEMAS
 from tests.support.crafted import T0_US, Conn
 from tests.support.lake import journeys_as_local, lake_table, table_rows
-from tests.support.scenes import Scene, ack, message, producer, receipt, send, subscribe
+from tests.support.scenes import (
+    Scene,
+    ack,
+    message,
+    producer,
+    receipt,
+    send,
+    subscribe,
+    two_hosts,
+)
 
 PCAPS = Path(__file__).resolve().parents[2] / "pcaps"
 TABLES = ["journeys", "frames", "conversations"]
@@ -95,14 +104,7 @@ def test_two_hosts_apart_joined_in_time_order(tmp_path: Path) -> None:
     still waiting for it by producer name and sequence id (docs/journeys.md rule 8), which
     it can only if the SEND is replayed first, as the time order of the captures says
     (the consumer's capture is the first series)."""
-    s = Scene()
-    p, c = Conn(client_port=40001), Conn(client_port=40002)
-    s.open(p, 0.0)
-    s.open(c, 0.01)
-    for m in producer(name=PRODUCER):
-        s.at(0, m, p)
-    for m in subscribe():
-        s.at(0.01, m, c)
+    s, p, c = two_hosts(PRODUCER)
     s.at(1.0, send(0, metadata=_meta(0)), p).at(1.005, message(3, metadata=_meta(0)), c)
     s.at(1.3, ack(3), c)
     files = s.write_apart({p: tmp_path / "producer-host.pcap", c: tmp_path / "consumer-host.pcap"})

@@ -91,6 +91,20 @@ class Scene:
         return sorted(set(paths.values()))
 
 
+def two_hosts(name: str = "diag-producer") -> tuple[Scene, Conn, Conn]:
+    """A scene of a producer's connection (its PRODUCER at 0 s) and a consumer's (opened and
+    subscribed at 0.01 s), to be captured apart (`write_apart`) or together."""
+    s = Scene()
+    p, c = Conn(client_port=40001), Conn(client_port=40002)
+    s.open(p, 0.0)
+    s.open(c, 0.01)
+    for m in producer(name=name):
+        s.at(0, m, p)
+    for m in subscribe():
+        s.at(0.01, m, c)
+    return s, p, c
+
+
 def us(t: float) -> int:
     """The capture time (µs since the epoch) of `t` seconds into a scene."""
     return T0_US + round(t * 1_000_000)

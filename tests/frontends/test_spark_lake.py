@@ -77,9 +77,9 @@ def test_duckdb_and_spark_read_each_table_as_one_dataset(
         assert files and all(PART.search(str(f.parent)) for f in files), name
         glob = f"{out}/{name}/**/*.parquet"
         [(rows,)] = _duck(f"SELECT count(*) FROM read_parquet('{glob}', hive_partitioning=true)")
-        assert rows == made(name, want), name
+        assert rows == want[name].num_rows, name
         df = spark.read.parquet(str(out / name))
-        assert df.count() == made(name, want), name
+        assert df.count() == want[name].num_rows, name
         assert df.columns == list(SCHEMAS[name].names) + ["capture_date", "broker"]
     kinds = _duck(
         f"SELECT typeof(capture_date), typeof(broker) FROM read_parquet("
@@ -136,12 +136,7 @@ def test_a_second_run_replaces_the_first(spark: SparkSession, tmp_path: Path) ->
     fleet.dissect(spark, [str(PCAPS / "seek.pcap")], str(out), ReaderOptions())
     written = fleet.dissect(spark, [str(PCAPS / "acks.pcap")], str(out), ReaderOptions())
     got = {n: spark.read.parquet(str(out / n)).count() for n in SCHEMAS}
-    assert got == written == {n: made(n, read_tables(PCAPS / "acks.pcap")) for n in SCHEMAS}
-
-
-def made(name: str, tables: dict[str, Any]) -> int:
-    """The rows the fleet job writes of table `name`."""
-    return int(tables[name].num_rows)
+    assert got == written == {n: t.num_rows for n, t in read_tables(PCAPS / "acks.pcap").items()}
 
 
 @pytest.fixture(scope="module")

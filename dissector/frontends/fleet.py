@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import posixpath
+from dataclasses import replace
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -142,6 +143,7 @@ def dissect(
     """One pass over every capture series, then the journeys joined; returns the rows
     written per table."""
     groups = series_mod.group(expand(paths, options.s3_endpoint), options.series)
+    options = replace(options, frame_runs=False)  # findings and journeys read frames one by one
     fs, base = output = _output_filesystem(out, options.s3_endpoint)
     fs.create_dir(base, recursive=True)
     for name in TABLES:  # the tables of an earlier run would mix with these

@@ -75,6 +75,16 @@ class Joiner:
         self._current = None
         return out
 
+    def ended(self, conn_id: int) -> None:
+        """Connection `conn_id` ended (as a `Conversation` event says): its ids mean nothing
+        any more, and receipts can no longer come on it."""
+        conn = self.ix.conns.pop(conn_id, None)
+        if conn is None:
+            return
+        for queue in conn.sends.values():  # their receipts can no longer come
+            for s in queue:
+                s.waiting, s.due = None, 0
+
     # ------------------------------------------------------------------ internals
 
     def _evicted(self) -> list[Journey]:
@@ -91,13 +101,3 @@ class Joiner:
         msg = s.msgs.get(m.batch_index)
         if msg is not None and m.sequence_id is not None:
             msg.sequence_id = m.sequence_id
-
-    def ended(self, conn_id: int) -> None:
-        """Connection `conn_id` ended (as a `Conversation` event says): its ids mean nothing
-        any more, and receipts can no longer come on it."""
-        conn = self.ix.conns.pop(conn_id, None)
-        if conn is None:
-            return
-        for queue in conn.sends.values():  # their receipts can no longer come
-            for s in queue:
-                s.waiting, s.due = None, 0

@@ -60,6 +60,29 @@ def test_the_samples_read_as_a_fleet() -> None:
     assert got == want
 
 
+def test_merge_groups_are_chains_of_overlapping_series() -> None:
+    """As dissector.capture.merge groups series (hand-worked): by first packet time, a
+    series joins the group when it starts by the latest time of the group's series (a
+    chain); a series without packets is a group of its own, first; a group with an event
+    of unknown topic is joined as one."""
+    spans = [
+        (0, 100, 200, False),
+        (1, 150, 400, False),  # overlaps 0
+        (2, 390, 500, True),  # overlaps 1 only: same group, which it makes "one"
+        (3, 501, 600, False),  # starts after 500: a group of its own
+        (4, None, None, False),  # no packet
+        (5, 600, 700, False),  # starts at 3's latest time: joins it
+    ]
+    assert je.groups(spans) == {
+        4: (0, False),
+        0: (1, True),
+        1: (1, True),
+        2: (1, True),
+        3: (2, False),
+        5: (2, False),
+    }
+
+
 def _two_hosts(tmp_path: Path, *, subscribed: bool = True) -> list[str]:
     """A producer's host and a consumer's host captured apart at the same time: two topics,
     one of them with a subscription on each; the consumer's SUBSCRIBE of the first topic

@@ -24,8 +24,8 @@ from __future__ import annotations
 
 import json
 import posixpath
-from dataclasses import replace
 from collections.abc import Iterable, Iterator
+from dataclasses import replace
 from typing import Any
 
 import pyarrow as pa

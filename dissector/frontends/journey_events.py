@@ -263,14 +263,16 @@ def groups(
     members: list[list[int]] = []
     unknown: list[bool] = []
     reach = 0
+    ended = True  # the group so far can take no other series
     for index, first, latest, seen in found:
         start = -1 if first is None else first
-        if not members or start > reach:
+        if ended or start > reach:
             members.append([])
             unknown.append(False)
             reach = start
         members[-1].append(index)
         unknown[-1] = unknown[-1] or seen
+        ended = latest is None and len(members[-1]) == 1  # no packet: nothing to merge with
         if latest is not None:
             reach = max(reach, latest)
     for group, series in enumerate(members):

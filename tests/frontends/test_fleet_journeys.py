@@ -72,14 +72,18 @@ def test_merge_groups_are_chains_of_overlapping_series() -> None:
         (3, 501, 600, False),  # starts after 500: a group of its own
         (4, None, None, False),  # no packet
         (5, 600, 700, False),  # starts at 3's latest time: joins it
+        (6, None, None, False),  # no packet either: a group of its own too
+        (7, None, 50, False),  # none in its first file, some later: first, alone here
     ]
     assert je.groups(spans) == {
         4: (0, False),
-        0: (1, True),
-        1: (1, True),
-        2: (1, True),
-        3: (2, False),
-        5: (2, False),
+        6: (1, False),
+        7: (2, False),
+        0: (3, True),
+        1: (3, True),
+        2: (3, True),
+        3: (4, False),
+        5: (4, False),
     }
 
 

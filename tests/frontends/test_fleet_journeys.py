@@ -20,7 +20,7 @@ from dissector.frontends.spark import expand
 from dissector.pulsar.wire import MessageMetadata
 from dissector.read import ReaderOptions, read_tables
 from dissector.tables.schema import SCHEMAS
-from tests.support.crafted import T0_US, Conn
+from tests.support.crafted import T0_US, Conn, write_pcap
 from tests.support.lake import journeys_as_local, lake_table, table_rows
 from tests.support.scenes import (
     Scene,
@@ -31,6 +31,7 @@ from tests.support.scenes import (
     send,
     subscribe,
     two_hosts,
+    us,
 )
 
 PCAPS = Path(__file__).resolve().parents[2] / "pcaps"
@@ -160,6 +161,25 @@ def test_captures_apart_in_time_are_not_joined(tmp_path: Path) -> None:
     got, want, made = fleet_and_local([str(f) for f in files])
     assert got == want
     assert made.num_rows == 2 and all(r["send_ts"] is None for r in made.to_pylist()[1:])
+
+
+def test_a_capture_whose_clock_goes_back(tmp_path: Path) -> None:
+    """A producer's capture whose receipt is stamped before its SEND (a clock stepped back)
+    and a consumer's captured apart: replayed in the merged read's order all the same."""
+    s, p, c = two_hosts(PRODUCER)
+    s.at(1.0, send(0, metadata=_meta(0)), p).at(1.002, receipt(0, entry=3), p)
+    s.at(1.001, message(3, metadata=_meta(0)), c).at(1.3, ack(3), c)
+    s.at(1.1, send(1, metadata=_meta(1)), p).at(1.2, receipt(1, entry=4), p)
+    s.at(1.15, message(4, metadata=_meta(1)), c).at(1.31, ack(4), c)
+    mine = [seg for seg in s._ordered() if seg.conn == p]
+    back = next(i for i, seg in enumerate(mine) if seg.ts_us == us(1.002))
+    mine[back] = mine[back].replace(ts_us=us(0.9))  # written in place, stamped earlier
+    write_pcap(tmp_path / "producer-host.pcap", mine)
+    write_pcap(tmp_path / "consumer-host.pcap", [seg for seg in s._ordered() if seg.conn == c])
+    files = [str(tmp_path / "consumer-host.pcap"), str(tmp_path / "producer-host.pcap")]
+    got, want, made = fleet_and_local(files)
+    assert got == want
+    assert made.num_rows == 2
 
 
 # ---------------------------------------------------------------------------- in Spark

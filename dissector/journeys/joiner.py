@@ -62,10 +62,10 @@ class Joiner:
             self._entry(ev)
         elif kind is ConversationOpened:
             assert isinstance(ev, ConversationOpened)
-            self._ended(ev.conn_id)  # a connection id reused: the old one's ids mean nothing
+            self.ended(ev.conn_id)  # a connection id reused: the old one's ids mean nothing
         elif kind is Conversation:
             assert isinstance(ev, Conversation)
-            self._ended(ev.conn_id)
+            self.ended(ev.conn_id)
         return []
 
     def finish(self) -> list[Journey]:
@@ -76,6 +76,16 @@ class Joiner:
         self.ix.conns.clear()
         self._current = None
         return out
+
+    def ended(self, conn_id: int) -> None:
+        """Connection `conn_id` ended (as a `Conversation` event says): its ids mean nothing
+        any more, and receipts can no longer come on it."""
+        conn = self.ix.conns.pop(conn_id, None)
+        if conn is None:
+            return
+        for queue in conn.sends.values():  # their receipts can no longer come
+            for s in queue:
+                s.waiting, s.due = None, 0
 
     # ------------------------------------------------------------------ internals
 
@@ -99,11 +109,3 @@ class Joiner:
         if msg.trace is None and m.trace_format is not None:
             assert m.trace_id is not None
             msg.trace = (m.trace_id, m.span_id, m.trace_format)
-
-    def _ended(self, conn_id: int) -> None:
-        conn = self.ix.conns.pop(conn_id, None)
-        if conn is None:
-            return
-        for queue in conn.sends.values():  # their receipts can no longer come
-            for s in queue:
-                s.waiting, s.due = None, 0

@@ -82,6 +82,7 @@ HOT = [
     "dissector/pulsar/payload.py",
     "dissector/pulsar/sections.py",
     "dissector/pulsar/text_fields.py",
+    "dissector/pulsar/trace_context.py",
     "dissector/pipeline.py",
     "dissector/tables/builders.py",
 ]

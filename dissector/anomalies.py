@@ -80,6 +80,8 @@ class AnomalyCode:
     PAYLOAD_CHUNK_SIZE_MISMATCH: Final[str] = "payload.chunk_size_mismatch"
     PAYLOAD_CHUNK_COUNT_INVALID: Final[str] = "payload.chunk_count_invalid"
     PAYLOAD_ENCRYPTED: Final[str] = "payload.encrypted"
+    # Application messages: their properties.
+    MESSAGE_TRACE_CONTEXT_INVALID: Final[str] = "message.trace_context_invalid"
     # TCP reassembly.
     TCP_GAP: Final[str] = "tcp.gap"
     TCP_MIDSTREAM_START: Final[str] = "tcp.midstream_start"
@@ -174,6 +176,13 @@ _TABLE: tuple[tuple[str, Severity, str], ...] = (
         "num_chunks_from_msg or chunk_id out of range (wrapped negative, too many, id >= count)",
     ),
     (_C.PAYLOAD_ENCRYPTED, _I, "an encrypted message: reported, payload not decoded"),
+    # Application messages: their properties.
+    (
+        _C.MESSAGE_TRACE_CONTEXT_INVALID,
+        _W,
+        "a trace context property (traceparent, tracestate, b3, X-B3-*, uber-trace-id, sw8)"
+        " is malformed: not used",
+    ),
     # TCP reassembly.
     (_C.TCP_GAP, _W, "bytes of a TCP stream are missing from the capture"),
     (_C.TCP_MIDSTREAM_START, _I, "the capture starts in the middle of this direction's stream"),

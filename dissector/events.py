@@ -60,6 +60,17 @@ class MessageKind(StrEnum):
     DELIVERED = "delivered"  # MESSAGE
 
 
+class TraceFormat(StrEnum):
+    """Where a message's trace context came from (dissector.pulsar.trace_context), in the
+    order of precedence when a message carries several."""
+
+    W3C = "w3c"  # traceparent (and tracestate)
+    B3 = "b3"  # the b3 single header
+    B3_MULTI = "b3multi"  # X-B3-TraceId, X-B3-SpanId, ...
+    JAEGER = "jaeger"  # uber-trace-id
+    SW8 = "sw8"  # SkyWalking
+
+
 class Outcome(StrEnum):
     """How a request/response pair ended."""
 
@@ -332,6 +343,11 @@ class AppMessage(NamedTuple):
     stream_offset: int
     preview: str | None
     problem: str | None = None  # why the payload was not decoded: an anomaly code
+    #: trace context from its properties (dissector.pulsar.trace_context), None if none
+    trace_id: str | None = None
+    span_id: str | None = None
+    trace_format: TraceFormat | None = None
+    trace_state: str | None = None  # W3C tracestate, with a w3c trace context only
 
 
 class Pair(NamedTuple):
@@ -527,5 +543,5 @@ class Journey(NamedTuple):
     broker_entry_ts: int | None  # ms since the epoch (the broker's clock)
     trace_id: str | None = None
     span_id: str | None = None
-    trace_format: str | None = None
+    trace_format: TraceFormat | None = None
     evicted: bool = False  # made before the capture's end: the joiner's bound pushed it out

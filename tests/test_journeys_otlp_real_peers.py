@@ -82,8 +82,8 @@ def test_spans_of_real_journeys(tmp_path: Path) -> None:
         assert consume.end_time_unix_nano == at(row, "acked")
         assert dispatch.start_time_unix_nano == at(row, "receipt")
         trace, parent, _ = _traceparent(row["sequence_id"])
-        if row["trace_id"] is not None:  # the properties' trace context, when parsed
-            assert (journey.trace_id.hex(), journey.parent_span_id.hex()) == (trace, parent)
+        assert (row["trace_id"], row["span_id"], row["trace_format"]) == (trace, parent, "w3c")
+        assert (journey.trace_id.hex(), journey.parent_span_id.hex()) == (trace, parent)
     # one trace per message: its two subscriptions' journeys share it, no other does
     traces: dict[int, set[bytes]] = {r["sequence_id"]: set() for r in rows}
     for i, row in enumerate(rows):

@@ -141,11 +141,14 @@ class Index:
         whole entry's (an ack of the entry before its batch was seen) go to every entry."""
         batched = into.batch_size is not None and into.chunks is None
         for index, m in other.msgs.items():
-            if index is None and batched:
+            if index is None and batched:  # an ack of the whole entry: no message's trace
                 for mine in list(into.msgs.values()):
                     _fold(mine, m)
             else:
-                _fold(self.msg(into, index, m.sequence_id), m)
+                mine = self.msg(into, index, m.sequence_id)
+                _fold(mine, m)
+                if mine.trace is None:
+                    mine.trace = m.trace
         if other.broker_ts is not None:
             into.broker_ts = other.broker_ts
         if into.partition < 0:

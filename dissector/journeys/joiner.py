@@ -2,7 +2,8 @@
 
 Input: the events the pipeline already makes, in order (`feed`): frames (PRODUCER,
 PRODUCER_SUCCESS, SEND, SEND_RECEIPT, SEND_ERROR, SUBSCRIBE, MESSAGE, ACK; the others are
-passed over), the messages extractor's `AppMessage`s (batch entries' own sequence ids),
+passed over), the messages extractor's `AppMessage`s (batch entries' own sequence ids,
+each message's trace context from its properties),
 connections opening and ending; then `finish` at the end of the capture (or group).
 Output: `Journey` records (dissector.events): from `feed` for messages the bound pushed
 out, from `finish` for every other message, in the order their messages were first seen.
@@ -13,7 +14,8 @@ Rules (docs/journeys.md says them with the wire's reasons):
 - Each command type has one handler (`DISPATCH`, from the HANDLERS of dissector.journeys.
   produce and .consume); a handler returns the stored message its frame concerns, and the
   `AppMessage`s that follow that frame (the pipeline publishes a frame's messages right
-  after it) give its batch entries their own sequence ids.
+  after it) give its batch entries their own sequence ids, and each message its trace
+  context (read once, by the messages extractor: the first frame that has one gives it).
 - Ids are per connection (`Index.conns`), dropped when the connection ends; stored
   messages and subscriptions span connections.
 """
@@ -94,10 +96,16 @@ class Joiner:
         return out
 
     def _entry(self, m: AppMessage) -> None:
-        """A batch entry of the latest frame: its own sequence id."""
+        """A message of the latest frame: a batch entry's own sequence id, the message's
+        trace context (a batch entry's own, from its properties)."""
         s = self._current
-        if s is None or m.conn_id != self._current_conn or m.batch_index is None:
+        if s is None or m.conn_id != self._current_conn:
             return
         msg = s.msgs.get(m.batch_index)
-        if msg is not None and m.sequence_id is not None:
+        if msg is None:
+            return
+        if m.batch_index is not None and m.sequence_id is not None:
             msg.sequence_id = m.sequence_id
+        if msg.trace is None and m.trace_format is not None:
+            assert m.trace_id is not None
+            msg.trace = (m.trace_id, m.span_id, m.trace_format)

@@ -8,7 +8,8 @@ Rule: the times are the hops' own (the packets completing their frames); what th
 did not show stays None. `partition` is the id's when the wire gave one, else the number a
 partition's topic name ends with (`...-partition-N`), else -1, as Pulsar's message ids say.
 `redeliveries` is the deliveries seen after the first, or the broker's redelivery_count
-when it says more (the capture may have missed earlier deliveries).
+when it says more (the capture may have missed earlier deliveries). The trace context is
+the message's own (a batch entry's from its own properties).
 """
 
 from __future__ import annotations
@@ -79,5 +80,8 @@ def _journey(s: Stored, m: Msg, sub: Sub | None, d: Delivery | None) -> Journey:
         deliveries=0 if d is None else d.deliveries,
         redeliveries=0 if d is None else max(d.deliveries - 1, d.redelivery_count),
         broker_entry_ts=s.broker_ts,
+        trace_id=None if m.trace is None else m.trace[0],
+        span_id=None if m.trace is None else m.trace[1],
+        trace_format=None if m.trace is None else m.trace[2],
         evicted=s.evicted,
     )

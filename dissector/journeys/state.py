@@ -17,6 +17,11 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import TypeVar
 
+from dissector.events import TraceFormat
+
+#: A message's trace context: trace_id, span_id, trace_format.
+TraceIds = tuple[str, str | None, TraceFormat]
+
 #: Application messages held for joining (batch entries counted): a message's rows wait
 #: for the end of the capture because more deliveries and acks of it may come; past this
 #: the oldest stored message makes its rows at once (about 100 MB of state at the bound).
@@ -94,12 +99,15 @@ class Sub:
 class Msg:
     """One application message: a batch entry (index >= 0) or a whole entry (None)."""
 
-    __slots__ = ("index", "sequence_id", "subs")
+    __slots__ = ("index", "sequence_id", "subs", "trace")
 
     def __init__(self, index: int | None, sequence_id: int | None = None) -> None:
         self.index = index
         self.sequence_id = sequence_id  # the entry's own, when the messages extractor said
         self.subs: dict[Sub, Delivery] = {}
+        #: (trace_id, span_id, trace_format) from its properties, as the messages extractor
+        #: read them from the first frame of it that carried them (SEND, else MESSAGE)
+        self.trace: TraceIds | None = None
 
 
 class Stored:

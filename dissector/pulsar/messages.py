@@ -28,9 +28,11 @@ from dissector.pulsar.payload import (
     split_batch,
 )
 from dissector.pulsar.text_fields import describe, repair, repair_metadata
+from dissector.pulsar.trace_context import Malformed, Trace, trace_context
 from dissector.pulsar.wire import COMMAND_TYPES
 
 _SEND = COMMAND_TYPES["SEND"]
+_NO_TRACE: tuple[Trace | None, tuple[Malformed, ...]] = (None, ())
 
 
 class _Shared(NamedTuple):
@@ -189,7 +191,9 @@ class MessageExtractor:
             )
         compressed = None if data is None else len(data)
         if plain is None or not batched:
-            row = self._row(shared, meta, None, None, count, plain, compressed, chunked, encrypted)
+            row = self._row(
+                shared, meta, None, None, count, plain, compressed, chunked, encrypted, out
+            )
             out.append(row._replace(problem=why) if why else row)
             return
         entries, problems = split_batch(plain, count)
@@ -211,10 +215,13 @@ class MessageExtractor:
                 compressed,
                 chunked,
                 encrypted,
+                out,
             )
             out.append(row._replace(problem=why) if why else row)
         if problems and not entries:
-            row = self._row(shared, meta, None, None, count, None, compressed, chunked, encrypted)
+            row = self._row(
+                shared, meta, None, None, count, None, compressed, chunked, encrypted, out
+            )
             out.append(row._replace(problem=why))
 
     def _row(
@@ -228,9 +235,20 @@ class MessageExtractor:
         compressed: int | None,
         chunked: ChunkedMessage | None,
         encrypted: bool,
+        out: list[AppMessage | Anomaly],
     ) -> AppMessage:
+        """The message's row; its malformed trace context properties as anomalies (to `out`)."""
         frame = shared.frame
         src = single if single is not None else meta
+        properties = [(kv.key, kv.value) for kv in src.properties]
+        trace, faults = trace_context(properties) if properties else _NO_TRACE
+        if faults:
+            where = "" if index is None else f"batch entry {index}: "
+            self._problems(
+                frame,
+                [(AnomalyCode.MESSAGE_TRACE_CONTEXT_INVALID, where + f.detail()) for f in faults],
+                out,
+            )
         sequence_id = meta.sequence_id
         if single is not None:
             sequence_id = (
@@ -255,7 +273,7 @@ class MessageExtractor:
             key=src.partition_key if src.HasField("partition_key") else None,
             key_base64=src.partition_key_b64_encoded,
             ordering_key=src.ordering_key if src.HasField("ordering_key") else None,
-            properties=[(kv.key, kv.value) for kv in src.properties],
+            properties=properties,
             compression=CODEC_NAMES.get(meta.compression, str(meta.compression)),
             compressed_size=compressed,
             payload_size=None if payload is None else len(payload),
@@ -281,4 +299,8 @@ class MessageExtractor:
             last_packet=frame.last_packet,
             stream_offset=(shared.first or frame).stream_offset,
             preview=None if payload is None else _preview(payload, self.preview),
+            trace_id=None if trace is None else trace.trace_id,
+            span_id=None if trace is None else trace.span_id,
+            trace_format=None if trace is None else trace.format,
+            trace_state=None if trace is None else trace.state,
         )

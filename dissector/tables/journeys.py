@@ -10,7 +10,8 @@ uint64 ids are stored as int64 (columns.i64).
 
 from __future__ import annotations
 
-from dissector.tables.columns import BOOL, I32, I64, STR, TS, Table, col
+from dissector.events import TraceFormat
+from dissector.tables.columns import BOOL, I32, I64, STR, TS, Table, col, one_of
 
 
 def _span(start: int | None, end: int | None) -> int | None:
@@ -121,9 +122,19 @@ JOURNEYS = Table(
             "_span(_ms(j.publish_time), _ms(j.broker_entry_ts))",
             "broker_entry_ts - publish_time in µs (the broker's clock against the producer's)",
         ),
-        col("trace_id", STR, "j.trace_id", "trace id from the message's properties"),
-        col("span_id", STR, "j.span_id", "span id from the message's properties"),
-        col("trace_format", STR, "j.trace_format", "w3c, b3, jaeger or sw8: where it came from"),
+        col(
+            "trace_id",
+            STR,
+            "j.trace_id",
+            "trace id from the message's properties (a batch entry's own), as the messages table's",
+        ),
+        col("span_id", STR, "j.span_id", "the producer's span id from the message's properties"),
+        col(
+            "trace_format",
+            STR,
+            "j.trace_format",
+            f"{one_of(TraceFormat)}: the property it came from",
+        ),
         col(
             "evicted",
             BOOL,

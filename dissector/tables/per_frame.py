@@ -15,7 +15,7 @@ import orjson
 import pyarrow as pa
 
 from dissector.anomalies import Severity
-from dissector.events import Checksum, Direction, MessageKind
+from dissector.events import Checksum, Direction, MessageKind, TraceFormat
 from dissector.pulsar.field_values import message_dict
 from dissector.pulsar.wire import BODY_FIELDS, COMMAND_NAMES, MESSAGE_ID_FIELDS, SINGULAR_FIELDS
 from dissector.tables.columns import (
@@ -239,6 +239,27 @@ MESSAGES = Table(
         col("key_base64", BOOL, "m.key_base64", "the key is base64-encoded bytes"),
         col("ordering_key", BIN, "m.ordering_key", "ordering key (Key_Shared)"),
         col("properties", pa.map_(STR, STR), "m.properties", "application properties"),
+        col(
+            "trace_id",
+            STR,
+            "m.trace_id",
+            "trace id from its properties (traceparent, b3, X-B3-*, uber-trace-id, sw8):"
+            " 32 lower-case hex digits (sw8: its decoded trace id)",
+        ),
+        col(
+            "span_id",
+            STR,
+            "m.span_id",
+            "the producer's span id from its properties: 16 lower-case hex digits (sw8:"
+            " parent segment id-span id)",
+        ),
+        col(
+            "trace_format",
+            STR,
+            "m.trace_format",
+            one_of(TraceFormat),
+        ),
+        col("trace_state", STR, "m.trace_state", "W3C tracestate, with a w3c trace context"),
         col("compression", STR, "m.compression", "NONE, LZ4, ZLIB, ZSTD or SNAPPY"),
         col(
             "compressed_size",

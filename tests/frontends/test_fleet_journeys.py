@@ -214,3 +214,21 @@ def test_data_source_journeys_are_the_fleets(spark: SparkSession, tmp_path: Path
     assert journeys_as_local(fleet_tables, read_tables(paths, tables=TABLES)) == want
     with pytest.raises(Exception, match=r"dissector\.spark\.read"):
         spark.read.format("pulsar").option("table", "journeys").load(paths[0]).collect()
+
+
+def test_the_fleets_journeys_carry_the_messages_trace_context(tmp_path: Path) -> None:
+    """Producer and consumer hosts captured apart, the message carrying a W3C traceparent:
+    the fleet's journey (its entries replayed from the recorded events) has the trace
+    context the property says, as the local read's has."""
+    trace, span = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+    meta = _meta(0)
+    meta.properties.add(key="traceparent", value=f"00-{trace}-{span}-01")
+    s, p, c = two_hosts(PRODUCER)
+    s.at(1.0, send(0, metadata=meta), p).at(1.002, receipt(0, entry=3), p)
+    s.at(1.005, message(3, metadata=meta), c).at(1.3, ack(3), c)
+    files = s.write_apart({p: tmp_path / "producer.pcap", c: tmp_path / "consumer.pcap"})
+    got, want, made = fleet_and_local([str(f) for f in files])
+    assert got == want
+    ((row),) = made.to_pylist()
+    assert (row["trace_id"], row["span_id"], row["trace_format"]) == (trace, span, "w3c")
+    assert row["send_ts"] is not None and row["acked_ts"] is not None  # one journey, joined

@@ -38,6 +38,7 @@ from dissector.events import (
     Outcome,
     Pair,
     TlsInfo,
+    TraceFormat,
 )
 from dissector.pulsar.encoder import command
 from dissector.pulsar.wire import BODY_FIELDS, COMMAND_TYPES, BrokerEntryMetadata, MessageMetadata
@@ -209,6 +210,10 @@ def test_messages_columns_by_name() -> None:
         stream_offset=29,
         preview="preview-30",
         problem="problem-31",
+        trace_id="trace-32",
+        span_id="span-33",
+        trace_format=TraceFormat.JAEGER,
+        trace_state="state-34",
     )
     opened = ConversationOpened(conn_id=2, key=KEY, ts=0, packet=0)
     assert built(opened, m)["messages"] == [
@@ -231,6 +236,10 @@ def test_messages_columns_by_name() -> None:
             "key_base64": True,
             "ordering_key": b"ok-13",
             "properties": [("p", "14")],
+            "trace_id": "trace-32",
+            "span_id": "span-33",
+            "trace_format": "jaeger",
+            "trace_state": "state-34",
             "compression": "ZSTD",
             "compressed_size": 15,
             "payload_size": 16,
@@ -654,7 +663,7 @@ def test_journeys_columns_by_name() -> None:
         broker_entry_ts=27,  # ms
         trace_id="trace-28",
         span_id="span-29",
-        trace_format="w3c",
+        trace_format=TraceFormat.W3C,
         evicted=True,
     )
     builder = TableBuilder(capture="cap-99", tables=["journeys"])

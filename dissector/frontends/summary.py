@@ -187,7 +187,7 @@ def _by_topic(subscriptions: list[dict[str, Any]], cells: Any) -> list[str]:
         if s["topic"] != topic:
             topic = s["topic"]
             lines.append(f"  {topic or '? (topic unknown)'}")
-        lines.append(f"    {_subscription_name(s['subscription']):<30} {cells(s)}")
+        lines.append(f"    {_subscription_name(s['subscription']):<30}{cells(s)}")
     return lines
 
 
@@ -217,7 +217,7 @@ def _journeys(summary: dict[str, Any]) -> list[str]:
 
 
 def _stats_cells(stats: dict[str, Any]) -> str:
-    return f"{stats[COUNT]:>7}" + "".join(f" {stats[name]:>9.3f}" for name in MS_NAMES)
+    return f" {stats[COUNT]:>7}" + "".join(f" {stats[name]:>9.3f}" for name in MS_NAMES)
 
 
 def render(summary: dict[str, Any]) -> str:

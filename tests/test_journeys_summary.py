@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import json
 import re
-from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
 from dissector.pulsar.wire import MessageMetadata
 from tests.support.cli import cli
 from tests.support.crafted import B2C, C2B, T0_US, Conn, Msg, msg
+from tests.support.html_tables import report_tables
 from tests.support.scenes import SUB, TOPIC, Scene, ack, message, producer, receipt, send, subscribe
 
 PRODUCER = "sub-producer"
@@ -152,45 +152,6 @@ def test_summary_text_shows_them(tmp_path: Path) -> None:
     assert lines[dispatch + 3].split() == [SUB, "5", "3.000", "7.400", "8.840", "9.000"]
     end = lines.index("End-to-end latency per subscription (ms: SEND to the subscription's ACK)")
     assert lines[end + 3].split() == [SUB, "4", "25.000", "37.000", "39.700", "40.000"]
-
-
-class _Tables(HTMLParser):
-    """The cells' text of each table with an id, row by row."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.tables: dict[str, list[list[str]]] = {}
-        self._table: str | None = None
-        self._cell: list[str] | None = None
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        if tag == "table":
-            self._table = dict(attrs).get("id")
-            if self._table:
-                self.tables[self._table] = []
-        elif tag == "tr" and self._table:
-            self.tables[self._table].append([])
-        elif tag in ("td", "th") and self._table:
-            self._cell = []
-
-    def handle_endtag(self, tag: str) -> None:
-        if tag in ("td", "th") and self._table and self._cell is not None:
-            self.tables[self._table][-1].append("".join(self._cell))
-            self._cell = None
-        elif tag == "table":
-            self._table = None
-
-    def handle_data(self, data: str) -> None:
-        if self._cell is not None:
-            self._cell.append(data)
-
-
-def report_tables(path: Path, out: Path) -> dict[str, list[list[str]]]:
-    res = cli("report", str(path), "-o", str(out))
-    assert res.returncode == 0, res.stderr
-    parser = _Tables()
-    parser.feed(out.read_text(encoding="utf-8"))
-    return parser.tables
 
 
 def test_the_report_shows_the_summarys_numbers(tmp_path: Path) -> None:

@@ -176,3 +176,13 @@ def test_the_report_shows_the_summarys_numbers(tmp_path: Path) -> None:
         ]  # fmt: skip
     assert tables["never-delivered"][1:] == [[TOPIC, "1"]]
     assert re.search(r"<section id=\"subscriptions\">", (tmp_path / "r.html").read_text())
+
+
+def test_no_journeys_skips_only_the_subscriptions(tmp_path: Path) -> None:
+    path = capture(tmp_path / "c.pcap")
+    full = summary_json(path)
+    res = cli("summary", "--format", "json", "--no-journeys", str(path))
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout) == full | {"journeys": None}
+    text = cli("summary", "--no-journeys", str(path)).stdout
+    assert "Subscriptions: not read (--no-journeys)" in text and "Dispatch" not in text

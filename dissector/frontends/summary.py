@@ -44,9 +44,11 @@ SUMMARY_TABLES = ("conversations", "timeline", "journeys", "anomalies")
 class Summary:
     """A summary made from record batches as they come; see the module docstring."""
 
-    def __init__(self, top: int | None = TOP) -> None:
-        """top: connections listed (the busiest, by frames); None: every one."""
+    def __init__(self, top: int | None = TOP, journeys: bool = True) -> None:
+        """top: connections listed (the busiest, by frames); None: every one. journeys:
+        whether the journeys table is read (else `result` says None of subscriptions)."""
         self.top = top
+        self.journeys = journeys
         self.connections = 0
         self.frames = self.messages = 0
         self._busiest: list[tuple[int, int, dict[str, Any]]] = []  # heap (frames, -id, row)
@@ -107,7 +109,7 @@ class Summary:
             "connection_count": self.connections,
             "connections": [_connection(row) for _, _, row in busiest],
             "latency": self._latency.stats(),
-            "journeys": self._subscriptions.result(),
+            "journeys": self._subscriptions.result() if self.journeys else None,
             "errors": dict(self._errors),
             "unanswered": dict(self._unanswered),
             "unmatched": dict(self._unmatched),
@@ -140,10 +142,11 @@ def _connection(row: dict[str, Any]) -> dict[str, Any]:
 
 
 def summarize(tables: dict[str, pa.Table], top: int = TOP) -> dict[str, Any]:
-    """The summary of whole tables (those of `read_tables`)."""
-    summary = Summary(top)
+    """The summary of whole tables (those of `read_tables`; without journeys, no
+    subscriptions)."""
+    summary = Summary(top, journeys="journeys" in tables)
     for name in SUMMARY_TABLES:
-        for batch in tables[name].to_batches():
+        for batch in tables[name].to_batches() if name in tables else []:
             summary.add(name, batch)
     summary.frames = int(tables["frames"].num_rows)
     summary.messages = int(tables["messages"].num_rows)
@@ -192,6 +195,8 @@ def _by_topic(subscriptions: list[dict[str, Any]], cells: Any) -> list[str]:
 
 
 def _journeys(summary: dict[str, Any]) -> list[str]:
+    if summary["journeys"] is None:
+        return ["", "Subscriptions: not read (--no-journeys)"]
     subscriptions = summary["journeys"]["subscriptions"]
     never = summary["journeys"][NEVER_DELIVERED]
     lines = ["", "Subscriptions (from journeys; twice: delivered more than once, redeliveries > 0)"]

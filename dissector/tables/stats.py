@@ -205,20 +205,32 @@ class Subscriptions:
             self.never_delivered[topics[t]] += int(n)
         if not delivered.any():
             return
-        key = topic * len(subs) + sub  # one number per (topic, subscription)
-        counted = _counted(batch)
-        latency = {
-            column: (~_null(batch.column(column)), batch.column(column).fill_null(0).to_numpy())
-            for column in JOURNEY_LATENCIES
+        # one number per (topic, subscription); rows grouped by sorting: no work per
+        # subscription and row (a batch may hold many subscriptions)
+        pairs = (topic.astype(np.int64) * len(subs) + sub)[delivered]
+        groups, inverse = np.unique(pairs, return_inverse=True)  # in order: no set's order
+        counted = {
+            count: np.bincount(inverse, weights=matched[delivered], minlength=len(groups))
+            for count, matched in _counted(batch).items()
         }
-        for k in np.unique(key[delivered]):  # in order of the numbers: no set's order
-            rows = delivered & (key == k)
-            name = (topics[k // len(subs)], subs[k % len(subs)])
+        order = np.argsort(inverse, kind="stable")
+        bounds = np.searchsorted(inverse[order], np.arange(1, len(groups)))
+        latency = {}
+        for column in JOURNEY_LATENCIES:
+            values = batch.column(column)
+            valid = ~_null(values)[delivered][order]
+            us = values.fill_null(0).to_numpy(zero_copy_only=False)[delivered][order]
+            latency[column] = zip(
+                np.split(us.astype(np.int64), bounds), np.split(valid, bounds), strict=True
+            )
+        for g, pair in enumerate(groups.tolist()):
+            name = (topics[pair // len(subs)], subs[pair % len(subs)])
             counts = self.counts.setdefault(name, dict.fromkeys(SUBSCRIPTION_COUNTS, 0))
-            for count, matched in counted.items():
-                counts[count] += int((matched & rows).sum())
-            for column, (valid, us) in latency.items():
-                self.latencies[column].extend(name, us[rows & valid].astype(np.int64))
+            for count, sums in counted.items():
+                counts[count] += int(sums[g])
+            for column, parts in latency.items():
+                us_part, valid_part = next(parts)
+                self.latencies[column].extend(name, us_part[valid_part])
 
     def result(self) -> dict[str, list[dict[str, Any]]]:
         """JSON-ready: `subscriptions`, each its SUBSCRIPTION columns, counts and latency

@@ -282,3 +282,34 @@ def test_the_sql_definitions_count_what_the_aggregator_counts() -> None:
     )
     assert JOURNEY_LATENCIES == ("dispatch_us", "end_to_end_us")
     assert set(JOURNEY_LATENCIES) | set(names) <= set(TABLES["journeys"].schema.names)
+
+
+def test_many_subscriptions_interleaved_in_batches() -> None:
+    """200 rows over 12 subscriptions, shuffled, in batches of 37: each subscription's
+    counts and percentiles are those of its rows alone (the reference rule above)."""
+    rng = np.random.default_rng(7)
+    rows = []
+    for i in range(200):
+        sub = int(rng.integers(12))
+        dispatch = None if i % 7 == 0 else int(rng.integers(-2000, 90_000))
+        rows.append(
+            _delivered(f"t{sub % 3}", f"s{sub}", dispatch, int(rng.integers(1, 10**6)),
+                       redeliveries=int(i % 5 == 0))
+        )  # fmt: skip
+    subs = Subscriptions()
+    for start in range(0, len(rows), 37):
+        subs.add(_journeys(rows[start : start + 37]))
+    result = subs.result()["subscriptions"]
+    assert [(s["topic"], s["subscription"]) for s in result] == sorted(
+        {(r["topic"], r["subscription"]) for r in rows}
+    )
+    for s in result:
+        mine = [r for r in rows if r["subscription"] == s["subscription"]]
+        assert s["messages"] == len(mine)
+        assert s["delivered_twice"] == sum(r["redeliveries"] > 0 for r in mine)
+        for key, column in (("dispatch", "dispatch_us"), ("end_to_end", "end_to_end_us")):
+            values = [r[column] for r in mine if r[column] is not None]
+            assert s[key][COUNT] == len(values)
+            for p in PERCENTILES:
+                assert s[key][percentile_name(p)] == round(reference(values, p) / 1000, 3)
+            assert s[key][MAX] == round(max(values) / 1000, 3)

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from dissector.pulsar.encoder import command, encode_frame
     from dissector.pulsar.framing import DEFAULT_MAX_FRAME_SIZE, FrameDecoder, StreamStats
     from dissector.read import Capture, ReaderOptions, iter_events, read_capture, read_tables
+    from dissector.tables.otlp import journey_spans
 
 #: Public name -> the module it is imported from on first use.
 _LAZY = {
@@ -48,6 +49,7 @@ _LAZY = {
         ("Capture", "ReaderOptions", "iter_events", "read_capture", "read_tables"),
         "dissector.read",
     ),
+    "journey_spans": "dissector.tables.otlp",
 }
 
 if not TYPE_CHECKING:  # type checkers see the imports above
@@ -81,6 +83,7 @@ __all__ = [
     "command",
     "encode_frame",
     "iter_events",
+    "journey_spans",
     "read_capture",
     "read_tables",
 ]

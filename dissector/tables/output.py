@@ -1,4 +1,5 @@
-"""EDGE: write tables as JSON lines, CSV or Parquet, batch by batch, to a file or standard output.
+"""EDGE: write tables as JSON lines, CSV or Parquet, batch by batch, to a file or standard output;
+the journeys table as OpenTelemetry spans too (OTLP JSON lines).
 
 Input: a format name, a destination and a table's schema; then Arrow record batches.
 Output: bytes on a file or stdout.
@@ -10,6 +11,8 @@ renamed when complete: a reader never sees half a file, and a failed or interrup
 leaves nothing behind (`abort`). A path that exists and is not a regular file (a device such
 as /dev/stdout or /dev/full, a FIFO) is written in place: renaming over it would replace the
 device with a file. Every failed write, flush or close is an OutputError (one line).
+OTLP (`otlp`, journeys only): one ExportTraceServiceRequest per record batch per line, as the
+OpenTelemetry Collector's file exporter writes them (dissector.tables.otlp makes them).
 """
 
 from __future__ import annotations
@@ -34,10 +37,33 @@ if TYPE_CHECKING:  # imported by the writers of their format (~30 ms a text read
     import pyarrow.parquet as pq
 
 FORMATS = ("jsonl", "csv", "parquet")
+#: The journeys table as OpenTelemetry spans: OTLP JSON lines (dissector.tables.otlp).
+OTLP = "otlp"
 #: Rows of one Parquet row group: record batches are gathered (as Arrow, compact) up to it.
 ROW_GROUP_ROWS = 65536
 #: File name extension of each format (a folder of tables holds NAME.EXT files).
 EXTENSIONS = {"jsonl": ".jsonl", "csv": ".csv", "parquet": ".parquet"}
+#: The OTLP file's name ends so (JSON lines: the OTLP file exporter's preferred .jsonl).
+OTLP_EXTENSION = ".otlp.jsonl"
+
+
+def otlp_lines(batch: pa.RecordBatch) -> bytes:
+    """The journeys of a batch as one line of OTLP JSON (nothing for no rows)."""
+    if not batch.num_rows:
+        return b""
+    from dissector.tables.otlp import export_line
+
+    return export_line(batch, _version())
+
+
+def _version() -> str | None:
+    """This package's version (the spans' instrumentation scope's)."""
+    import importlib.metadata
+
+    try:
+        return importlib.metadata.version("pulsar-dissector")
+    except importlib.metadata.PackageNotFoundError:
+        return None
 
 
 def _json_default(value: Any) -> Any:
@@ -163,8 +189,14 @@ class TableWriter:
     """
 
     def __init__(self, fmt: str, path: str | None, schema: pa.Schema) -> None:
-        if fmt not in FORMATS:
-            raise ValueError(f"unknown format {fmt!r}; choose from {', '.join(FORMATS)}")
+        if fmt not in (*FORMATS, OTLP):
+            raise ValueError(f"unknown format {fmt!r}; choose from {', '.join(FORMATS)}, {OTLP}")
+        if fmt == OTLP:
+            from dissector.tables.otlp import missing_columns
+
+            missing = missing_columns(schema)
+            if missing:
+                raise ValueError(f"otlp: spans of the journeys table; no {', '.join(missing)}")
         self.fmt, self.schema, self.rows = fmt, schema, 0
         self.path = None if path is None or path == "-" else os.fspath(path)
         self._hidden: str | None = None
@@ -210,6 +242,8 @@ class TableWriter:
                 self._csv = _csv_writer(self._out, self.schema)
             if batch.num_rows:
                 self._csv.write_batch(flat(batch))
+        elif self.fmt == OTLP:
+            self._out.write(otlp_lines(batch))
         elif batch.num_rows:
             self._out.write(json_lines(batch))
 

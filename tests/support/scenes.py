@@ -103,9 +103,9 @@ def findings(path: Path, thresholds: Thresholds | None = None) -> list[dict[str,
     return rows
 
 
-def journeys(path: Path) -> list[dict[str, Any]]:
-    """The journeys table's rows of a capture (times as µs since the epoch), read as users
-    read it."""
+def journeys(path: Path | list[Path]) -> list[dict[str, Any]]:
+    """The journeys table's rows of a capture, or of captures read together (times as µs
+    since the epoch), read as users read it."""
     table = read_capture(path, tables=["journeys"]).arrow["journeys"]
     rows: list[dict[str, Any]] = table.cast(
         pa.schema(

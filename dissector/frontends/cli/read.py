@@ -40,17 +40,34 @@ from dissector.frontends.terminal import printable
 from dissector.frontends.text import TIME_FORMATS
 from dissector.read.tables import ReadCounts
 from dissector.tables.filters import Filter
-from dissector.tables.output import EXTENSIONS, FORMATS, TableWriter
+from dissector.tables.output import EXTENSIONS, FORMATS, OTLP, OTLP_EXTENSION, TableWriter
 from dissector.tables.schema import TABLES, needs_pairs, needs_payloads
 
 #: Output file name suffix -> format, when --format is not given.
 _FORMAT_OF_SUFFIX = {ext: fmt for fmt, ext in EXTENSIONS.items()}
+#: Each format's file name ending (a folder of tables holds NAME.EXT files).
+_ENDING = {**EXTENSIONS, OTLP: OTLP_EXTENSION}
 
 
 def _outputs(args: argparse.Namespace) -> tuple[list[str], str, dict[str, str | None]] | None:
     """The tables to write, their format and each one's path (None: stdout); None for the
     text view. `-o` names a folder (every table, or those given, as FOLDER/TABLE.EXT) when it
-    is one, ends with a slash, has no suffix and no --table was given, or several were."""
+    is one, ends with a slash, has no suffix and no --table was given, or several were.
+    OTLP spans are made of the journeys table only."""
+    plan = _planned(args)
+    if plan is not None and plan[1] == OTLP:
+        others = [n for n in plan[0] if n != "journeys"]
+        if others:
+            raise UsageError(
+                f"--format otlp: spans are made of the journeys table only, not of "
+                f"{', '.join(others)}: give --table journeys"
+            )
+        if args.columns:
+            raise UsageError("--format otlp: the spans need every column: drop --columns")
+    return plan
+
+
+def _planned(args: argparse.Namespace) -> tuple[list[str], str, dict[str, str | None]] | None:
     tables = list(dict.fromkeys(args.table))
     out = None if args.output in (None, "-") else str(args.output)
     if out is not None and (
@@ -61,18 +78,20 @@ def _outputs(args: argparse.Namespace) -> tuple[list[str], str, dict[str, str | 
     ):
         fmt = "parquet" if args.format == "text" else args.format
         names = tables or list(TABLES)
-        return names, fmt, {n: os.path.join(out, n + EXTENSIONS[fmt]) for n in names}
+        return names, fmt, {n: os.path.join(out, n + _ENDING[fmt]) for n in names}
     if len(tables) > 1:
         raise UsageError("several tables need a folder: -o FOLDER")
     if not tables and args.format == "text" and out is None:
         return None
     fmt = args.format
-    if fmt == "text":
+    if fmt == "text" and out is not None and out.lower().endswith(OTLP_EXTENSION):
+        fmt = OTLP
+    elif fmt == "text":
         suffix = Path(out).suffix.lower() if out is not None else ".jsonl"
         if suffix not in _FORMAT_OF_SUFFIX:
             raise UsageError(
                 f"{out}: cannot tell the format from the name: give --format "
-                f"({', '.join(FORMATS)}) or a folder"
+                f"({', '.join((*FORMATS, OTLP))}) or a folder"
             )
         fmt = _FORMAT_OF_SUFFIX[suffix]
     return tables or ["frames"], fmt, {(tables or ["frames"])[0]: out}
@@ -211,9 +230,12 @@ def add_parser(sub: Subcommands) -> None:
     )
     read.add_argument(
         "--format",
-        choices=["text", *FORMATS],
+        choices=["text", *FORMATS, OTLP],
         default="text",
-        help="text view, or a table format (default: told by -o's suffix; parquet for a folder)",
+        help="text view, or a table format (default: told by -o's suffix; parquet for a "
+        f"folder); {OTLP}: the journeys table as OpenTelemetry spans, OTLP JSON lines (as the "
+        f"OpenTelemetry Collector's file exporter writes them; -o NAME{OTLP_EXTENSION} says it "
+        "too): see docs/journeys.md",
     )
     read.add_argument(
         "-o",

@@ -61,7 +61,7 @@ def add_parser(sub: Subcommands) -> None:
         "--no-journeys",
         action="store_true",
         help="skip the per-subscription section (the journeys table: its joiner reads every "
-        "frame, about half again the read's time)",
+        "frame, 1.5 to 2 times the summary's CPU time on busy captures)",
     )
     jobs_argument(summary)
     summary.set_defaults(run=cmd_summary)

@@ -24,15 +24,8 @@ from dissector.events import Direction, EntityKind
 from dissector.frontends.diagnoses import evidence_text, ranked
 from dissector.frontends.report.collect import LADDER_FRAMES, ROWS, ReportData, when
 from dissector.frontends.report.plots import TOPICS_PLOTTED, cdf, figure, io_graph
-from dissector.tables.stats import (
-    COUNT,
-    JOURNEY_LATENCIES,
-    MS_NAMES,
-    NEVER_DELIVERED,
-    SUBSCRIPTION_COUNTS,
-    describe,
-    latency_name,
-)
+from dissector.frontends.report.subscriptions import subscriptions_section
+from dissector.tables.stats import COUNT, MS_NAMES, describe
 
 LADDER_CONNECTIONS = 12  # ladders drawn, the busiest connections by frames
 RUN_MIN = 4  # a run of at least this many alike lines is collapsed
@@ -45,7 +38,7 @@ def page(report: ReportData) -> str:
         ("findings", "What went wrong", _findings_section(report, drawn)),
         ("overview", "Overview", _overview(report)),
         ("latency", "Latency", _latency_section(report)),
-        ("subscriptions", "Subscriptions", _subscriptions_section(report)),
+        ("subscriptions", "Subscriptions", subscriptions_section(report.subscriptions)),
         ("throughput", "Throughput over time", _throughput_section(report)),
         ("ladders", "Connections (ladder diagrams)", _ladders(report, drawn)),
         ("entities", "Producers and consumers", _entities_section(report)),
@@ -124,76 +117,6 @@ def _latency_section(report: ReportData) -> str:
         + "</table>"
     )
     return plot + table + slowest
-
-
-#: The subscriptions' columns, as the page heads them.
-_COUNT_HEADS = {
-    "messages": "messages",
-    "delivered": "delivered",
-    "delivered_twice": "delivered twice",
-    "not_acked": "not acked",
-}
-_LATENCY_HEADS = {
-    "dispatch_us": "dispatch (SEND_RECEIPT to first MESSAGE)",
-    "end_to_end_us": "end to end (SEND to the subscription's ACK)",
-}
-
-
-def _subscriptions_section(report: ReportData) -> str:
-    if not report.subscriptions:
-        return "<p>No message journey (no SEND, MESSAGE or ACK joined).</p>"
-    result = report.subscriptions.result()
-    subs = result["subscriptions"]
-    heads = "".join(f"<th>{_COUNT_HEADS[name]}</th>" for name in SUBSCRIPTION_COUNTS)
-    rows = "".join(
-        f"<tr>{_names(s)}"
-        + "".join(f"<td class=n>{s[name]}</td>" for name in SUBSCRIPTION_COUNTS)
-        + "</tr>"
-        for s in subs
-    )
-    counts = (
-        "<p>Each message delivered (or acknowledged) in a subscription is a journey "
-        "(docs/journeys.md); <i>delivered twice</i>: delivered more than once to it "
-        "(redeliveries &gt; 0: seen twice, or the broker's redelivery count says so).</p>"
-        f"<table id=subscriptions-table><tr><th>topic</th><th>subscription</th>{heads}</tr>"
-        + rows
-        + "</table>"
-    )
-    never = "".join(
-        f"<tr><td>{_cell(n['topic'] or '?')}</td><td class=n>{n[NEVER_DELIVERED]}</td></tr>"
-        for n in result[NEVER_DELIVERED]
-    )
-    if never:
-        counts += (
-            "<h3>Produced, never seen delivered</h3><table id=never-delivered>"
-            f"<tr><th>topic</th><th>messages</th></tr>{never}</table>"
-        )
-    stat_heads = "".join(f"<th>{name.removesuffix('_ms')} ms</th>" for name in MS_NAMES)
-    latency = []
-    for column in JOURNEY_LATENCIES:
-        key = latency_name(column)
-        body = "".join(
-            f"<tr>{_names(s)}<td class=n>{s[key][COUNT]}</td>"
-            + "".join(f"<td class=n>{s[key][name]:.3f}</td>" for name in MS_NAMES)
-            + "</tr>"
-            for s in subs
-            if s[key][COUNT]
-        )
-        latency.append(
-            f"<h3>Latency: {_LATENCY_HEADS[column]}</h3>"
-            + (
-                f"<table id={key}-table><tr><th>topic</th><th>subscription</th>"
-                f"<th>{COUNT}</th>{stat_heads}</tr>{body}</table>"
-                if body
-                else "<p>none measured (a hop not captured).</p>"
-            )
-        )
-    return counts + "".join(latency)
-
-
-def _names(s: dict[str, Any]) -> str:
-    subscription = "? (SUBSCRIBE not captured)" if s["subscription"] is None else s["subscription"]
-    return f"<td>{_cell(s['topic'] or '?')}</td><td>{_cell(subscription)}</td>"
 
 
 def _throughput_section(report: ReportData) -> str:

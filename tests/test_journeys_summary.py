@@ -186,3 +186,12 @@ def test_no_journeys_skips_only_the_subscriptions(tmp_path: Path) -> None:
     assert json.loads(res.stdout) == full | {"journeys": None}
     text = cli("summary", "--no-journeys", str(path)).stdout
     assert "Subscriptions: not read (--no-journeys)" in text and "Dispatch" not in text
+
+
+def test_report_no_journeys_skips_only_the_subscriptions(tmp_path: Path) -> None:
+    path = capture(tmp_path / "c.pcap")
+    res = cli("report", "--no-journeys", str(path), "-o", str(tmp_path / "r.html"))
+    assert res.returncode == 0, res.stderr
+    page = (tmp_path / "r.html").read_text(encoding="utf-8")
+    assert "Not read (<code>--no-journeys</code>)" in page
+    assert "subscriptions-table" not in page and 'id="frame-count"' in page

@@ -47,8 +47,10 @@ _LADDER_COLUMNS = [
 class ReportData:
     """Aggregates made from record batches as they come (the page: `html.page`)."""
 
-    def __init__(self, files: list[str]) -> None:
+    def __init__(self, files: list[str], journeys: bool = True) -> None:
+        """journeys: whether the journeys table is read (the Subscriptions section)."""
         self.files = [path_text(f) for f in files]  # names that are not UTF-8 as \xNN
+        self.journeys = journeys
         self.first_ts: int | None = None
         self.last_ts: int | None = None
         self.commands: Counter[str] = Counter()

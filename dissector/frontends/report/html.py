@@ -38,7 +38,11 @@ def page(report: ReportData) -> str:
         ("findings", "What went wrong", _findings_section(report, drawn)),
         ("overview", "Overview", _overview(report)),
         ("latency", "Latency", _latency_section(report)),
-        ("subscriptions", "Subscriptions", subscriptions_section(report.subscriptions)),
+        (
+            "subscriptions",
+            "Subscriptions",
+            subscriptions_section(report.subscriptions if report.journeys else None),
+        ),
         ("throughput", "Throughput over time", _throughput_section(report)),
         ("ladders", "Connections (ladder diagrams)", _ladders(report, drawn)),
         ("entities", "Producers and consumers", _entities_section(report)),

@@ -37,8 +37,11 @@ _LATENCY_HEADS = {
 }
 
 
-def subscriptions_section(subscriptions: Subscriptions) -> str:
-    """The section: counts, never delivered, one latency table per journey latency."""
+def subscriptions_section(subscriptions: Subscriptions | None) -> str:
+    """The section: counts, never delivered, one latency table per journey latency (None:
+    the journeys table was not read)."""
+    if subscriptions is None:
+        return "<p>Not read (<code>--no-journeys</code>).</p>"
     if not subscriptions:
         return "<p>No message journey (no SEND, MESSAGE or ACK joined).</p>"
     result = subscriptions.result()

@@ -3,8 +3,9 @@ counts and latency percentiles, the numbers `summary` shows.
 
 Input: the dissector.tables.stats.Subscriptions the report gathered from the journeys table.
 Output: the section's HTML: a counts table (`subscriptions-table`), the messages never
-delivered per topic (`never-delivered`), and one table per journey latency
-(`dispatch-table`, `end_to_end-table`).
+delivered per topic (`never-delivered`), one table per journey latency (`dispatch-table`,
+`end_to_end-table`) and the end-to-end latency's distribution per subscription
+(`end-to-end-plot`).
 Rule: every number is `Subscriptions.result()`'s, as `summary` gives it; text from the
 capture (topics, subscription names) is HTML-escaped.
 """
@@ -14,6 +15,9 @@ from __future__ import annotations
 import html
 from typing import Any
 
+import numpy as np
+
+from dissector.frontends.report.plots import cdf, figure
 from dissector.tables.stats import (
     COUNT,
     JOURNEY_LATENCIES,
@@ -90,7 +94,22 @@ def subscriptions_section(subscriptions: Subscriptions | None) -> str:
                 else "<p>none measured (a hop not captured).</p>"
             )
         )
-    return counts + "".join(latency)
+    return counts + _plot(subscriptions) + "".join(latency)
+
+
+def _plot(subscriptions: Subscriptions) -> str:
+    """The end-to-end latency's distribution, a line per subscription (those with values)."""
+    values: dict[str, np.ndarray] = {}
+    for (topic, sub), us in subscriptions.latencies["end_to_end_us"].values().items():
+        name = "?" if sub is None else sub
+        label = f"{(topic or '?').rsplit('/', 1)[-1]} {name}"  # the topic's last part
+        if len(us):
+            values[f"{topic} {name}" if label in values else label] = us
+    if not values:
+        return ""
+    plot = figure(lambda ax: cdf(ax, values, of="messages"), "end-to-end-plot", width=9,
+                  height=4)  # fmt: skip
+    return "<h3>End-to-end latency per subscription (SEND to the subscription's ACK)</h3>" + plot
 
 
 def _names(s: dict[str, Any]) -> str:

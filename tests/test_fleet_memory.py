@@ -35,7 +35,14 @@ mode, path, out = sys.argv[1:4]
 if mode == "fleet":
     from dissector.frontends import fleet
     output = fleet._output_filesystem(out)
-    rows = dict(fleet._dissect_bundle(0, [(0, [path])], output, ReaderOptions()))
+    import pyarrow.compute as pc
+    rows, events = {}, 0  # the joiner's input recorded leaves in batches, as in Spark
+    for batch in fleet._dissect_bundle(0, [(0, [path])], output, ReaderOptions()):
+        kinds = batch.column("kind")
+        events += pc.sum(pc.equal(kinds, "event")).as_py() or 0
+        for row in batch.filter(pc.equal(kinds, "rows")).to_pylist():
+            rows[row["topic"]] = row["ts"]
+    rows["events"] = events
 else:
     from dissector.frontends import spark
     reader = spark.PulsarReader({"table": "frames", "path": path})
@@ -83,6 +90,7 @@ def test_fleet_task_memory_does_not_grow_with_the_series(
     a = _task("fleet", one, tmp_path / "one")
     b = _task("fleet", three, tmp_path / "three")
     assert b["rows"]["frames"] >= 3 * a["rows"]["frames"] - 100
+    assert b["rows"]["events"] >= 3 * a["rows"]["events"] - 100 > 10_000  # journeys recorded
     growth = b["peak"] - a["peak"]
     held = _arrow_bytes(tmp_path / "three") - _arrow_bytes(tmp_path / "one")
     assert held > 2 * SLACK_MIB << 20  # a task holding its tables would fail below

@@ -27,6 +27,7 @@ from tests.support.scenes import (
     receipt,
     send,
     subscribe,
+    two_hosts,
     us,
 )
 
@@ -490,14 +491,7 @@ def test_captures_of_two_hosts_read_together(tmp_path: Path) -> None:
     """The producer's host and the consumer's host captured apart, read together (merged
     by time): the journeys of the capture that saw both (connections numbered alike: the
     producer's opens first)."""
-    s = Scene()
-    p, c = Conn(client_port=40001), Conn(client_port=40002)
-    s.open(p, 0.0)
-    s.open(c, 0.01)
-    for m in producer(name=PRODUCER):
-        s.at(0, m, p)
-    for m in subscribe():
-        s.at(0.01, m, c)
+    s, p, c = two_hosts(PRODUCER)
     s.at(1.0, _send(0), p).at(1.002, receipt(0, entry=3), p).at(1.005, _message(3, 0), c)
     s.at(1.3, ack(3), c).at(2.0, _send(1), p)
     s.close(3, p)

@@ -13,8 +13,11 @@ same percentiles, names, answered outcomes and milliseconds), computed by Spark:
 `percentile` is exact with the linear interpolation `stats` states (numpy's default), so the
 fleet job and `pulsar-dissect summary` give the same numbers. The journeys table is not made
 by the tasks (a message's journey spans captures, and a task would hold every message of its
-series until the series ends): it is written empty, until the fleet's journeys are joined
-across its captures in Spark (issue 29, docs/journeys.md).
+series until the series ends): each task records the joiner's input instead
+(dissector.frontends.journey_events), kept by Spark (cached, shuffled), never in OUT; Spark
+then puts each topic's events of each merge group of series in the order of a local read
+of the captures together, and a second stage runs the one Joiner over each, writing the
+journeys table as the tasks write the others.
 """
 
 from __future__ import annotations
@@ -22,15 +25,20 @@ from __future__ import annotations
 import json
 import posixpath
 from collections.abc import Iterable, Iterator
+from dataclasses import replace
 from typing import Any
 
+import pyarrow as pa
 import pyarrow.fs as pafs
+from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from dissector.capture import series as series_mod
 from dissector.capture.locations import filesystem_for, is_local, local_path
 from dissector.events import Checksum, Conversation, ConversationOpened, MessageKind, Outcome
+from dissector.frontends import fleet_journeys as fj
+from dissector.frontends import journey_events as je
 from dissector.frontends.partitioned import PartitionedWriter, write_empty
 from dissector.frontends.spark import executor_errors, expand
 from dissector.frontends.terminal import printable
@@ -73,11 +81,14 @@ def _dissect_bundle(
     items: Iterable[tuple[int, list[str]]],
     output: tuple[pafs.FileSystem, str],
     options: ReaderOptions,
-) -> Iterator[tuple[str, int]]:
-    """Executor side: dissect a bundle of series into partitioned Parquet; yield row counts.
+) -> Iterator[pa.RecordBatch]:
+    """Executor side: dissect a bundle of series into partitioned Parquet; yield the joiner's
+    input recorded (journey_events.STAGE rows: events, each series' span), then the rows
+    written per table.
 
     Batches go to the writer as the builder makes them (its sink): memory holds at most
-    BATCH_ROWS rows per table, whatever the size of the series."""
+    BATCH_ROWS rows per table, whatever the size of the series, and BATCH_EVENTS recorded
+    events."""
     writer = PartitionedWriter(*output, task)
     try:
         for index, files in items:
@@ -87,44 +98,76 @@ def _dissect_bundle(
                 sink=writer.write,
                 diagnoser=diagnoser(options),
             )
+            recorder = je.Recorder(index, files)
             closed: list[int] = []
             add = builder.feeder()
-            for ev in iter_series(files, options, index):
+            for ev in iter_series(files, options, index, recorder.watch):
                 if isinstance(ev, ConversationOpened):
                     writer.connection(ev.conn_id, ev.key)
                 elif isinstance(ev, Conversation):
                     writer.connection(ev.conn_id, ev.key)
                     closed.append(ev.conn_id)
                 add(ev)
+                recorder.feed(ev)
+                yield from recorder.take()
                 if len(closed) >= FORGET_AFTER:
                     builder.flush()
                     writer.forget(closed)
                     closed = []
             builder.finish()
             writer.forget(closed)
+            yield from recorder.take(final=True)
     finally:
         writer.close()
-    yield from writer.counts.items()
+    yield je.counts_batch(writer.counts.items())
+
+
+def _join_partition(
+    task: int, batches: Iterable[pa.RecordBatch], output: tuple[pafs.FileSystem, str]
+) -> Iterator[pa.RecordBatch]:
+    """Executor side of the second stage: recorded events in their order (journey_events.
+    ORDER) joined into the journeys table, written as the tasks write the others; yields
+    its row count."""
+    writer = PartitionedWriter(*output, task)
+    try:
+        for batch in je.joined(batches, writer.connection):
+            writer.write("journeys", batch)
+    finally:
+        writer.close()
+    yield je.counts_batch([("journeys", writer.counts["journeys"])])
 
 
 def dissect(
     spark: SparkSession, paths: list[str], out: str, options: ReaderOptions
 ) -> dict[str, int]:
-    """One pass over every capture series; returns the rows written per table."""
+    """One pass over every capture series, then the journeys joined; returns the rows
+    written per table."""
     groups = series_mod.group(expand(paths, options.s3_endpoint), options.series)
+    options = replace(options, frame_runs=False)  # findings and journeys read frames one by one
     fs, base = output = _output_filesystem(out, options.s3_endpoint)
     fs.create_dir(base, recursive=True)
     for name in TABLES:  # the tables of an earlier run would mix with these
         if fs.get_file_info(posixpath.join(base, name)).type != pafs.FileType.NotFound:
             fs.delete_dir(posixpath.join(base, name))
-    tasks = max(1, min(len(groups), spark.sparkContext.defaultParallelism * 2))
-    rdd = spark.sparkContext.parallelize(list(enumerate(groups)), tasks)
-    counts = rdd.mapPartitionsWithIndex(
-        lambda task, items: _dissect_bundle(task, items, output, options)
-    ).reduceByKey(lambda a, b: a + b)
     written = dict.fromkeys(TABLES, 0)
     with executor_errors():
-        written.update(dict(counts.collect()))
+        staged = fj.staged(
+            spark, groups, lambda task, items: _dissect_bundle(task, items, output, options)
+        ).persist(StorageLevel.MEMORY_AND_DISK)  # computed once: its tasks write the tables
+        try:
+            meta = staged.where(F.col("kind") != "event").collect()
+            for row in meta:
+                if row["kind"] == "rows":
+                    written[row["topic"]] += row["ts"]
+            events = fj.ordered_events(spark, staged, fj.spans(meta))
+            joined = events.mapInArrow(
+                lambda batches: _join_partition(fj.task_number(), batches, output),
+                fj.STAGE,
+            )
+            for row in joined.collect():
+                written[row["topic"]] += row["ts"]
+        finally:
+            staged.unpersist()
     for name in TABLES:  # empty tables still get a (schema-only) file, so reads never fail
         if not written[name]:
             write_empty(fs, base, name)

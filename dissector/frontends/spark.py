@@ -1,7 +1,8 @@
 """EDGE: the `pulsar` Spark data source: capture files in, the project's tables out.
 
 Input: `spark.read.format("pulsar").option("table", "frames").load(path_or_glob)`, with
-options `table` (frames, messages, anomalies, conversations, timeline, entities, findings),
+options `table` (frames, messages, anomalies, conversations, timeline, entities, findings;
+journeys through `read()`, which joins them across the captures as the fleet job does),
 `ports` (extra broker ports, comma-separated), `tls_ports`, `max_frame_size`, `max_uncompressed`,
 `payload_preview`, `series` (auto, digits, none), `s3_endpoint` (an S3 endpoint URL other
 than AWS; default: AWS_ENDPOINT_URL_S3, then AWS_ENDPOINT_URL, as `read()`'s process sees
@@ -71,6 +72,8 @@ from dissector.tables.predicates import mask as predicate_mask
 from dissector.tables.schema import TABLES, needs_pairs, needs_payloads, takes_frame_runs
 
 PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
+#: The table `read` joins in Spark (the data source's reader refuses it: see `read`).
+JOURNEYS = "journeys"
 _PUSHABLE = ("conn_id", "ts", "command", "topic", "broker_port", "client_port", "code")
 _OPS: dict[type[Filter], Op] = {
     EqualTo: "eq",
@@ -138,6 +141,12 @@ class PulsarDataSource(DataSource):
     def reader(self, schema: StructType) -> DataSourceReader:
         opts = {str(k).lower(): str(v) for k, v in self.options.items()}
         opts["table"] = self._table()
+        if opts["table"] == JOURNEYS:
+            raise UsageError(
+                "the journeys table joins messages across captures, which a data source "
+                "reading each series alone cannot: use dissector.spark.read(spark, paths, "
+                "table='journeys') (docs/fleet.md)"
+            )
         # the endpoint the driver resolves (option, else its environment) is the executors'
         endpoint = s3_endpoint_from(opts.get("s3_endpoint"))
         if endpoint:
@@ -346,8 +355,23 @@ def executor_errors() -> Iterator[None]:
 def read(
     spark: SparkSession, paths: str | Sequence[str], table: str = "frames", **options: Any
 ) -> DataFrame:
-    """One table of the captures as a Spark DataFrame (registers the source if needed)."""
+    """One table of the captures as a Spark DataFrame (registers the source if needed).
+    The journeys table is joined across the captures as the fleet job joins it
+    (dissector.frontends.fleet_journeys): the data source reads each series alone."""
     register(spark)
+    if table == JOURNEYS:
+        from dissector.frontends import fleet_journeys  # Spark stages: imported when used
+
+        given = {k: ",".join(map(str, v)) if isinstance(v, list | tuple | set | frozenset)
+                 else str(v) for k, v in options.items()}  # fmt: skip
+        given["table"] = table
+        endpoint = s3_endpoint_from(given.pop("s3_endpoint", None))
+        if endpoint:
+            given["s3_endpoint"] = endpoint
+        settings = options_from(given)
+        groups = series_mod.group(expand(paths, settings.s3_endpoint), settings.series)
+        with executor_errors():
+            return fleet_journeys.journeys_frame(spark, groups, settings)
     reader = spark.read.format("pulsar").option("table", table)
     if spark.conf.get(PUSHDOWN_CONF, "false") == "true":
         reader = reader.option("pushdown", "true")

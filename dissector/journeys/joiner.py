@@ -60,10 +60,10 @@ class Joiner:
             self._entry(ev)
         elif kind is ConversationOpened:
             assert isinstance(ev, ConversationOpened)
-            self._ended(ev.conn_id)  # a connection id reused: the old one's ids mean nothing
+            self.ended(ev.conn_id)  # a connection id reused: the old one's ids mean nothing
         elif kind is Conversation:
             assert isinstance(ev, Conversation)
-            self._ended(ev.conn_id)
+            self.ended(ev.conn_id)
         return []
 
     def finish(self) -> list[Journey]:
@@ -74,6 +74,16 @@ class Joiner:
         self.ix.conns.clear()
         self._current = None
         return out
+
+    def ended(self, conn_id: int) -> None:
+        """Connection `conn_id` ended (as a `Conversation` event says): its ids mean nothing
+        any more, and receipts can no longer come on it."""
+        conn = self.ix.conns.pop(conn_id, None)
+        if conn is None:
+            return
+        for queue in conn.sends.values():  # their receipts can no longer come
+            for s in queue:
+                s.waiting, s.due = None, 0
 
     # ------------------------------------------------------------------ internals
 
@@ -91,11 +101,3 @@ class Joiner:
         msg = s.msgs.get(m.batch_index)
         if msg is not None and m.sequence_id is not None:
             msg.sequence_id = m.sequence_id
-
-    def _ended(self, conn_id: int) -> None:
-        conn = self.ix.conns.pop(conn_id, None)
-        if conn is None:
-            return
-        for queue in conn.sends.values():  # their receipts can no longer come
-            for s in queue:
-                s.waiting, s.due = None, 0

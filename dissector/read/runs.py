@@ -20,11 +20,11 @@ Rules:
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Generator, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from dataclasses import replace
 
 from dissector.capture import series as series_mod
-from dissector.capture.merge import Progress, merged, series_items
+from dissector.capture.merge import Item, Progress, merged, series_items
 from dissector.events import PipelineEvent
 from dissector.read.driver import Batch, collected_between, drive
 from dissector.read.numbering import Opened
@@ -49,15 +49,23 @@ def local_batches(
 
 
 def iter_series(
-    files: list[str], options: ReaderOptions, series_index: int = 0
+    files: list[str],
+    options: ReaderOptions,
+    series_index: int = 0,
+    watch: Callable[[Iterator[Item]], Iterator[Item]] | None = None,
 ) -> Generator[PipelineEvent, None, None]:
     """Events of a series of capture files read as one capture (rotated files in order),
     connections numbered from series_index * CONN_ID_STRIDE + 1.
+
+    watch: sees the series' items (packets, issues) as the driver takes them, each before
+    the events it makes (the fleet's journeys take each event's packet time from it).
 
     Packet numbers continue from file to file. Damage that ends a file's reading is an
     anomaly (of shard 0 only, when sharded); the next file of the series is still read.
     """
     items = series_items(files, None, options.s3_endpoint, series_index, parsed=True)
+    if watch is not None:
+        items = watch(items)
     own = replace(options, per_series_ids=True)  # numbered in the series' own range
     for _, _, evs in collected_between(drive({series_index: files}, items, own)):
         yield from evs

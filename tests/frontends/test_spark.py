@@ -18,6 +18,7 @@ from dissector.frontends import fleet
 from dissector.frontends import spark as ds
 from dissector.read import ReaderOptions, read_tables
 from dissector.tables.schema import SCHEMAS
+from tests.support.lake import journeys_as_local, lake_table, table_rows
 from tests.support.samples import split_pcap
 
 PCAPS = Path(__file__).resolve().parents[2] / "pcaps"
@@ -116,9 +117,13 @@ def test_fleet_job(spark: SparkSession, expected: Any, tmp_path: Path) -> None:
         assert files
         for folder in {f.parent for f in files}:  # per partition: a file per task at most
             assert len(list(folder.glob("*.parquet"))) <= 4
-        rows = want[name].num_rows if name in fleet.TASK_TABLES else 0  # journeys: empty
+        rows = want[name].num_rows
         assert sum(pq.read_metadata(f).num_rows for f in files) == rows
         assert summary["tables"][name] == rows
+    assert want["journeys"].num_rows > 30
+    fleet_tables = {name: lake_table(out, name) for name in ("frames", "conversations", "journeys")}
+    local = read_tables(ds.expand(str(inputs)), tables=["frames", "conversations", "journeys"])
+    assert journeys_as_local(fleet_tables, local) == table_rows(local["journeys"])
     produced = [r for r in summary["per_broker"] if r["kind"] == "produced"]
     assert sum(r["messages"] for r in produced) == want["messages"]["kind"].to_pylist().count(
         "produced"

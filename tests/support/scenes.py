@@ -91,6 +91,20 @@ class Scene:
         return sorted(set(paths.values()))
 
 
+def two_hosts(name: str = "diag-producer") -> tuple[Scene, Conn, Conn]:
+    """A scene of a producer's connection (its PRODUCER at 0 s) and a consumer's (opened and
+    subscribed at 0.01 s), to be captured apart (`write_apart`) or together."""
+    s = Scene()
+    p, c = Conn(client_port=40001), Conn(client_port=40002)
+    s.open(p, 0.0)
+    s.open(c, 0.01)
+    for m in producer(name=name):
+        s.at(0, m, p)
+    for m in subscribe():
+        s.at(0.01, m, c)
+    return s, p, c
+
+
 def us(t: float) -> int:
     """The capture time (µs since the epoch) of `t` seconds into a scene."""
     return T0_US + round(t * 1_000_000)
@@ -122,17 +136,19 @@ def codes(path: Path, thresholds: Thresholds | None = None) -> list[str]:
 # ------------------------------------------------------------------------- common frames
 
 
-def producer(pid: int = 1, rid: int = 1, name: str = "diag-producer") -> list[Msg]:
+def producer(
+    pid: int = 1, rid: int = 1, name: str = "diag-producer", topic: str = TOPIC
+) -> list[Msg]:
     return [
-        msg(C2B, "PRODUCER", topic=TOPIC, producer_id=pid, request_id=rid, producer_name=name),
+        msg(C2B, "PRODUCER", topic=topic, producer_id=pid, request_id=rid, producer_name=name),
         msg(B2C, "PRODUCER_SUCCESS", request_id=rid, producer_name=name),
     ]
 
 
-def subscribe(cid: int = 2, rid: int = 2, sub_type: int = 1) -> list[Msg]:
+def subscribe(cid: int = 2, rid: int = 2, sub_type: int = 1, topic: str = TOPIC) -> list[Msg]:
     return [
         msg(
-            C2B, "SUBSCRIBE", topic=TOPIC, subscription=SUB, subType=sub_type,
+            C2B, "SUBSCRIBE", topic=topic, subscription=SUB, subType=sub_type,
             consumer_id=cid, request_id=rid,
         ),
         msg(B2C, "SUCCESS", request_id=rid),

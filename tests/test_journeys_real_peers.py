@@ -10,12 +10,17 @@ broker's port) and, for the SEND and the MESSAGE, the message's own bytes in the
 
 from __future__ import annotations
 
+import json
+import statistics
+from collections import Counter
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.support.cli import cli
+from tests.support.html_tables import report_tables
 from tests.support.recorded import client, recorded, topic_name
 from tests.support.scenes import journeys
 
@@ -160,3 +165,84 @@ def test_a_batch_is_one_journey_per_entry(tmp_path: Path) -> None:
             "carol",
         )
         assert row["deliveries"] == 1 and row["acked_ts"] is not None
+
+
+def _quantiles(values: list[int]) -> dict[str, float]:
+    """p50, p90, p99 and max in ms by the standard library (statistics.quantiles,
+    "inclusive": linear between the closest ranks, as docs say of `summary`)."""
+    cuts = statistics.quantiles(values, n=100, method="inclusive")
+    ms = {f"p{p}_ms": round(cuts[p - 1] / 1000, 3) for p in (50, 90, 99)}
+    return {"count": len(values), **ms, "max_ms": round(max(values) / 1000, 3)}
+
+
+def test_summary_per_subscription_is_the_clients_record(tmp_path: Path) -> None:
+    """Two subscriptions of one topic: `ex` receives and acknowledges the six messages;
+    `sh` (Shared) rejects one once (negative ack: the broker delivers it again) and never
+    acknowledges another. `summary`'s counts per subscription are those the client
+    counted; its percentiles are the standard library's of the rows' hop time differences;
+    the report shows the same numbers."""
+    import pulsar
+
+    cap = tmp_path / "subs.pcap"
+    topic = topic_name("journeys-subs")
+    rejected, unacked = b"journey-102", b"journey-105"
+    received: dict[str, Counter[bytes]] = {sub: Counter() for sub in SUBS}
+    acked: dict[str, set[bytes]] = {sub: set() for sub in SUBS}
+    with recorded(cap) as lite, client(lite.url) as c:
+        consumers = {
+            sub: c.subscribe(
+                topic,
+                sub,
+                consumer_type=getattr(pulsar.ConsumerType, kind),
+                consumer_name=name,
+                negative_ack_redelivery_delay_ms=100,
+            )
+            for sub, (kind, _, name) in SUBS.items()
+        }
+        producer = c.create_producer(topic, producer_name="subs-producer", batching_enabled=False)
+        for seq in SEQUENCES:
+            producer.send(f"journey-{seq}".encode(), sequence_id=seq)
+        for sub, consumer in consumers.items():
+            shared = sub == "sh"
+            while sum(received[sub].values()) < len(SEQUENCES) + shared:
+                got = consumer.receive(timeout_millis=10_000)
+                data = got.data()
+                received[sub][data] += 1
+                if shared and data == rejected and received[sub][data] == 1:
+                    consumer.negative_acknowledge(got)
+                elif not (shared and data == unacked):
+                    consumer.acknowledge(got)
+                    acked[sub].add(data)
+            consumer.close()  # its grouped acks are sent
+        producer.close()
+
+    # the client's record: sh got `rejected` twice, acknowledged all but `unacked`
+    assert received["sh"][rejected] == 2 and len(acked["sh"]) == len(SEQUENCES) - 1
+    want = {
+        sub: {
+            "messages": len(received[sub]),
+            "delivered": len(received[sub]),
+            "delivered_twice": sum(n > 1 for n in received[sub].values()),
+            "not_acked": len(set(received[sub]) - acked[sub]),
+        }
+        for sub in SUBS
+    }
+    assert want["sh"] == {"messages": 6, "delivered": 6, "delivered_twice": 1, "not_acked": 1}
+    res = cli("summary", "--format", "json", str(cap))
+    assert res.returncode == 0, res.stderr
+    shown = json.loads(res.stdout)["journeys"]
+    assert shown["never_delivered"] == []
+    subs = {s["subscription"]: s for s in shown["subscriptions"]}
+    assert set(subs) == set(SUBS) and {s["topic"] for s in subs.values()} == {topic}
+    rows = journeys(cap)
+    for sub in SUBS:
+        assert {k: subs[sub][k] for k in want[sub]} == want[sub], sub
+        mine = [r for r in rows if r["subscription"] == sub]
+        dispatch = [r["delivered_ts"] - r["receipt_ts"] for r in mine]
+        end_to_end = [r["acked_ts"] - r["send_ts"] for r in mine if r["acked_ts"] is not None]
+        assert subs[sub]["dispatch"] == _quantiles(dispatch), sub
+        assert subs[sub]["end_to_end"] == _quantiles(end_to_end), sub
+    tables = report_tables(cap, tmp_path / "r.html")
+    assert tables["subscriptions-table"][1:] == [
+        [topic, sub, *(str(subs[sub][k]) for k in want[sub])] for sub in sorted(SUBS)
+    ]

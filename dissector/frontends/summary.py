@@ -1,14 +1,16 @@
-"""Summaries of dissected captures: overview, busiest connections, latencies, errors.
+"""Summaries of dissected captures: overview, busiest connections, latencies, subscriptions,
+errors.
 
-Input: the record batches of the conversations, timeline and anomalies tables (as a streaming
-read hands them over, in any order), and the row counts of frames and messages; or whole
-tables (`summarize`).
+Input: the record batches of the conversations, timeline, journeys and anomalies tables (as
+a streaming read hands them over, in any order), and the row counts of frames and messages;
+or whole tables (`summarize`).
 Output: a JSON-ready dict (`Summary.result`) and its text rendering (`render`).
 Rules: every number is computed from the tables alone, so a summary can always be checked
-against them; latency statistics are dissector.tables.stats' (exact percentiles over
-answered pairs, the fleet job's Spark summary computes the same). Memory is bounded by the
-lists shown: the `top` busiest connections (by frames) and counts per command, code and
-outcome; latencies are kept as 8-byte integers per answered request.
+against them; latency statistics and the counts per subscription are dissector.tables.stats'
+(exact percentiles over answered pairs and over journeys, the fleet job's Spark summary
+computes the same). Memory is bounded by the lists shown: the `top` busiest connections (by
+frames) and counts per command, code, outcome, subscription and topic; latencies are kept as
+8-byte integers per answered request and per journey's dispatch and end-to-end latency.
 """
 
 from __future__ import annotations
@@ -22,24 +24,36 @@ import pyarrow as pa
 
 from dissector.events import Outcome
 from dissector.frontends.terminal import printable
-from dissector.tables.stats import COUNT, MS_NAMES, Latencies
+from dissector.tables.stats import (
+    COUNT,
+    JOURNEY_LATENCIES,
+    MS_NAMES,
+    NEVER_DELIVERED,
+    SUBSCRIPTION_COUNTS,
+    Latencies,
+    Subscriptions,
+    latency_name,
+)
 
 #: Connections listed by default: the busiest, by frames.
 TOP = 20
 #: Tables a summary reads.
-SUMMARY_TABLES = ("conversations", "timeline", "anomalies")
+SUMMARY_TABLES = ("conversations", "timeline", "journeys", "anomalies")
 
 
 class Summary:
     """A summary made from record batches as they come; see the module docstring."""
 
-    def __init__(self, top: int | None = TOP) -> None:
-        """top: connections listed (the busiest, by frames); None: every one."""
+    def __init__(self, top: int | None = TOP, journeys: bool = True) -> None:
+        """top: connections listed (the busiest, by frames); None: every one. journeys:
+        whether the journeys table is read (else `result` says None of subscriptions)."""
         self.top = top
+        self.journeys = journeys
         self.connections = 0
         self.frames = self.messages = 0
         self._busiest: list[tuple[int, int, dict[str, Any]]] = []  # heap (frames, -id, row)
         self._latency = Latencies()
+        self._subscriptions = Subscriptions()
         self._errors: Counter[str] = Counter()
         self._unanswered: Counter[str] = Counter()
         self._unmatched: Counter[str] = Counter()
@@ -51,6 +65,8 @@ class Summary:
             self._conversations(batch)
         elif table == "timeline":
             self._timeline(batch)
+        elif table == "journeys":
+            self._subscriptions.add(batch)
         elif table == "anomalies":
             self._anomalies.update(batch.column("code").to_pylist())
 
@@ -93,6 +109,7 @@ class Summary:
             "connection_count": self.connections,
             "connections": [_connection(row) for _, _, row in busiest],
             "latency": self._latency.stats(),
+            "journeys": self._subscriptions.result() if self.journeys else None,
             "errors": dict(self._errors),
             "unanswered": dict(self._unanswered),
             "unmatched": dict(self._unmatched),
@@ -125,10 +142,11 @@ def _connection(row: dict[str, Any]) -> dict[str, Any]:
 
 
 def summarize(tables: dict[str, pa.Table], top: int = TOP) -> dict[str, Any]:
-    """The summary of whole tables (those of `read_tables`)."""
-    summary = Summary(top)
+    """The summary of whole tables (those of `read_tables`; without journeys, no
+    subscriptions)."""
+    summary = Summary(top, journeys="journeys" in tables)
     for name in SUMMARY_TABLES:
-        for batch in tables[name].to_batches():
+        for batch in tables[name].to_batches() if name in tables else []:
             summary.add(name, batch)
     summary.frames = int(tables["frames"].num_rows)
     summary.messages = int(tables["messages"].num_rows)
@@ -153,11 +171,66 @@ def _latency(summary: dict[str, Any]) -> list[str]:
     return lines
 
 
+#: What each journey latency measures, as the summary's headings say it.
+JOURNEY_HEADINGS = {
+    "dispatch_us": "Dispatch latency per subscription (ms: SEND_RECEIPT to first MESSAGE)",
+    "end_to_end_us": "End-to-end latency per subscription (ms: SEND to the subscription's ACK)",
+}
+
+
+def _subscription_name(name: str | None) -> str:
+    return "? (SUBSCRIBE not captured)" if name is None else name
+
+
+def _by_topic(subscriptions: list[dict[str, Any]], cells: Any) -> list[str]:
+    """One line per subscription under a line naming its topic (subscriptions sorted by
+    topic); cells(s): the text after its name."""
+    lines, topic = [], object()
+    for s in subscriptions:
+        if s["topic"] != topic:
+            topic = s["topic"]
+            lines.append(f"  {topic or '? (topic unknown)'}")
+        lines.append(f"    {_subscription_name(s['subscription']):<30}{cells(s)}")
+    return lines
+
+
+def _journeys(summary: dict[str, Any]) -> list[str]:
+    if summary["journeys"] is None:
+        return ["", "Subscriptions: not read (--no-journeys)"]
+    subscriptions = summary["journeys"]["subscriptions"]
+    never = summary["journeys"][NEVER_DELIVERED]
+    lines = ["", "Subscriptions (from journeys; twice: delivered more than once, redeliveries > 0)"]
+    if not subscriptions and not never:
+        return [lines[-1].split(" (")[0] + ": none"]
+    names = [n.replace("delivered_twice", "twice").replace("_", " ") for n in SUBSCRIPTION_COUNTS]
+    lines.append(f"  {'topic, subscription':<32}" + "".join(f" {n:>10}" for n in names))
+    lines += _by_topic(
+        subscriptions, lambda s: "".join(f" {s[n]:>10}" for n in SUBSCRIPTION_COUNTS)
+    )
+    for item in never:
+        lines.append(f"  never delivered (no delivery seen): {item[NEVER_DELIVERED]} of "
+                     f"{item['topic'] or '? (topic unknown)'}")  # fmt: skip
+    heads = "".join(f" {name.removesuffix('_ms'):>9}" for name in MS_NAMES)
+    for column in JOURNEY_LATENCIES:
+        key = latency_name(column)
+        measured = [s for s in subscriptions if s[key][COUNT]]
+        lines += ["", JOURNEY_HEADINGS[column] + ("" if measured else ": none")]
+        if measured:
+            lines.append(f"  {'topic, subscription':<32} {COUNT:>7}{heads}")
+            lines += _by_topic(measured, lambda s, k=key: _stats_cells(s[k]))
+    return lines
+
+
+def _stats_cells(stats: dict[str, Any]) -> str:
+    return f" {stats[COUNT]:>7}" + "".join(f" {stats[name]:>9.3f}" for name in MS_NAMES)
+
+
 def render(summary: dict[str, Any]) -> str:
     """The summary as text, one section per heading."""
     count, shown = summary["connection_count"], len(summary["connections"])
     lines = [f"{summary['frames']} frames, {summary['messages']} messages, {count} connections"]
     lines += _latency(summary)
+    lines += _journeys(summary)
     lines.append("")
     more = f" (the {shown} busiest, by frames; --all lists every one)" if shown < count else ""
     lines.append("Connections" + more)

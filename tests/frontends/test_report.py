@@ -8,6 +8,7 @@ the page may point outside it.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -21,10 +22,14 @@ import pytest
 from PIL import Image
 
 from dissector.read import read_tables
+from tests.support.cli import cli
 from tests.support.crafted import C2B, Conn, Session, baseline_msgs, msg, write_pcap
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-SECTIONS = ("findings", "overview", "latency", "throughput", "ladders", "entities", "anomalies")
+SECTIONS = (
+    "findings", "overview", "latency", "subscriptions", "throughput", "ladders", "entities",
+    "anomalies",
+)  # fmt: skip
 
 
 def crafted(tmp_path: Path) -> Path:
@@ -173,3 +178,22 @@ def test_consumers_show_their_acks_and_redeliveries(page: tuple[Path, Path, str,
         re.S,
     )
     assert sorted(consumers) == [("1", "1", "0"), ("2", "1", "0")]
+
+
+def test_subscriptions_are_those_crafted_and_the_summarys(
+    page: tuple[Path, Path, str, str],
+) -> None:
+    """Both connections' consumers (subscription `sub` of crafted-in) get message 7:3 and
+    ack it: one message of the subscription, delivered twice, acknowledged; the summary
+    of the capture says the same."""
+    capture, _, dom, _ = page
+    table = re.search(r'<table id="subscriptions-table">(.*?)</table>', dom, re.S)
+    assert table
+    cells = re.findall(r"<td(?: class=\"n\")?>([^<]*)</td>", table.group(1))
+    assert cells == ["persistent://public/default/crafted-in", "sub", "1", "1", "1", "0"]
+    res = cli("summary", "--format", "json", str(capture))
+    assert res.returncode == 0, res.stderr
+    (sub,) = json.loads(res.stdout)["journeys"]["subscriptions"]
+    assert cells == [sub["topic"], sub["subscription"], *(
+        str(sub[k]) for k in ("messages", "delivered", "delivered_twice", "not_acked")
+    )]  # fmt: skip

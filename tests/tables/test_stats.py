@@ -8,6 +8,7 @@ of that rule written here from its definition, not from numpy.
 from __future__ import annotations
 
 import math
+import sqlite3
 from typing import Any
 
 import numpy as np
@@ -18,10 +19,16 @@ from dissector.tables.schema import TABLES
 from dissector.tables.stats import (
     ANSWERED,
     COUNT,
+    DELIVERED_ROW,
+    JOURNEY_LATENCIES,
     MAX,
     MS_NAMES,
+    NEVER_DELIVERED,
     PERCENTILES,
+    SUBSCRIPTION,
+    SUBSCRIPTION_COUNTS,
     Latencies,
+    Subscriptions,
     describe,
     latency_ms,
     percentile_name,
@@ -133,3 +140,176 @@ def test_a_batch_without_answers_keeps_nothing() -> None:
     answered, latency = lat.add(_timeline([("SEND", "unanswered", None)]))
     assert answered.tolist() == [False] and latency.size == 0
     assert not lat and lat.stats() == {}
+
+
+# ------------------------------------------------------------------ per subscription
+
+T, U = "persistent://public/default/t", "persistent://public/default/u"
+
+
+def _journeys(rows: list[dict[str, Any]]) -> pa.RecordBatch:
+    """A journeys batch with the given columns set, the others null (counts 0)."""
+    schema = TABLES["journeys"].schema
+    data: dict[str, list[Any]] = {name: [None] * len(rows) for name in schema.names}
+    for name in ("ts", "conn_id", "deliveries", "redeliveries"):
+        data[name] = [0] * len(rows)
+    data["evicted"] = [False] * len(rows)
+    for i, row in enumerate(rows):
+        for name, value in row.items():
+            data[name][i] = value
+    return pa.RecordBatch.from_pydict(
+        {n: pa.array(v, schema.field(n).type) for n, v in data.items()}, schema=schema
+    )
+
+
+def _delivered(
+    topic: str | None,
+    sub: str | None,
+    dispatch: int | None,
+    e2e: int | None,
+    deliveries: int = 1,
+    redeliveries: int = 0,
+) -> dict[str, Any]:
+    """A row of a subscription: acked when it has an end-to-end latency."""
+    return {
+        "topic": topic, "subscription": sub, "consumer_conn_id": 2,
+        "dispatch_us": dispatch, "end_to_end_us": e2e, "deliveries": deliveries,
+        "redeliveries": redeliveries, "acked_ts": None if e2e is None else 5,
+    }  # fmt: skip
+
+
+#: Two batches: subscription (T, "a") has dispatch 4000, 1000, -500, 2500 µs (sorted -500,
+#: 1000, 2500, 4000; n = 4: p50 at rank 1.5: 1750; p90 at rank 2.7: 2500 + 0.7 * 1500 =
+#: 3550; p99 at rank 2.97: 2500 + 0.97 * 1500 = 3955) and end to end 10000, 30000, 20000
+#: (one unacked: p50 20000; p90 at rank 1.8: 28000; p99 at rank 1.98: 29800); one row only
+#: acked (deliveries 0), one seen twice, one with a redelivery count only.
+ROWS = [
+    [
+        _delivered(T, "a", 4000, 10000),
+        _delivered(T, "a", 1000, None, deliveries=2, redeliveries=1),
+        {"topic": T, "deliveries": 0},  # produced, never delivered
+        _delivered(U, None, None, 7000),  # SUBSCRIBE missed, receipt missed
+    ],
+    [
+        _delivered(T, "a", -500, 30000, redeliveries=3),
+        _delivered(T, "a", 2500, 20000),
+        _delivered(T, "a", None, None, deliveries=0) | {"acked_ts": 9},  # only its ack
+        {"topic": None},  # never delivered, topic unknown
+        _delivered(T, "b", 100, 200),
+        {"topic": T},
+    ],
+]
+
+
+def test_subscriptions_counts_and_latencies_by_hand() -> None:
+    subs = Subscriptions()
+    assert not subs
+    for rows in ROWS:
+        subs.add(_journeys(rows))
+    subs.add(_journeys([]))
+    assert subs
+    one = {"count": 1, "p50_ms": 0.1, "p90_ms": 0.1, "p99_ms": 0.1, "max_ms": 0.1}
+    none = {"count": 0, "p50_ms": None, "p90_ms": None, "p99_ms": None, "max_ms": None}
+    assert subs.result() == {
+        "subscriptions": [
+            {
+                "topic": T, "subscription": "a", "messages": 5, "delivered": 4,
+                "delivered_twice": 2, "not_acked": 1,
+                "dispatch": {"count": 4, "p50_ms": 1.75, "p90_ms": 3.55, "p99_ms": 3.955,
+                             "max_ms": 4.0},
+                "end_to_end": {"count": 3, "p50_ms": 20.0, "p90_ms": 28.0, "p99_ms": 29.8,
+                               "max_ms": 30.0},
+            },
+            {
+                "topic": T, "subscription": "b", "messages": 1, "delivered": 1,
+                "delivered_twice": 0, "not_acked": 0,
+                "dispatch": one, "end_to_end": one | dict.fromkeys(MS_NAMES, 0.2),
+            },
+            {
+                "topic": U, "subscription": None, "messages": 1, "delivered": 1,
+                "delivered_twice": 0, "not_acked": 0,
+                "dispatch": none, "end_to_end": one | dict.fromkeys(MS_NAMES, 7.0),
+            },
+        ],
+        "never_delivered": [
+            {"topic": T, "never_delivered": 2}, {"topic": None, "never_delivered": 1}
+        ],
+    }  # fmt: skip
+
+
+def test_describe_of_nothing_is_null_as_in_sql() -> None:
+    assert describe(np.empty(0, np.int64)) == {COUNT: 0} | dict.fromkeys(MS_NAMES)
+
+
+def test_the_sql_definitions_count_what_the_aggregator_counts() -> None:
+    """SUBSCRIPTION_COUNTS and DELIVERED_ROW are SQL (what the fleet job's Spark runs):
+    run here by SQLite over the same rows, they give the aggregator's counts."""
+    subs = Subscriptions()
+    for rows in ROWS:
+        subs.add(_journeys(rows))
+    table = pa.Table.from_batches([_journeys(rows) for rows in ROWS])
+    names = [*SUBSCRIPTION, "consumer_conn_id", "deliveries", "redeliveries", "acked_ts"]
+    db = sqlite3.connect(":memory:")
+    db.execute(f"CREATE TABLE journeys ({', '.join(names)})")
+    db.executemany(
+        f"INSERT INTO journeys VALUES ({', '.join('?' * len(names))})",
+        [
+            tuple(None if v is None else (v if isinstance(v, str) else int(v)) for v in row)
+            for row in zip(*(table.column(n).cast(pa.string() if n in SUBSCRIPTION else
+                                                  pa.int64()).to_pylist() for n in names),
+                           strict=True)
+        ],
+    )  # fmt: skip
+    counts = ", ".join(f"SUM(CASE WHEN {sql} THEN 1 ELSE 0 END)" for sql in
+                       SUBSCRIPTION_COUNTS.values())  # fmt: skip
+    by_sql = db.execute(
+        f"SELECT topic, subscription, {counts} FROM journeys WHERE {DELIVERED_ROW} "
+        "GROUP BY topic, subscription"
+    ).fetchall()
+    never = db.execute(
+        f"SELECT topic, COUNT(*) FROM journeys WHERE NOT ({DELIVERED_ROW}) GROUP BY topic"
+    ).fetchall()
+    result = subs.result()
+    assert sorted(by_sql, key=str) == sorted(
+        (
+            (s["topic"], s["subscription"], *(s[n] for n in SUBSCRIPTION_COUNTS))
+            for s in result["subscriptions"]
+        ),
+        key=str,
+    )
+    assert sorted(never, key=str) == sorted(
+        ((n["topic"], n[NEVER_DELIVERED]) for n in result[NEVER_DELIVERED]), key=str
+    )
+    assert JOURNEY_LATENCIES == ("dispatch_us", "end_to_end_us")
+    assert set(JOURNEY_LATENCIES) | set(names) <= set(TABLES["journeys"].schema.names)
+
+
+def test_many_subscriptions_interleaved_in_batches() -> None:
+    """200 rows over 12 subscriptions, shuffled, in batches of 37: each subscription's
+    counts and percentiles are those of its rows alone (the reference rule above)."""
+    rng = np.random.default_rng(7)
+    rows = []
+    for i in range(200):
+        sub = int(rng.integers(12))
+        dispatch = None if i % 7 == 0 else int(rng.integers(-2000, 90_000))
+        rows.append(
+            _delivered(f"t{sub % 3}", f"s{sub}", dispatch, int(rng.integers(1, 10**6)),
+                       redeliveries=int(i % 5 == 0))
+        )  # fmt: skip
+    subs = Subscriptions()
+    for start in range(0, len(rows), 37):
+        subs.add(_journeys(rows[start : start + 37]))
+    result = subs.result()["subscriptions"]
+    assert [(s["topic"], s["subscription"]) for s in result] == sorted(
+        {(r["topic"], r["subscription"]) for r in rows}
+    )
+    for s in result:
+        mine = [r for r in rows if r["subscription"] == s["subscription"]]
+        assert s["messages"] == len(mine)
+        assert s["delivered_twice"] == sum(r["redeliveries"] > 0 for r in mine)
+        for key, column in (("dispatch", "dispatch_us"), ("end_to_end", "end_to_end_us")):
+            values = [r[column] for r in mine if r[column] is not None]
+            assert s[key][COUNT] == len(values)
+            for p in PERCENTILES:
+                assert s[key][percentile_name(p)] == round(reference(values, p) / 1000, 3)
+            assert s[key][MAX] == round(max(values) / 1000, 3)

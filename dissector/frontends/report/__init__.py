@@ -2,8 +2,9 @@
 
 Input: record batches of every table, as a read streams them (`Report.add`), and the files.
 Output: an HTML document (`Report.html`).
-Rule: `collect` gathers (bounded, whatever the capture's size), `html` renders the sections,
-`plots` draws the figures; report.css and report.js are package data, inlined in the page.
+Rule: `collect` gathers (bounded, whatever the capture's size), `html` renders the sections
+(`subscriptions` the per-subscription one), `plots` draws the figures; report.css and
+report.js are package data, inlined in the page.
 """
 
 from __future__ import annotations

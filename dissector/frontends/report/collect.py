@@ -3,12 +3,13 @@
 Input: record batches of every table (`ReportData.add`), as a read streams them.
 Output: counts, per-second buckets, the first frames of the busiest connections, the
 slowest requests, the first anomalies, entities and findings (with the packets each is
-evidence of, to mark them in the ladders): what `html.page` renders.
+evidence of, to mark them in the ladders), per subscription its journeys' counts and
+latencies (dissector.tables.stats.Subscriptions, as `summary`): what `html.page` renders.
 Rules:
 - Bounded, whatever the capture's size: counts and per-second buckets, the first
   LADDER_FRAMES frames of at most LADDER_KEPT connections, the SLOWEST slowest requests, the
   first ROWS anomalies, entities and findings; latency keeps one integer per answered request
-  (dissector.tables.stats, as `summary`).
+  and per journey's dispatch and end-to-end latency (dissector.tables.stats, as `summary`).
 - Every number kept is computed from the table rows it names; nothing is estimated.
 """
 
@@ -25,7 +26,7 @@ import pyarrow as pa
 from dissector.anomalies import AnomalyCode
 from dissector.events import Outcome
 from dissector.tables.columns import path_text
-from dissector.tables.stats import Latencies
+from dissector.tables.stats import Latencies, Subscriptions
 
 LADDER_FRAMES = 400  # frames kept per connection for its ladder
 LADDER_KEPT = 64  # connections whose first frames are kept while reading
@@ -34,7 +35,8 @@ ROWS = 500
 
 #: What the report reads: every table.
 REPORT_TABLES = (
-    "frames", "messages", "anomalies", "conversations", "timeline", "entities", "findings"
+    "frames", "messages", "anomalies", "conversations", "timeline", "entities", "findings",
+    "journeys",
 )  # fmt: skip
 _LADDER_COLUMNS = [
     "ts", "conn_id", "direction", "command", "request_id", "producer_id", "consumer_id",
@@ -45,8 +47,10 @@ _LADDER_COLUMNS = [
 class ReportData:
     """Aggregates made from record batches as they come (the page: `html.page`)."""
 
-    def __init__(self, files: list[str]) -> None:
+    def __init__(self, files: list[str], journeys: bool = True) -> None:
+        """journeys: whether the journeys table is read (the Subscriptions section)."""
         self.files = [path_text(f) for f in files]  # names that are not UTF-8 as \xNN
+        self.journeys = journeys
         self.first_ts: int | None = None
         self.last_ts: int | None = None
         self.commands: Counter[str] = Counter()
@@ -57,6 +61,7 @@ class ReportData:
         self.conversations: list[dict[str, Any]] = []
         self.versions: Counter[tuple[str, str]] = Counter()
         self.latency = Latencies()
+        self.subscriptions = Subscriptions()
         self.slowest: list[tuple[int, int, dict[str, Any]]] = []
         self.throughput: Counter[tuple[int, str, str]] = Counter()  # (second, topic, dir)
         self.throughput_bytes: Counter[tuple[int, str, str]] = Counter()
@@ -180,6 +185,9 @@ class ReportData:
                 heapq.heappush(self.slowest, item)
             elif item[:2] > self.slowest[0][:2]:
                 heapq.heapreplace(self.slowest, item)
+
+    def _journeys(self, batch: pa.RecordBatch) -> None:
+        self.subscriptions.add(batch)
 
     def _findings(self, batch: pa.RecordBatch) -> None:
         self.finding_count += batch.num_rows

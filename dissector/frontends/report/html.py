@@ -3,7 +3,8 @@
 Input: a ReportData (every table's batches added).
 Output: an HTML document: what went wrong (the findings, ranked as `diagnose` ranks them,
 each linked to its connection's ladder, where its evidence is marked), overview, latency,
-throughput, a ladder diagram per connection (those with findings first), producers and
+subscriptions (their journeys' counts and latencies, as `summary`), throughput, a ladder
+diagram per connection (those with findings first), producers and
 consumers, anomalies with what each means. Styles (report.css), a few lines
 of script (report.js) and the plots (plots.py, SVG) are inline: opening it fetches nothing.
 Rules:
@@ -23,6 +24,7 @@ from dissector.events import Direction, EntityKind
 from dissector.frontends.diagnoses import evidence_text, ranked
 from dissector.frontends.report.collect import LADDER_FRAMES, ROWS, ReportData, when
 from dissector.frontends.report.plots import TOPICS_PLOTTED, cdf, figure, io_graph
+from dissector.frontends.report.subscriptions import subscriptions_section
 from dissector.tables.stats import COUNT, MS_NAMES, describe
 
 LADDER_CONNECTIONS = 12  # ladders drawn, the busiest connections by frames
@@ -36,6 +38,11 @@ def page(report: ReportData) -> str:
         ("findings", "What went wrong", _findings_section(report, drawn)),
         ("overview", "Overview", _overview(report)),
         ("latency", "Latency", _latency_section(report)),
+        (
+            "subscriptions",
+            "Subscriptions",
+            subscriptions_section(report.subscriptions if report.journeys else None),
+        ),
         ("throughput", "Throughput over time", _throughput_section(report)),
         ("ladders", "Connections (ladder diagrams)", _ladders(report, drawn)),
         ("entities", "Producers and consumers", _entities_section(report)),

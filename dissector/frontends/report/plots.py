@@ -1,9 +1,10 @@
 """EDGE: the report's plots, drawn by matplotlib as SVG and inlined as data: URLs.
 
-Input: what `collect` gathered: latency per request command, messages per second.
+Input: what `collect` gathered: latency per request command (and per subscription, its
+journeys' end-to-end latency), messages per second.
 Output: <img> elements (`figure`), and the throughput series they plot.
 Rules:
-- Bounded: the latency CDF from at most PLOT_POINTS values per command, the TOPICS_PLOTTED
+- Bounded: a latency CDF from at most PLOT_POINTS values per line, the TOPICS_PLOTTED
   busiest topics; throughput at most THROUGHPUT_POINTS points per line.
 - Throughput: every second from the first message to the last is a point, a second
   without a message a zero (never a line drawn across it as if there were traffic).
@@ -56,7 +57,9 @@ def figure(draw: Any, key: str, *, width: float, height: float, rows: int = 1) -
     return f'<img class=plot id="{key}" alt="{key}" src="data:image/svg+xml;base64,{encoded}">'
 
 
-def cdf(ax: Any, values: dict[str, np.ndarray]) -> None:
+def cdf(ax: Any, values: dict[str, np.ndarray], of: str = "requests") -> None:
+    """One step line per key (the 10 with the most values), x on a log scale (values under
+    1 µs, negative dispatch times among them, drawn at 1 µs); of: what the values are of."""
     for command in sorted(values, key=lambda c: -len(values[c]))[:10]:
         us = np.sort(values[command])
         if len(us) > PLOT_POINTS:
@@ -70,7 +73,7 @@ def cdf(ax: Any, values: dict[str, np.ndarray]) -> None:
         )
     ax.set_xscale("log")
     ax.set_xlabel("latency (ms, log scale)")
-    ax.set_ylabel("fraction of requests")
+    ax.set_ylabel(f"fraction of {of}")
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8, loc="lower right")
 

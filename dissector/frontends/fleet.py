@@ -8,8 +8,10 @@ OUT/summary.txt computed with Spark SQL over those tables.
 Rules: executors read the captures and write the Parquet files themselves, streaming (a
 task holds one record batch per table and at most MAX_OPEN_FILES open files, never a
 series' table); the tables of an earlier run in OUT are replaced; the summary is computed
-from the written tables; its latency statistics are those of dissector.tables.stats (the
-same percentiles, names, answered outcomes and milliseconds), computed by Spark: Spark SQL's
+from the written tables (per subscription from the journeys table, as `summary` shows it:
+dissector.frontends.fleet_subscriptions); its latency statistics are those of
+dissector.tables.stats (the same percentiles, names, answered outcomes and milliseconds),
+computed by Spark: Spark SQL's
 `percentile` is exact with the linear interpolation `stats` states (numpy's default), so the
 fleet job and `pulsar-dissect summary` give the same numbers. The journeys table is not made
 by the tasks (a message's journey spans captures, and a task would hold every message of its
@@ -39,6 +41,7 @@ from dissector.capture.locations import filesystem_for, is_local, local_path
 from dissector.events import Checksum, Conversation, ConversationOpened, MessageKind, Outcome
 from dissector.frontends import fleet_journeys as fj
 from dissector.frontends import journey_events as je
+from dissector.frontends.fleet_subscriptions import per_subscription
 from dissector.frontends.partitioned import PartitionedWriter, write_empty
 from dissector.frontends.spark import executor_errors, expand
 from dissector.frontends.terminal import printable
@@ -51,6 +54,7 @@ from dissector.tables.stats import (
     COUNT,
     MAX,
     MS_NAMES,
+    NEVER_DELIVERED,
     PERCENTILES,
     latency_ms,
     percentile_name,
@@ -241,6 +245,7 @@ def summarize(
         "anomalies": _rows(anomalies.orderBy(F.desc("count"))),
         "busiest_producers": _rows(producers),
         "busiest_consumers": _rows(consumers),
+        **per_subscription(t["journeys"]),
     }
 
 
@@ -260,13 +265,26 @@ def render(summary: dict[str, Any]) -> str:
         "anomalies",
         "busiest_producers",
         "busiest_consumers",
+        "subscriptions",
+        NEVER_DELIVERED,
     ):
         rows = summary[section]
         lines.append("")
         lines.append(section.replace("_", " ").capitalize() + ("" if rows else ": none"))
         for row in rows:
-            lines.append("  " + "  ".join(f"{k}={_fmt(v)}" for k, v in row.items()))
+            lines.append("  " + "  ".join(f"{k}={_fmt(v)}" for k, v in _flat(row).items()))
     return "\n".join(printable(line) for line in lines) + "\n"
+
+
+def _flat(row: dict[str, Any]) -> dict[str, Any]:
+    """A row with its nested statistics (a subscription's latencies) as `name.stat` keys."""
+    out: dict[str, Any] = {}
+    for k, v in row.items():
+        if isinstance(v, dict):
+            out.update({f"{k}.{stat}": value for stat, value in v.items()})
+        else:
+            out[k] = v
+    return out
 
 
 def _fmt(value: Any) -> str:

@@ -20,6 +20,7 @@ Rules:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from dissector.events import Frame
@@ -193,7 +194,8 @@ def _unseen(ix: Index, topic: str | None, mid: Any, partial: bool) -> Stored | N
     return s
 
 
-HANDLERS = {
+#: command type -> its handler (dissector.journeys.joiner.CommandStep)
+HANDLERS: dict[int, Callable[..., Stored | None]] = {
     T["SUBSCRIBE"]: on_subscribe,
     T["MESSAGE"]: on_message,
     T["ACK"]: on_ack,

@@ -19,6 +19,7 @@ Rules:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from dissector.events import Frame
@@ -162,7 +163,8 @@ def on_producer_success(ix: Index, conn: Conn, frame: Frame, body: Any) -> None:
         producer.name = body.producer_name
 
 
-HANDLERS = {
+#: command type -> its handler (dissector.journeys.joiner.CommandStep)
+HANDLERS: dict[int, Callable[..., Stored | None]] = {
     T["PRODUCER"]: on_producer,
     T["PRODUCER_SUCCESS"]: on_producer_success,
     T["SEND"]: on_send,

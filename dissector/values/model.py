@@ -90,6 +90,10 @@ def version_label(version: bytes | None) -> str:
     return "0x" + version.hex()
 
 
+class BadValue(Exception):  # noqa: N818  (data, not a bug: the reason goes to value_error)
+    """The payload (or schema) cannot give a value; the message says why."""
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Decoded:
     """The outcome of decoding one payload: JSON text, or an error saying why not."""

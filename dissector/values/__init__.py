@@ -11,7 +11,7 @@ string, never an exception. docs/values.md has the design and the interface for 
 """
 
 from dissector.values.decode import KeyFields, ValueDecoder
-from dissector.values.model import Decoded, SchemaInfo
+from dissector.values.model import Decoded, SchemaInfo, make_schema
 from dissector.values.redact import parse_redact_fields, redact, redact_json
 from dissector.values.schemas import Resolution, SchemaTracker
 
@@ -22,6 +22,7 @@ __all__ = [
     "SchemaInfo",
     "SchemaTracker",
     "ValueDecoder",
+    "make_schema",
     "parse_redact_fields",
     "redact",
     "redact_json",

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import orjson
 
-from dissector.values.model import WIRE_TYPE_NAMES, BadValue, SchemaInfo
+from dissector.values.model import WIRE_TYPE_NAMES, BadValue, SchemaInfo, make_schema
 
 INLINE = "INLINE"
 SEPARATED = "SEPARATED"
@@ -60,6 +60,7 @@ def _halves(data: bytes, what: str) -> tuple[bytes | None, bytes | None]:
 
 def _sub_schema(schema: SchemaInfo, side: str, data: bytes | None) -> SchemaInfo:
     type_name = schema.prop(f"{side}.schema.type") or "BYTES"
+    type_name = "BYTES" if type_name == "NONE" else type_name  # SchemaType.NONE: no schema
     if type_name not in _TYPE_NAMES:
         raise BadValue(f"KEY_VALUE {side} schema type {type_name!r} is unknown")
     props_text = schema.prop(f"{side}.schema.properties")
@@ -71,14 +72,7 @@ def _sub_schema(schema: SchemaInfo, side: str, data: bytes | None) -> SchemaInfo
             raise BadValue(f"KEY_VALUE {side}.schema.properties is not JSON") from None
         if isinstance(loaded, dict):
             props = tuple((str(k), str(v)) for k, v in loaded.items())
-    definition = data or b""
-    return SchemaInfo(
-        type=type_name,
-        name=schema.prop(f"{side}.schema.name") or "",
-        definition=definition,
-        definition_size=len(definition),
-        properties=props,
-    )
+    return make_schema(type_name, data or b"", props, schema.prop(f"{side}.schema.name") or "")
 
 
 def split_schema(schema: SchemaInfo) -> KeyValueSchema:

@@ -68,16 +68,29 @@ class SchemaInfo:
         return None
 
 
-def schema_info(msg: Any) -> SchemaInfo:
-    """A SchemaInfo from a wire `Schema` message (type number, name, data, properties)."""
-    type_name = WIRE_TYPE_NAMES.get(msg.type) or f"UNKNOWN_{msg.type}"
-    data = bytes(msg.schema_data)
+def make_schema(
+    type_name: str,
+    definition: bytes = b"",
+    properties: tuple[tuple[str, str], ...] = (),
+    name: str = "",
+) -> SchemaInfo:
+    """A SchemaInfo, its definition dropped (its size kept) when over MAX_DEFINITION_BYTES."""
     return SchemaInfo(
         type=type_name,
-        name=msg.name,
-        definition=data if len(data) <= MAX_DEFINITION_BYTES else b"",
-        definition_size=len(data),
-        properties=tuple((kv.key, kv.value) for kv in msg.properties),
+        name=name,
+        definition=definition if len(definition) <= MAX_DEFINITION_BYTES else b"",
+        definition_size=len(definition),
+        properties=properties,
+    )
+
+
+def schema_info(msg: Any) -> SchemaInfo:
+    """A SchemaInfo from a wire `Schema` message (type number, name, data, properties)."""
+    return make_schema(
+        WIRE_TYPE_NAMES.get(msg.type) or f"UNKNOWN_{msg.type}",
+        bytes(msg.schema_data),
+        tuple((kv.key, kv.value) for kv in msg.properties),
+        msg.name,
     )
 
 

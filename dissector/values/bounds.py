@@ -66,5 +66,6 @@ def _plain(value: Any, depth: int, budget: list[int]) -> Any:
     if isinstance(value, Decimal | uuid.UUID):
         return str(value)
     if isinstance(value, datetime | date | time):
-        return value.isoformat()
+        text = value.isoformat()  # UTC instants end in "Z", as the primitive ones do
+        return text[:-6] + "Z" if text.endswith("+00:00") else text
     return str(value)  # anything else a library hands back: its text, never a crash

@@ -50,7 +50,12 @@ RULES: dict[str, tuple[str, ...]] = {
     # the joiner works on the pipeline's events, as the diagnosis rules do: sans-IO
     "dissector.journeys": (*SANS_IO_FORBIDDEN, "dissector.flow", "dissector.tls"),
     # payload values by the capture's schemas: sans-IO (may read `pulsar/`'s wire schema)
-    "dissector.values": (*SANS_IO_FORBIDDEN, "dissector.flow", "dissector.tls", "dissector.journeys"),
+    "dissector.values": (
+        *SANS_IO_FORBIDDEN,
+        "dissector.flow",
+        "dissector.tls",
+        "dissector.journeys",
+    ),
     "dissector.capture": (  # pyarrow: its filesystems only (test_capture_uses_pyarrow_fs_only)
         "pandas",
         "pyspark",

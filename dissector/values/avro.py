@@ -143,9 +143,13 @@ class _Walk:
         elif kind == "array":
             self.blocks(lambda: self.value(schema["items"], depth + 1))
         elif kind == "map":
-            self.blocks(lambda: (self.take(self.long()), self.value(schema["values"], depth + 1)))
+            self.blocks(lambda: self.entry(schema["values"], depth + 1))
         else:  # {"type": "long", "logicalType": ...} and the like
             self.value(kind, depth)
+
+    def entry(self, values: Any, depth: int) -> None:
+        self.take(self.long())  # the key, a string
+        self.value(values, depth)
 
     def named_or_primitive(self, name: str, depth: int) -> None:
         if name in _FIXED_SIZES:

@@ -103,7 +103,7 @@ def version_label(version: bytes | None) -> str:
     return "0x" + version.hex()
 
 
-class BadValue(Exception):  # noqa: N818  (data, not a bug: the reason goes to value_error)
+class BadValue(Exception):
     """The payload (or schema) cannot give a value; the message says why."""
 
 

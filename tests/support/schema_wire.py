@@ -28,9 +28,12 @@ def fill_schema(target: Any, type_name: str, data: bytes = b"", **props: str) ->
         p.key, p.value = k, v
 
 
-def command(name: str, schema: tuple[str, bytes, dict[str, str]] | None = None, **fields: Any) -> Any:
+def command(
+    name: str, schema: tuple[str, bytes, dict[str, str]] | None = None, **fields: Any
+) -> Any:
     """A BaseCommand of type `name`, its sub-message's fields set (and its schema if given)."""
-    cmd = BaseCommand(type=COMMAND_TYPES[name])
+    cmd = BaseCommand()
+    cmd.type = COMMAND_TYPES[name]  # type: ignore[assignment]
     body = getattr(cmd, BODY_FIELDS[cmd.type])
     for k, v in fields.items():
         setattr(body, k, v)

@@ -97,7 +97,7 @@ def test_protobuf_wire_nesting_bound() -> None:
 
 
 def test_protobuf_native_recursion_is_an_error() -> None:
-    cls, definition = order_classes()
+    _, definition = order_classes()
     schema = make_schema("PROTOBUF_NATIVE", definition)
     # field 3 (lines, a message) nested inside itself 200 times: not an Order.Line
     payload = b""
@@ -110,11 +110,13 @@ def test_protobuf_native_recursion_is_an_error() -> None:
 
 def every_schema() -> list[SchemaInfo]:
     _, pb_native = order_classes()
-    info = json.dumps([
-        {"number": 1, "name": "id", "type": "INT64", "label": "LABEL_OPTIONAL"},
-        {"number": 2, "name": "xs", "type": "DOUBLE", "label": "LABEL_REPEATED"},
-        {"number": 3, "name": "m", "type": "MESSAGE", "label": "LABEL_OPTIONAL"},
-    ])
+    info = json.dumps(
+        [
+            {"number": 1, "name": "id", "type": "INT64", "label": "LABEL_OPTIONAL"},
+            {"number": 2, "name": "xs", "type": "DOUBLE", "label": "LABEL_REPEATED"},
+            {"number": 3, "name": "m", "type": "MESSAGE", "label": "LABEL_OPTIONAL"},
+        ]
+    )
     node = {"type": "record", "name": "N", "fields": [{"name": "next", "type": ["null", "N"]}]}
     kv = kv_properties("STRING", "AVRO", "INLINE")
     kv_sep = kv_properties("INT32", "JSON", "SEPARATED")
@@ -122,11 +124,16 @@ def every_schema() -> list[SchemaInfo]:
     out += [
         make_schema("AVRO", json.dumps(EVERY_AVRO_TYPE).encode()),
         make_schema("AVRO", json.dumps(node).encode()),
-        make_schema("AVRO", json.dumps({"type": "map", "values": {"type": "array", "items": "null"}}).encode()),
+        make_schema(
+            "AVRO",
+            json.dumps({"type": "map", "values": {"type": "array", "items": "null"}}).encode(),
+        ),
         make_schema("PROTOBUF_NATIVE", pb_native),
         make_schema("PROTOBUF", b"{}", (("__PARSING_INFO__", info),)),
         make_schema("PROTOBUF", b"{}"),
-        make_schema("KEY_VALUE", kv_halves(b"", json.dumps(EVERY_AVRO_TYPE).encode()), tuple(kv.items())),
+        make_schema(
+            "KEY_VALUE", kv_halves(b"", json.dumps(EVERY_AVRO_TYPE).encode()), tuple(kv.items())
+        ),
         make_schema("KEY_VALUE", kv_halves(b"", b""), tuple(kv_sep.items())),
         make_schema("STRING", properties=(("__charset", "no-such-charset"),)),
     ]
@@ -157,14 +164,22 @@ def test_random_bytes_with_every_schema_never_raise(
     st.binary(max_size=120) | st.sampled_from([b"{}", b"[]", b'"x"', b'{"type": "record"}']),
     st.binary(max_size=40),
 )
-def test_random_schema_definitions_never_raise(kind: str, definition: bytes, payload: bytes) -> None:
-    props = tuple(kv_properties("AVRO", "PROTOBUF_NATIVE", "INLINE").items()) if kind == "KEY_VALUE" else ()
+def test_random_schema_definitions_never_raise(
+    kind: str, definition: bytes, payload: bytes
+) -> None:
+    props = (
+        tuple(kv_properties("AVRO", "PROTOBUF_NATIVE", "INLINE").items())
+        if kind == "KEY_VALUE"
+        else ()
+    )
     if kind == "PROTOBUF_NATIVE" and definition[:1] == b"{":
-        definition = json.dumps({
-            "fileDescriptorSet": base64.b64encode(definition).decode(),
-            "rootMessageTypeName": "a.B",
-            "rootFileDescriptorName": "a.proto",
-        }).encode()
+        definition = json.dumps(
+            {
+                "fileDescriptorSet": base64.b64encode(definition).decode(),
+                "rootMessageTypeName": "a.B",
+                "rootFileDescriptorName": "a.proto",
+            }
+        ).encode()
     out = ValueDecoder().decode(payload, make_schema(kind, definition, props))
     assert not (out.error or "").startswith("internal error"), out.error
 
@@ -177,7 +192,9 @@ def test_payload_size_bound() -> None:
 def test_schema_definition_size_bound() -> None:
     schema = make_schema("AVRO", b" " * ((1 << 20) + 1))
     assert schema.definition == b""
-    assert error_of(struct.pack(">i", 1), schema).startswith("AVRO schema over MAX_DEFINITION_BYTES")
+    assert error_of(struct.pack(">i", 1), schema).startswith(
+        "AVRO schema over MAX_DEFINITION_BYTES"
+    )
 
 
 def test_avro_module_bound_is_named() -> None:

@@ -11,6 +11,7 @@ import struct
 import fastavro
 
 from dissector.values import KeyFields, ValueDecoder, make_schema
+from dissector.values.decode import NO_KEY
 from tests.support.schema_wire import kv_halves, kv_properties
 
 AVRO = {"type": "record", "name": "V", "fields": [{"name": "n", "type": "int"}]}
@@ -21,7 +22,7 @@ def kv_schema(key_type: str, key_def: bytes, value_type: str, value_def: bytes, 
     return make_schema("KEY_VALUE", kv_halves(key_def, value_def), props)
 
 
-def decoded(payload: bytes | None, schema, key: KeyFields = KeyFields()):
+def decoded(payload: bytes | None, schema, key: KeyFields = NO_KEY):
     out = ValueDecoder().decode(payload, schema, key=key)
     return (json.loads(out.value) if out.value is not None else None), out.error
 
@@ -40,7 +41,10 @@ def test_inline_key_and_value() -> None:
 
 def test_inline_null_key_and_null_value() -> None:
     schema = kv_schema("STRING", b"", "INT32", b"", "INLINE")
-    assert decoded(kv_halves(None, struct.pack(">i", 1)), schema) == ({"key": None, "value": 1}, None)
+    assert decoded(kv_halves(None, struct.pack(">i", 1)), schema) == (
+        {"key": None, "value": 1},
+        None,
+    )
     assert decoded(kv_halves(b"k", None), schema) == ({"key": "k", "value": None}, None)
 
 
@@ -50,8 +54,11 @@ def test_inline_with_an_avro_value_schema_inside_the_kv_schema_data() -> None:
 
 
 def test_missing_encoding_property_means_inline() -> None:
-    props = tuple((k, v) for k, v in kv_properties("STRING", "STRING", "INLINE").items()
-                  if k != "kv.encoding.type")
+    props = tuple(
+        (k, v)
+        for k, v in kv_properties("STRING", "STRING", "INLINE").items()
+        if k != "kv.encoding.type"
+    )
     schema = make_schema("KEY_VALUE", kv_halves(b"", b""), props)
     assert decoded(kv_halves(b"a", b"b"), schema) == ({"key": "a", "value": "b"}, None)
 
@@ -78,11 +85,17 @@ def test_separated_null_key() -> None:
 
 def test_bad_kv_bytes_are_errors() -> None:
     schema = kv_schema("STRING", b"", "STRING", b"", "INLINE")
-    assert decoded(b"\x00\x00", schema)[1] == "KEY_VALUE payload too short for its 4-byte length at byte 0"
+    assert (
+        decoded(b"\x00\x00", schema)[1]
+        == "KEY_VALUE payload too short for its 4-byte length at byte 0"
+    )
     assert decoded(struct.pack(">i", 100) + b"x", schema)[1] == (
         "KEY_VALUE payload length 100 at byte 0 runs past its end"
     )
-    assert decoded(kv_halves(b"a", b"b") + b"!", schema)[1] == "KEY_VALUE payload has 1 bytes after its value"
+    assert (
+        decoded(kv_halves(b"a", b"b") + b"!", schema)[1]
+        == "KEY_VALUE payload has 1 bytes after its value"
+    )
     bad = make_schema("KEY_VALUE", b"\x00", ())
     assert decoded(b"", bad)[1].startswith("KEY_VALUE schema data too short")
     odd = make_schema("KEY_VALUE", kv_halves(b"", b""), (("key.schema.type", "NOPE"),))

@@ -44,8 +44,9 @@ def feed(tracker: SchemaTracker, conn: str, *commands: Any) -> None:
         tracker.feed_command(conn, cmd)
 
 
-def value_of(tracker: SchemaTracker, conn: str, ctype: int, handle: int, ver: bytes | None,
-             payload: bytes) -> tuple[str, Any, str | None]:
+def value_of(
+    tracker: SchemaTracker, conn: str, ctype: int, handle: int, ver: bytes | None, payload: bytes
+) -> tuple[str, Any, str | None]:
     res = tracker.resolve(conn, ctype, handle, ver)
     if res.schema is None:
         return res.label, None, None
@@ -72,12 +73,19 @@ def test_schema_change_mid_topic_each_message_by_its_version() -> None:
     m1 = avro_bytes(V1, {"id": 5})
     m2 = avro_bytes(V2, {"id": 6, "customer": "x"})
     assert value_of(t, "p", SEND, 1, version(0), m1) == ("AVRO v0", {"id": 5}, None)
-    assert value_of(t, "p", SEND, 2, version(1), m2) == ("AVRO v1", {"id": 6, "customer": "x"}, None)
+    assert value_of(t, "p", SEND, 2, version(1), m2) == (
+        "AVRO v1",
+        {"id": 6, "customer": "x"},
+        None,
+    )
     # the consumer on another connection, declaring no schema, reads both by version
     assert value_of(t, "c", MESSAGE, 7, version(0), m1) == ("AVRO v0", {"id": 5}, None)
     assert value_of(t, "c", MESSAGE, 7, version(1), m2)[1] == {"id": 6, "customer": "x"}
     assert [s.command for s in t.history(TOPIC)] == [
-        "PRODUCER", "PRODUCER_SUCCESS", "PRODUCER", "PRODUCER_SUCCESS"
+        "PRODUCER",
+        "PRODUCER_SUCCESS",
+        "PRODUCER",
+        "PRODUCER_SUCCESS",
     ]
     assert set(t.versions(TOPIC)) == {version(0), version(1)}
 
@@ -101,7 +109,9 @@ def test_no_schema_anywhere_is_said() -> None:
     assert t.resolve("p", SEND, 1, None).label == (
         "no schema: none declared and no schema version (bytes)"
     )
-    assert t.resolve("p", SEND, 99, None).label == "no schema: the producer was not seen being created"
+    assert (
+        t.resolve("p", SEND, 99, None).label == "no schema: the producer was not seen being created"
+    )
 
 
 def test_mismatched_payload_is_an_error_row() -> None:
@@ -110,7 +120,9 @@ def test_mismatched_payload_is_an_error_row() -> None:
     # V1's record is one long; V2 then wants a union index: the bytes run out
     assert (label, value) == ("AVRO v1", None)
     assert error is not None and error.startswith("AVRO payload too short")
-    label, value, error = value_of(t, "p", SEND, 1, version(0), avro_bytes(V2, {"id": 5, "customer": "x"}))
+    label, value, error = value_of(
+        t, "p", SEND, 1, version(0), avro_bytes(V2, {"id": 5, "customer": "x"})
+    )
     assert value is None and error == "AVRO value ends at byte 1, the payload has 4"
 
 
@@ -119,7 +131,9 @@ def test_schemas_learned_only_from_get_schema() -> None:
     feed(
         t,
         "c",
-        command("SUBSCRIBE", topic=TOPIC + "-partition-3", subscription="s", consumer_id=1, request_id=1),
+        command(
+            "SUBSCRIBE", topic=TOPIC + "-partition-3", subscription="s", consumer_id=1, request_id=1
+        ),
         command("GET_SCHEMA", request_id=2, topic=TOPIC, schema_version=version(4)),
         command("GET_SCHEMA_RESPONSE", avro_schema(V1), request_id=2),  # version from the request
         command("GET_SCHEMA", request_id=3, topic=TOPIC),
@@ -128,7 +142,11 @@ def test_schemas_learned_only_from_get_schema() -> None:
     m = avro_bytes(V1, {"id": 1})
     assert value_of(t, "c", MESSAGE, 1, version(4), m) == ("AVRO v4", {"id": 1}, None)
     m = avro_bytes(V2, {"id": 2, "customer": None})
-    assert value_of(t, "c", MESSAGE, 1, version(5), m) == ("AVRO v5", {"id": 2, "customer": None}, None)
+    assert value_of(t, "c", MESSAGE, 1, version(5), m) == (
+        "AVRO v5",
+        {"id": 2, "customer": None},
+        None,
+    )
 
 
 def test_get_or_create_schema_binds_its_version() -> None:
@@ -145,15 +163,35 @@ def test_get_or_create_schema_binds_its_version() -> None:
 
 def test_auto_consume_resolves_to_the_real_schema() -> None:
     t = two_versions()
-    feed(t, "c", command("SUBSCRIBE", ("AUTO_CONSUME", b"", {}), topic=TOPIC, subscription="s",
-                         consumer_id=8, request_id=2))
+    feed(
+        t,
+        "c",
+        command(
+            "SUBSCRIBE",
+            ("AUTO_CONSUME", b"", {}),
+            topic=TOPIC,
+            subscription="s",
+            consumer_id=8,
+            request_id=2,
+        ),
+    )
     # with its version: that schema; without: the newest version the capture showed
     assert t.resolve("c", MESSAGE, 8, version(0)).label == "AVRO v0"
     res = t.resolve("c", MESSAGE, 8, None)
     assert (res.label, res.schema) == ("AVRO v1", t.versions(TOPIC)[version(1)])
     alone = SchemaTracker()
-    feed(alone, "c", command("SUBSCRIBE", ("AUTO_CONSUME", b"", {}), topic=TOPIC, subscription="s",
-                             consumer_id=8, request_id=2))
+    feed(
+        alone,
+        "c",
+        command(
+            "SUBSCRIBE",
+            ("AUTO_CONSUME", b"", {}),
+            topic=TOPIC,
+            subscription="s",
+            consumer_id=8,
+            request_id=2,
+        ),
+    )
     assert alone.resolve("c", MESSAGE, 8, None).schema is None
 
 
@@ -164,7 +202,9 @@ def test_versions_per_topic_are_bounded(monkeypatch: Any) -> None:
         feed(
             t,
             "p",
-            command("GET_OR_CREATE_SCHEMA", ("STRING", str(n).encode(), {}), request_id=n, topic=TOPIC),
+            command(
+                "GET_OR_CREATE_SCHEMA", ("STRING", str(n).encode(), {}), request_id=n, topic=TOPIC
+            ),
             command("GET_OR_CREATE_SCHEMA_RESPONSE", request_id=n, schema_version=version(n)),
         )
     assert sorted(t.versions(TOPIC)) == [version(7), version(8), version(9)]
@@ -178,8 +218,18 @@ def test_topics_and_pending_requests_are_bounded(monkeypatch: Any) -> None:
     t = SchemaTracker()
     for n in range(20):
         feed(t, "p", command("GET_SCHEMA", request_id=n, topic=f"t{n}"))
-        feed(t, "p", command("SUBSCRIBE", ("STRING", b"", {}), topic=f"t{n}", subscription="s",
-                             consumer_id=n, request_id=100 + n))
+        feed(
+            t,
+            "p",
+            command(
+                "SUBSCRIBE",
+                ("STRING", b"", {}),
+                topic=f"t{n}",
+                subscription="s",
+                consumer_id=n,
+                request_id=100 + n,
+            ),
+        )
     assert len(t._pending) == 5
     assert len(t._topics) == 2
     assert t.dropped["MAX_TOPICS"] == 18

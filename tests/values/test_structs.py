@@ -39,14 +39,30 @@ EVERY_AVRO_TYPE = {
         {"name": "m", "type": {"type": "map", "values": "string"}},
         {"name": "u", "type": ["null", "string", "t.Color"]},
         {"name": "ts", "type": {"type": "long", "logicalType": "timestamp-millis"}},
-        {"name": "dec", "type": {"type": "bytes", "logicalType": "decimal", "precision": 5, "scale": 2}},
+        {
+            "name": "dec",
+            "type": {"type": "bytes", "logicalType": "decimal", "precision": 5, "scale": 2},
+        },
         {"name": "next", "type": ["null", "t.All"], "default": None},
     ],
 }
-RECORD = {
-    "n": None, "b": True, "i": -7, "l": 2**40, "f": 0.5, "d": -1.25, "by": b"\x00\x01",
-    "s": "é", "e": "GREEN", "fx": b"abcd", "a": [1, 2, 3], "m": {"x": "y"}, "u": "RED",
-    "ts": 1_600_000_000_123, "dec": Decimal("123.45"), "next": None,
+RECORD: dict[str, Any] = {
+    "n": None,
+    "b": True,
+    "i": -7,
+    "l": 2**40,
+    "f": 0.5,
+    "d": -1.25,
+    "by": b"\x00\x01",
+    "s": "é",
+    "e": "GREEN",
+    "fx": b"abcd",
+    "a": [1, 2, 3],
+    "m": {"x": "y"},
+    "u": "RED",
+    "ts": 1_600_000_000_123,
+    "dec": Decimal("123.45"),
+    "next": None,
 }
 
 
@@ -75,7 +91,8 @@ def test_avro_every_type_round_trips() -> None:
 def test_json_payload_is_checked_and_normalised() -> None:
     schema = make_schema("JSON", json.dumps(EVERY_AVRO_TYPE).encode())
     assert decoded(b'{ "a" : [1, 2.5, "x", null, true] }', schema) == (
-        {"a": [1, 2.5, "x", None, True]}, None
+        {"a": [1, 2.5, "x", None, True]},
+        None,
     )
     assert ValueDecoder().decode(b'{ "a" : 1 }', schema).value == '{"a":1}'
     value, error = decoded(b'{"a": ', schema)
@@ -97,12 +114,23 @@ def order_classes() -> tuple[Any, bytes]:
     line.field.add(name="qty", number=2, type=T.TYPE_INT32, label=T.LABEL_OPTIONAL)
     order.field.add(name="id", number=1, type=T.TYPE_INT64, label=T.LABEL_OPTIONAL)
     order.field.add(name="customer", number=2, type=T.TYPE_STRING, label=T.LABEL_OPTIONAL)
-    order.field.add(name="lines", number=3, type=T.TYPE_MESSAGE, label=T.LABEL_REPEATED,
-                    type_name=".shop.Order.Line")
-    order.field.add(name="state", number=4, type=T.TYPE_ENUM, label=T.LABEL_OPTIONAL,
-                    type_name=".shop.State")
-    order.field.add(name="at", number=5, type=T.TYPE_MESSAGE, label=T.LABEL_OPTIONAL,
-                    type_name=".google.protobuf.Timestamp")
+    order.field.add(
+        name="lines",
+        number=3,
+        type=T.TYPE_MESSAGE,
+        label=T.LABEL_REPEATED,
+        type_name=".shop.Order.Line",
+    )
+    order.field.add(
+        name="state", number=4, type=T.TYPE_ENUM, label=T.LABEL_OPTIONAL, type_name=".shop.State"
+    )
+    order.field.add(
+        name="at",
+        number=5,
+        type=T.TYPE_MESSAGE,
+        label=T.LABEL_OPTIONAL,
+        type_name=".google.protobuf.Timestamp",
+    )
     ts = descriptor_pb2.FileDescriptorProto()
     timestamp_pb2.DESCRIPTOR.CopyToProto(ts)
     pool = descriptor_pool.DescriptorPool()
@@ -110,11 +138,13 @@ def order_classes() -> tuple[Any, bytes]:
     pool.Add(f)
     cls = message_factory.GetMessageClass(pool.FindMessageTypeByName("shop.Order"))
     fds = descriptor_pb2.FileDescriptorSet(file=[f, ts])  # root first: the order must not matter
-    data = json.dumps({
-        "fileDescriptorSet": base64.b64encode(fds.SerializeToString()).decode(),
-        "rootMessageTypeName": "shop.Order",
-        "rootFileDescriptorName": "shop/order.proto",
-    }).encode()
+    data = json.dumps(
+        {
+            "fileDescriptorSet": base64.b64encode(fds.SerializeToString()).decode(),
+            "rootMessageTypeName": "shop.Order",
+            "rootFileDescriptorName": "shop/order.proto",
+        }
+    ).encode()
     return cls, data
 
 
@@ -148,10 +178,14 @@ def test_protobuf_native_uses_a_private_pool() -> None:
 
 
 def test_protobuf_native_bad_schema_and_bad_payload_are_errors() -> None:
-    cls, definition = order_classes()
+    _, definition = order_classes()
     schema = make_schema("PROTOBUF_NATIVE", definition)
     value, error = decoded(b"\x0a\xff", schema)
-    assert value is None and error is not None and error.startswith("PROTOBUF_NATIVE value does not decode")
+    assert (
+        value is None
+        and error is not None
+        and error.startswith("PROTOBUF_NATIVE value does not decode")
+    )
     doc = json.loads(definition)
     fds = descriptor_pb2.FileDescriptorSet.FromString(base64.b64decode(doc["fileDescriptorSet"]))
     del fds.file[1]  # the timestamp import is gone
@@ -171,12 +205,34 @@ def test_protobuf_by_parsing_info() -> None:
     msg.lines.add(sku="z", qty=1)
     info = [  # as Pulsar's ProtobufSchema.getParsingInfo writes it (Jackson, field order)
         {"number": 1, "name": "id", "type": "INT64", "label": "LABEL_OPTIONAL", "definition": None},
-        {"number": 2, "name": "customer", "type": "STRING", "label": "LABEL_OPTIONAL", "definition": None},
-        {"number": 3, "name": "lines", "type": "MESSAGE", "label": "LABEL_REPEATED", "definition": None},
-        {"number": 4, "name": "state", "type": "ENUM", "label": "LABEL_OPTIONAL", "definition": None},
+        {
+            "number": 2,
+            "name": "customer",
+            "type": "STRING",
+            "label": "LABEL_OPTIONAL",
+            "definition": None,
+        },
+        {
+            "number": 3,
+            "name": "lines",
+            "type": "MESSAGE",
+            "label": "LABEL_REPEATED",
+            "definition": None,
+        },
+        {
+            "number": 4,
+            "name": "state",
+            "type": "ENUM",
+            "label": "LABEL_OPTIONAL",
+            "definition": None,
+        },
     ]
-    schema = make_schema("PROTOBUF", b'{"type":"record","name":"Order","fields":[]}',
-                         (("__PARSING_INFO__", json.dumps(info)),))
+    schema = make_schema(
+        "PROTOBUF",
+        b'{"type":"record","name":"Order","fields":[]}',
+        (("__PARSING_INFO__", json.dumps(info)),),
+    )
     assert decoded(msg.SerializeToString(), schema) == (
-        {"id": -3, "customer": "bo", "lines": [{"#1": "z", "#2": 1}], "state": 1}, None
+        {"id": -3, "customer": "bo", "lines": [{"#1": "z", "#2": 1}], "state": 1},
+        None,
     )

@@ -10,6 +10,7 @@ map, nesting and size is bounded by a named bound, and any bytes give a value or
 string, never an exception. docs/values.md has the design and the interface for the tables.
 """
 
+from dissector.values.cells import ValueCells, Values
 from dissector.values.decode import KeyFields, ValueDecoder
 from dissector.values.model import Decoded, SchemaInfo, make_schema
 from dissector.values.redact import parse_redact_fields, redact, redact_json
@@ -21,7 +22,9 @@ __all__ = [
     "Resolution",
     "SchemaInfo",
     "SchemaTracker",
+    "ValueCells",
     "ValueDecoder",
+    "Values",
     "make_schema",
     "parse_redact_fields",
     "redact",

@@ -75,15 +75,17 @@ class ValueDecoder:
             return Decoded(error=f"internal error: {type(e).__name__}: {e}")
 
     def _value(self, payload: bytes | None, schema: SchemaInfo, key: KeyFields, depth: int) -> Any:
-        if payload is None:
-            return None
-        if len(payload) > MAX_PAYLOAD_BYTES:
-            raise BadValue(f"payload over MAX_PAYLOAD_BYTES ({len(payload)} bytes)")
         if schema.too_large:
             raise BadValue(
                 f"{schema.type} schema over MAX_DEFINITION_BYTES ({MAX_DEFINITION_BYTES}): "
                 f"{schema.definition_size} bytes"
             )
+        if payload is not None and len(payload) > MAX_PAYLOAD_BYTES:
+            raise BadValue(f"payload over MAX_PAYLOAD_BYTES ({len(payload)} bytes)")
+        if schema.type == "KEY_VALUE":  # before a null payload: a SEPARATED key remains
+            return self._key_value(payload, schema, key, depth)
+        if payload is None:
+            return None
         kind = schema.type
         if kind in PRIMITIVES:
             return PRIMITIVES[kind](payload)
@@ -100,13 +102,13 @@ class ValueDecoder:
             return decode_protobuf_native(self._parse(schema), payload)
         if kind == "PROTOBUF":
             return decode_protobuf_wire(self._parse(schema), payload)
-        if kind == "KEY_VALUE":
-            return self._key_value(payload, schema, key, depth)
         if kind == "AUTO_CONSUME":
             raise BadValue("AUTO_CONSUME: the topic's real schema was not seen")
         raise BadValue(f"{kind} schema: the payload's format is not known")
 
-    def _key_value(self, payload: bytes, schema: SchemaInfo, key: KeyFields, depth: int) -> Any:
+    def _key_value(
+        self, payload: bytes | None, schema: SchemaInfo, key: KeyFields, depth: int
+    ) -> Any:
         if depth >= MAX_KEY_VALUE_NESTING:
             raise BadValue("KEY_VALUE nested deeper than MAX_KEY_VALUE_NESTING")
         kv = self._parse(schema)

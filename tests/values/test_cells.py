@@ -33,42 +33,31 @@ def json_producer() -> Values:
     )
 
 
-def test_a_decoded_value_with_its_schema_and_redaction() -> None:
-    cells = json_producer().cells(
-        conn="a",
-        ctype=SEND,
-        handle_id=1,
+def message(values: Values, conn: str, ctype: int, handle: int, payload: bytes) -> ValueCells:
+    """The cells of a message of schema version 3 on TOPIC."""
+    return values.cells(
+        conn=conn,
+        ctype=ctype,
+        handle_id=handle,
         topic=TOPIC,
         schema_version=version(3),
-        payload=b'{"id": 1, "card": "4111"}',
+        payload=payload,
         key=KeyFields(),
     )
+
+
+def test_a_decoded_value_with_its_schema_and_redaction() -> None:
+    cells = message(json_producer(), "a", SEND, 1, b'{"id": 1, "card": "4111"}')
     assert cells == ValueCells('{"id":1,"card":"<redacted>(6 bytes)"}', "JSON v3", None)
 
 
 def test_a_consumer_created_before_the_capture_decodes_by_its_topic() -> None:
-    cells = json_producer().cells(
-        conn="b",
-        ctype=MESSAGE,
-        handle_id=9,
-        topic=TOPIC,
-        schema_version=version(3),
-        payload=b"[1]",
-        key=KeyFields(),
-    )
+    cells = message(json_producer(), "b", MESSAGE, 9, b"[1]")
     assert cells == ValueCells("[1]", "JSON v3", None)
 
 
 def test_no_schema_says_why_in_value_error() -> None:
-    cells = Values().cells(
-        conn="b",
-        ctype=MESSAGE,
-        handle_id=9,
-        topic=TOPIC,
-        schema_version=version(3),
-        payload=b"[1]",
-        key=KeyFields(),
-    )
+    cells = message(Values(), "b", MESSAGE, 9, b"[1]")
     assert cells == ValueCells(None, None, "no schema: version 3 not seen for the topic")
 
 

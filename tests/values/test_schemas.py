@@ -161,37 +161,25 @@ def test_get_or_create_schema_binds_its_version() -> None:
     assert value_of(t, "p", SEND, 1, version(2), b"\x00\x00\x00\x07") == ("INT32 v2", 7, None)
 
 
+AUTO_CONSUMER = command(
+    "SUBSCRIBE",
+    ("AUTO_CONSUME", b"", {}),
+    topic=TOPIC,
+    subscription="s",
+    consumer_id=8,
+    request_id=2,
+)
+
+
 def test_auto_consume_resolves_to_the_real_schema() -> None:
     t = two_versions()
-    feed(
-        t,
-        "c",
-        command(
-            "SUBSCRIBE",
-            ("AUTO_CONSUME", b"", {}),
-            topic=TOPIC,
-            subscription="s",
-            consumer_id=8,
-            request_id=2,
-        ),
-    )
+    feed(t, "c", AUTO_CONSUMER)
     # with its version: that schema; without: the newest version the capture showed
     assert t.resolve("c", MESSAGE, 8, version(0)).label == "AVRO v0"
     res = t.resolve("c", MESSAGE, 8, None)
     assert (res.label, res.schema) == ("AVRO v1", t.versions(TOPIC)[version(1)])
     alone = SchemaTracker()
-    feed(
-        alone,
-        "c",
-        command(
-            "SUBSCRIBE",
-            ("AUTO_CONSUME", b"", {}),
-            topic=TOPIC,
-            subscription="s",
-            consumer_id=8,
-            request_id=2,
-        ),
-    )
+    feed(alone, "c", AUTO_CONSUMER)
     assert alone.resolve("c", MESSAGE, 8, None).schema is None
 
 

@@ -2,7 +2,7 @@
 
 Input: a message's payload (None for a null value), the schema `SchemaTracker.resolve`
 chose, and the message's key fields (a SEPARATED KeyValue's key is its partition key).
-Output: `Decoded(value=JSON text)` or `Decoded(error=why)`, for the `value` and
+Output: `DecodedValue(value=JSON text)` or `DecodedValue(error=why)`, for the `value` and
 `value_error` columns.
 Rule: one decoder per schema family (primitives.py, avro.py, protobuf_native.py,
 protobuf_wire.py, keyvalue.py); each schema is parsed once and kept (at most
@@ -21,7 +21,7 @@ import orjson
 from dissector.values import keyvalue
 from dissector.values.avro import decode_avro, parse_avro
 from dissector.values.bounds import MAX_PAYLOAD_BYTES, to_json
-from dissector.values.model import MAX_DEFINITION_BYTES, BadValue, Decoded, SchemaInfo
+from dissector.values.model import MAX_DEFINITION_BYTES, BadValue, DecodedValue, SchemaInfo
 from dissector.values.primitives import PRIMITIVES, decode_string
 from dissector.values.protobuf_native import decode_protobuf_native, parse_protobuf_native
 from dissector.values.protobuf_wire import decode_protobuf_wire, parse_parsing_info
@@ -65,14 +65,14 @@ class ValueDecoder:
         schema: SchemaInfo,
         *,
         key: KeyFields = NO_KEY,
-    ) -> Decoded:
+    ) -> DecodedValue:
         """The value of one message, as JSON text, or why not. Never raises."""
         try:
-            return Decoded(value=to_json(self._value(payload, schema, key, 0)))
+            return DecodedValue(value=to_json(self._value(payload, schema, key, 0)))
         except BadValue as e:
-            return Decoded(error=str(e))
+            return DecodedValue(error=str(e))
         except Exception as e:  # a decoder's bug must not cost the row; it says so
-            return Decoded(error=f"internal error: {type(e).__name__}: {e}")
+            return DecodedValue(error=f"internal error: {type(e).__name__}: {e}")
 
     def _value(self, payload: bytes | None, schema: SchemaInfo, key: KeyFields, depth: int) -> Any:
         if schema.too_large:

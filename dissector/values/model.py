@@ -3,7 +3,7 @@
 Input: a `Schema` protobuf message of the wire (PRODUCER, SUBSCRIBE, GET_SCHEMA_RESPONSE,
 GET_OR_CREATE_SCHEMA), or the parts of a KeyValue schema.
 Output: `SchemaInfo` (type by Pulsar's own name, name, definition bytes, properties) and
-`Decoded` (the JSON text of a value, or the reason it has none).
+`DecodedValue` (the JSON text of a value, or the reason it has none).
 Rule: type names are Pulsar's `SchemaType` names (STRING, AVRO, KEY_VALUE, ...), because a
 KeyValue schema names its key and value types that way in its properties; the wire's
 `None` (0) is BYTES, as the Java client sends no other number for it. A definition over
@@ -108,7 +108,7 @@ class BadValue(Exception):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Decoded:
+class DecodedValue:
     """The outcome of decoding one payload: JSON text, or an error saying why not."""
 
     value: str | None = None  # JSON text

@@ -192,8 +192,13 @@ class SchemaTracker:
             self._learn(body.topic, "PRODUCER", None, schema)
 
     def _producer_success(self, conn: Hashable, body: Any) -> None:
-        pending = self._pending.pop((conn, body.request_id), None)
-        if pending is None or not body.HasField("schema_version"):
+        key = (conn, body.request_id)
+        if not body.HasField("schema_version"):
+            if body.producer_ready:  # not ready: a second PRODUCER_SUCCESS will follow
+                self._pending.pop(key, None)
+            return
+        pending = self._pending.pop(key, None)
+        if pending is None:
             return
         _, topic, schema, _ = pending
         if schema is not None:

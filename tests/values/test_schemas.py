@@ -8,12 +8,23 @@ import json
 from typing import Any
 
 import fastavro
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from dissector.pulsar.wire import COMMAND_TYPES
 from dissector.values import KeyFields, SchemaTracker, ValueDecoder, make_schema
 from dissector.values import schemas as schemas_module
 from tests.support.schema_wire import command, version
 
+NAMES = {
+    "PRODUCER",
+    "PRODUCER_SUCCESS",
+    "SUBSCRIBE",
+    "GET_SCHEMA",
+    "GET_SCHEMA_RESPONSE",
+    "GET_OR_CREATE_SCHEMA",
+    "GET_OR_CREATE_SCHEMA_RESPONSE",
+}
 SEND = COMMAND_TYPES["SEND"]
 MESSAGE = COMMAND_TYPES["MESSAGE"]
 TOPIC = "persistent://public/default/orders"
@@ -231,3 +242,59 @@ def test_the_decoder_parses_each_schema_once() -> None:
             json.dumps({"id": n}, separators=(",", ":"))
         )
     assert decoder.parses == 1
+
+
+def test_a_producer_waiting_for_exclusive_access_learns_from_the_second_success() -> None:
+    t = SchemaTracker()
+    feed(
+        t,
+        "p",
+        command("PRODUCER", ("INT8", b"", {}), topic=TOPIC, producer_id=1, request_id=1),
+        command("PRODUCER_SUCCESS", request_id=1, producer_name="p", producer_ready=False),
+        command("PRODUCER_SUCCESS", request_id=1, producer_name="p", schema_version=version(4)),
+    )
+    assert set(t.versions(TOPIC)) == {version(4)}
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(sorted(NAMES)),
+            st.integers(0, 3),
+            st.sampled_from([TOPIC, TOPIC + "-partition-1", "", "x"]),
+            st.binary(max_size=9),
+            st.sampled_from(
+                [None, ("AVRO", b"{", {}), ("AUTO_CONSUME", b"", {}), ("INT8", b"", {})]
+            ),
+        ),
+        max_size=30,
+    ),
+    st.integers(0, 3),
+    st.binary(max_size=9),
+)
+def test_any_command_sequence_resolves_without_raising(
+    steps: list[tuple[str, int, str, bytes, Any]], handle: int, ver: bytes
+) -> None:
+    t = SchemaTracker()
+    for name, n, topic, v, schema in steps:
+        fields: dict[str, Any] = {"request_id": n}
+        if name in ("PRODUCER", "SUBSCRIBE", "GET_SCHEMA", "GET_OR_CREATE_SCHEMA"):
+            fields["topic"] = topic
+        if name == "PRODUCER":
+            fields["producer_id"] = n
+        if name == "SUBSCRIBE":
+            fields["consumer_id"] = n
+        if name in ("PRODUCER_SUCCESS", "GET_SCHEMA_RESPONSE", "GET_OR_CREATE_SCHEMA_RESPONSE"):
+            fields["schema_version"] = v
+        takes_schema = name in (
+            "PRODUCER",
+            "SUBSCRIBE",
+            "GET_SCHEMA_RESPONSE",
+            "GET_OR_CREATE_SCHEMA",
+        )
+        t.feed_command("c", command(name, schema if takes_schema else None, **fields))
+    for ctype in (SEND, MESSAGE):
+        res = t.resolve("c", ctype, handle, ver or None)
+        if res.schema is not None:
+            ValueDecoder().decode(b"\x01", res.schema)

@@ -11,6 +11,7 @@ MemoryError or RecursionError.
 from __future__ import annotations
 
 import base64
+import json
 import math
 import uuid
 from datetime import date, datetime, time
@@ -36,8 +37,12 @@ MAX_VALUE_JSON_BYTES = 1 << 20
 
 def to_json(value: Any) -> str:
     """Compact JSON of value, within MAX_DEPTH, MAX_ITEMS and MAX_VALUE_JSON_BYTES."""
-    budget = [MAX_ITEMS]
-    text = orjson.dumps(_plain(value, 0, budget))
+    budget = [MAX_ITEMS, 0]  # items left; integers past 64 bits seen
+    plain = _plain(value, 0, budget)
+    if budget[1]:  # orjson writes no integer past 64 bits: the standard library does
+        text = json.dumps(plain, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    else:
+        text = orjson.dumps(plain)
     if len(text) > MAX_VALUE_JSON_BYTES:
         raise BadValue(
             f"value over MAX_VALUE_JSON_BYTES ({MAX_VALUE_JSON_BYTES}): {len(text)} bytes"
@@ -49,7 +54,11 @@ def _plain(value: Any, depth: int, budget: list[int]) -> Any:
     budget[0] -= 1
     if budget[0] < 0:
         raise BadValue(f"value over MAX_ITEMS ({MAX_ITEMS} items)")
-    if value is None or isinstance(value, bool | int | str):
+    if value is None or isinstance(value, bool | str):
+        return value
+    if isinstance(value, int):
+        if not -(2**63) <= value < 2**64:
+            budget[1] = 1
         return value
     if isinstance(value, float):
         if math.isfinite(value):

@@ -13,6 +13,8 @@ bytes, an error string, never an exception (an unexpected one says "internal err
 
 from __future__ import annotations
 
+import json
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,6 +33,8 @@ from dissector.values.protobuf_wire import decode_protobuf_wire, parse_parsing_i
 MAX_PARSED_SCHEMAS = 1024
 #: KeyValue schemas inside KeyValue schemas: Pulsar itself nests none; one level is allowed.
 MAX_KEY_VALUE_NESTING = 2
+
+_LONG_NUMBER = re.compile(rb"\d{19}")  # 2**63 has 19 digits: a number that may not fit
 
 _PARSERS: dict[str, Any] = {
     "AVRO": lambda s: parse_avro(s.definition),
@@ -92,10 +96,7 @@ class ValueDecoder:
         if kind == "STRING":
             return decode_string(payload, schema)
         if kind == "JSON":
-            try:
-                return orjson.loads(payload)
-            except orjson.JSONDecodeError as e:
-                raise BadValue(f"JSON payload is not JSON: {e}") from None
+            return _json(payload)
         if kind == "AVRO":
             return decode_avro(self._parse(schema), payload)
         if kind == "PROTOBUF_NATIVE":
@@ -138,6 +139,22 @@ class ValueDecoder:
         if isinstance(known, _Failed):
             raise BadValue(known.reason)
         return known
+
+
+def _json(payload: bytes) -> Any:
+    """A JSON payload. orjson reads integers past 64 bits as floats, losing digits: a payload
+    with such a number (Jackson writes BigIntegers whole) is read again by the standard
+    library, after orjson accepted it (so its nesting is within orjson's limit)."""
+    try:
+        value = orjson.loads(payload)
+    except orjson.JSONDecodeError as e:
+        raise BadValue(f"JSON payload is not JSON: {e}") from None
+    if _LONG_NUMBER.search(payload) is None:
+        return value
+    try:
+        return json.loads(payload)
+    except (ValueError, RecursionError) as e:
+        raise BadValue(f"JSON payload is not JSON: {e}") from None
 
 
 @dataclass(frozen=True, slots=True)

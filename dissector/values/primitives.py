@@ -54,9 +54,25 @@ def _float_json(x: float) -> JsonScalar:
     return x
 
 
+def shortest_float32(x: float) -> float:
+    """The shortest decimal that is the same 32-bit float (0.1f is 0.1, not 0.100000001...),
+    as Java's Float.toString shows it."""
+    if not math.isfinite(x):
+        return x
+    exact = struct.pack(">f", x)
+    for digits in range(2, 10):  # at least two, as Java; nine always round-trip a float32
+        y = float(f"{x:.{digits}g}")
+        try:
+            if struct.pack(">f", y) == exact:
+                return y
+        except OverflowError:  # rounded up past the largest float32
+            continue
+    return x
+
+
 def _float(data: bytes) -> JsonScalar:
     _exact(data, 4, "FLOAT")
-    return _float_json(struct.unpack(">f", data)[0])
+    return _float_json(shortest_float32(struct.unpack(">f", data)[0]))
 
 
 def _double(data: bytes) -> JsonScalar:

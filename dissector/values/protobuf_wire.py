@@ -24,6 +24,7 @@ import orjson
 
 from dissector.values.bounds import MAX_DEPTH, MAX_ITEMS
 from dissector.values.model import BadValue, SchemaInfo
+from dissector.values.primitives import shortest_float32
 
 PARSING_INFO = "__PARSING_INFO__"
 
@@ -168,7 +169,7 @@ class _Reader:
         if wire_type in _WIDTH and type_name in _FIXED | _FLOATS:
             fmt = (_FIXED | _FLOATS)[type_name]
             if struct.calcsize(fmt) == len(raw):
-                return struct.unpack(fmt, raw)[0]
+                return _number(type_name, struct.unpack(fmt, raw)[0])
         return self.generic(wire_type, raw, 1)
 
     def packed(self, type_name: str, raw: bytes) -> list[Any]:
@@ -181,12 +182,16 @@ class _Reader:
                 width = struct.calcsize(fmt)
                 if pos + width > len(raw):
                     raise BadValue("PROTOBUF packed field runs past its length")
-                out.append(struct.unpack(fmt, raw[pos : pos + width])[0])
+                out.append(_number(type_name, struct.unpack(fmt, raw[pos : pos + width])[0]))
                 pos += width
             else:
                 value, pos = _varint(raw, pos)
                 out.append(self.scalar(type_name, 0, value))
         return out
+
+
+def _number(type_name: str, value: Any) -> Any:
+    return shortest_float32(value) if type_name == "FLOAT" else value
 
 
 def _varint(data: bytes, pos: int) -> tuple[int, int]:

@@ -91,3 +91,11 @@ def test_bytes_not_of_the_type_give_an_error_not_an_exception(
 def test_a_null_value_is_json_null() -> None:
     out = ValueDecoder().decode(None, SchemaInfo(type="INT32"))
     assert (out.value, out.error) == ("null", None)
+
+
+@pytest.mark.parametrize(
+    ("written", "shown"), [(0.1, 0.1), (3.4028235e38, 3.4028235e38), (1e-45, 1.4e-45)]
+)
+def test_float_shows_the_shortest_text_of_its_32_bits(written: float, shown: float) -> None:
+    # as Java's Float.toString: 0.1f is "0.1", Float.MIN_VALUE "1.4E-45", MAX_VALUE "3.4028235E38"
+    assert decode("FLOAT", struct.pack(">f", written)) == (shown, None)

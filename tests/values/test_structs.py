@@ -236,3 +236,10 @@ def test_protobuf_by_parsing_info() -> None:
         {"id": -3, "customer": "bo", "lines": [{"#1": "z", "#2": 1}], "state": 1},
         None,
     )
+
+
+def test_json_integers_past_64_bits_keep_every_digit() -> None:
+    # Jackson writes a BigInteger whole; orjson alone would read it as a float
+    payload = b'{"big": 123456789012345678901234567890, "small": -9223372036854775808}'
+    out = ValueDecoder().decode(payload, make_schema("JSON"))
+    assert out.value == '{"big":123456789012345678901234567890,"small":-9223372036854775808}'

@@ -10,9 +10,10 @@ chosen, and the `value_schema` label or the reason there is none).
 Rule: a message is decoded with the schema of its metadata's `schema_version` when the
 capture taught that version for its topic (PRODUCER_SUCCESS after a PRODUCER with a schema,
 GET_OR_CREATE_SCHEMA_RESPONSE after its request, GET_SCHEMA_RESPONSE); else with the schema
-its producer (SEND) or consumer (MESSAGE) declared; else not at all, and the reason says
-which. A declared AUTO_CONSUME is resolved to the topic's real schema (the version's, else
-the newest version seen). Versions belong to a topic, so what one connection learns serves
+its producer declared (SEND), or its consumer (MESSAGE) when the message names no version
+(a reader's schema need not be the writer's); else not at all, and the reason says which.
+A declared AUTO_CONSUME is resolved to the topic's real schema (the version's, else the
+newest version seen). Versions belong to a topic, so what one connection learns serves
 every connection; partitions share their topic's schemas ("-partition-N" is dropped).
 Every map is bounded (MAX_*), oldest entries going first; `dropped` counts what went.
 """
@@ -150,17 +151,30 @@ class SchemaTracker:
                 label=f"no schema: the {side} was not seen being created",
             )
         topic, declared = known
-        return self.resolve_topic(topic, schema_version, declared)
+        return self.resolve_topic(topic, schema_version, declared, writer=ctype == SEND)
 
     def resolve_topic(
-        self, topic: str, schema_version: bytes | None, declared: SchemaInfo | None
+        self,
+        topic: str,
+        schema_version: bytes | None,
+        declared: SchemaInfo | None,
+        *,
+        writer: bool = False,
     ) -> Resolution:
-        """The rule: the version's schema, else the declared one, else none (with why)."""
+        """The rule: the version's schema, else the declared one, else none (with why).
+
+        A producer's declared schema (writer=True) is what its messages were written with,
+        whatever their version. A consumer's is what it reads as, which may not be what the
+        message was written with: it serves only messages without a schema_version (an
+        AUTO_CONSUME consumer's is the topic's newest version seen).
+        """
         t = self._topics.get(topic_key(topic))
         if schema_version and t is not None:
             by_version = t.versions.get(schema_version)
             if by_version is not None:
                 return _found(by_version, BY_VERSION, schema_version)
+        if declared is not None and not writer and schema_version:
+            declared = None  # a reader's schema is not the writer's of an unknown version
         if declared is not None and declared.type == "AUTO_CONSUME":
             if t is not None and t.versions:
                 newest = max(t.versions, key=_version_order)

@@ -298,3 +298,24 @@ def test_any_command_sequence_resolves_without_raising(
         res = t.resolve("c", ctype, handle, ver or None)
         if res.schema is not None:
             ValueDecoder().decode(b"\x01", res.schema)
+
+
+def test_a_consumers_schema_decodes_only_messages_without_a_version() -> None:
+    t = SchemaTracker()
+    feed(
+        t,
+        "c",
+        command(
+            "SUBSCRIBE",
+            ("STRING", b"", {}),
+            topic=TOPIC,
+            subscription="s",
+            consumer_id=1,
+            request_id=1,
+        ),
+    )
+    assert value_of(t, "c", MESSAGE, 1, None, b"hi") == ("STRING (declared)", "hi", None)
+    # written with version 2, never seen: the reader's schema may not be the writer's
+    assert t.resolve("c", MESSAGE, 1, version(2)).label == (
+        "no schema: version 2 not seen for the topic"
+    )

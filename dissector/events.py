@@ -332,6 +332,11 @@ class AppMessage(NamedTuple):
     stream_offset: int
     preview: str | None
     problem: str | None = None  # why the payload was not decoded: an anomaly code
+    # --values only (docs/values.md): the payload decoded by its schema, as JSON text; the
+    # schema used ("AVRO v3"); why there is no value. None without --values.
+    value: str | None = None
+    value_schema: str | None = None
+    value_error: str | None = None
 
 
 class Pair(NamedTuple):
@@ -529,3 +534,6 @@ class Journey(NamedTuple):
     span_id: str | None = None
     trace_format: str | None = None
     evicted: bool = False  # made before the capture's end: the joiner's bound pushed it out
+    value: str | None = None  # --values only: the message's AppMessage.value
+    value_schema: str | None = None
+    value_error: str | None = None

@@ -13,7 +13,8 @@ Rules (docs/journeys.md says them with the wire's reasons):
 - Each command type has one handler (`DISPATCH`, from the HANDLERS of dissector.journeys.
   produce and .consume); a handler returns the stored message its frame concerns, and the
   `AppMessage`s that follow that frame (the pipeline publishes a frame's messages right
-  after it) give its batch entries their own sequence ids.
+  after it) give its batch entries their own sequence ids, and its messages their values
+  (--values).
 - Ids are per connection (`Index.conns`), dropped when the connection ends; stored
   messages and subscriptions span connections.
 """
@@ -84,13 +85,18 @@ class Joiner:
         return out
 
     def _entry(self, m: AppMessage) -> None:
-        """A batch entry of the latest frame: its own sequence id."""
+        """A message of the latest frame: a batch entry's own sequence id; its value."""
         s = self._current
-        if s is None or m.conn_id != self._current_conn or m.batch_index is None:
+        if s is None or m.conn_id != self._current_conn:
             return
         msg = s.msgs.get(m.batch_index)
-        if msg is not None and m.sequence_id is not None:
+        if msg is None:
+            return
+        if m.batch_index is not None and m.sequence_id is not None:
             msg.sequence_id = m.sequence_id
+        if m.value_schema is not None or m.value_error is not None:  # --values
+            if msg.value is None or (msg.value[0] is None and m.value is not None):
+                msg.value = (m.value, m.value_schema, m.value_error)
 
     def _ended(self, conn_id: int) -> None:
         conn = self.ix.conns.pop(conn_id, None)

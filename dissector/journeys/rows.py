@@ -80,4 +80,8 @@ def _journey(s: Stored, m: Msg, sub: Sub | None, d: Delivery | None) -> Journey:
         redeliveries=0 if d is None else max(d.deliveries - 1, d.redelivery_count),
         broker_entry_ts=s.broker_ts,
         evicted=s.evicted,
+        # the value columns: --values only, None otherwise
+        value=None if m.value is None else m.value[0],
+        value_schema=None if m.value is None else m.value[1],
+        value_error=None if m.value is None else m.value[2],
     )

@@ -94,12 +94,15 @@ class Sub:
 class Msg:
     """One application message: a batch entry (index >= 0) or a whole entry (None)."""
 
-    __slots__ = ("index", "sequence_id", "subs")
+    __slots__ = ("index", "sequence_id", "subs", "value")
 
     def __init__(self, index: int | None, sequence_id: int | None = None) -> None:
         self.index = index
         self.sequence_id = sequence_id  # the entry's own, when the messages extractor said
         self.subs: dict[Sub, Delivery] = {}
+        #: --values: (value, value_schema, value_error) of its AppMessage (the SEND's
+        #: first, else a delivery's; a decoded value wins over an error)
+        self.value: tuple[str | None, str | None, str | None] | None = None
 
 
 class Stored:

@@ -10,7 +10,7 @@ uint64 ids are stored as int64 (columns.i64).
 
 from __future__ import annotations
 
-from dissector.tables.columns import BOOL, I32, I64, STR, TS, Table, col
+from dissector.tables.columns import BOOL, I32, I64, STR, TS, Table, col, value_columns
 
 
 def _span(start: int | None, end: int | None) -> int | None:
@@ -131,6 +131,7 @@ JOURNEYS = Table(
             "made before the capture's end (the joiner's bound): later hops make rows of their own",
             False,
         ),
+        *value_columns("j"),
     ],
     env={"_span": _span},
 )

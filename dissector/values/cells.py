@@ -18,9 +18,10 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from dissector.events import AppMessage, MessageKind
 from dissector.values.decode import KeyFields, ValueDecoder
 from dissector.values.redact import Path, redact_json
-from dissector.values.schemas import SchemaTracker
+from dissector.values.schemas import MESSAGE, SEND, SchemaTracker
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +44,26 @@ class Values:
     def feed(self, conn: Hashable, ctype: int, body: Any) -> None:
         """Every decoded command (one dict lookup for those without a schema)."""
         self.schemas.feed(conn, ctype, body)
+
+    def row_cells(self, row: AppMessage, payload: bytes | None) -> ValueCells:
+        """The cells of a messages-table row (pulsar/messages.py), its application payload
+        given apart (rows keep none); `row.problem` says why a missing payload is missing."""
+        produced = row.kind is MessageKind.PRODUCED
+        return self.cells(
+            conn=row.conn_id,
+            ctype=SEND if produced else MESSAGE,
+            handle_id=row.producer_id if produced else row.consumer_id,
+            topic=row.topic,
+            schema_version=row.schema_version,
+            payload=payload,
+            key=KeyFields(
+                partition_key=row.key,
+                partition_key_b64_encoded=row.key_base64,
+                null_partition_key=row.null_key,
+            ),
+            null_value=row.null_value,
+            undecoded=(row.problem or "incomplete") if payload is None else None,
+        )
 
     def cells(
         self,

@@ -128,6 +128,20 @@ def decode_arguments(p: argparse.ArgumentParser) -> None:
         metavar="N",
         help="messages table: keep the first N bytes of each payload (escaped); off by default",
     )
+    p.add_argument(
+        "--values",
+        action="store_true",
+        help="decode message payloads by the schemas the capture carries: the value, "
+        "value_schema and value_error columns of messages and journeys (JSON; -Y value.a > 1, "
+        "SQL json_extract); off by default: payloads are the user's data",
+    )
+    p.add_argument(
+        "--redact-fields",
+        default="",
+        metavar="A.B,C",
+        help="with --values: mask these fields of every value (dotted paths from the value's "
+        "root; arrays walked through), as authentication data is masked",
+    )
 
 
 def reader_arguments(p: argparse.ArgumentParser) -> None:
@@ -187,6 +201,8 @@ def reader_options(
         pairs=pairs,
         max_uncompressed=args.max_uncompressed,
         payload_preview=args.payload_preview,
+        values=args.values,
+        redact_fields=args.redact_fields,
         series=getattr(args, "series", "auto"),  # live reads no files: no series
         idle_timeout=args.idle_timeout or None,  # 0: never
         frame_bytes=getattr(args, "hexdump", False),

@@ -1,7 +1,8 @@
 """EDGE: the text view of `pulsar-dissect read`: one line per frame, as tshark prints packets.
 
 Input: the parsed arguments of `read` (no --table, no -o) and the row filter.
-Output: frame lines (anomalies inline) on stdout; -V a tree of fields, -x the bytes.
+Output: frame lines (anomalies inline; --values: each message's value under its frame) on
+stdout; -V a tree of fields, -x the bytes.
 Rule: -Y is judged on the frames table's rows, a batch (BATCH_ROWS) of held lines at a time,
 so memory stays bounded; -c N stops after N frame lines.
 """
@@ -13,7 +14,7 @@ from collections import Counter
 from typing import TextIO
 
 from dissector.errors import UsageError
-from dissector.events import Frame
+from dissector.events import AppMessage, Frame
 from dissector.frontends.cli.options import print_hint, reader_options
 from dissector.frontends.expressions import RowFilter
 from dissector.frontends.text import FrameLines
@@ -73,6 +74,8 @@ def text_view(args: argparse.Namespace, out: TextIO, rows: Filter) -> int:
                 held.append(text)
                 if len(held) >= BATCH_ROWS:
                     printed += judge()
+            elif text is not None and held and held[-1] is not None and type(ev) is AppMessage:
+                held[-1] += text  # a value line goes with its frame's line
         elif text is not None:
             out.write(text)
             printed += is_frame

@@ -94,9 +94,9 @@ class Joiner:
             return
         if m.batch_index is not None and m.sequence_id is not None:
             msg.sequence_id = m.sequence_id
-        if m.value_schema is not None or m.value_error is not None:  # --values
-            if msg.value is None or (msg.value[0] is None and m.value is not None):
-                msg.value = (m.value, m.value_schema, m.value_error)
+        valued = m.value_schema is not None or m.value_error is not None  # --values
+        if valued and (msg.value is None or (msg.value[0] is None and m.value is not None)):
+            msg.value = (m.value, m.value_schema, m.value_error)
 
     def _ended(self, conn_id: int) -> None:
         conn = self.ix.conns.pop(conn_id, None)

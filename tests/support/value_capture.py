@@ -32,7 +32,7 @@ ORDERS = [
     {"customer": "small-buyer-QW", "amount": 12, "card": {"number": "5555-0000", "cvv": "1"}},
 ]
 PRICE = 987654321987
-KV = {"key": "kv-key-PLMN", "value": 77}
+KV: dict[str, Any] = {"key": "kv-key-PLMN", "value": 77}
 ORDER_SCHEMA = {
     "type": "record",
     "name": "Order",
@@ -115,7 +115,7 @@ def write_value_capture(path: Path) -> Path:
                 producer_id=3,
                 request_id=3,
                 schema=_schema("INT64"),
-            ),  # fmt: skip
+            ),
             msg(
                 B2C, "PRODUCER_SUCCESS", request_id=3, producer_name="r", schema_version=version(1)
             ),
@@ -142,7 +142,7 @@ def write_value_capture(path: Path) -> Path:
                 consumer_id=1,
                 request_id=1,
                 subType=0,
-            ),  # fmt: skip
+            ),
             msg(B2C, "SUCCESS", request_id=1),
             msg(
                 C2B,
@@ -152,7 +152,7 @@ def write_value_capture(path: Path) -> Path:
                 consumer_id=2,
                 request_id=2,
                 subType=0,
-            ),  # fmt: skip
+            ),
             msg(B2C, "SUCCESS", request_id=2),
             msg(
                 B2C,
@@ -162,7 +162,7 @@ def write_value_capture(path: Path) -> Path:
                 payload=orders,
                 metadata=batch_meta,
                 checksum=False,
-            ),  # fmt: skip
+            ),
             msg(
                 B2C,
                 "MESSAGE",
@@ -171,7 +171,7 @@ def write_value_capture(path: Path) -> Path:
                 payload=kv_payload,
                 metadata=_meta(0, 0),
                 checksum=False,
-            ),  # fmt: skip
+            ),
         ]
     )
     cons.close()

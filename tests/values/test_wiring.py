@@ -35,7 +35,7 @@ from tests.support.value_capture import (
 
 VALUE_COLUMNS = ["value", "value_schema", "value_error"]
 #: what each topic's messages hold, in batch order
-EXPECTED = {ORDERS_TOPIC: ORDERS, KV_TOPIC: [KV], PRICES_TOPIC: [PRICE]}
+EXPECTED: dict[str, list[Any]] = {ORDERS_TOPIC: ORDERS, KV_TOPIC: [KV], PRICES_TOPIC: [PRICE]}
 SCHEMAS = {ORDERS_TOPIC: "JSON v3", KV_TOPIC: "KEY_VALUE v0", PRICES_TOPIC: "INT64 v1"}
 
 

@@ -72,6 +72,19 @@ def batch(payloads: list[bytes]) -> bytes:
     return out
 
 
+def _connected(client_port: int) -> Session:
+    """A connection from `client_port`: its handshake, CONNECT and CONNECTED."""
+    session = Session(Conn(client_port=client_port))
+    session.handshake()
+    session.exchange(
+        [
+            msg(C2B, "CONNECT", client_version="crafted", protocol_version=21),
+            msg(B2C, "CONNECTED", server_version="crafted", protocol_version=21),
+        ]
+    )
+    return session
+
+
 def write_value_capture(path: Path) -> Path:
     """The capture of the module docstring."""
     orders = batch([json.dumps(o).encode() for o in ORDERS])
@@ -80,12 +93,9 @@ def write_value_capture(path: Path) -> Path:
     price = struct.pack(">q", PRICE)
     batch_meta = _meta(0, 3, num_messages_in_batch=len(ORDERS))
     mid = {"ledgerId": 5, "entryId": 1}
-    prod = Session(Conn(client_port=40001))
-    prod.handshake()
+    prod = _connected(40001)
     prod.exchange(
         [
-            msg(C2B, "CONNECT", client_version="crafted", protocol_version=21),
-            msg(B2C, "CONNECTED", server_version="crafted", protocol_version=21),
             msg(
                 C2B,
                 "PRODUCER",
@@ -128,12 +138,9 @@ def write_value_capture(path: Path) -> Path:
         ]
     )
     prod.close()
-    cons = Session(Conn(client_port=40002))
-    cons.handshake()
+    cons = _connected(40002)
     cons.exchange(
         [
-            msg(C2B, "CONNECT", client_version="crafted", protocol_version=21),
-            msg(B2C, "CONNECTED", server_version="crafted", protocol_version=21),
             msg(
                 C2B,
                 "SUBSCRIBE",

@@ -25,12 +25,8 @@ from google.protobuf import json_format
 
 from dissector.read import read_capture
 from tests.support.recorded import QUIET, recorded, topic_name
+from tests.values.test_official_client import Line
 from tests.values.test_structs import order_classes
-
-
-class Line(ps.Record):  # type: ignore[misc]
-    sku = ps.String()
-    qty = ps.Integer()
 
 
 class Order(ps.Record):  # type: ignore[misc]

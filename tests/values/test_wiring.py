@@ -112,6 +112,17 @@ def test_filter_on_values(capture: Path, capsys: pytest.CaptureFixture[str]) -> 
     assert shown("value.x > 0") == []
 
 
+def test_values_in_several_processes_are_those_of_one(
+    capture: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The consumer's connection learns its versions from the producer's: a -j read with
+    values reads every connection in one process."""
+    args = ["read", str(capture), "--values", "--table", "messages", "--format", "jsonl"]
+    one = run(capsys, *args, "-j", "1")
+    assert run(capsys, *args, "-j", "2") == one
+    assert '"value_error":null' in one and "not seen" not in one
+
+
 def test_sql_on_values(capture: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = run(
         capsys,

@@ -241,9 +241,9 @@ def row_filter(args: argparse.Namespace) -> Filter:
 def stream_tables(
     args: argparse.Namespace, options: ReaderOptions, names: list[str], sink: Sink
 ) -> ReadCounts:
-    """Dissect the captures into the tables' record batches, in -j processes; a progress bar
-    on stderr when it is a terminal."""
-    jobs = workers(args.captures, args.jobs or default_jobs())
+    """Dissect the captures into the tables' record batches, in -j processes (one with
+    values: dissector.read.parallel); a progress bar on stderr when it is a terminal."""
+    jobs = 1 if options.values else workers(args.captures, args.jobs or default_jobs())
     total = capture_bytes(args.captures, options.s3_endpoint) * jobs
     with ReadProgress(total, threaded=jobs == 1) as progress:  # no thread when forking
         return stream_tables_parallel(

@@ -159,6 +159,20 @@ def test_text_view_shows_each_value_under_its_frame(
     assert len(plain) == len(out) - 7 and not any(line.split()[0] == "=" for line in plain)
 
 
+def test_text_view_filter_on_values(capture: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """-Y naming the value: a frame shows (with its value lines) when one of its messages
+    matches."""
+    out = run(capsys, "read", str(capture), "--values", "-Y", "value.amount > 100")
+    frames = [line for line in out.splitlines() if line.split()[0] != "="]
+    assert [line.split()[6] for line in frames] == ["SEND", "MESSAGE"]  # the orders' batch
+    assert sum(line.split()[0] == "=" for line in out.splitlines()) == 4
+    out = run(capsys, "read", str(capture), "--values", "-Y", "value.value == 77")
+    assert [line.split()[6] for line in out.splitlines() if line.split()[0] != "="] == [
+        "SEND",
+        "MESSAGE",
+    ]
+
+
 def _message(**fields: Any) -> AppMessage:
     blank = dict.fromkeys(AppMessage._fields)
     blank.update(kind=MessageKind.PRODUCED, batch_index=None)

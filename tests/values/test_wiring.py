@@ -77,6 +77,44 @@ def test_messages_and_journeys_hold_the_values_sent(capture: Path) -> None:
     assert list(cap.arrow["journeys"].schema.names[-3:]) == VALUE_COLUMNS
 
 
+def test_undecodable_messages_say_why(tmp_path: Path) -> None:
+    """An encrypted message, a payload that is not its schema's, a producer never seen
+    created: rows with value_error, never a crash."""
+    from dissector.anomalies import AnomalyCode
+    from dissector.pulsar.wire import MessageMetadata
+    from tests.support.crafted import C2B, Session, msg, write_pcap
+    from tests.support.schema_wire import WIRE_NUMBERS
+
+    def meta(seq: int, **extra: Any) -> MessageMetadata:
+        return MessageMetadata(producer_name="p", sequence_id=seq, publish_time=1, **extra)
+
+    s = Session()
+    s.handshake()
+    json_schema = {"name": "j", "type": WIRE_NUMBERS["JSON"], "schema_data": b"{}"}
+    encrypted = meta(0, encryption_keys=[{"key": "k1", "value": b"x"}], encryption_algo="a")
+    s.exchange(
+        [
+            msg(
+                C2B, "PRODUCER", topic=ORDERS_TOPIC, producer_id=1, request_id=1, schema=json_schema
+            ),
+            msg(
+                C2B, "SEND", producer_id=1, sequence_id=0, payload=b"\x01secret", metadata=encrypted
+            ),
+            msg(C2B, "SEND", producer_id=1, sequence_id=1, payload=b"{not json", metadata=meta(1)),
+            msg(C2B, "SEND", producer_id=9, sequence_id=0, payload=b"{}", metadata=meta(0)),
+        ]
+    )
+    cap = read_capture(write_pcap(tmp_path / "bad.pcap", s.segs).path, values=True)
+    got = [(r["value"], r["value_schema"], r["value_error"]) for r in _rows(cap, "messages")]
+    assert got[0] == (
+        None,
+        "JSON (declared)",
+        f"payload not decoded: {AnomalyCode.PAYLOAD_ENCRYPTED}",
+    )
+    assert got[1][:2] == (None, "JSON (declared)") and got[1][2]
+    assert got[2][:2] == (None, None) and "producer was not seen" in got[2][2]
+
+
 def test_without_values_the_columns_are_null(capture: Path) -> None:
     cap = read_capture(capture)
     for table in ("messages", "journeys"):

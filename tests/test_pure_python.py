@@ -31,6 +31,7 @@ CORE_TESTS = [
     "tests/test_one_truth.py",
     "tests/journeys",
     "tests/test_journeys_crafted.py",
+    "tests/values/test_wiring.py",
 ]
 
 

@@ -348,6 +348,11 @@ class AppMessage(NamedTuple):
     span_id: str | None = None
     trace_format: TraceFormat | None = None
     trace_state: str | None = None  # W3C tracestate, with a w3c trace context only
+    # --values only (docs/values.md): the payload decoded by its schema, as JSON text; the
+    # schema used ("AVRO v3"); why there is no value. None without --values.
+    value: str | None = None
+    value_schema: str | None = None
+    value_error: str | None = None
 
 
 class Pair(NamedTuple):
@@ -545,3 +550,6 @@ class Journey(NamedTuple):
     span_id: str | None = None
     trace_format: TraceFormat | None = None
     evicted: bool = False  # made before the capture's end: the joiner's bound pushed it out
+    value: str | None = None  # --values only: the message's AppMessage.value
+    value_schema: str | None = None
+    value_error: str | None = None

@@ -3,7 +3,7 @@
 Data flows one way: capture -> flow -> tls -> pulsar -> pipeline -> tables -> read -> frontends.
 - `flow/`, `tls/` and `pulsar/` are sans-IO: none imports another of the three, `tables`,
   `frontends`, the pipeline or `read`, nor pyarrow, pandas, scapy, pyspark, select or
-  threads; nor does `journeys/` (it may read `pulsar/`'s wire schema). (TLS is a
+  threads; nor do `journeys/` and `values/` (they may read `pulsar/`'s wire schema). (TLS is a
   stream-to-stream stage: the pipeline hands it TCP bytes and hands its
   plaintext on to Pulsar framing; the stages meet only in the pipeline and its
   per-connection state, `connection`.)
@@ -49,6 +49,13 @@ RULES: dict[str, tuple[str, ...]] = {
     "dissector.pulsar": (*SANS_IO_FORBIDDEN, "dissector.flow", "dissector.tls"),
     # the joiner works on the pipeline's events, as the diagnosis rules do: sans-IO
     "dissector.journeys": (*SANS_IO_FORBIDDEN, "dissector.flow", "dissector.tls"),
+    # payload values by the capture's schemas: sans-IO (may read `pulsar/`'s wire schema)
+    "dissector.values": (
+        *SANS_IO_FORBIDDEN,
+        "dissector.flow",
+        "dissector.tls",
+        "dissector.journeys",
+    ),
     "dissector.capture": (  # pyarrow: its filesystems only (test_capture_uses_pyarrow_fs_only)
         "pandas",
         "pyspark",

@@ -32,6 +32,7 @@ CORE_TESTS = [
     "tests/journeys",
     "tests/test_journeys_crafted.py",
     "tests/test_trace_context_crafted.py",
+    "tests/values/test_wiring.py",
 ]
 
 

@@ -71,6 +71,46 @@ def _outside_quotes(text: str) -> str:
     return text
 
 
+#: `value.a.b` / `value.items[0].price`: a field of the value column's JSON (--values).
+_VALUE_PATH = r"(?<![\w.\"'])value((?:\.[A-Za-z_]\w*|\[\d+\])+)"
+_NUMBER = r"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?"
+_OP = r"(?:=|<>|<=|>=|<|>)"
+#: a value field compared with a number after it (or BETWEEN / IN numbers): a DOUBLE
+_VALUE_NUMERIC = re.compile(
+    rf"{_VALUE_PATH}(?=\s*{_OP}\s*{_NUMBER}(?![\w.])|\s+(?:NOT\s+)?"
+    rf"(?:BETWEEN\s+{_NUMBER}|IN\s*\(\s*{_NUMBER}))",
+    re.IGNORECASE,
+)
+#: ... or before it: `100 < value.amount`
+_VALUE_NUMBER_LEFT = re.compile(rf"((?<![\w.]){_NUMBER}\s*{_OP}\s*){_VALUE_PATH}")
+#: a value field compared with true or false: a BOOLEAN
+_VALUE_BOOLEAN = re.compile(rf"{_VALUE_PATH}(?=\s*(?:=|<>)\s*(?:true|false)\b)", re.IGNORECASE)
+_VALUE_ANY = re.compile(_VALUE_PATH)
+
+
+def _value_paths(sql: str) -> str:
+    """`value.a.b` -> the field of the value column's JSON (DuckDB's JSON functions),
+    outside quoted strings: a DOUBLE where it is compared with a number, a BOOLEAN where with
+    true/false, else its text (strings, LIKE, contains, IS NULL); NULL when absent."""
+    parts = _QUOTED.split(sql)
+    for i in range(0, len(parts), 2):
+        part = parts[i]
+        part = _VALUE_NUMBER_LEFT.sub(
+            lambda m: (
+                f"{m.group(1)}TRY_CAST(json_extract_string(value, '${m.group(2)}') AS DOUBLE)"
+            ),
+            part,
+        )
+        part = _VALUE_NUMERIC.sub(
+            lambda m: f"TRY_CAST(json_extract_string(value, '${m.group(1)}') AS DOUBLE)", part
+        )
+        part = _VALUE_BOOLEAN.sub(
+            lambda m: f"TRY_CAST(json_extract_string(value, '${m.group(1)}') AS BOOLEAN)", part
+        )
+        parts[i] = _VALUE_ANY.sub(lambda m: f"json_extract_string(value, '${m.group(1)}')", part)
+    return "".join(parts)
+
+
 def to_sql(expression: str) -> str:
     """A display filter as a SQL boolean expression (see the module docstring)."""
     parts = _QUOTED.split(expression)
@@ -91,7 +131,7 @@ def to_sql(expression: str) -> str:
             sql[: m.start()] + f"contains(CAST({m.group(1)} AS VARCHAR), {needle.group(1)})"
         )
         sql = rest[needle.end() :]
-    return "".join(done) + sql
+    return _value_paths("".join(done) + sql)
 
 
 def _nodes(tree: Any) -> Iterator[dict[str, Any]]:

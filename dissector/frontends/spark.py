@@ -8,7 +8,10 @@ journeys through `read()`, which joins them across the captures as the fleet job
 than AWS; default: AWS_ENDPOINT_URL_S3, then AWS_ENDPOINT_URL, as `read()`'s process sees
 them, else as the source's planning worker does (the environment Spark was started with)).
 `payload_preview`, `series` (auto, digits, none), `tls_keylog` (NSS key log files,
-comma-separated, read by the executors: TLS sessions are decrypted with them).
+comma-separated, read by the executors: TLS sessions are decrypted with them), `values`
+("true": messages and journeys get the payloads decoded by their schemas, docs/values.md;
+each series is read alone, so its schemas are those it carries) and `redact_fields`
+("a.b,c": fields of the values masked).
 Output: a DataFrame with the table's schema, converted from the single Arrow definition in
 dissector.tables.schema; rows come out of executors as Arrow record batches.
 Rules:
@@ -100,6 +103,14 @@ def _int_list(text: str | None) -> list[int]:
     return [int(p) for p in (text or "").split(",") if p.strip()]
 
 
+def _flag(text: str | None) -> bool:
+    """A boolean option: true/false (any case), 1/0; absent is false."""
+    word = (text or "false").strip().lower()
+    if word not in ("true", "false", "1", "0"):
+        raise UsageError(f"bad pulsar data source option: {text!r} is not true or false")
+    return word in ("true", "1")
+
+
 def options_from(opts: dict[str, str]) -> ReaderOptions:
     """Reader settings from data source options (strings, case-insensitive keys)."""
     base = ReaderOptions()
@@ -110,6 +121,8 @@ def options_from(opts: dict[str, str]) -> ReaderOptions:
             max_frame_size=int(opts.get("max_frame_size", base.max_frame_size)),
             max_uncompressed=int(opts.get("max_uncompressed", base.max_uncompressed)),
             payload_preview=int(opts.get("payload_preview", 0)),
+            values=_flag(opts.get("values")),
+            redact_fields=opts.get("redact_fields", opts.get("redactfields", "")),
             series=opts.get("series", base.series),
             s3_endpoint=opts.get("s3_endpoint") or None,
             messages=needs_payloads([opts.get("table", "frames")]),

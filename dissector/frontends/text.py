@@ -2,7 +2,8 @@
 
 Input: pipeline events (frames, anomalies, conversations opening and ending); a decoded
 protobuf message (a command's sub-message, metadata) or a Frame.
-Output: `FrameLines`: one line per frame, anomalies inline with `!`; a compact one-line
+Output: `FrameLines`: one line per frame, anomalies inline with `!`, with --values a short
+line of each message's value after its frame's line (`=`); a compact one-line
 text of a message (`k=v k2={a=1}`) or a JSON-ready dict.
 Rule: authentication data (CONNECT auth_data / original_auth_data, the AuthData carried by
 AUTH_CHALLENGE and AUTH_RESPONSE) is replaced by a fixed placeholder plus its length in every
@@ -21,6 +22,7 @@ from google.protobuf.message import Message
 
 from dissector.events import (
     Anomaly,
+    AppMessage,
     Conversation,
     ConversationOpened,
     Direction,
@@ -35,6 +37,9 @@ from dissector.tables.filters import Filter
 
 _MAX_ITEMS = 8  # repeated fields: items shown in text before "...+N"
 _MAX_TEXT = 80  # strings and bytes: characters shown in text before truncation
+#: --values: characters of a message's value shown under its frame's line (the value column
+#: has all of it); a line stays a line.
+MAX_VALUE_TEXT = 160
 
 
 def _scalar_text(field: FieldDescriptor, value: Any, show_secrets: bool) -> str:
@@ -164,6 +169,7 @@ class FrameLines:
         self.keys: dict[int, FlowKey] = {}
         self.first_ts: int | None = None
         self.previous_ts: int | None = None
+        self.shown = False  # the last frame's line was shown: its messages' values follow
 
     def start(self, ts: int) -> None:
         """The capture's first packet time (µs): what relative times count from."""
@@ -194,8 +200,10 @@ class FrameLines:
         if isinstance(ev, Frame):
             if self.first_ts is None:
                 self.first_ts = ev.last_ts
+            self.shown = False
             if not self.rows.frame(ev):
                 return None
+            self.shown = True
             where = _endpoints(self.keys.get(ev.conn_id), ev.direction)
             text = frame_text(ev, show_secrets=self.show_secrets)
             when = self.when(ev.last_ts)
@@ -205,6 +213,8 @@ class FrameLines:
             if self.hexdump:
                 line += frame_hex(ev, show_secrets=self.show_secrets)
             return line
+        if type(ev) is AppMessage:
+            return self._value(ev) if self.shown else None
         if isinstance(ev, Anomaly):
             if not self.rows.anomaly(ev):
                 return None
@@ -216,6 +226,21 @@ class FrameLines:
         elif isinstance(ev, Conversation):
             self.keys.pop(ev.conn_id, None)
         return None
+
+    @staticmethod
+    def _value(m: AppMessage) -> str | None:
+        """--values: the value line of a message of the frame just shown (None without)."""
+        if m.value_schema is None and m.value_error is None:
+            return None
+        entry = "" if m.batch_index is None else f"[{m.batch_index}]"
+        if m.value is None:
+            text = f"value{entry}: none ({m.value_error})"
+        else:
+            shown = m.value
+            if len(shown) > MAX_VALUE_TEXT:
+                shown = shown[:MAX_VALUE_TEXT] + f"...({len(m.value)} chars)"
+            text = f"value{entry} {m.value_schema}: {shown}"
+        return printable(f"{'=':>6} {'':>11} {text}") + "\n"
 
 
 #: Bytes per line of the hex view, as tshark -x and xxd.

@@ -14,8 +14,9 @@ Rules (docs/journeys.md says them with the wire's reasons):
 - Each command type has one handler (`DISPATCH`, from the HANDLERS of dissector.journeys.
   produce and .consume); a handler returns the stored message its frame concerns, and the
   `AppMessage`s that follow that frame (the pipeline publishes a frame's messages right
-  after it) give its batch entries their own sequence ids, and each message its trace
-  context (read once, by the messages extractor: the first frame that has one gives it).
+  after it) give its batch entries their own sequence ids, each message its trace
+  context (read once, by the messages extractor: the first frame that has one gives it),
+  and its messages their values (--values).
 - Ids are per connection (`Index.conns`), dropped when the connection ends; stored
   messages and subscriptions span connections.
 """
@@ -97,7 +98,7 @@ class Joiner:
 
     def _entry(self, m: AppMessage) -> None:
         """A message of the latest frame: a batch entry's own sequence id, the message's
-        trace context (a batch entry's own, from its properties)."""
+        trace context (a batch entry's own, from its properties), its value (--values)."""
         s = self._current
         if s is None or m.conn_id != self._current_conn:
             return
@@ -109,3 +110,6 @@ class Joiner:
         if msg.trace is None and m.trace_format is not None:
             assert m.trace_id is not None
             msg.trace = (m.trace_id, m.span_id, m.trace_format)
+        valued = m.value_schema is not None or m.value_error is not None  # --values
+        if valued and (msg.value is None or (msg.value[0] is None and m.value is not None)):
+            msg.value = (m.value, m.value_schema, m.value_error)

@@ -84,4 +84,8 @@ def _journey(s: Stored, m: Msg, sub: Sub | None, d: Delivery | None) -> Journey:
         span_id=None if m.trace is None else m.trace[1],
         trace_format=None if m.trace is None else m.trace[2],
         evicted=s.evicted,
+        # the value columns: --values only, None otherwise
+        value=None if m.value is None else m.value[0],
+        value_schema=None if m.value is None else m.value[1],
+        value_error=None if m.value is None else m.value[2],
     )

@@ -99,7 +99,7 @@ class Sub:
 class Msg:
     """One application message: a batch entry (index >= 0) or a whole entry (None)."""
 
-    __slots__ = ("index", "sequence_id", "subs", "trace")
+    __slots__ = ("index", "sequence_id", "subs", "trace", "value")
 
     def __init__(self, index: int | None, sequence_id: int | None = None) -> None:
         self.index = index
@@ -108,6 +108,9 @@ class Msg:
         #: (trace_id, span_id, trace_format) from its properties, as the messages extractor
         #: read them from the first frame of it that carried them (SEND, else MESSAGE)
         self.trace: TraceIds | None = None
+        #: --values: (value, value_schema, value_error) of its AppMessage (the SEND's
+        #: first, else a delivery's; a decoded value wins over an error)
+        self.value: tuple[str | None, str | None, str | None] | None = None
 
 
 class Stored:

@@ -6,13 +6,15 @@ split, payloads decompressed, chunks joined), and `Anomaly` records for payload 
 Rules: the payload hash is of the application payload after decompression, batch split and
 chunk join; encrypted messages are reported with their keys and not decoded; a frame whose
 payload cannot be decoded still yields one message row with `complete=False`.
-Payload bytes themselves are never kept, except an opt-in preview of the first N bytes.
+Payload bytes themselves are never kept, except an opt-in preview of the first N bytes, and
+the opt-in values (`values`, a dissector.values.Values: the payload decoded by its schema,
+docs/values.md; without it no decoding work is done and the value fields stay None).
 """
 
 from __future__ import annotations
 
 import hashlib
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from dissector.anomalies import AnomalyCode
 from dissector.events import Anomaly, AppMessage, Frame, MessageKind
@@ -30,6 +32,9 @@ from dissector.pulsar.payload import (
 from dissector.pulsar.text_fields import describe, repair, repair_metadata
 from dissector.pulsar.trace_context import Malformed, Trace, trace_context
 from dissector.pulsar.wire import COMMAND_TYPES
+
+if TYPE_CHECKING:  # made and imported only when values are asked for
+    from dissector.values.cells import Values
 
 _SEND = COMMAND_TYPES["SEND"]
 _NO_TRACE: tuple[Trace | None, tuple[Malformed, ...]] = (None, ())
@@ -65,9 +70,11 @@ class MessageExtractor:
         max_uncompressed: int = DEFAULT_MAX_UNCOMPRESSED,
         max_chunked_message: int = DEFAULT_MAX_CHUNKED_MESSAGE,
         preview: int = 0,
+        values: Values | None = None,
     ) -> None:
         self.max_uncompressed = max_uncompressed
         self.preview = preview
+        self.values = values  # fed every decoded command by dissector.pulsar.publish
         self.chunks = ChunkAssembler(max_chunked_message)
 
     def feed(self, frame: Frame) -> list[AppMessage | Anomaly]:
@@ -194,7 +201,7 @@ class MessageExtractor:
             row = self._row(
                 shared, meta, None, None, count, plain, compressed, chunked, encrypted, out
             )
-            out.append(row._replace(problem=why) if why else row)
+            self._add(out, row, why, plain)
             return
         entries, problems = split_batch(plain, count)
         for entry in entries:  # strings of each entry made text once, as framing does
@@ -217,12 +224,29 @@ class MessageExtractor:
                 encrypted,
                 out,
             )
-            out.append(row._replace(problem=why) if why else row)
+            self._add(out, row, why, entry.payload)
         if problems and not entries:
             row = self._row(
                 shared, meta, None, None, count, None, compressed, chunked, encrypted, out
             )
-            out.append(row._replace(problem=why))
+            self._add(out, row, why, None)
+
+    def _add(
+        self,
+        out: list[AppMessage | Anomaly],
+        row: AppMessage,
+        why: str | None,
+        payload: bytes | None,
+    ) -> None:
+        """Append `row` with its problem and, when values are asked for, its value."""
+        if why:
+            row = row._replace(problem=why)
+        if self.values is not None:
+            cells = self.values.row_cells(row, payload)
+            row = row._replace(
+                value=cells.value, value_schema=cells.value_schema, value_error=cells.value_error
+            )
+        out.append(row)
 
     def _row(
         self,

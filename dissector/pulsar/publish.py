@@ -7,7 +7,8 @@ Output: the events to publish, appended to the caller's list: each frame with it
 then the pairs it completes and the messages it carries, each run with its frames' topics,
 anomalies as they are; the count of anomalies among them (the connection's row counts them).
 Rule: one conversation state sees every frame of its connection, in stream order, once; a
-frame's topic is set by building the tuple (no per-frame `_replace`).
+frame's topic is set by building the tuple (no per-frame `_replace`). With values asked for
+(`messages.values`), every other decoded command goes to it too: it learns the schemas.
 """
 
 from __future__ import annotations
@@ -44,11 +45,14 @@ def publish(
             out.append(ev)
             if pairs:
                 out.extend(pairs)
-            if messages is not None and ev.command_type in PAYLOAD_TYPES:
-                for item in messages.feed(ev):
-                    if type(item) is Anomaly:
-                        anomalies += 1
-                    out.append(item)
+            if messages is not None:
+                if ev.command_type in PAYLOAD_TYPES:
+                    for item in messages.feed(ev):
+                        if type(item) is Anomaly:
+                            anomalies += 1
+                        out.append(item)
+                elif messages.values is not None and ev.body is not None:
+                    messages.values.feed(ev.conn_id, ev.command_type, ev.body)
         elif type(ev) is FrameRun:
             out.append(_new_frame(FrameRun, (*ev[:_TOPICS], state.observe_run(ev))))
         else:

@@ -151,6 +151,8 @@ def read_capture(
     max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
     max_uncompressed: int = DEFAULT_MAX_UNCOMPRESSED,
     payload_preview: int = 0,
+    values: bool = False,
+    redact_fields: str = "",
     series: str = "auto",
     tables: Iterable[str] | None = None,
     fields: bool = False,
@@ -166,6 +168,10 @@ def read_capture(
 
     ports: extra broker ports, added to the defaults (6650 plain, 6651 TLS).
     payload_preview: keep the first N bytes of every payload (escaped) in the messages table.
+    values: decode every message's payload by the schema the capture carries (the `value`,
+    `value_schema` and `value_error` columns of messages and journeys; docs/values.md);
+    off by default: payloads are the user's data.
+    redact_fields: with values, fields masked in every value ("a.b,c": dotted paths).
     tables: the tables to make (default: every one); fewer is faster (the frames table
     alone needs no payload decoding).
     fields: make the frames table's `fields` column (every field of the command as JSON);
@@ -186,6 +192,8 @@ def read_capture(
         max_frame_size=max_frame_size,
         max_uncompressed=max_uncompressed,
         payload_preview=payload_preview,
+        values=values,
+        redact_fields=redact_fields,
         series=series,
         fields=fields,
         s3_endpoint=s3_endpoint,

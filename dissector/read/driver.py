@@ -27,7 +27,7 @@ import gc
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from dissector.capture import CaptureIssue
 from dissector.capture.merge import Item
@@ -39,6 +39,9 @@ from dissector.read.numbering import Numbering, Opened
 from dissector.read.options import ReaderOptions, idle_us
 from dissector.tables.columns import path_text
 from dissector.tls.keylog import KeyLog
+
+if TYPE_CHECKING:
+    from dissector.values import Values
 
 #: (group, capture, events): the events of one packet, or of a group's end.
 Batch = tuple[int, str, list[PipelineEvent]]
@@ -64,7 +67,9 @@ def make_pipeline(
         max_frame_size=options.max_frame_size,
         first_conn_id=first_conn_id,
         messages=MessageExtractor(
-            max_uncompressed=options.max_uncompressed, preview=options.payload_preview
+            max_uncompressed=options.max_uncompressed,
+            preview=options.payload_preview,
+            values=make_values(options),
         )
         if options.messages
         else None,
@@ -75,6 +80,16 @@ def make_pipeline(
         keylog=keylog,
         frame_runs=options.frame_runs and not options.fields,
     )
+
+
+def make_values(options: ReaderOptions) -> Values | None:
+    """The decoder of message values (docs/values.md) when asked for, else None (nothing of
+    dissector.values is even imported)."""
+    if not options.values:
+        return None
+    from dissector.values import Values, parse_redact_fields
+
+    return Values(redact_fields=parse_redact_fields(options.redact_fields))
 
 
 def drive(

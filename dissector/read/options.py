@@ -41,6 +41,9 @@ class ReaderOptions:
     pairs: bool = True  # make request/response pairs (the timeline table)
     max_uncompressed: int = DEFAULT_MAX_UNCOMPRESSED
     payload_preview: int = 0  # bytes of each payload kept in the messages table (opt-in)
+    #: messages and journeys: payloads decoded by their schemas (opt-in: the user's data)
+    values: bool = False
+    redact_fields: str = ""  # "a.b,c": fields of the values masked (dissector.values.redact)
     series: str = "auto"  # how rotated files are grouped: auto, digits or none (see series.py)
     shard: tuple[int, int] | None = None  # (k, n): only connections of shard k of n
     idle_timeout: float | None = None  # seconds without a packet that end a connection
@@ -62,6 +65,12 @@ class ReaderOptions:
         idle = self.idle_timeout
         if idle is not None and (not isinstance(idle, numbers.Real) or not idle >= 0):
             raise UsageError(f"idle_timeout: {idle!r} is not a number of seconds >= 0")
+        if self.redact_fields:
+            from dissector.values.redact import parse_redact_fields
+
+            parse_redact_fields(self.redact_fields)  # UsageError now, not in a worker
+            if not self.values:
+                raise UsageError("redact_fields: fields of values, given without values")
         for path in self.tls_keylog:
             if not isinstance(path, str):
                 raise UsageError(f"tls_keylog: {path!r} is not a path (give str paths)")

@@ -16,7 +16,9 @@ Rules:
 - Workers are forked and write Arrow IPC files to a scratch folder that is removed at the
   end; memory per process stays that of a one-process read. A worker's error is raised in
   the parent; workers ignore Ctrl-C (SIGINT), and the parent, interrupted, stops them all.
-- Inputs that are not regular files (standard input, pipes) are read by one process.
+- Inputs that are not regular files (standard input, pipes) are read by one process, and
+  so are reads with values (--values): a topic's schemas, taught by its producers'
+  connections, decode its consumers' messages on other connections (docs/values.md).
 - The findings and journeys tables span connections (reconnects, redirects, migrations; a
   message's producer and its consumers): no shard sees them all, so one more worker reads
   every connection for them alone (no pairing; payload decoding only for journeys) and
@@ -90,7 +92,7 @@ def stream_tables_parallel(
     files = as_paths(paths)
     jobs = workers(files, jobs)
     sharded = [n for n in names if n not in WHOLE]
-    if jobs == 1 or not sharded:
+    if jobs == 1 or not sharded or options.values:
         return stream_tables(files, options, names, sink, progress)
     whole = [n for n in names if n in WHOLE]
     with tempfile.TemporaryDirectory(prefix="pulsar-dissect-") as scratch:

@@ -103,6 +103,33 @@ def one_of(values: Iterable[str]) -> str:
     return f"{', '.join(rest)} or {last}" if rest else last
 
 
+def value_columns(row: str) -> list[Column]:
+    """The value columns of the messages and journeys tables (`row`: the row variable),
+    filled only when values are asked for (--values; docs/values.md)."""
+    return [
+        col(
+            "value",
+            STR,
+            f"{row}.value",
+            "--values only: the payload decoded by its schema, as JSON text (query it with "
+            "-Y value.a.b or SQL json_extract)",
+        ),
+        col(
+            "value_schema",
+            STR,
+            f"{row}.value_schema",
+            "--values only: the schema that decoded it, type and version (AVRO v3, JSON "
+            "(declared)); null when none was found",
+        ),
+        col(
+            "value_error",
+            STR,
+            f"{row}.value_error",
+            "--values only: why value is null (no schema, not decodable, encrypted)",
+        ),
+    ]
+
+
 def endpoints() -> list[Column]:
     """Endpoint columns; the row function's prelude names client_ip ... broker_port."""
     return [

@@ -11,7 +11,7 @@ uint64 ids are stored as int64 (columns.i64).
 from __future__ import annotations
 
 from dissector.events import TraceFormat
-from dissector.tables.columns import BOOL, I32, I64, STR, TS, Table, col, one_of
+from dissector.tables.columns import BOOL, I32, I64, STR, TS, Table, col, one_of, value_columns
 
 
 def _span(start: int | None, end: int | None) -> int | None:
@@ -142,6 +142,7 @@ JOURNEYS = Table(
             "made before the capture's end (the joiner's bound): later hops make rows of their own",
             False,
         ),
+        *value_columns("j"),
     ],
     env={"_span": _span},
 )

@@ -32,6 +32,7 @@ from dissector.tables.columns import (
     community_id_column,
     endpoints,
     one_of,
+    value_columns,
 )
 
 # ------------------------------------------------------------------------------------ frames
@@ -317,5 +318,6 @@ MESSAGES = Table(
         col("last_packet", I64, "m.last_packet", "capture packet number of the frame's last byte"),
         col("stream_offset", I64, "m.stream_offset", "offset of the (first) frame in its stream"),
         col("payload_preview", STR, "m.preview", "first N payload bytes, escaped (opt-in only)"),
+        *value_columns("m"),
     ],
 )

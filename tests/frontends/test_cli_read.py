@@ -34,6 +34,8 @@ from tests.support.crafted import (
 )
 
 SECRET = b"s3cr3t-t0ken-value"
+#: the baseline SEND's payload (tests/support/crafted.py): no output shows it without --values
+PAYLOAD = "hello pulsar"
 TABLES = ("frames", "anomalies", "conversations")
 CLIENT, BROKER = "10.0.0.1:40000", "10.0.0.2:6650"
 _FRAME_LINE = re.compile(r"^\s*(\d+)\s+(\d+\.\d{6})\s+(\d+) (\S+) -> (\S+) (\S+)(.*)$")
@@ -148,6 +150,7 @@ def test_text_one_line_per_frame_with_anomalies_inline(crafted: Crafted, text: s
 
 def test_secrets_redacted_in_text_unless_asked(crafted: Crafted, text: str) -> None:
     assert SECRET.decode() not in text and SECRET.hex() not in text
+    assert PAYLOAD not in text and PAYLOAD.encode().hex() not in text
     assert f"auth_data=<redacted>({len(SECRET)} bytes)" in text.splitlines()[0]
     shown = ok(str(crafted.path), "--show-secrets")
     assert f"auth_data=0x{SECRET.hex()}" in shown.splitlines()[0]
@@ -184,6 +187,7 @@ def test_secrets_absent_from_every_table(parquet_tables: dict[str, Any]) -> None
     for name, table in parquet_tables.items():
         dump = repr(table.to_pylist())
         assert SECRET.decode() not in dump and SECRET.hex() not in dump, name
+        assert PAYLOAD not in dump and PAYLOAD.encode().hex() not in dump
 
 
 def test_csv_table_to_file(crafted: Crafted, tmp_path: Path) -> None:
@@ -191,6 +195,7 @@ def test_csv_table_to_file(crafted: Crafted, tmp_path: Path) -> None:
     assert ok(str(crafted.path), "--table", "frames", "--format", "csv", "-o", str(path)) == ""
     body = path.read_text()
     assert SECRET.decode() not in body and SECRET.hex() not in body
+    assert PAYLOAD not in body and PAYLOAD.encode().hex() not in body
     reader = csv.reader(io.StringIO(body))
     header = next(reader)
     assert header == SCHEMAS["frames"].names
@@ -207,6 +212,7 @@ def test_jsonl_table_to_stdout(crafted: Crafted) -> None:
     assert row["conn_id"] == 1 and row["client_port"] == 40000 and row["broker_port"] == 6650
     assert row["ts"].endswith("+00:00")
     assert SECRET.decode() not in out and SECRET.hex() not in out
+    assert PAYLOAD not in out and PAYLOAD.encode().hex() not in out
 
 
 def test_format_without_table_writes_frames(crafted: Crafted) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import struct
 import zlib
+from typing import Any
 
 import cramjam
 import pytest
@@ -161,7 +162,7 @@ def frames_of(*raw: bytes) -> list[Frame]:
     return [e for e in events if isinstance(e, Frame)]
 
 
-def extract(frames: list[Frame], **kw: int) -> tuple[list[AppMessage], list[str]]:
+def extract(frames: list[Frame], **kw: Any) -> tuple[list[AppMessage], list[str]]:
     ex = MessageExtractor(**kw)
     out: list[AppMessage | Anomaly] = []
     for f in frames:

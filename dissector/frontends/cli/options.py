@@ -128,6 +128,20 @@ def decode_arguments(p: argparse.ArgumentParser) -> None:
         metavar="N",
         help="messages table: keep the first N bytes of each payload (escaped); off by default",
     )
+    p.add_argument(
+        "--values",
+        action="store_true",
+        help="decode message payloads by the schemas the capture carries: the value, "
+        "value_schema and value_error columns of messages and journeys (JSON; -Y value.a > 1, "
+        "SQL json_extract); off by default: payloads are the user's data",
+    )
+    p.add_argument(
+        "--redact-fields",
+        default="",
+        metavar="A.B,C",
+        help="with --values: mask these fields of every value (dotted paths from the value's "
+        "root; arrays walked through), as authentication data is masked",
+    )
 
 
 def reader_arguments(p: argparse.ArgumentParser) -> None:
@@ -187,6 +201,8 @@ def reader_options(
         pairs=pairs,
         max_uncompressed=args.max_uncompressed,
         payload_preview=args.payload_preview,
+        values=args.values,
+        redact_fields=args.redact_fields,
         series=getattr(args, "series", "auto"),  # live reads no files: no series
         idle_timeout=args.idle_timeout or None,  # 0: never
         frame_bytes=getattr(args, "hexdump", False),
@@ -225,9 +241,9 @@ def row_filter(args: argparse.Namespace) -> Filter:
 def stream_tables(
     args: argparse.Namespace, options: ReaderOptions, names: list[str], sink: Sink
 ) -> ReadCounts:
-    """Dissect the captures into the tables' record batches, in -j processes; a progress bar
-    on stderr when it is a terminal."""
-    jobs = workers(args.captures, args.jobs or default_jobs())
+    """Dissect the captures into the tables' record batches, in -j processes (one with
+    values: dissector.read.parallel); a progress bar on stderr when it is a terminal."""
+    jobs = 1 if options.values else workers(args.captures, args.jobs or default_jobs())
     total = capture_bytes(args.captures, options.s3_endpoint) * jobs
     with ReadProgress(total, threaded=jobs == 1) as progress:  # no thread when forking
         return stream_tables_parallel(

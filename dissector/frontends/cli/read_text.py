@@ -1,19 +1,22 @@
 """EDGE: the text view of `pulsar-dissect read`: one line per frame, as tshark prints packets.
 
 Input: the parsed arguments of `read` (no --table, no -o) and the row filter.
-Output: frame lines (anomalies inline) on stdout; -V a tree of fields, -x the bytes.
-Rule: -Y is judged on the frames table's rows, a batch (BATCH_ROWS) of held lines at a time,
-so memory stays bounded; -c N stops after N frame lines.
+Output: frame lines (anomalies inline; --values: each message's value under its frame) on
+stdout; -V a tree of fields, -x the bytes.
+Rule: -Y is judged on the frames table's rows (with --values, a -Y naming `value` on the
+messages table's: a frame shows when one of its messages matches), a batch (BATCH_ROWS) of
+held lines at a time, so memory stays bounded; -c N stops after N frame lines.
 """
 
 from __future__ import annotations
 
 import argparse
+import re
 from collections import Counter
 from typing import TextIO
 
 from dissector.errors import UsageError
-from dissector.events import Frame
+from dissector.events import AppMessage, Frame
 from dissector.frontends.cli.options import print_hint, reader_options
 from dissector.frontends.expressions import RowFilter
 from dissector.frontends.text import FrameLines
@@ -23,6 +26,9 @@ from dissector.read.tables import ReadCounts
 from dissector.tables.builders import BATCH_ROWS, TableBuilder
 from dissector.tables.filters import Filter
 from dissector.tables.schema import TABLES
+
+#: a -Y that names the value column (or a field of it: value.a.b)
+_VALUE = re.compile(r"(?<![\w.])value\b(?!_)")
 
 
 def text_view(args: argparse.Namespace, out: TextIO, rows: Filter) -> int:
@@ -41,20 +47,34 @@ def text_view(args: argparse.Namespace, out: TextIO, rows: Filter) -> int:
     first = first_packet_time(args.captures, options)
     if first is not None:
         lines.start(first)
-    where = RowFilter(args.filter, "frames", TABLES["frames"].schema) if args.filter else None
+    # -Y naming the value (--values) is judged on the messages table: a frame shows when one
+    # of its messages matches; any other -Y on the frames table
+    table = (
+        "messages" if options.values and args.filter and _VALUE.search(args.filter) else "frames"
+    )
+    where = RowFilter(args.filter, table, TABLES[table].schema) if args.filter else None
     other: Counter[int] = Counter()
     frames = printed = 0
-    builder = TableBuilder(tables=["frames"], fields=options.fields) if where is not None else None
+    builder = TableBuilder(tables=[table], fields=options.fields) if where is not None else None
     held: list[str | None] = []  # -Y: frame lines waiting for their rows to be judged
+    rows_of: list[int] = []  # -Y on messages: the message rows of each held frame
 
     def judge() -> int:
         """Print the held lines whose frames match -Y; how many were printed."""
-        assert builder is not None and where is not None and builder.frames is not None
-        builder.frames.flush()
-        batches = builder.frames.take()
+        assert builder is not None and where is not None
+        made = builder.frames if table == "frames" else builder.messages
+        assert made is not None
+        made.flush()
         keep: list[bool] = []
-        for batch in batches:
+        for batch in made.take():
             keep += where.mask(batch).to_pylist()
+        if table == "messages":  # a frame matches when one of its messages does
+            at, matched = 0, []
+            for n in rows_of:
+                matched.append(any(keep[at : at + n]))
+                at += n
+            keep = matched
+            rows_of.clear()
         shown = 0
         for line, ok in zip(held, keep, strict=True):
             if ok and line is not None and (args.count is None or printed + shown < args.count):
@@ -71,8 +91,16 @@ def text_view(args: argparse.Namespace, out: TextIO, rows: Filter) -> int:
             builder.add(ev)
             if is_frame:
                 held.append(text)
+                rows_of.append(0)
                 if len(held) >= BATCH_ROWS:
                     printed += judge()
+            elif type(ev) is AppMessage:
+                if not held:  # a message the connection's end made: no line of its own
+                    held.append(None)
+                    rows_of.append(0)
+                rows_of[-1] += 1
+                if text is not None and held[-1] is not None:
+                    held[-1] += text  # a value line goes with its frame's line
         elif text is not None:
             out.write(text)
             printed += is_frame

@@ -1,0 +1,97 @@
+"""The three value columns of one message row, from the stage's tracker and decoder.
+
+Input: every schema-bearing command (`feed`), then per message row (`cells`): its
+connection, command (SEND/MESSAGE) and producer/consumer id, topic, schema_version, the
+application payload (after decompression, batch split and chunk join; None when null or not
+decoded) and its key fields.
+Output: `ValueCells(value, value_schema, value_error)`: the JSON text, the schema used
+("AVRO v3", "JSON (declared)"), and why there is no value (no schema, a payload that does not
+decode, encrypted, incomplete); `redact_fields` applied to the value.
+Rule: this is the one object the messages and journeys tables hold when values are asked for
+(docs/values.md); nothing here runs otherwise. The schema is resolved when the message is
+seen, with what the capture taught until then.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from dissector.events import AppMessage, MessageKind
+from dissector.values.decode import KeyFields, ValueDecoder
+from dissector.values.redact import Path, redact_json
+from dissector.values.schemas import MESSAGE, SEND, SchemaTracker
+
+
+@dataclass(frozen=True, slots=True)
+class ValueCells:
+    """The value, value_schema and value_error columns of one message row."""
+
+    value: str | None
+    value_schema: str | None
+    value_error: str | None
+
+
+class Values:
+    """Schemas learned from the commands, and the value cells of each message row."""
+
+    def __init__(self, *, redact_fields: Sequence[Path] = ()) -> None:
+        self.schemas = SchemaTracker()
+        self.decoder = ValueDecoder()
+        self.redact_fields = tuple(redact_fields)
+
+    def feed(self, conn: Hashable, ctype: int, body: Any) -> None:
+        """Every decoded command (one dict lookup for those without a schema)."""
+        self.schemas.feed(conn, ctype, body)
+
+    def row_cells(self, row: AppMessage, payload: bytes | None) -> ValueCells:
+        """The cells of a messages-table row (pulsar/messages.py), its application payload
+        given apart (rows keep none); `row.problem` says why a missing payload is missing."""
+        produced = row.kind is MessageKind.PRODUCED
+        return self.cells(
+            conn=row.conn_id,
+            ctype=SEND if produced else MESSAGE,
+            handle_id=row.producer_id if produced else row.consumer_id,
+            topic=row.topic,
+            schema_version=row.schema_version,
+            payload=payload,
+            key=KeyFields(
+                partition_key=row.key,
+                partition_key_b64_encoded=row.key_base64,
+                null_partition_key=row.null_key,
+            ),
+            null_value=row.null_value,
+            undecoded=(row.problem or "incomplete") if payload is None else None,
+        )
+
+    def cells(
+        self,
+        *,
+        conn: Hashable,
+        ctype: int,
+        handle_id: int | None,
+        topic: str | None,
+        schema_version: bytes | None,
+        payload: bytes | None,
+        key: KeyFields,
+        null_value: bool = False,
+        undecoded: str | None = None,
+    ) -> ValueCells:
+        """The cells of one message; `undecoded` names why its payload is missing (an
+        anomaly code: encrypted, incomplete chunk, decompression failure)."""
+        if handle_id is not None and self.schemas.topic_of(conn, ctype, handle_id) is not None:
+            res = self.schemas.resolve(conn, ctype, handle_id, schema_version)
+        elif topic is not None:  # the producer/consumer was created before the capture
+            res = self.schemas.resolve_topic(topic, schema_version, None)
+        else:
+            res = self.schemas.resolve(conn, ctype, handle_id or 0, schema_version)
+        if res.schema is None:
+            return ValueCells(None, None, res.label)
+        if undecoded is not None and not null_value:
+            return ValueCells(None, res.label, f"payload not decoded: {undecoded}")
+        out = self.decoder.decode(None if null_value else payload, res.schema, key=key)
+        if out.value is None:
+            return ValueCells(None, res.label, out.error)
+        value = redact_json(out.value, self.redact_fields)
+        return ValueCells(value, res.label, None)

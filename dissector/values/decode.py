@@ -1,0 +1,162 @@
+"""Payload + schema -> the value as JSON text, or the reason there is none. Never raises.
+
+Input: a message's payload (None for a null value), the schema `SchemaTracker.resolve`
+chose, and the message's key fields (a SEPARATED KeyValue's key is its partition key).
+Output: `DecodedValue(value=JSON text)` or `DecodedValue(error=why)`, for the `value` and
+`value_error` columns.
+Rule: one decoder per schema family (primitives.py, avro.py, protobuf_native.py,
+protobuf_wire.py, keyvalue.py); each schema is parsed once and kept (at most
+MAX_PARSED_SCHEMAS, oldest first out; a schema that does not parse is kept as its error);
+JSON is checked and normalised; every value within the bounds of bounds.py; whatever the
+bytes, an error string, never an exception (an unexpected one says "internal error").
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from dissector.values import keyvalue
+from dissector.values.avro import decode_avro, parse_avro
+from dissector.values.bounds import MAX_PAYLOAD_BYTES, to_json
+from dissector.values.model import MAX_DEFINITION_BYTES, BadValue, DecodedValue, SchemaInfo
+from dissector.values.primitives import PRIMITIVES, decode_string
+from dissector.values.protobuf_native import decode_protobuf_native, parse_protobuf_native
+from dissector.values.protobuf_wire import decode_protobuf_wire, parse_parsing_info
+
+#: Parsed schemas kept: one per distinct schema of the capture; beyond, the oldest is parsed
+#: again when needed (a capture with thousands of distinct schemas is pathological).
+MAX_PARSED_SCHEMAS = 1024
+#: KeyValue schemas inside KeyValue schemas: Pulsar itself nests none; one level is allowed.
+MAX_KEY_VALUE_NESTING = 2
+
+_LONG_NUMBER = re.compile(rb"\d{19}")  # 2**63 has 19 digits: a number that may not fit
+
+_PARSERS: dict[str, Any] = {
+    "AVRO": lambda s: parse_avro(s.definition),
+    "PROTOBUF_NATIVE": lambda s: parse_protobuf_native(s.definition),
+    "PROTOBUF": parse_parsing_info,
+    "KEY_VALUE": keyvalue.split_schema,
+}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class KeyFields:
+    """The message metadata fields a SEPARATED KeyValue's key comes from."""
+
+    partition_key: str | None = None
+    partition_key_b64_encoded: bool = False
+    null_partition_key: bool = False
+
+
+NO_KEY = KeyFields()
+
+
+class ValueDecoder:
+    """Decodes payloads by schema, keeping each parsed schema for the next payload."""
+
+    def __init__(self) -> None:
+        self._parsed: dict[SchemaInfo, Any] = {}
+        self.parses = 0  # schemas parsed so far (each once while kept)
+
+    def decode(
+        self,
+        payload: bytes | None,
+        schema: SchemaInfo,
+        *,
+        key: KeyFields = NO_KEY,
+    ) -> DecodedValue:
+        """The value of one message, as JSON text, or why not. Never raises."""
+        try:
+            return DecodedValue(value=to_json(self._value(payload, schema, key, 0)))
+        except BadValue as e:
+            return DecodedValue(error=str(e))
+        except Exception as e:  # a decoder's bug must not cost the row; it says so
+            return DecodedValue(error=f"internal error: {type(e).__name__}: {e}")
+
+    def _value(self, payload: bytes | None, schema: SchemaInfo, key: KeyFields, depth: int) -> Any:
+        if schema.too_large:
+            raise BadValue(
+                f"{schema.type} schema over MAX_DEFINITION_BYTES ({MAX_DEFINITION_BYTES}): "
+                f"{schema.definition_size} bytes"
+            )
+        if payload is not None and len(payload) > MAX_PAYLOAD_BYTES:
+            raise BadValue(f"payload over MAX_PAYLOAD_BYTES ({len(payload)} bytes)")
+        if schema.type == "KEY_VALUE":  # before a null payload: a SEPARATED key remains
+            return self._key_value(payload, schema, key, depth)
+        if payload is None:
+            return None
+        kind = schema.type
+        if kind in PRIMITIVES:
+            return PRIMITIVES[kind](payload)
+        if kind == "STRING":
+            return decode_string(payload, schema)
+        if kind == "JSON":
+            return _json(payload)
+        if kind == "AVRO":
+            return decode_avro(self._parse(schema), payload)
+        if kind == "PROTOBUF_NATIVE":
+            return decode_protobuf_native(self._parse(schema), payload)
+        if kind == "PROTOBUF":
+            return decode_protobuf_wire(self._parse(schema), payload)
+        if kind == "AUTO_CONSUME":
+            raise BadValue("AUTO_CONSUME: the topic's real schema was not seen")
+        raise BadValue(f"{kind} schema: the payload's format is not known")
+
+    def _key_value(
+        self, payload: bytes | None, schema: SchemaInfo, key: KeyFields, depth: int
+    ) -> Any:
+        if depth >= MAX_KEY_VALUE_NESTING:
+            raise BadValue("KEY_VALUE nested deeper than MAX_KEY_VALUE_NESTING")
+        kv = self._parse(schema)
+        key_bytes, value_bytes = keyvalue.split_payload(
+            kv,
+            payload,
+            partition_key=key.partition_key,
+            key_b64=key.partition_key_b64_encoded,
+            null_key=key.null_partition_key,
+        )
+        return {
+            "key": self._value(key_bytes, kv.key, NO_KEY, depth + 1),
+            "value": self._value(value_bytes, kv.value, NO_KEY, depth + 1),
+        }
+
+    def _parse(self, schema: SchemaInfo) -> Any:
+        known = self._parsed.get(schema)
+        if known is None:
+            self.parses += 1
+            try:
+                known = _PARSERS[schema.type](schema)
+            except BadValue as e:
+                known = _Failed(str(e))  # the text only: a kept exception grows tracebacks
+            self._parsed[schema] = known
+            if len(self._parsed) > MAX_PARSED_SCHEMAS:
+                del self._parsed[next(iter(self._parsed))]
+        if isinstance(known, _Failed):
+            raise BadValue(known.reason)
+        return known
+
+
+def _json(payload: bytes) -> Any:
+    """A JSON payload. orjson reads integers past 64 bits as floats, losing digits: a payload
+    with such a number (Jackson writes BigIntegers whole) is read again by the standard
+    library, after orjson accepted it (so its nesting is within orjson's limit)."""
+    try:
+        value = orjson.loads(payload)
+    except orjson.JSONDecodeError as e:
+        raise BadValue(f"JSON payload is not JSON: {e}") from None
+    if _LONG_NUMBER.search(payload) is None:
+        return value
+    try:
+        return json.loads(payload)
+    except (ValueError, RecursionError) as e:
+        raise BadValue(f"JSON payload is not JSON: {e}") from None
+
+
+@dataclass(frozen=True, slots=True)
+class _Failed:
+    reason: str

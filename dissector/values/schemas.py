@@ -1,0 +1,303 @@
+"""Schema tracking from the wire: which schema each message was written with. Sans-IO.
+
+Input: the schema-bearing commands of every connection, fed in capture order with a
+connection key (`feed`): PRODUCER / PRODUCER_SUCCESS, SUBSCRIBE, GET_SCHEMA /
+GET_SCHEMA_RESPONSE, GET_OR_CREATE_SCHEMA / GET_OR_CREATE_SCHEMA_RESPONSE; other commands are
+ignored at the cost of one dict lookup.
+Output: per topic, every schema seen (`history`: command, version when known, schema) and
+its versions (`versions`); for a message, `resolve` -> `Resolution` (the schema, how it was
+chosen, and the `value_schema` label or the reason there is none).
+Rule: a message is decoded with the schema of its metadata's `schema_version` when the
+capture taught that version for its topic (PRODUCER_SUCCESS after a PRODUCER with a schema,
+GET_OR_CREATE_SCHEMA_RESPONSE after its request, GET_SCHEMA_RESPONSE); else with the schema
+its producer declared (SEND), or its consumer (MESSAGE) when the message names no version
+(a reader's schema need not be the writer's); else not at all, and the reason says which.
+A declared AUTO_CONSUME is resolved to the topic's real schema (the version's, else the
+newest version seen). Versions belong to a topic, so what one connection learns serves
+every connection; partitions share their topic's schemas ("-partition-N" is dropped).
+Every map is bounded (MAX_*), oldest entries going first; `dropped` counts what went.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Hashable
+from dataclasses import dataclass
+from typing import Any
+
+from dissector.pulsar.wire import BODY_FIELDS, COMMAND_TYPES
+from dissector.values.model import SchemaInfo, schema_info, version_label
+
+#: Topics whose schemas are kept: a broker's own limit is in the tens of thousands; a
+#: capture's schema traffic names far fewer.
+MAX_TOPICS = 10_000
+#: Schemas (versions and declared ones) kept per topic: a topic's schema evolves a few times;
+#: 64 covers a long history while a flood of GET_OR_CREATE_SCHEMA stays bounded.
+MAX_SCHEMAS_PER_TOPIC = 64
+#: Producers and consumers remembered (per connection ids): a client holds thousands at most.
+MAX_HANDLES = 65_536
+#: Schema requests awaiting their response: answered within a round trip, so few are open.
+MAX_PENDING_REQUESTS = 4096
+
+_PARTITION_SUFFIX = re.compile(r"-partition-\d+$")
+
+PRODUCER = COMMAND_TYPES["PRODUCER"]
+PRODUCER_SUCCESS = COMMAND_TYPES["PRODUCER_SUCCESS"]
+SUBSCRIBE = COMMAND_TYPES["SUBSCRIBE"]
+GET_SCHEMA = COMMAND_TYPES["GET_SCHEMA"]
+GET_SCHEMA_RESPONSE = COMMAND_TYPES["GET_SCHEMA_RESPONSE"]
+GET_OR_CREATE_SCHEMA = COMMAND_TYPES["GET_OR_CREATE_SCHEMA"]
+GET_OR_CREATE_SCHEMA_RESPONSE = COMMAND_TYPES["GET_OR_CREATE_SCHEMA_RESPONSE"]
+SEND = COMMAND_TYPES["SEND"]
+MESSAGE = COMMAND_TYPES["MESSAGE"]
+
+BY_VERSION = "version"
+BY_DECLARED = "declared"
+
+
+def topic_key(topic: str) -> str:
+    """The topic whose schema registry serves `topic` (a partition's is its topic's)."""
+    return _PARTITION_SUFFIX.sub("", topic)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SeenSchema:
+    """One schema as the capture showed it: the command carrying it, its version if known."""
+
+    command: str
+    version: bytes | None
+    schema: SchemaInfo
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Resolution:
+    """Which schema decodes a message: `schema` None means none, `label` says why."""
+
+    schema: SchemaInfo | None
+    how: str  # BY_VERSION, BY_DECLARED, or "" when there is no schema
+    version: bytes | None
+    label: str  # value_schema text ("AVRO v3") or, with no schema, the reason
+
+
+@dataclass(slots=True)
+class _Topic:
+    versions: dict[bytes, SchemaInfo]
+    history: list[SeenSchema]
+
+
+class SchemaTracker:
+    """Schemas per topic and per producer/consumer, learned from the commands fed in."""
+
+    def __init__(self) -> None:
+        self._topics: dict[str, _Topic] = {}
+        # (conn, producer_id) / (conn, consumer_id) -> (topic, declared schema or None)
+        self._producers: dict[tuple[Hashable, int], tuple[str, SchemaInfo | None]] = {}
+        self._consumers: dict[tuple[Hashable, int], tuple[str, SchemaInfo | None]] = {}
+        # (conn, request_id) -> (command, topic, schema or None, requested version or None)
+        self._pending: dict[
+            tuple[Hashable, int], tuple[str, str, SchemaInfo | None, bytes | None]
+        ] = {}
+        self.dropped: dict[str, int] = {}
+        self._handlers = {
+            PRODUCER: self._producer,
+            PRODUCER_SUCCESS: self._producer_success,
+            SUBSCRIBE: self._subscribe,
+            GET_SCHEMA: self._get_schema,
+            GET_SCHEMA_RESPONSE: self._get_schema_response,
+            GET_OR_CREATE_SCHEMA: self._get_or_create,
+            GET_OR_CREATE_SCHEMA_RESPONSE: self._get_or_create_response,
+        }
+
+    # -- input ---------------------------------------------------------------------------
+
+    def feed_command(self, conn: Hashable, command: Any) -> None:
+        """Learn from a decoded BaseCommand (any type; only schema-bearing ones matter)."""
+        handler = self._handlers.get(command.type)
+        if handler is not None:
+            handler(conn, getattr(command, BODY_FIELDS[command.type]))
+
+    def feed(self, conn: Hashable, ctype: int, body: Any) -> None:
+        """Learn from a command's sub-message, given its BaseCommand type."""
+        handler = self._handlers.get(ctype)
+        if handler is not None:
+            handler(conn, body)
+
+    # -- output --------------------------------------------------------------------------
+
+    def versions(self, topic: str) -> dict[bytes, SchemaInfo]:
+        t = self._topics.get(topic_key(topic))
+        return dict(t.versions) if t else {}
+
+    def history(self, topic: str) -> list[SeenSchema]:
+        t = self._topics.get(topic_key(topic))
+        return list(t.history) if t else []
+
+    def topic_of(self, conn: Hashable, ctype: int, handle_id: int) -> str | None:
+        """The topic of a SEND's producer or a MESSAGE's consumer, if its command was seen."""
+        known = self._handle(conn, ctype, handle_id)
+        return known[0] if known else None
+
+    def resolve(
+        self, conn: Hashable, ctype: int, handle_id: int, schema_version: bytes | None
+    ) -> Resolution:
+        """The schema of a SEND (producer_id) or MESSAGE (consumer_id) on connection conn."""
+        known = self._handle(conn, ctype, handle_id)
+        if known is None:
+            side = "producer" if ctype == SEND else "consumer"
+            return Resolution(
+                schema=None,
+                how="",
+                version=schema_version,
+                label=f"no schema: the {side} was not seen being created",
+            )
+        topic, declared = known
+        return self.resolve_topic(topic, schema_version, declared, writer=ctype == SEND)
+
+    def resolve_topic(
+        self,
+        topic: str,
+        schema_version: bytes | None,
+        declared: SchemaInfo | None,
+        *,
+        writer: bool = False,
+    ) -> Resolution:
+        """The rule: the version's schema, else the declared one, else none (with why).
+
+        A producer's declared schema (writer=True) is what its messages were written with,
+        whatever their version. A consumer's is what it reads as, which may not be what the
+        message was written with: it serves only messages without a schema_version (an
+        AUTO_CONSUME consumer's is the topic's newest version seen).
+        """
+        t = self._topics.get(topic_key(topic))
+        if schema_version and t is not None:
+            by_version = t.versions.get(schema_version)
+            if by_version is not None:
+                return _found(by_version, BY_VERSION, schema_version)
+        if declared is not None and not writer and schema_version:
+            declared = None  # a reader's schema is not the writer's of an unknown version
+        if declared is not None and declared.type == "AUTO_CONSUME":
+            if t is not None and t.versions:
+                newest = max(t.versions, key=_version_order)
+                return _found(t.versions[newest], BY_VERSION, newest)
+            declared = None
+        if declared is not None:
+            return _found(declared, BY_DECLARED, schema_version)
+        if schema_version:
+            why = f"no schema: version {version_label(schema_version)} not seen for the topic"
+        else:
+            why = "no schema: none declared and no schema version (bytes)"
+        return Resolution(schema=None, how="", version=schema_version, label=why)
+
+    # -- handlers ------------------------------------------------------------------------
+
+    def _handle(
+        self, conn: Hashable, ctype: int, handle_id: int
+    ) -> tuple[str, SchemaInfo | None] | None:
+        table = self._producers if ctype == SEND else self._consumers
+        return table.get((conn, handle_id))
+
+    def _producer(self, conn: Hashable, body: Any) -> None:
+        schema = schema_info(body.schema) if body.HasField("schema") else None
+        self._bounded_put(self._producers, (conn, body.producer_id), (body.topic, schema))
+        self._bounded_put(
+            self._pending, (conn, body.request_id), ("PRODUCER", body.topic, schema, None)
+        )
+        if schema is not None:
+            self._learn(body.topic, "PRODUCER", None, schema)
+
+    def _producer_success(self, conn: Hashable, body: Any) -> None:
+        key = (conn, body.request_id)
+        if not body.HasField("schema_version"):
+            if body.producer_ready:  # not ready: a second PRODUCER_SUCCESS will follow
+                self._pending.pop(key, None)
+            return
+        pending = self._pending.pop(key, None)
+        if pending is None:
+            return
+        _, topic, schema, _ = pending
+        if schema is not None:
+            self._learn(topic, "PRODUCER_SUCCESS", bytes(body.schema_version), schema)
+
+    def _subscribe(self, conn: Hashable, body: Any) -> None:
+        schema = schema_info(body.schema) if body.HasField("schema") else None
+        self._bounded_put(self._consumers, (conn, body.consumer_id), (body.topic, schema))
+        if schema is not None:
+            self._learn(body.topic, "SUBSCRIBE", None, schema)
+
+    def _get_schema(self, conn: Hashable, body: Any) -> None:
+        version = bytes(body.schema_version) if body.HasField("schema_version") else None
+        self._bounded_put(
+            self._pending, (conn, body.request_id), ("GET_SCHEMA", body.topic, None, version)
+        )
+
+    def _get_schema_response(self, conn: Hashable, body: Any) -> None:
+        pending = self._pending.pop((conn, body.request_id), None)
+        if pending is None or not body.HasField("schema"):
+            return
+        _, topic, _, asked = pending
+        version = bytes(body.schema_version) if body.HasField("schema_version") else asked
+        self._learn(topic, "GET_SCHEMA_RESPONSE", version, schema_info(body.schema))
+
+    def _get_or_create(self, conn: Hashable, body: Any) -> None:
+        schema = schema_info(body.schema)
+        self._bounded_put(
+            self._pending,
+            (conn, body.request_id),
+            ("GET_OR_CREATE_SCHEMA", body.topic, schema, None),
+        )
+        self._learn(body.topic, "GET_OR_CREATE_SCHEMA", None, schema)
+
+    def _get_or_create_response(self, conn: Hashable, body: Any) -> None:
+        pending = self._pending.pop((conn, body.request_id), None)
+        if pending is None or not body.HasField("schema_version"):
+            return
+        _, topic, schema, _ = pending
+        if schema is not None:
+            version = bytes(body.schema_version)
+            self._learn(topic, "GET_OR_CREATE_SCHEMA_RESPONSE", version, schema)
+
+    # -- state ---------------------------------------------------------------------------
+
+    def _learn(self, topic: str, command: str, version: bytes | None, schema: SchemaInfo) -> None:
+        key = topic_key(topic)
+        t = self._topics.get(key)
+        if t is None:
+            if len(self._topics) >= MAX_TOPICS:
+                self._drop("MAX_TOPICS")
+                return
+            t = self._topics[key] = _Topic(versions={}, history=[])
+        seen = SeenSchema(command=command, version=version, schema=schema)
+        if seen not in t.history:
+            t.history.append(seen)
+            if len(t.history) > MAX_SCHEMAS_PER_TOPIC:
+                del t.history[0]
+                self._drop("MAX_SCHEMAS_PER_TOPIC")
+        if version:
+            t.versions.pop(version, None)  # re-learnt: now the newest
+            t.versions[version] = schema
+            if len(t.versions) > MAX_SCHEMAS_PER_TOPIC:
+                del t.versions[next(iter(t.versions))]
+                self._drop("MAX_SCHEMAS_PER_TOPIC")
+
+    def _bounded_put(self, table: dict[Any, Any], key: Any, value: Any) -> None:
+        table.pop(key, None)
+        table[key] = value
+        bound = MAX_PENDING_REQUESTS if table is self._pending else MAX_HANDLES
+        if len(table) > bound:
+            del table[next(iter(table))]
+            self._drop("MAX_PENDING_REQUESTS" if table is self._pending else "MAX_HANDLES")
+
+    def _drop(self, bound: str) -> None:
+        self.dropped[bound] = self.dropped.get(bound, 0) + 1
+
+
+def _version_order(version: bytes) -> tuple[int, bytes]:
+    return (len(version), version)  # 8-byte big-endian versions: numeric order
+
+
+def _found(schema: SchemaInfo, how: str, version: bytes | None) -> Resolution:
+    if how == BY_VERSION:
+        label = f"{schema.type} v{version_label(version)}"
+    else:
+        label = f"{schema.type} (declared)"
+    return Resolution(schema=schema, how=how, version=version, label=label)

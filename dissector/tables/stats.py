@@ -39,7 +39,6 @@ from typing import Any, Generic, TypeVar
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from dissector.events import Outcome
 
@@ -174,12 +173,14 @@ def _counted(batch: pa.RecordBatch) -> dict[str, np.ndarray]:
 
 
 def _null(column: pa.Array) -> np.ndarray:
-    return np.asarray(pc.is_null(column).to_numpy(zero_copy_only=False), dtype=bool)
+    return np.asarray(column.is_null().to_numpy(zero_copy_only=False), dtype=bool)
 
 
 def _codes(column: pa.Array) -> tuple[np.ndarray, list[Any]]:
     """Each row's value as an index into the values returned (None among them)."""
-    encoded = pc.dictionary_encode(column, null_encoding="encode")
+    # Array methods, not pyarrow.compute: importing it costs a text read ~30 ms
+    # (tests/test_startup.py), and `summary` is imported by every command's parser
+    encoded = column.dictionary_encode(null_encoding="encode")
     return encoded.indices.to_numpy(zero_copy_only=False), encoded.dictionary.to_pylist()
 
 

@@ -214,6 +214,9 @@ def test_messages_columns_by_name() -> None:
         span_id="span-33",
         trace_format=TraceFormat.JAEGER,
         trace_state="state-34",
+        value='{"v": 35}',
+        value_schema="schema-36",
+        value_error="error-37",
     )
     opened = ConversationOpened(conn_id=2, key=KEY, ts=0, packet=0)
     assert built(opened, m)["messages"] == [
@@ -264,6 +267,9 @@ def test_messages_columns_by_name() -> None:
             "last_packet": 28,
             "stream_offset": 29,
             "payload_preview": "preview-30",
+            "value": '{"v": 35}',
+            "value_schema": "schema-36",
+            "value_error": "error-37",
         }
     ]
 
@@ -665,6 +671,9 @@ def test_journeys_columns_by_name() -> None:
         span_id="span-29",
         trace_format=TraceFormat.W3C,
         evicted=True,
+        value='{"v": 30}',
+        value_schema="schema-31",
+        value_error="error-32",
     )
     builder = TableBuilder(capture="cap-99", tables=["journeys"])
     builder.joiner = _OneJourney(j)  # type: ignore[assignment]
@@ -712,6 +721,9 @@ def test_journeys_columns_by_name() -> None:
             "span_id": "span-29",
             "trace_format": "w3c",
             "evicted": True,
+            "value": '{"v": 30}',
+            "value_schema": "schema-31",
+            "value_error": "error-32",
         }
     ]
 

@@ -82,6 +82,10 @@ class AnomalyCode:
     PAYLOAD_ENCRYPTED: Final[str] = "payload.encrypted"
     # Application messages: their properties.
     MESSAGE_TRACE_CONTEXT_INVALID: Final[str] = "message.trace_context_invalid"
+    # Schemas, as the values stage learns them (--values only: docs/values.md).
+    SCHEMA_INVALID: Final[str] = "schema.invalid"
+    SCHEMA_TOO_LARGE: Final[str] = "schema.too_large"
+    SCHEMA_DROPPED: Final[str] = "schema.dropped"
     # TCP reassembly.
     TCP_GAP: Final[str] = "tcp.gap"
     TCP_MIDSTREAM_START: Final[str] = "tcp.midstream_start"
@@ -182,6 +186,25 @@ _TABLE: tuple[tuple[str, Severity, str], ...] = (
         _W,
         "a trace context property (traceparent, tracestate, b3, X-B3-*, uber-trace-id, sw8)"
         " is malformed: not used",
+    ),
+    # Schemas, as the values stage learns them (--values only: docs/values.md).
+    (
+        _C.SCHEMA_INVALID,
+        _W,
+        "--values: a schema carried on the wire does not parse (Avro, protobuf-native"
+        " descriptors, KeyValue data): its messages get no value",
+    ),
+    (
+        _C.SCHEMA_TOO_LARGE,
+        _W,
+        "--values: a schema definition over MAX_DEFINITION_BYTES: not kept, its messages get"
+        " no value",
+    ),
+    (
+        _C.SCHEMA_DROPPED,
+        _W,
+        "--values: a schema version, topic, producer, consumer or schema request forgotten at"
+        " a bound of the schema tracker: later messages may find no schema",
     ),
     # TCP reassembly.
     (_C.TCP_GAP, _W, "bytes of a TCP stream are missing from the capture"),

@@ -8,7 +8,8 @@ then the pairs it completes and the messages it carries, each run with its frame
 anomalies as they are; the count of anomalies among them (the connection's row counts them).
 Rule: one conversation state sees every frame of its connection, in stream order, once; a
 frame's topic is set by building the tuple (no per-frame `_replace`). With values asked for
-(`messages.values`), every other decoded command goes to it too: it learns the schemas.
+(`messages.values`), every other decoded command goes to it too: it learns the schemas, and
+the schema anomalies it finds follow their frame.
 """
 
 from __future__ import annotations
@@ -52,7 +53,10 @@ def publish(
                             anomalies += 1
                         out.append(item)
                 elif messages.values is not None and ev.body is not None:
-                    messages.values.feed(ev.conn_id, ev.command_type, ev.body)
+                    faults = messages.values.feed_frame(ev)  # schema.* anomalies
+                    if faults:
+                        anomalies += len(faults)
+                        out.extend(faults)
         elif type(ev) is FrameRun:
             out.append(_new_frame(FrameRun, (*ev[:_TOPICS], state.observe_run(ev))))
         else:

@@ -78,12 +78,30 @@ class ValueDecoder:
         except Exception as e:  # a decoder's bug must not cost the row; it says so
             return DecodedValue(error=f"internal error: {type(e).__name__}: {e}")
 
+    def schema_error(self, schema: SchemaInfo) -> str | None:
+        """Why `schema` cannot decode anything (too large, does not parse, a KeyValue half
+        that does not), else None; parsed as decoding would (and kept for it). Never raises."""
+        try:
+            self._check(schema, 0)
+        except BadValue as e:
+            return str(e)
+        except Exception as e:  # as decode: a parser's bug says so
+            return f"internal error: {type(e).__name__}: {e}"
+        return None
+
+    def _check(self, schema: SchemaInfo, depth: int) -> None:
+        _within_size(schema)
+        if schema.type not in _PARSERS:
+            return  # nothing to parse: primitives, STRING, JSON (its definition is not used)
+        if schema.type == "KEY_VALUE" and depth >= MAX_KEY_VALUE_NESTING:
+            raise BadValue("KEY_VALUE nested deeper than MAX_KEY_VALUE_NESTING")
+        parsed = self._parse(schema)
+        if schema.type == "KEY_VALUE":
+            self._check(parsed.key, depth + 1)
+            self._check(parsed.value, depth + 1)
+
     def _value(self, payload: bytes | None, schema: SchemaInfo, key: KeyFields, depth: int) -> Any:
-        if schema.too_large:
-            raise BadValue(
-                f"{schema.type} schema over MAX_DEFINITION_BYTES ({MAX_DEFINITION_BYTES}): "
-                f"{schema.definition_size} bytes"
-            )
+        _within_size(schema)
         if payload is not None and len(payload) > MAX_PAYLOAD_BYTES:
             raise BadValue(f"payload over MAX_PAYLOAD_BYTES ({len(payload)} bytes)")
         if schema.type == "KEY_VALUE":  # before a null payload: a SEPARATED key remains
@@ -139,6 +157,14 @@ class ValueDecoder:
         if isinstance(known, _Failed):
             raise BadValue(known.reason)
         return known
+
+
+def _within_size(schema: SchemaInfo) -> None:
+    if schema.too_large:
+        raise BadValue(
+            f"{schema.type} schema over MAX_DEFINITION_BYTES ({MAX_DEFINITION_BYTES}): "
+            f"{schema.definition_size} bytes"
+        )
 
 
 def _json(payload: bytes) -> Any:

@@ -16,12 +16,17 @@ A declared AUTO_CONSUME is resolved to the topic's real schema (the version's, e
 newest version seen). Versions belong to a topic, so what one connection learns serves
 every connection; partitions share their topic's schemas ("-partition-N" is dropped).
 Every map is bounded (MAX_*), oldest entries going first; `dropped` counts what went.
+Observers (optional, for the anomaly rows of faults.py): `on_schema(topic, version, schema)`
+once a schema is learnt for good (SUBSCRIBE, GET_SCHEMA_RESPONSE, and PRODUCER /
+GET_OR_CREATE_SCHEMA at the broker's answer, which gives the version), `on_drop(bound,
+what)` for each entry whose loss changes what decodes (a version, a topic's schema, a
+producer, a consumer, a request); a history entry going is only counted.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Any
 
@@ -85,10 +90,22 @@ class _Topic:
     history: list[SeenSchema]
 
 
+#: on_schema(topic, version or None, schema) and on_drop(bound name, what went)
+SchemaObserver = Callable[[str, bytes | None, SchemaInfo], None]
+DropObserver = Callable[[str, str], None]
+
+
 class SchemaTracker:
     """Schemas per topic and per producer/consumer, learned from the commands fed in."""
 
-    def __init__(self) -> None:
+    def __init__(
+        self,
+        *,
+        on_schema: SchemaObserver | None = None,
+        on_drop: DropObserver | None = None,
+    ) -> None:
+        self._on_schema = on_schema
+        self._on_drop = on_drop
         self._topics: dict[str, _Topic] = {}
         # (conn, producer_id) / (conn, consumer_id) -> (topic, declared schema or None)
         self._producers: dict[tuple[Hashable, int], tuple[str, SchemaInfo | None]] = {}
@@ -209,20 +226,25 @@ class SchemaTracker:
         key = (conn, body.request_id)
         if not body.HasField("schema_version"):
             if body.producer_ready:  # not ready: a second PRODUCER_SUCCESS will follow
-                self._pending.pop(key, None)
+                pending = self._pending.pop(key, None)
+                if pending is not None and pending[2] is not None:
+                    self._settled(pending[1], None, pending[2])  # no version: as declared
             return
         pending = self._pending.pop(key, None)
         if pending is None:
             return
         _, topic, schema, _ = pending
         if schema is not None:
-            self._learn(topic, "PRODUCER_SUCCESS", bytes(body.schema_version), schema)
+            version = bytes(body.schema_version)
+            self._learn(topic, "PRODUCER_SUCCESS", version, schema)
+            self._settled(topic, version or None, schema)
 
     def _subscribe(self, conn: Hashable, body: Any) -> None:
         schema = schema_info(body.schema) if body.HasField("schema") else None
         self._bounded_put(self._consumers, (conn, body.consumer_id), (body.topic, schema))
         if schema is not None:
             self._learn(body.topic, "SUBSCRIBE", None, schema)
+            self._settled(body.topic, None, schema)
 
     def _get_schema(self, conn: Hashable, body: Any) -> None:
         version = bytes(body.schema_version) if body.HasField("schema_version") else None
@@ -236,7 +258,9 @@ class SchemaTracker:
             return
         _, topic, _, asked = pending
         version = bytes(body.schema_version) if body.HasField("schema_version") else asked
-        self._learn(topic, "GET_SCHEMA_RESPONSE", version, schema_info(body.schema))
+        schema = schema_info(body.schema)
+        self._learn(topic, "GET_SCHEMA_RESPONSE", version, schema)
+        self._settled(topic, version or None, schema)
 
     def _get_or_create(self, conn: Hashable, body: Any) -> None:
         schema = schema_info(body.schema)
@@ -255,6 +279,7 @@ class SchemaTracker:
         if schema is not None:
             version = bytes(body.schema_version)
             self._learn(topic, "GET_OR_CREATE_SCHEMA_RESPONSE", version, schema)
+            self._settled(topic, version or None, schema)
 
     # -- state ---------------------------------------------------------------------------
 
@@ -263,7 +288,7 @@ class SchemaTracker:
         t = self._topics.get(key)
         if t is None:
             if len(self._topics) >= MAX_TOPICS:
-                self._drop("MAX_TOPICS")
+                self._drop("MAX_TOPICS", f"topic {key}: its {schema_label(schema, version)} schema")
                 return
             t = self._topics[key] = _Topic(versions={}, history=[])
         seen = SeenSchema(command=command, version=version, schema=schema)
@@ -271,24 +296,47 @@ class SchemaTracker:
             t.history.append(seen)
             if len(t.history) > MAX_SCHEMAS_PER_TOPIC:
                 del t.history[0]
-                self._drop("MAX_SCHEMAS_PER_TOPIC")
+                self._drop("MAX_SCHEMAS_PER_TOPIC")  # counted: decoding does not use it
         if version:
             t.versions.pop(version, None)  # re-learnt: now the newest
             t.versions[version] = schema
             if len(t.versions) > MAX_SCHEMAS_PER_TOPIC:
-                del t.versions[next(iter(t.versions))]
-                self._drop("MAX_SCHEMAS_PER_TOPIC")
+                old = next(iter(t.versions))
+                gone = t.versions.pop(old)
+                self._drop("MAX_SCHEMAS_PER_TOPIC", f"topic {key}: {schema_label(gone, old)}")
 
     def _bounded_put(self, table: dict[Any, Any], key: Any, value: Any) -> None:
         table.pop(key, None)
         table[key] = value
-        bound = MAX_PENDING_REQUESTS if table is self._pending else MAX_HANDLES
-        if len(table) > bound:
-            del table[next(iter(table))]
-            self._drop("MAX_PENDING_REQUESTS" if table is self._pending else "MAX_HANDLES")
+        pending = table is self._pending
+        if len(table) > (MAX_PENDING_REQUESTS if pending else MAX_HANDLES):
+            (conn, number), old = next(iter(table.items()))
+            del table[(conn, number)]
+            if pending:  # (command, topic, schema, version)
+                self._drop(
+                    "MAX_PENDING_REQUESTS",
+                    f"topic {old[1]}: {old[0]} request {number} of connection {conn}",
+                )
+            else:  # (topic, declared schema)
+                side = "producer" if table is self._producers else "consumer"
+                self._drop("MAX_HANDLES", f"topic {old[0]}: {side} {number} of connection {conn}")
 
-    def _drop(self, bound: str) -> None:
+    def _settled(self, topic: str, version: bytes | None, schema: SchemaInfo) -> None:
+        """A schema learnt for good, with its version when the capture gave one."""
+        if self._on_schema is not None:
+            self._on_schema(topic_key(topic), version, schema)
+
+    def _drop(self, bound: str, what: str | None = None) -> None:
         self.dropped[bound] = self.dropped.get(bound, 0) + 1
+        if what is not None and self._on_drop is not None:
+            self._on_drop(bound, what)
+
+
+def schema_label(schema: SchemaInfo, version: bytes | None) -> str:
+    """ "AVRO v3", or "AVRO (declared)" without a version: as the value_schema column."""
+    if version:
+        return f"{schema.type} v{version_label(version)}"
+    return f"{schema.type} (declared)"
 
 
 def _version_order(version: bytes) -> tuple[int, bytes]:
@@ -296,8 +344,5 @@ def _version_order(version: bytes) -> tuple[int, bytes]:
 
 
 def _found(schema: SchemaInfo, how: str, version: bytes | None) -> Resolution:
-    if how == BY_VERSION:
-        label = f"{schema.type} v{version_label(version)}"
-    else:
-        label = f"{schema.type} (declared)"
+    label = schema_label(schema, version if how == BY_VERSION else None)
     return Resolution(schema=schema, how=how, version=version, label=label)

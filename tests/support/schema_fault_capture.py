@@ -23,8 +23,9 @@ from typing import Any
 from dissector.pulsar.wire import MessageMetadata
 from dissector.values.model import MAX_DEFINITION_BYTES
 from dissector.values.schemas import MAX_SCHEMAS_PER_TOPIC
-from tests.support.crafted import B2C, C2B, Conn, Msg, Session, msg, write_pcap
+from tests.support.crafted import B2C, C2B, Msg, msg, write_pcap
 from tests.support.schema_wire import WIRE_NUMBERS, kv_properties, version
+from tests.support.value_capture import connected
 
 NS = "persistent://public/default/"
 AVRO_TOPIC = NS + "bad-avro"
@@ -75,21 +76,9 @@ def _producer(pid: int, topic: str, schema: Any, ver: int) -> list[Msg]:
     ]  # fmt: skip
 
 
-def _connected(port: int) -> Session:
-    s = Session(Conn(client_port=port))
-    s.handshake()
-    s.exchange(
-        [
-            msg(C2B, "CONNECT", client_version="crafted", protocol_version=21),
-            msg(B2C, "CONNECTED", server_version="crafted", protocol_version=21),
-        ]
-    )
-    return s
-
-
 def write_schema_fault_capture(path: Path) -> Path:
     """The capture of the module docstring."""
-    prod = _connected(40011)
+    prod = connected(40011)
     prod.exchange(_producer(1, AVRO_TOPIC, _schema("AVRO", BAD_AVRO), 5))
     for seq in range(2):
         meta = MessageMetadata(
@@ -115,7 +104,7 @@ def write_schema_fault_capture(path: Path) -> Path:
             ]
         )  # fmt: skip
     prod.close()
-    cons = _connected(40012)
+    cons = connected(40012)
     cons.exchange(
         [
             msg(C2B, "GET_SCHEMA", request_id=1, topic=AVRO_TOPIC, schema_version=version(5)),

@@ -72,7 +72,7 @@ def batch(payloads: list[bytes]) -> bytes:
     return out
 
 
-def _connected(client_port: int) -> Session:
+def connected(client_port: int) -> Session:
     """A connection from `client_port`: its handshake, CONNECT and CONNECTED."""
     session = Session(Conn(client_port=client_port))
     session.handshake()
@@ -93,7 +93,7 @@ def write_value_capture(path: Path) -> Path:
     price = struct.pack(">q", PRICE)
     batch_meta = _meta(0, 3, num_messages_in_batch=len(ORDERS))
     mid = {"ledgerId": 5, "entryId": 1}
-    prod = _connected(40001)
+    prod = connected(40001)
     prod.exchange(
         [
             msg(
@@ -138,7 +138,7 @@ def write_value_capture(path: Path) -> Path:
         ]
     )
     prod.close()
-    cons = _connected(40002)
+    cons = connected(40002)
     cons.exchange(
         [
             msg(

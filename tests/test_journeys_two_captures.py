@@ -14,13 +14,12 @@ read is the packet of the same time, direction and bytes in the capture of its h
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.support.capture import Tcpdump
+from tests.support.capture import Tcpdump, wait_closed
 from tests.support.peers import PulsarLite, RecordingProxy
 from tests.support.recorded import client, topic_name
 from tests.support.scenes import journeys
@@ -97,7 +96,6 @@ def test_two_hosts_captures_read_together_equal_one_capture(tmp_path: Path) -> N
         Tcpdump(prod_host, f"tcp port {to_prod.port}"),
         Tcpdump(cons_host, f"tcp port {to_cons.port}"),
     ):
-        time.sleep(0.1)  # every tcpdump listens before the first SYN (asserts nothing)
         with client(to_prod.url) as pc, client(to_cons.url) as cc:
             consumers = {
                 sub: cc.subscribe(
@@ -118,7 +116,13 @@ def test_two_hosts_captures_read_together_equal_one_capture(tmp_path: Path) -> N
                     consumer.acknowledge(got)
                 consumer.close()
             producer.close()
-        time.sleep(0.5)  # the last FINs reach tcpdump before it stops (asserts nothing)
+        # every tcpdump was listening before it was entered; each file holds every end
+        for path, ports in (
+            (whole, (to_prod.port, to_cons.port)),
+            (prod_host, (to_prod.port,)),
+            (cons_host, (to_cons.port,)),
+        ):
+            wait_closed(path, ports)
         prod_port, cons_port = to_prod.port, to_cons.port
 
     assert received == {(s, f"apart-{q}".encode()): sent[q] for s in SUBS for q in SEQUENCES}

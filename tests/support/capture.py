@@ -44,6 +44,7 @@ __all__ = [
     "capture_scenario",
     "summarize_capture",
     "tcpdump_path",
+    "wait_closed",
 ]
 
 TCPDUMP_MISSING = (
@@ -141,6 +142,49 @@ class Tcpdump(LoggedProcess):
 
 
 # --------------------------------------------------------------------------- reading back
+
+
+def _all_closed(path: Path, ports: tuple[int, ...]) -> bool:
+    """Whether every TCP connection on `ports` that the file (as written so far) saw open has
+    ended: a FIN from both sides, or an RST. A record still being written ends the read."""
+    from scapy.config import conf
+    from scapy.layers import l2  # noqa: F401  (registers the link-layer classes)
+    from scapy.layers.inet import TCP
+
+    opened: set[frozenset[int]] = set()
+    fins: dict[frozenset[int], set[int]] = {}
+    reset: set[frozenset[int]] = set()
+    try:
+        with open_capture(path) as reader:
+            for record in reader:
+                pkt = conf.l2types[record.linktype](record.data)
+                if TCP not in pkt or not {pkt[TCP].sport, pkt[TCP].dport} & set(ports):
+                    continue
+                tcp = pkt[TCP]
+                conn = frozenset({tcp.sport, tcp.dport})  # loopback: its two ports name it
+                flags = int(tcp.flags)
+                if flags & 0x02:
+                    opened.add(conn)
+                if flags & 0x01:
+                    fins.setdefault(conn, set()).add(tcp.sport)
+                if flags & 0x04:
+                    reset.add(conn)
+    except Exception:  # the file as tcpdump is still writing it: look again later
+        return False
+    return all(c in reset or len(fins.get(c, ())) == 2 for c in opened)
+
+
+def wait_closed(path: Path, ports: tuple[int, ...], timeout: float = 10.0) -> bool:
+    """Wait for an event, not a time: until tcpdump's file `path` (written packet by packet,
+    -U) holds the end of every connection on `ports` it saw open, so stopping tcpdump then
+    loses no FIN. `timeout` only bounds a scenario whose connections never end (a paused
+    broker): nothing is asserted, the caller stops tcpdump either way."""
+    deadline = time.monotonic() + timeout
+    while not _all_closed(path, ports):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
 
 
 @dataclass

@@ -5,21 +5,21 @@ Input: a capture path, broker settings, a topic stem.
 Output: `recorded` (the broker under tcpdump, the capture complete when the block ends),
 `client` (the official client, closed however the block ends), `topic_name` (a fresh
 non-partitioned topic).
-Rule: nothing here is measured: the sleeps let tcpdump start listening before the first
-SYN and see the last FIN, they assert nothing.
+Rule: nothing here is measured or timed: tcpdump is listening before the block starts
+(Tcpdump waits for its "listening on"), and the capture is stopped once the file holds the
+end of every connection it saw open (capture.wait_closed), not after a pause.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from tests.support.capture import Tcpdump
+from tests.support.capture import Tcpdump, wait_closed
 from tests.support.peers import PulsarLite
 
 QUIET = logging.getLogger("pulsar.diag")
@@ -33,9 +33,8 @@ def recorded(path: Path, **broker: Any) -> Iterator[PulsarLite]:
     Topics are not partitioned (a receiver queue of 0 needs a plain topic)."""
     config: dict[str, int | bool | str] = {"default_partitions": 0}
     with PulsarLite(extra_config=config, **broker) as lite, Tcpdump(path, f"tcp port {lite.port}"):
-        time.sleep(0.1)  # tcpdump listens before the first SYN
-        yield lite
-        time.sleep(0.5)  # the last FIN reaches tcpdump before it stops
+        yield lite  # (Tcpdump returns once tcpdump says it is listening)
+        wait_closed(path, (lite.port,))  # every connection's end is in the file
 
 
 @contextlib.contextmanager

@@ -126,6 +126,19 @@ class Frame(NamedTuple):
         """Bytes the frame occupies on the wire, size field included."""
         return 4 + self.total_size
 
+    def anomaly(self, code: str, detail: str) -> Anomaly:
+        """An anomaly row at this frame: its connection, direction and offset, the packet
+        and time completing it."""
+        return Anomaly.of(
+            code,
+            conn_id=self.conn_id,
+            direction=self.direction,
+            stream_offset=self.stream_offset,
+            detail=detail,
+            packet=self.last_packet,
+            ts=self.last_ts,
+        )
+
 
 class FrameRun(NamedTuple):
     """Whole frames of one direction that the compiled scan took in a row, as columns: what

@@ -150,18 +150,7 @@ class MessageExtractor:
         self._decode(shared, done.first_meta, done.data, done, out, why)
 
     def _problems(self, frame: Frame, problems: list[Problem], out: list[Any]) -> None:
-        for code, detail in problems:
-            out.append(
-                Anomaly.of(
-                    code,
-                    conn_id=frame.conn_id,
-                    direction=frame.direction,
-                    stream_offset=frame.stream_offset,
-                    detail=detail,
-                    packet=frame.last_packet,
-                    ts=frame.last_ts,
-                )
-            )
+        out.extend(frame.anomaly(code, detail) for code, detail in problems)
 
     def _decode(
         self,

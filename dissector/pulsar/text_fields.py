@@ -111,12 +111,6 @@ def repair_metadata(frame: Frame) -> Anomaly | None:
     replaced = [] if meta is None else repair(meta)
     if not replaced:
         return None
-    return Anomaly.of(
-        AnomalyCode.PULSAR_INVALID_UTF8,
-        conn_id=frame.conn_id,
-        direction=frame.direction,
-        stream_offset=frame.stream_offset,
-        detail=describe(f"{frame.command_name}.metadata", replaced),
-        packet=frame.last_packet,
-        ts=frame.last_ts,
+    return frame.anomaly(
+        AnomalyCode.PULSAR_INVALID_UTF8, describe(f"{frame.command_name}.metadata", replaced)
     )

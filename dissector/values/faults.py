@@ -74,18 +74,7 @@ class SchemaFaults:
 
     def take(self, frame: Frame) -> list[Anomaly]:
         """The rows observed since the last call, at `frame` (the one that taught them)."""
-        out = [
-            Anomaly.of(
-                code,
-                conn_id=frame.conn_id,
-                direction=frame.direction,
-                stream_offset=frame.stream_offset,
-                detail=detail,
-                packet=frame.last_packet,
-                ts=frame.last_ts,
-            )
-            for code, detail in self._waiting
-        ]
+        out = [frame.anomaly(code, detail) for code, detail in self._waiting]
         self._waiting.clear()
         self.pending = False
         return out

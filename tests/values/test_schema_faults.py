@@ -8,13 +8,12 @@ crafts (what each format's own rules refuse), never from the dissector's output.
 from __future__ import annotations
 
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
 from dissector.anomalies import AnomalyCode
-from dissector.events import Direction
+from dissector.events import Direction, Frame
 from dissector.pulsar.wire import BODY_FIELDS
 from dissector.read import read_capture
 from dissector.values import Values
@@ -76,13 +75,22 @@ def test_forgotten_requests_are_reported_up_to_a_bound() -> None:
     MAX_DROP_REPORTS one row each, then one row saying the rest are counted only."""
     values = Values()
     extra = MAX_DROP_REPORTS + 5
-    frame: Any = SimpleNamespace(
-        conn_id=1, direction=Direction.CLIENT_TO_BROKER, stream_offset=0, last_packet=1, last_ts=0
-    )
     rows = []
     for rid in range(MAX_PENDING_REQUESTS + extra):
         cmd = command("GET_SCHEMA", request_id=rid, topic="t")
-        frame.command_type, frame.body = cmd.type, getattr(cmd, BODY_FIELDS[cmd.type])
+        frame = Frame(
+            conn_id=1,
+            direction=Direction.CLIENT_TO_BROKER,
+            stream_offset=0,
+            total_size=0,
+            command_size=0,
+            command_type=cmd.type,
+            command_name="GET_SCHEMA",
+            command=cmd,
+            body=getattr(cmd, BODY_FIELDS[cmd.type]),
+            checksum=None,
+            last_packet=1,
+        )
         rows += values.feed_frame(frame)
     assert values.schemas.dropped == {"MAX_PENDING_REQUESTS": extra}
     assert [r.code for r in rows] == [AnomalyCode.SCHEMA_DROPPED] * (MAX_DROP_REPORTS + 1)

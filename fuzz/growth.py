@@ -68,6 +68,13 @@ class Input:
     captures: list[str]
     keylogs: list[str] = field(default_factory=list)
     expression: str | None = None  # filter family: the -Y expression
+    #: ReaderOptions keywords of the read (e.g. {"values": True}); tables: the tables read
+    #: (default every table)
+    options: dict[str, Any] = field(default_factory=dict)
+    tables: list[str] | None = None
+    #: instead of a read: the CLI's argv, the captures put after its first word (e.g.
+    #: ["diagnose", "-j", "1"]), run in the measuring process with `main` (output discarded)
+    argv: list[str] | None = None
 
 
 def _tls13() -> TlsSeed:
@@ -161,6 +168,8 @@ class Family:
     n: int  # the smallest size at --scale 1
     unit: str
     memory: bool = False  # judged on peak memory (with key log - without), not time
+    #: also judged on the measuring process's peak memory at every size (MiB), when set
+    max_peak_mib: float | None = None
 
 
 FAMILIES = (
@@ -178,19 +187,27 @@ FAMILIES = (
 
 def measure(spec: dict[str, Any]) -> dict[str, float]:
     """In this (fresh) process: the best time of reading the input, and the peak memory."""
+    import contextlib
+    import io
+
     from dissector.errors import DissectorError
+    from dissector.frontends.cli import main
     from dissector.read import ReaderOptions, read_tables
 
     def once(captures: list[str], keylogs: list[str], expression: str | None) -> None:
+        if spec.get("argv") is not None:
+            with (
+                contextlib.redirect_stdout(io.StringIO()),
+                contextlib.redirect_stderr(io.StringIO()),
+                contextlib.suppress(SystemExit),
+            ):
+                main([spec["argv"][0], *captures, *spec["argv"][1:]])
+            return
         if expression is None:
-            read_tables(captures, ReaderOptions(tls_keylog=tuple(keylogs)))
+            options = ReaderOptions(tls_keylog=tuple(keylogs), **spec.get("options", {}))
+            read_tables(captures, options, spec.get("tables"))
             return
         # what `read CAPTURE -Y EXPR --table frames --format csv -o FILE` runs
-        import contextlib
-        import io
-
-        from dissector.frontends.cli import main
-
         out = os.path.join(spec["folder"], "filtered.csv")
         argv = ["read", *captures, "-Y", expression, "--table", "frames", "--format", "csv"]
         with contextlib.redirect_stderr(io.StringIO()), contextlib.suppress(DissectorError):
@@ -222,6 +239,9 @@ def _child(made: Input, folder: Path, runs: int, keylogs: bool = True) -> dict[s
         "captures": made.captures,
         "keylogs": made.keylogs if keylogs else [],
         "expression": made.expression,
+        "options": made.options,
+        "tables": made.tables,
+        "argv": made.argv,
         "runs": runs,
         "folder": str(folder),
         "warmup": str(_warmup(folder)),
@@ -286,6 +306,9 @@ def check(family: Family, scale: float, runs: int, folder: Path) -> dict[str, An
         base = [float(r["seconds_without_keylog"]) for r in rows]
         out["time_ratios_without_keylog"], _ = _judge(base, RATIO)
         ok = out["memory_ok"]
+    if family.max_peak_mib is not None:
+        out["peak_ok"] = all(r["peak_mib"] <= family.max_peak_mib for r in rows)
+        ok = ok and out["peak_ok"]
     out["ok"] = ok
     return out
 

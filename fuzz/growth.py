@@ -34,14 +34,13 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from itertools import pairwise
 from pathlib import Path
 from random import Random
 from typing import Any
 
 from fuzz import tls_inputs as ti
+from fuzz.growth_model import Family, Input, write
 from fuzz.mutators import ACK, PSH, Rec
 from fuzz.packets import C2B, Conn, Pkt, ether, fragments, pcap, stamp
 from fuzz.tls_pool import TlsSeed, pool
@@ -61,38 +60,12 @@ MEMORY_SLACK_MIB = 16
 WAITING_BYTES = 960 << 10
 
 
-@dataclass
-class Input:
-    """One input of a family: capture files, key logs, and how it is read."""
-
-    captures: list[str]
-    keylogs: list[str] = field(default_factory=list)
-    expression: str | None = None  # filter family: the -Y expression
-    #: ReaderOptions keywords of the read (e.g. {"values": True}); tables: the tables read
-    #: (default every table)
-    options: dict[str, Any] = field(default_factory=dict)
-    tables: list[str] | None = None
-    #: instead of a read: the CLI's argv, the captures put after its first word (e.g.
-    #: ["diagnose", "-j", "1"]), run in the measuring process with `main` (output discarded)
-    argv: list[str] | None = None
-
-
 def _tls13() -> TlsSeed:
     return next(s for s in pool() if s.tls13)
 
 
 def _other_tls13() -> TlsSeed:
     return [s for s in pool() if s.tls13][1]
-
-
-def _write(folder: Path, name: str, recs: list[Rec], keylog: str | None = None) -> Input:
-    path = folder / f"{name}.pcap"
-    path.write_bytes(pcap(recs))
-    out = Input([str(path)])
-    if keylog is not None:
-        (folder / f"{name}.keys").write_text(keylog)
-        out.keylogs = [str(folder / f"{name}.keys")]
-    return out
 
 
 def _session(flights: ti.Flights, rng: Random) -> list[Rec]:
@@ -103,19 +76,19 @@ def _session(flights: ti.Flights, rng: Random) -> list[Rec]:
 def make_keyupdate(n: int, folder: Path) -> Input:
     seed = _tls13()
     flights = ti.with_key_updates(seed, {0: {1: n}})
-    return _write(folder, f"keyupdate{n}", _session(flights, Random(1)), seed.keylog)
+    return write(folder, f"keyupdate{n}", _session(flights, Random(1)), seed.keylog)
 
 
 def make_resync(n: int, folder: Path) -> Input:
     seed = _tls13()
     junk = (b"\x17\x03\x03\x3f\xf0" * (n // 5 + 1))[:n]
     flights = ti.with_garbage(list(seed.wire), C2B, 2, 0, junk)
-    return _write(folder, f"resync{n}", _session(flights, Random(1)), seed.keylog)
+    return write(folder, f"resync{n}", _session(flights, Random(1)), seed.keylog)
 
 
 def make_filter(n: int, folder: Path) -> Input:
     seed = _tls13()
-    made = _write(folder, "filter", _session(list(seed.wire), Random(1)))
+    made = write(folder, "filter", _session(list(seed.wire), Random(1)))
     made.expression = "a" * n
     return made
 
@@ -127,7 +100,7 @@ def _segments(n: int) -> list[Pkt]:
 
 
 def make_overlap(n: int, folder: Path) -> Input:
-    return _write(folder, f"overlap{n}", stamp(_segments(n), step=10))
+    return write(folder, f"overlap{n}", stamp(_segments(n), step=10))
 
 
 def make_teardrop(n: int, folder: Path) -> Input:
@@ -136,7 +109,7 @@ def make_teardrop(n: int, folder: Path) -> Input:
         l3 = bytearray(p.data[14:])
         l3[4:6] = (i & 0xFFFF).to_bytes(2, "big")  # identification
         pkts += [Pkt(C2B, ether(f)) for f in fragments(bytes(l3), 40, overlap=8)]
-    return _write(folder, f"teardrop{n}", stamp(pkts, step=10))
+    return write(folder, f"teardrop{n}", stamp(pkts, step=10))
 
 
 def make_waiting(n: int, folder: Path) -> Input:
@@ -157,19 +130,7 @@ def make_waiting(n: int, folder: Path) -> Input:
     longest = max(len(f) for f in flows)
     pkts += [f[k] for k in range(longest) for f in flows if k < len(f)]
     pkts += [p for conn in conns for p in conn.close()]
-    return _write(folder, f"waiting{n}", stamp(pkts, step=1), _other_tls13().keylog)
-
-
-@dataclass(frozen=True)
-class Family:
-    name: str
-    finding: str
-    make: Callable[[int, Path], Input]
-    n: int  # the smallest size at --scale 1
-    unit: str
-    memory: bool = False  # judged on peak memory (with key log - without), not time
-    #: also judged on the measuring process's peak memory at every size (MiB), when set
-    max_peak_mib: float | None = None
+    return write(folder, f"waiting{n}", stamp(pkts, step=1), _other_tls13().keylog)
 
 
 FAMILIES = (

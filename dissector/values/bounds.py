@@ -3,7 +3,8 @@
 Input: a decoded value as Python objects (dicts, lists, str, numbers, bytes, decimals,
 dates and times, UUIDs), from any decoder.
 Output: `to_json`: compact JSON text (bytes as base64, decimals as strings, dates and times
-ISO 8601); `BadValue` naming the bound when one is exceeded.
+ISO 8601), fields masked first when asked; `BadValue` naming the bound when one is exceeded;
+`dump_json` / `load_json`: JSON text of plain values and back, integers past 64 bits whole.
 Rule: every bound is named here with why; a value over one is an error row, never a
 MemoryError or RecursionError.
 """
@@ -13,7 +14,9 @@ from __future__ import annotations
 import base64
 import json
 import math
+import re
 import uuid
+from collections.abc import Callable
 from datetime import date, datetime, time
 from decimal import Decimal
 from typing import Any
@@ -34,20 +37,39 @@ MAX_ITEMS = 1_000_000
 #: JSON text of one value: a table cell people read and query; bigger is an error row.
 MAX_VALUE_JSON_BYTES = 1 << 20
 
+_LONG_NUMBER = re.compile(rb"\d{19}")  # 2**63 has 19 digits: a number that may not fit
 
-def to_json(value: Any) -> str:
-    """Compact JSON of value, within MAX_DEPTH, MAX_ITEMS and MAX_VALUE_JSON_BYTES."""
-    budget = [MAX_ITEMS, 0]  # items left; integers past 64 bits seen
-    plain = _plain(value, 0, budget)
-    if budget[1]:  # orjson writes no integer past 64 bits: the standard library does
-        text = json.dumps(plain, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-    else:
-        text = orjson.dumps(plain)
+
+def to_json(value: Any, redact: Callable[[Any], Any] | None = None) -> str:
+    """Compact JSON of value, within MAX_DEPTH, MAX_ITEMS and MAX_VALUE_JSON_BYTES;
+    `redact` masks fields of the plain value before it is written (redact.py)."""
+    plain = _plain(value, 0, [MAX_ITEMS])
+    text = dump_json(plain if redact is None else redact(plain))
     if len(text) > MAX_VALUE_JSON_BYTES:
         raise BadValue(
             f"value over MAX_VALUE_JSON_BYTES ({MAX_VALUE_JSON_BYTES}): {len(text)} bytes"
         )
     return text.decode("utf-8")
+
+
+def dump_json(plain: Any) -> bytes:
+    """Compact JSON of a plain value; an integer past 64 bits is written whole (orjson
+    writes none: the standard library does, for the value that holds one)."""
+    try:
+        return orjson.dumps(plain)
+    except orjson.JSONEncodeError:
+        return json.dumps(plain, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
+def load_json(text: bytes) -> Any:
+    """JSON text as Python objects, integers past 64 bits whole: orjson reads them as
+    floats, losing digits, so a text with a long number is read again by the standard
+    library, after orjson accepted it (its nesting is then within orjson's limit). Raises
+    ValueError (orjson.JSONDecodeError is one) or RecursionError when it is not JSON."""
+    value = orjson.loads(text)
+    if _LONG_NUMBER.search(text) is None:
+        return value
+    return json.loads(text)
 
 
 def _plain(value: Any, depth: int, budget: list[int]) -> Any:
@@ -57,8 +79,6 @@ def _plain(value: Any, depth: int, budget: list[int]) -> Any:
     if value is None or isinstance(value, bool | str):
         return value
     if isinstance(value, int):
-        if not -(2**63) <= value < 2**64:
-            budget[1] = 1
         return value
     if isinstance(value, float):
         if math.isfinite(value):

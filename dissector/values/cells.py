@@ -24,7 +24,7 @@ from typing import Any
 from dissector.events import Anomaly, AppMessage, Frame, MessageKind
 from dissector.values.decode import KeyFields, ValueDecoder
 from dissector.values.faults import SchemaFaults
-from dissector.values.redact import Path, redact_json
+from dissector.values.redact import Path
 from dissector.values.schemas import MESSAGE, SEND, SchemaTracker
 
 
@@ -101,8 +101,8 @@ class Values:
             return ValueCells(None, None, res.label)
         if undecoded is not None and not null_value:
             return ValueCells(None, res.label, f"payload not decoded: {undecoded}")
-        out = self.decoder.decode(None if null_value else payload, res.schema, key=key)
+        payload = None if null_value else payload
+        out = self.decoder.decode(payload, res.schema, key=key, redact_fields=self.redact_fields)
         if out.value is None:
             return ValueCells(None, res.label, out.error)
-        value = redact_json(out.value, self.redact_fields)
-        return ValueCells(value, res.label, None)
+        return ValueCells(out.value, res.label, None)

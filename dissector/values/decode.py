@@ -13,28 +13,25 @@ bytes, an error string, never an exception (an unexpected one says "internal err
 
 from __future__ import annotations
 
-import json
-import re
+from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
-
-import orjson
 
 from dissector.values import keyvalue
 from dissector.values.avro import decode_avro, parse_avro
-from dissector.values.bounds import MAX_PAYLOAD_BYTES, to_json
+from dissector.values.bounds import MAX_PAYLOAD_BYTES, load_json, to_json
 from dissector.values.model import MAX_DEFINITION_BYTES, BadValue, DecodedValue, SchemaInfo
 from dissector.values.primitives import PRIMITIVES, decode_string
 from dissector.values.protobuf_native import decode_protobuf_native, parse_protobuf_native
 from dissector.values.protobuf_wire import decode_protobuf_wire, parse_parsing_info
+from dissector.values.redact import Path, redact
 
 #: Parsed schemas kept: one per distinct schema of the capture; beyond, the oldest is parsed
 #: again when needed (a capture with thousands of distinct schemas is pathological).
 MAX_PARSED_SCHEMAS = 1024
 #: KeyValue schemas inside KeyValue schemas: Pulsar itself nests none; one level is allowed.
 MAX_KEY_VALUE_NESTING = 2
-
-_LONG_NUMBER = re.compile(rb"\d{19}")  # 2**63 has 19 digits: a number that may not fit
 
 _PARSERS: dict[str, Any] = {
     "AVRO": lambda s: parse_avro(s.definition),
@@ -69,10 +66,14 @@ class ValueDecoder:
         schema: SchemaInfo,
         *,
         key: KeyFields = NO_KEY,
+        redact_fields: Sequence[Path] = (),
     ) -> DecodedValue:
-        """The value of one message, as JSON text, or why not. Never raises."""
+        """The value of one message, as JSON text (`redact_fields` masked before it is
+        written: nothing else of it changes), or why not. Never raises."""
+        masks = partial(redact, paths=redact_fields) if redact_fields else None
         try:
-            return DecodedValue(value=to_json(self._value(payload, schema, key, 0)))
+            value = self._value(payload, schema, key, 0)
+            return DecodedValue(value=to_json(value, masks))
         except BadValue as e:
             return DecodedValue(error=str(e))
         except Exception as e:  # a decoder's bug must not cost the row; it says so
@@ -168,17 +169,9 @@ def _within_size(schema: SchemaInfo) -> None:
 
 
 def _json(payload: bytes) -> Any:
-    """A JSON payload. orjson reads integers past 64 bits as floats, losing digits: a payload
-    with such a number (Jackson writes BigIntegers whole) is read again by the standard
-    library, after orjson accepted it (so its nesting is within orjson's limit)."""
+    """A JSON payload, integers past 64 bits whole (Jackson writes BigIntegers so)."""
     try:
-        value = orjson.loads(payload)
-    except orjson.JSONDecodeError as e:
-        raise BadValue(f"JSON payload is not JSON: {e}") from None
-    if _LONG_NUMBER.search(payload) is None:
-        return value
-    try:
-        return json.loads(payload)
+        return load_json(payload)
     except (ValueError, RecursionError) as e:
         raise BadValue(f"JSON payload is not JSON: {e}") from None
 

@@ -158,6 +158,7 @@ class FrameLines:
         time_format: str = "r",
         verbose: bool = False,
         hexdump: bool = False,
+        hide_payloads: bool = False,
     ) -> None:
         if time_format not in TIME_FORMATS:
             raise ValueError(f"time format {time_format!r}: one of {', '.join(TIME_FORMATS)}")
@@ -166,6 +167,7 @@ class FrameLines:
         self.time_format = time_format
         self.verbose = verbose  # -V: every decoded field under the line, as a tree
         self.hexdump = hexdump  # -x: the frame's bytes in hex under the line (and tree)
+        self.hide_payloads = hide_payloads  # --redact-fields: -x masks every payload byte
         self.keys: dict[int, FlowKey] = {}
         self.first_ts: int | None = None
         self.previous_ts: int | None = None
@@ -211,7 +213,9 @@ class FrameLines:
             if self.verbose:
                 line += frame_tree(ev, show_secrets=self.show_secrets)
             if self.hexdump:
-                line += frame_hex(ev, show_secrets=self.show_secrets)
+                line += frame_hex(
+                    ev, show_secrets=self.show_secrets, hide_payload=self.hide_payloads
+                )
             return line
         if type(ev) is AppMessage:
             return self._value(ev) if self.shown else None
@@ -262,16 +266,20 @@ def secret_values(msg: Message | None) -> list[bytes]:
     return [v.encode() if isinstance(v, str) else bytes(v) for v in found if v]
 
 
-def hex_dump(data: bytes, *, hidden: list[bytes] | None = None) -> str:
+def hex_dump(
+    data: bytes, *, hidden: list[bytes] | None = None, hidden_from: int | None = None
+) -> str:
     """Bytes as tshark -x prints them: offset, 16 bytes in two groups of 8, then the
-    printable characters (others as `.`). Every occurrence of a `hidden` value is shown as
-    `**` (hex) and `*` (characters)."""
+    printable characters (others as `.`). Every occurrence of a `hidden` value, and every
+    byte from offset `hidden_from` on, is shown as `**` (hex) and `*` (characters)."""
     masked = bytearray(len(data))
     for value in hidden or ():
         at = data.find(value)
         while at >= 0:
             masked[at : at + len(value)] = b"\x01" * len(value)
             at = data.find(value, at + 1)
+    if hidden_from is not None and hidden_from < len(data):
+        masked[hidden_from:] = b"\x01" * (len(data) - hidden_from)
     lines = []
     for start in range(0, len(data), HEX_WIDTH):
         chunk = data[start : start + HEX_WIDTH]
@@ -285,12 +293,27 @@ def hex_dump(data: bytes, *, hidden: list[bytes] | None = None) -> str:
     return "".join(lines)
 
 
-def frame_hex(frame: Frame, *, show_secrets: bool = False) -> str:
-    """The -x view of a frame: its bytes as on the wire, secrets masked unless asked."""
+def payload_start(frame: Frame, size: int) -> int | None:
+    """Where the payload section starts in the frame's `size` bytes: the payload is their
+    tail; when it is not known (metadata that does not decode), everything after the
+    command. None for a frame without one (a simple command)."""
+    after_command = 8 + frame.command_size  # totalSize, commandSize, the command
+    if size <= after_command:
+        return None
+    if frame.payload is not None:
+        return max(after_command, size - len(frame.payload))
+    return after_command
+
+
+def frame_hex(frame: Frame, *, show_secrets: bool = False, hide_payload: bool = False) -> str:
+    """The -x view of a frame: its bytes as on the wire, secrets masked unless asked, and
+    with `hide_payload` (--redact-fields) every byte of the payload: the redacted fields are
+    in it, encoded (JSON, Avro, protobuf, compressed) where no field can be found exactly."""
     if frame.raw is None:
         return "      (bytes of this frame are missing from the capture)\n"
     hidden = None if show_secrets else secret_values(frame.body)
-    return hex_dump(frame.raw, hidden=hidden) + "\n"
+    hidden_from = payload_start(frame, len(frame.raw)) if hide_payload else None
+    return hex_dump(frame.raw, hidden=hidden, hidden_from=hidden_from) + "\n"
 
 
 def _endpoints(key: FlowKey | None, direction: Direction) -> str:

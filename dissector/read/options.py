@@ -71,6 +71,11 @@ class ReaderOptions:
             parse_redact_fields(self.redact_fields)  # UsageError now, not in a worker
             if not self.values:
                 raise UsageError("redact_fields: fields of values, given without values")
+            if self.payload_preview:  # its bytes hold the fields, encoded: none can be masked
+                raise UsageError(
+                    "redact_fields with payload_preview: the preview is the payload's bytes, "
+                    "the redacted fields in clear (give one or the other)"
+                )
         for path in self.tls_keylog:
             if not isinstance(path, str):
                 raise UsageError(f"tls_keylog: {path!r} is not a path (give str paths)")

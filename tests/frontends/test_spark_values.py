@@ -52,6 +52,8 @@ def test_option_words() -> None:
         ds.options_from({"values": "yes please"})
     with pytest.raises(UsageError, match="redact_fields"):
         ds.options_from({"redact_fields": "a"})
+    with pytest.raises(UsageError, match="payload_preview"):  # issue 42 item 8
+        ds.options_from({"values": "true", "redact_fields": "a", "payload_preview": "8"})
 
 
 def test_fleet_job_writes_values(spark: SparkSession, capture: Path, tmp_path: Path) -> None:

@@ -292,3 +292,53 @@ def test_redact_fields_needs_values(capture: Path) -> None:
     cap = read_capture(capture, values=True, redact_fields="value", tables=["messages"])
     kv = [r for r in _rows(cap, "messages") if r["topic"] == KV_TOPIC]
     assert {json.loads(r["value"])["value"] for r in kv} == {"<redacted>(2 bytes)"}
+
+
+def _hex_bytes(text: str) -> list[bytes]:
+    """The bytes of each frame a -x dump shows, masked bytes (`**`) left out."""
+    frames: list[bytes] = []
+    for line in text.splitlines():
+        head = line[:4]
+        if len(line) > 6 and line[4:6] == "  " and all(c in "0123456789abcdef" for c in head):
+            if head == "0000":
+                frames.append(b"")
+            cells = line[6:56].split()
+            frames[-1] += bytes(int(c, 16) for c in cells if c != "**")
+    return frames
+
+
+def test_hex_view_masks_every_payload_when_redacting(
+    capture: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 42 item 8: -x showed the redacted fields in the payload's bytes."""
+    clear = _hex_bytes(run(capsys, "read", str(capture), "-x"))
+    assert any(CUSTOMER.encode() in f for f in clear)  # the scan sees them unmasked
+    out = run(capsys, "read", str(capture), "-x", "--values", "--redact-fields", "customer")
+    masked = _hex_bytes(out)
+    assert len(masked) == len(clear) and "SEND" in out
+    for leak in (CUSTOMER, CARD, KV["key"]):  # every payload byte, not the field alone
+        assert not any(leak.encode() in f for f in masked), leak
+    # only payloads: the frames' heads (sizes, command) are as before
+    assert all(c.startswith(m) for c, m in zip(clear, masked, strict=True))
+    assert sum(len(c) - len(m) for c, m in zip(clear, masked, strict=True)) > 0
+
+
+@pytest.mark.parametrize("command", ["read", "sql", "summary", "diagnose", "report"])
+def test_payload_preview_is_refused_when_redacting(
+    command: str, capture: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 42 item 8: the preview is the payload's bytes, the redacted fields in clear."""
+    from dissector.errors import UsageError
+
+    argv = [command, str(capture), "--values", "--redact-fields", "customer"]
+    argv += ["--payload-preview", "64"]
+    if command == "sql":
+        argv.append("SELECT payload_preview FROM messages")
+    if command == "report":
+        argv += ["-o", str(tmp_path / "r.html")]
+    assert main(argv) == 2
+    got = capsys.readouterr()
+    assert got.out == "" and CUSTOMER not in got.err
+    assert got.err.count("\n") == 1 and "payload_preview" in got.err
+    with pytest.raises(UsageError, match="payload_preview"):
+        read_capture(capture, values=True, redact_fields="customer", payload_preview=8)

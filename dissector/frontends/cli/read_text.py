@@ -43,6 +43,7 @@ def text_view(args: argparse.Namespace, out: TextIO, rows: Filter) -> int:
         time_format=args.time_format,
         verbose=args.verbose,
         hexdump=args.hexdump,
+        hide_payloads=bool(options.redact_fields),
     )
     first = first_packet_time(args.captures, options)
     if first is not None:

@@ -160,3 +160,42 @@ def test_every_input_is_checked_before_any_output(tmp_path: Path) -> None:
     res = cli("read", str(good), str(missing))
     assert res.stdout == ""
     assert one_line(res) == f"pulsar-dissect: {missing}: no such file"
+
+
+#: a byte that is never UTF-8, as Python gives an argument holding it (surrogate-escaped)
+NOT_UTF8 = os.fsdecode(b"\xff")
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["read", str(SAMPLE), "-Y", f"topic == '{NOT_UTF8}'"],
+        ["read", str(SAMPLE), "--table", "messages", "--topic", f"a{NOT_UTF8}"],
+        ["read", str(SAMPLE), "--topic", NOT_UTF8],
+        ["read", str(SAMPLE), "--table", "frames", "--columns", f"ts,{NOT_UTF8}"],
+        ["sql", str(SAMPLE), f"SELECT '{NOT_UTF8}' FROM frames"],
+        ["summary", str(SAMPLE), "--values", "--redact-fields", NOT_UTF8],
+    ],
+)
+def test_text_arguments_that_are_not_utf8_are_one_line(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 42 item 10: duckdb's and pyarrow's encoding errors ended in tracebacks."""
+    from dissector.frontends.cli import main
+
+    assert main(argv) == 2
+    got = capsys.readouterr()
+    assert got.out == "" and got.err.count("\n") == 1, got.err
+    assert "not UTF-8" in got.err and "\\xff" in got.err
+
+
+def test_undecodable_bytes_from_the_real_argv(tmp_path: Path) -> None:
+    """The same through a process's argv; a file name of such bytes is read as it is."""
+    line = one_line(cli("read", str(SAMPLE), "-Y", f"topic == '{NOT_UTF8}'"))
+    assert line.startswith("pulsar-dissect: --filter: ") and "not UTF-8" in line
+    odd = tmp_path / os.fsdecode(b"caf\xe9.pcap")
+    odd.write_bytes(SAMPLE.read_bytes())
+    out = tmp_path / os.fsdecode(b"out\xe9.jsonl")
+    res = cli("read", str(odd), "--table", "frames", "-o", str(out))
+    assert res.returncode == 0, res.stderr
+    assert out.stat().st_size > 0

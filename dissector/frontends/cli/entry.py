@@ -3,7 +3,9 @@
 Input: command-line arguments and the files they name.
 Output: text or JSON lines on stdout; errors as one line on stderr with a non-zero exit.
 Rule: bad input never shows a traceback: DissectorError and OSError become one clear line
-(exit 2). Exit 0 when the input was read, even if it held anomalies.
+(exit 2), and so does an argument of text (-Y, --topic, a query...) holding bytes that are
+not UTF-8 (file names are the file system's bytes: any are taken). Exit 0 when the input
+was read, even if it held anomalies.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import dissector.frontends.cli.sql as sql
 import dissector.frontends.cli.stream as stream
 import dissector.frontends.cli.summary as summary
 from dissector.capture.listing import expand_captures
-from dissector.errors import DissectorError, describe_os_error, os_reason
+from dissector.errors import DissectorError, UsageError, describe_os_error, os_reason
 from dissector.frontends.cli.options import inputs
 from dissector.frontends.overwrite_guard import refuse_overwrite
 from dissector.frontends.terminal import printable
@@ -114,10 +116,12 @@ def _flushed(code: int) -> int:
 
 
 def _main(argv: Sequence[str] | None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
     if getattr(args, "captures", None):  # `-` reads standard output of another tool
         args.captures = ["/dev/stdin" if c == "-" else c for c in args.captures]
     try:
+        refuse_undecodable(args, _options_of(parser))
         if getattr(args, "tls_keylog", None):
             check_keylogs(args.tls_keylog)
         if getattr(args, "captures", None):
@@ -142,3 +146,47 @@ def _main(argv: Sequence[str] | None) -> int:
     except KeyboardInterrupt:  # Ctrl-C: outputs were removed on the way out (TableWriter)
         print("pulsar-dissect: interrupted", file=sys.stderr)
         return 130
+
+
+#: Arguments naming files (or a network interface): the file system's bytes, whatever they
+#: are (undecodable ones arrive surrogate-escaped and are opened as they are).
+PATH_ARGUMENTS = frozenset({"captures", "files", "tls_keylog", "output", "write", "interface"})
+#: Characters of a refused argument quoted in the error
+_SHOWN = 60
+
+
+def refuse_undecodable(args: argparse.Namespace, names: dict[str, str]) -> None:
+    """A UsageError for the first argument of text that holds bytes that are not UTF-8
+    (Python gives them as lone surrogates): no filter, query or name can use them."""
+    for dest, value in vars(args).items():
+        if dest in PATH_ARGUMENTS:
+            continue
+        for item in value if isinstance(value, list) else [value]:
+            if isinstance(item, str) and not _is_utf8(item):
+                shown = ascii(os.fsencode(item[:_SHOWN]))[1:]
+                more = "..." if len(item) > _SHOWN else ""
+                raise UsageError(
+                    f"{names.get(dest, dest)}: {shown}{more} holds bytes that are not UTF-8 text"
+                )
+
+
+def _is_utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _options_of(parser: argparse.ArgumentParser) -> dict[str, str]:
+    """dest -> the option's long name (`--filter`, `--topic`) or the argument's name, in
+    every command (a dest means one option in all of them)."""
+    names: dict[str, str] = {}
+    for action in parser._actions:  # argparse keeps its sub-parsers nowhere public
+        if not isinstance(action, argparse._SubParsersAction):
+            continue
+        for sub in action.choices.values():
+            for a in sub._actions:
+                strings = sorted(a.option_strings, key=len)  # `--filter` for -Y and -f
+                names[a.dest] = strings[-1] if strings else str(a.metavar or a.dest)
+    return names

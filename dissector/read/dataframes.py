@@ -171,7 +171,8 @@ def read_capture(
     values: decode every message's payload by the schema the capture carries (the `value`,
     `value_schema` and `value_error` columns of messages and journeys; docs/values.md);
     off by default: payloads are the user's data.
-    redact_fields: with values, fields masked in every value ("a.b,c": dotted paths).
+    redact_fields: with values, fields masked in every value ("a.b,c": dotted paths, a
+        name holding a dot backquoted: "`card.number`"); refused with payload_preview.
     tables: the tables to make (default: every one); fewer is faster (the frames table
     alone needs no payload decoding).
     fields: make the frames table's `fields` column (every field of the command as JSON);

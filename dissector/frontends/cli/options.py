@@ -140,7 +140,9 @@ def decode_arguments(p: argparse.ArgumentParser) -> None:
         default="",
         metavar="A.B,C",
         help="with --values: mask these fields of every value (dotted paths from the value's "
-        "root; arrays walked through), as authentication data is masked",
+        "root; arrays walked through; a name holding a dot or comma backquoted: "
+        "'`card.number`'), as authentication data is masked; -x then masks every payload "
+        "byte, and --payload-preview is refused",
     )
 
 

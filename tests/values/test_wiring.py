@@ -342,3 +342,22 @@ def test_payload_preview_is_refused_when_redacting(
     assert got.err.count("\n") == 1 and "payload_preview" in got.err
     with pytest.raises(UsageError, match="payload_preview"):
         read_capture(capture, values=True, redact_fields="customer", payload_preview=8)
+
+
+def test_hex_view_masks_from_the_payload_or_after_the_command() -> None:
+    from dissector.events import Direction, Frame
+    from dissector.frontends.text import frame_hex
+
+    send = Frame(1, Direction.CLIENT_TO_BROKER, 0, 36, 4, 6, "SEND", None, None, None)
+    raw = bytes(range(40))  # 4 + 4 + a 4-byte command, then 28 bytes
+    known = send._replace(raw=raw, payload=memoryview(raw[30:]))
+    lost = send._replace(raw=raw)  # metadata that did not decode: no payload known
+
+    def masked(frame: Frame) -> int:
+        lines = frame_hex(frame, hide_payload=True).splitlines()
+        return sum(line[6:56].split().count("**") for line in lines)
+
+    assert masked(known) == 10  # the payload's 10 bytes
+    assert masked(lost) == 28  # all after the command
+    assert masked(known._replace(command_size=32)) == 0  # all command: nothing after it
+    assert "missing" in frame_hex(send, hide_payload=True)

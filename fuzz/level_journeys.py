@@ -23,7 +23,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from dissector.read import ReaderOptions, read_tables
+from dissector.read import ReaderOptions
 from fuzz import work
 from fuzz.checks import Case, Seen, read_checked, require
 from fuzz.craft import B2C, C2B, Talk, batch, capture, frame, meta
@@ -210,14 +210,7 @@ def cumulative_scan(n: int) -> bytes:
 
 
 def _growth(n: int, workdir: Path) -> Seen:
-    if not work.countable():
-        return Seen()
-    points = []
-    for size in (n, 2 * n, 4 * n):
-        data = cumulative_scan(size)
-        path = workdir / "input.pcap"
-        path.write_bytes(data)
-        _, lines = work.count_lines(lambda: read_tables(str(path), ReaderOptions()))
-        points.append((lines, len(data)))
-    work.check_growth("cumulative acks", points)
+    if work.countable():
+        points = work.growth_points(cumulative_scan, n, workdir, ReaderOptions())
+        work.check_growth("cumulative acks", points)
     return Seen()

@@ -16,9 +16,11 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from types import FrameType
 from typing import Any, TypeVar
 
+from dissector.read import ReaderOptions, read_tables
 from fuzz.checks import require
 
 T = TypeVar("T")
@@ -78,3 +80,17 @@ def check_growth(what: str, points: list[tuple[int, int]], bound: float = GROWTH
         f"{what}: lines {l1:,} {l2:,} {l4:,} for bytes {b1:,} {b2:,} {b4:,}",
         what,
     )
+
+
+def growth_points(
+    make: Callable[[int], bytes], n: int, folder: Path, options: ReaderOptions
+) -> list[tuple[int, int]]:
+    """(lines, bytes) of every table read from make(n), make(2n) and make(4n)."""
+    path = folder / "growth.pcap"
+    points = []
+    for size in (n, 2 * n, 4 * n):
+        data = make(size)
+        path.write_bytes(data)
+        _, lines = count_lines(lambda: read_tables(str(path), options))
+        points.append((lines, len(data)))
+    return points

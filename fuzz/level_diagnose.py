@@ -66,7 +66,8 @@ def _deliver(talk: Talk, cid: int, n: int) -> list[dict[str, int]]:
 
 def make(rng: Random, corpus: Corpus) -> Case:
     if rng.randrange(GROWTH_EVERY) == 0:
-        return Case("diagnose", 0, ["growth"], None, {"growth": GROWTH_N})
+        data = consumers_then_pings(GROWTH_N)  # the input at n (the others are made as it runs)
+        return Case("diagnose", len(data), ["growth"], data, {"growth": GROWTH_N})
     talks = []
     quiet: set[int] = set()  # consumers that must not be called a storm
     stormy: set[int] = set()  # consumers that must be

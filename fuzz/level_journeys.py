@@ -144,7 +144,8 @@ def _ack(
 
 def make(rng: Random, corpus: Corpus) -> Case:
     if rng.randrange(GROWTH_EVERY) == 0:
-        return Case("journeys", 0, ["growth"], None, {"growth": GROWTH_N})
+        data = cumulative_scan(GROWTH_N)  # the input at n (the others are made as it runs)
+        return Case("journeys", len(data), ["growth"], data, {"growth": GROWTH_N})
     ids: set[tuple[int, int]] = set()
     talks = []
     prod = Talk(40001)

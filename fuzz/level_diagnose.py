@@ -138,7 +138,7 @@ def check_findings(table: pa.Table, settings: dict[str, object]) -> None:
     rows = table.select(["code", "entity", "evidence"]).to_pylist()
     packets = settings["packets"]
     assert isinstance(packets, int)
-    storms = set()
+    storms: set[int | None] = set()
     for row in rows:
         require(row["code"] in REGISTRY, "unregistered_finding", row["code"])
         bad = [p for p in row["evidence"] or [] if not 1 <= p <= packets]
@@ -147,8 +147,8 @@ def check_findings(table: pa.Table, settings: dict[str, object]) -> None:
             storms.add(_consumer_of(row["entity"]))
     quiet, stormy = settings["quiet"], settings["stormy"]
     assert isinstance(quiet, set) and isinstance(stormy, set)
-    require(not storms & quiet, "storm_false_alarm", sorted(storms & quiet))
-    require(stormy <= storms, "storm_missed", sorted(stormy - storms))
+    require(not storms & quiet, "storm_false_alarm", sorted(storms & quiet, key=str))
+    require(stormy <= storms, "storm_missed", sorted(stormy - storms, key=str))
 
 
 def consumers_then_pings(n: int) -> bytes:

@@ -90,10 +90,11 @@ def _avro(rng: Random) -> tuple[dict[str, Any], list[bytes], dict[str, Any]]:
         count = rng.choice((0, 1, 100, 999_999, 1 << 40))
         return {"type": "array", "items": "null"}, [null_array(count)], {"array": True}
     precision = rng.choice((1, 5, 38))
-    avsc = {"type": "bytes", "logicalType": "decimal", "precision": precision, "scale": 2}
+    decimal: dict[str, Any] = {"type": "bytes", "logicalType": "decimal", "scale": 2}
+    decimal["precision"] = precision
     size = rng.choice((1, 4, 16, 200, 5000))
     unscaled = bytes([rng.randrange(1, 128)]) + bytes(rng.randrange(256) for _ in range(size - 1))
-    return avsc, [zigzag(len(unscaled)) + unscaled], {"precision": precision}
+    return decimal, [zigzag(len(unscaled)) + unscaled], {"precision": precision}
 
 
 def make(rng: Random, corpus: Corpus) -> Case:

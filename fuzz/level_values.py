@@ -143,6 +143,8 @@ def make(rng: Random, corpus: Corpus) -> Case:
         )
     data = capture(talk)
     check["redact"] = kind == "redact"
+    # which of the two redaction invariants is checked first (a failure stops the input)
+    check["leak_first"] = rng.random() < 0.5
     return Case("values", len(data), [kind, wire], data, check)
 
 
@@ -161,7 +163,7 @@ def run(case: Case, workdir: Path) -> Seen:
             values=True, redact_fields="card", payload_preview=4096, frame_bytes=True
         )
         masked = read_checked(str(path), options, Seen())
-        check_redacted(plain, masked)
+        check_redacted(plain, masked, s["leak_first"])
         lines = FrameLines(Filter(), verbose=True, hexdump=True)
         text = "".join(t for _, ev in iter_events(str(path), options) if (t := lines.line(ev)))
         _no_secret(text, "text view")
@@ -207,7 +209,11 @@ def _no_secret(text: str, where: str) -> None:
     require(SECRET.encode().hex() not in text, "redaction_leak", f"{where} (hex)", where)
 
 
-def check_redacted(plain: dict[str, pa.Table], masked: dict[str, pa.Table]) -> None:
+def check_redacted(
+    plain: dict[str, pa.Table], masked: dict[str, pa.Table], leak_first: bool = False
+) -> None:
+    if leak_first:
+        _no_secret(_cells(masked), "tables")
     for name in ("messages", "journeys"):
         before = plain[name].column("value").to_pylist()
         after = masked[name].column("value").to_pylist()

@@ -157,6 +157,7 @@ def test_redaction_invariants() -> None:
         "messages", value=[f'{{"card":"***","id":{big}}}'], payload_preview=[secret[3:12].encode()]
     )
     _fires("redaction_leak", level_values.check_redacted, plain, leak)
+    _fires("redaction_leak", level_values.check_redacted, plain, leak, True)
     _fires("redaction_leak", level_values._no_secret, secret.encode().hex(), "hex")
 
 

@@ -61,6 +61,9 @@ WEIGHTS = {
     "multi": 0.01,
     "cli": 0.001,
     "outputs": 0.01,
+    "values": 0.01,
+    "journeys": 0.01,
+    "diagnose": 0.01,
 }
 #: Levels whose slowest inputs are not timed again (a subprocess per input: its time is
 #: mostly the interpreter's start).

@@ -9,7 +9,8 @@ Rule: each input is a capture mutated from the bundled samples (fuzz.mutators.mu
 a function of the seed and the input's index), read in this process twice per setting with
 `dissector._core.SWITCH` on and off: all six tables with the default settings, and the
 frames and entities tables alone (the read that takes frame runs, dissector.pulsar.
-frame_runs), compared as Arrow IPC bytes. An input the reader refuses must be refused alike
+frame_runs), and messages with values, journeys and findings (issue 42's surfaces), compared
+as Arrow IPC bytes. An input the reader refuses must be refused alike
 both ways. The sample of this in `make test` is tests/core/test_tables.py and
 tests/core/test_frame_runs.py (600 mutants); this runs the campaign's hundreds of thousands.
 """
@@ -36,6 +37,8 @@ ROOT = Path(__file__).resolve().parents[1]
 READS = (
     ("all", None, ReaderOptions()),
     ("frames", ("frames", "entities"), ReaderOptions(messages=False, pairs=False)),
+    # issue 42's surfaces: messages with values, journeys, findings
+    ("values", ("messages", "journeys", "findings"), ReaderOptions(values=True)),
 )
 
 

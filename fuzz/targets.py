@@ -15,8 +15,8 @@ Levels:
 - framing: the frame decoder on damaged byte streams, fed in random pieces with gaps.
 - payload: payload frames (metadata, compression, batches, chunks) through the decoder, the
   message extractor and the messages table; `decompress` and `split_batch` directly.
-- tls, multi, cli, outputs (issue 31): inputs built rather than damaged samples; each in its
-  own module (fuzz/level_*.py) with its invariants.
+- tls, multi, cli, outputs (issue 31) and values, journeys, diagnose (issue 42): inputs built
+  rather than damaged samples; each in its own module (fuzz/level_*.py) with its invariants.
 Invariants (fuzz.checks): no exception but `InputError` (and that only before any packet);
 every anomaly code is registered; every string column is text (Arrow-validated UTF-8) and every time
 column holds a date Python can show; for every direction of every connection frame + skipped
@@ -68,7 +68,15 @@ from dissector.read import ReaderOptions, read_tables
 from dissector.read.tables import stream_tables
 from dissector.tables.builders import TableBuilder
 from dissector.tables.schema import TABLES
-from fuzz import level_cli, level_multi, level_outputs, level_tls
+from fuzz import (
+    level_cli,
+    level_diagnose,
+    level_journeys,
+    level_multi,
+    level_outputs,
+    level_tls,
+    level_values,
+)
 from fuzz import mutators as mu
 from fuzz.checks import (
     Case,
@@ -96,7 +104,7 @@ __all__ = [
 
 #: Levels that damage the samples (issue 14), and those that build their inputs (issue 31).
 SAMPLE_LEVELS = ("pipeline", "capture", "tcp", "framing", "payload")
-BUILT_LEVELS = ("tls", "multi", "cli", "outputs")
+BUILT_LEVELS = ("tls", "multi", "cli", "outputs", "values", "journeys", "diagnose")
 LEVELS = SAMPLE_LEVELS + BUILT_LEVELS
 
 
@@ -113,6 +121,9 @@ _BUILT: dict[str, _BuiltLevel] = {
     "multi": level_multi,
     "cli": level_cli,
     "outputs": level_outputs,
+    "values": level_values,
+    "journeys": level_journeys,
+    "diagnose": level_diagnose,
 }
 
 C2B, B2C = Direction.CLIENT_TO_BROKER, Direction.BROKER_TO_CLIENT

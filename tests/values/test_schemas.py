@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from dissector.pulsar.wire import COMMAND_TYPES
 from dissector.values import KeyFields, SchemaTracker, ValueDecoder, make_schema
 from dissector.values import schemas as schemas_module
+from dissector.values.model import version_label
 from tests.support.schema_wire import command, version
 
 NAMES = {
@@ -319,3 +320,21 @@ def test_a_consumers_schema_decodes_only_messages_without_a_version() -> None:
     assert t.resolve("c", MESSAGE, 1, version(2)).label == (
         "no schema: version 2 not seen for the topic"
     )
+
+
+def test_odd_sized_version_label_is_shortened_as_the_text_view_shows_bytes() -> None:
+    # issue 42 item 14: a 1,000-byte version made a 2,000-character label on every row
+    odd = bytes(range(250)) * 4
+    t = SchemaTracker()
+    feed(
+        t,
+        "p",
+        command("PRODUCER", avro_schema(V1), topic=TOPIC, producer_id=1, request_id=10),
+        command("PRODUCER_SUCCESS", request_id=10, producer_name="a", schema_version=odd),
+    )
+    # the first 40 bytes (00 01 .. 27) as hex, then "...": hand-written, not computed by us
+    first40 = "".join(f"{i:02x}" for i in range(40))
+    assert t.resolve("p", SEND, 1, odd).label == f"AVRO v0x{first40}..."
+    # a short odd version is shown whole, as before; the 8-byte ones as numbers
+    assert version_label(b"\x01\x02") == "0x0102"
+    assert version_label(b"\x00" * 7 + b"\x05") == "5"

@@ -4,8 +4,8 @@ Input: a decoded value as Python objects (dicts, lists, str, numbers, bytes, dec
 dates and times, UUIDs), from any decoder.
 Output: `to_json`: compact JSON text (bytes as base64, decimals as strings, dates and times
 ISO 8601); `BadValue` naming the bound when one is exceeded.
-Rule: every bound is named here with why (`item_budget`: the items a payload may make); a value over one is an error row, never a
-MemoryError or RecursionError.
+Rule: every bound is named here with why (`item_budget`: the items a payload may make); a
+value over one is an error row, never a MemoryError or RecursionError.
 """
 
 from __future__ import annotations

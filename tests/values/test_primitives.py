@@ -123,7 +123,7 @@ def test_string_charset_that_is_no_java_text_charset_is_a_plain_error(charset: s
         ("windows-1252", b"\x80", "€"),  # cp1252's euro sign, hand-checked
         ("Shift_JIS", b"\x82\xa0", "あ"),
         ("GBK", b"\xc4\xe3", "你"),
-        ("KOI8-R", b"\xc1", "а"),
+        ("KOI8-R", b"\xc1", "\u0430"),  # CYRILLIC SMALL LETTER A
         # UTF-16: a BOM says the order and goes; without one, big-endian (Charset's javadoc)
         ("UTF-16", b"\x00A\x00B", "AB"),
         ("UTF-16", b"\xff\xfeA\x00", "A"),

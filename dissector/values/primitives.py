@@ -11,7 +11,8 @@ of day); INSTANT an INT64 of seconds then an INT32 of nanoseconds (12 bytes); LO
 INT64 epoch day; LOCAL_TIME an INT64 nano of day; LOCAL_DATE_TIME an INT64 epoch day then
 an INT64 nano of day (16 bytes); BYTES as base64; STRING in the schema's `__charset`
 property (UTF-8 by default; only Java's charset names, charsets.py). NaN and infinities
-are the strings "NaN", "Infinity", "-Infinity" (JSON has no such numbers); times are ISO 8601, instants in UTC with "Z".
+are the strings "NaN", "Infinity", "-Infinity" (JSON has no such numbers); times are ISO
+8601, instants in UTC with "Z".
 """
 
 from __future__ import annotations

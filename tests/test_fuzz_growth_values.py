@@ -16,7 +16,8 @@ from fuzz import growth, growth_values
 
 
 def rows(path: str) -> list[dict[str, object]]:
-    return read_tables([path], tables=["messages"])["messages"].to_pylist()
+    got: list[dict[str, object]] = read_tables([path], tables=["messages"])["messages"].to_pylist()
+    return got
 
 
 def test_null_array_family_holds_n_messages_of_1000n_nulls(tmp_path: Path) -> None:

@@ -227,4 +227,5 @@ def significant_bytes(data: bytes) -> int:
 @cache
 def decimal_bytes(digits: int) -> int:
     """Bytes of the two's complement of the largest unscaled value of `digits` digits."""
-    return ((10**digits - 1).bit_length() + 1 + 7) // 8
+    bits: int = (10**digits - 1).bit_length()
+    return (bits + 1 + 7) // 8

@@ -186,9 +186,13 @@ def test_with_values_a_message_without_value_cells_says_why() -> None:
             )
         )  # fmt: skip
         # a consumer acking an entry whose MESSAGE the capture does not hold
-        sub = dict(topic="t", subscription="s", consumer_id=2, request_id=2, subType=0)
+        sub: dict[str, Any] = dict(
+            topic="t", subscription="s", consumer_id=2, request_id=2, subType=0
+        )
         rows += joiner.feed(frame(2, "SUBSCRIBE", 4, **sub))
-        ack = dict(consumer_id=2, ack_type=0, message_id=[{"ledgerId": 9, "entryId": 9}])
+        ack: dict[str, Any] = dict(
+            consumer_id=2, ack_type=0, message_id=[{"ledgerId": 9, "entryId": 9}]
+        )
         rows += joiner.feed(frame(2, "ACK", 5, **ack))
         return rows + joiner.finish()
 

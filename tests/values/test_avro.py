@@ -16,6 +16,7 @@ import pytest
 from dissector.values import ValueDecoder, make_schema
 from dissector.values import avro as avro_module
 from dissector.values.bounds import MAX_ITEMS
+from dissector.values.model import BadValue
 from tests.values.test_bounds import zigzag
 
 NULLS = {"type": "array", "items": "null"}
@@ -37,7 +38,7 @@ def walked(payload: bytes, schema: Any) -> tuple[int, str | None]:
     walk = avro_module._Walk(payload, parsed.named)
     try:
         walk.value(parsed.parsed, 0)
-    except avro_module.BadValue as e:
+    except BadValue as e:
         return walk.budget - walk.items, str(e)
     return walk.budget - walk.items, None
 

@@ -101,6 +101,7 @@ def _dissect_bundle(
                 tables=TASK_TABLES,
                 sink=writer.write,
                 diagnoser=diagnoser(options),
+                values=options.values,
             )
             recorder = je.Recorder(index, files)
             closed: list[int] = []

@@ -174,6 +174,7 @@ class Session:
                 tables=made,
                 fields=opts.reader.fields,
                 diagnoser=self._diagnoser(reader) if "findings" in made else None,
+                values=opts.reader.values,
             )
             self._add = self.builder.feeder()
         self.counts = Counts(messages=0 if decode else None)

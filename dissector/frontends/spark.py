@@ -195,7 +195,10 @@ class PulsarReader(DataSourceReader):
         options = options_from(self.opts)
         # only the table asked for is built: a batch at a time leaves, none is kept
         builder = TableBuilder(
-            capture=partition.files[0], tables=[self.table], diagnoser=diagnoser(options)
+            capture=partition.files[0],
+            tables=[self.table],
+            diagnoser=diagnoser(options),
+            values=options.values,
         )
         target = builder.batches[self.table]
         add = builder.feeder()

@@ -31,7 +31,7 @@ from dissector.events import (
     PipelineEvent,
 )
 from dissector.frontends.terminal import printable
-from dissector.pulsar.field_values import SECRET_FIELDS, message_dict, redacted
+from dissector.pulsar.field_values import SECRET_FIELDS, message_dict, redacted, short_hex
 from dissector.pulsar.wire import enum_value_name
 from dissector.tables.filters import Filter
 
@@ -46,8 +46,7 @@ def _scalar_text(field: FieldDescriptor, value: Any, show_secrets: bool) -> str:
     if field.name in SECRET_FIELDS and not show_secrets:
         return redacted(len(value))
     if field.type == FieldDescriptor.TYPE_BYTES:
-        shown = value[: _MAX_TEXT // 2].hex()
-        return f"0x{shown}" + ("..." if len(value) > _MAX_TEXT // 2 else "")
+        return short_hex(value)
     if field.type == FieldDescriptor.TYPE_STRING:
         text = value if len(value) <= _MAX_TEXT else value[:_MAX_TEXT] + "..."
         return repr(text) if (not text or " " in text or "=" in text) else text

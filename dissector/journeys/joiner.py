@@ -40,8 +40,9 @@ DISPATCH: dict[int, CommandStep] = {**produce.HANDLERS, **consume.HANDLERS}
 class Joiner:
     """Journeys of one capture (or group of captures); see the module docstring."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, values: bool = False) -> None:
         self.ix = Index()
+        self.values = values  # asked for: a message without one says why (rows.NO_VALUE)
         self._current: Stored | None = None  # the stored message of the latest frame
         self._current_conn = 0
 
@@ -73,7 +74,7 @@ class Joiner:
         """The capture ended: every message still held makes its rows."""
         out = self._evicted()
         for s in self.ix.drain():
-            out.extend(journeys(s))
+            out.extend(journeys(s, self.values))
         self.ix.conns.clear()
         self._current = None
         return out
@@ -93,7 +94,7 @@ class Joiner:
     def _evicted(self) -> list[Journey]:
         out: list[Journey] = []
         for s in self.ix.take_evicted():
-            out.extend(journeys(s))
+            out.extend(journeys(s, self.values))
         return out
 
     def _entry(self, m: AppMessage) -> None:

@@ -9,7 +9,10 @@ did not show stays None. `partition` is the id's when the wire gave one, else th
 partition's topic name ends with (`...-partition-N`), else -1, as Pulsar's message ids say.
 `redeliveries` is the deliveries seen after the first, or the broker's redelivery_count
 when it says more (the capture may have missed earlier deliveries). The trace context is
-the message's own (a batch entry's from its own properties).
+the message's own (a batch entry's from its own properties). With values asked for, a
+message whose payload gave no message row says why in `value_error` (`NOT_SEEN`: only its
+receipt or acks were seen; `NOT_DECODED`: its SEND or MESSAGE frame was seen, but no
+message came out of it, e.g. metadata that does not decode).
 """
 
 from __future__ import annotations
@@ -20,6 +23,12 @@ from dissector.events import Journey
 from dissector.journeys.state import Delivery, Msg, Stored, Sub
 
 _PARTITION = re.compile(r"-partition-([0-9]{1,9})\Z")
+#: value_error of a journey whose message has no value cells (values asked for): stable
+#: wording, documented in docs/values.md and docs/journeys.md.
+NOT_SEEN = "payload not seen: only its receipt or acks are in the capture"
+NOT_DECODED = (
+    "payload not decoded: its SEND or MESSAGE frame gave no message (metadata not decodable)"
+)
 
 
 def partition(s: Stored) -> int:
@@ -29,18 +38,34 @@ def partition(s: Stored) -> int:
     return -1 if found is None else int(found.group(1))
 
 
-def journeys(s: Stored) -> list[Journey]:
-    """The rows of `s`, its messages in batch order."""
+def journeys(s: Stored, values: bool = False) -> list[Journey]:
+    """The rows of `s`, its messages in batch order; `values`: values were asked for."""
     out: list[Journey] = []
     for m in sorted(s.msgs.values(), key=lambda m: -1 if m.index is None else m.index):
+        cells = m.value
+        if values and cells is None:
+            cells = (None, None, _no_value(s, m))
         if m.subs:
-            out.extend(_journey(s, m, sub, d) for sub, d in m.subs.items())
+            out.extend(_journey(s, m, sub, d, cells) for sub, d in m.subs.items())
         elif s.produced:
-            out.append(_journey(s, m, None, None))
+            out.append(_journey(s, m, None, None, cells))
     return out
 
 
-def _journey(s: Stored, m: Msg, sub: Sub | None, d: Delivery | None) -> Journey:
+def _no_value(s: Stored, m: Msg) -> str:
+    """Why a message has no value cells: its payload's frame was never seen, or gave none."""
+    if s.send_ts is not None or any(d.delivered_ts is not None for d in m.subs.values()):
+        return NOT_DECODED
+    return NOT_SEEN
+
+
+def _journey(
+    s: Stored,
+    m: Msg,
+    sub: Sub | None,
+    d: Delivery | None,
+    cells: tuple[str | None, str | None, str | None] | None,
+) -> Journey:
     first = s.send_ts if s.send_ts is not None else s.receipt_ts
     conn_id = s.producer_conn
     if d is not None:
@@ -85,7 +110,7 @@ def _journey(s: Stored, m: Msg, sub: Sub | None, d: Delivery | None) -> Journey:
         trace_format=None if m.trace is None else m.trace[2],
         evicted=s.evicted,
         # the value columns: --values only, None otherwise
-        value=None if m.value is None else m.value[0],
-        value_schema=None if m.value is None else m.value[1],
-        value_error=None if m.value is None else m.value[2],
+        value=None if cells is None else cells[0],
+        value_schema=None if cells is None else cells[1],
+        value_error=None if cells is None else cells[2],
     )

@@ -2,7 +2,8 @@
 
 Input: a decoded protobuf message (a command's sub-message, metadata).
 Output: `message_dict`: a dict of the fields set (nested messages as dicts, bytes as hex,
-enums by name); `redacted`: the placeholder that stands for a credential.
+enums by name); `redacted`: the placeholder that stands for a credential; `short_hex`: bytes
+as one line of text shows them.
 Rule: authentication data (CONNECT auth_data / original_auth_data, the AuthData carried by
 AUTH_CHALLENGE and AUTH_RESPONSE) becomes `<redacted>(N bytes)` unless show_secrets=True;
 bytes values longer than 4 KiB are cut, with "..." after them.
@@ -21,10 +22,19 @@ from dissector.pulsar.wire import enum_value_name
 SECRET_FIELDS = frozenset({"auth_data", "original_auth_data"})
 REDACTED = "<redacted>"
 _MAX_JSON_BYTES = 4096  # bytes fields: bytes rendered as hex in JSON before truncation
+#: Bytes shown as hex in a line of text (the text view's bytes fields, a schema version's
+#: label) before "...": a line stays a line.
+SHORT_HEX_BYTES = 40
 
 
 def redacted(length: int) -> str:
     return f"{REDACTED}({length} bytes)"
+
+
+def short_hex(value: bytes) -> str:
+    """`0x...`: the first SHORT_HEX_BYTES bytes as hex, then "..." when there are more."""
+    more = "..." if len(value) > SHORT_HEX_BYTES else ""
+    return f"0x{value[:SHORT_HEX_BYTES].hex()}{more}"
 
 
 def message_dict(msg: Message, *, show_secrets: bool = False) -> dict[str, Any]:

@@ -78,6 +78,7 @@ def stream_tables(
                     sink=sink,
                     fields=options.fields,
                     diagnoser=diagnoser(options) if "findings" in wanted else None,
+                    values=options.values,
                 )
                 add = builder.feeder()  # once per builder: no work per batch
             assert builder is not None

@@ -157,7 +157,8 @@ class TableBuilder:
     (call `flush` at the end) instead of being kept for `tables()`. fields: make the frames
     table's on-request `fields` column (JSON of every field; about 10 µs a frame).
     diagnoser: what makes the findings table (default: one with the default thresholds and
-    ports), used only if that table is made. Call `finish` at the end of the capture.
+    ports), used only if that table is made. values: values were asked for (the journeys
+    rows then say why a message has none). Call `finish` at the end of the capture.
     """
 
     def __init__(
@@ -167,6 +168,7 @@ class TableBuilder:
         sink: Sink | None = None,
         fields: bool = False,
         diagnoser: Diagnoser | None = None,
+        values: bool = False,
     ) -> None:
         self.capture = path_text(capture)
         self._frame_row = TABLES["frames"].row_with() if fields else frame_row
@@ -198,7 +200,7 @@ class TableBuilder:
         if self.journeys is not None:
             from dissector.journeys import Joiner
 
-            self.joiner = Joiner()
+            self.joiner = Joiner(values=values)
 
     def add(self, ev: PipelineEvent) -> None:
         if type(ev) is Frame:

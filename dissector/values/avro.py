@@ -4,20 +4,24 @@ Input: an AVRO schema's definition (the Avro schema as JSON) and payloads writte
 Output: `parse_avro` -> `AvroSchema` (parsed once by fastavro; reused for every payload);
 `decode_avro` -> the decoded value as Python objects; `BadValue` when it cannot be.
 Rule: fastavro decodes, but only a payload that a bounded walk over the same schema found
-whole and within MAX_DEPTH / MAX_ITEMS (an array of nulls or of empty records costs no bytes
-per item, a recursive schema can nest without end: fastavro would build them all) and with
-no byte left over (bytes left over mean the payload was not written with this schema).
+whole, within MAX_DEPTH and within `item_budget` of its size (an array of nulls or of empty
+records costs no bytes per item, a recursive schema can nest without end: fastavro would
+build them all; a block's count is refused before any of its items is walked), whose
+decimals fit their declared precision (and MAX_DECIMAL_DIGITS: fastavro would convert any
+length to an int and a Decimal, quadratic in the digits), and with no byte left over (bytes
+left over mean the payload was not written with this schema).
 """
 
 from __future__ import annotations
 
 import io
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
 import orjson
 
-from dissector.values.bounds import MAX_DEPTH, MAX_ITEMS
+from dissector.values.bounds import MAX_DECIMAL_DIGITS, MAX_DEPTH, item_budget
 from dissector.values.model import BadValue
 
 #: Nesting of the schema's own JSON: Avro schemas nest a few levels per record level; this
@@ -93,7 +97,7 @@ class _Walk:
     def __init__(self, data: bytes, named: dict[str, Any]) -> None:
         self.data = data
         self.pos = 0
-        self.items = MAX_ITEMS
+        self.budget = self.items = item_budget(len(data))
         self.named = named
 
     def take(self, n: int) -> None:
@@ -118,7 +122,7 @@ class _Walk:
     def value(self, schema: Any, depth: int) -> None:
         self.items -= 1
         if self.items < 0:
-            raise BadValue(f"AVRO value over MAX_ITEMS ({MAX_ITEMS} items)")
+            raise self.over(f"{self.budget + 1} items")
         if depth > MAX_DEPTH:
             raise BadValue(f"AVRO value nested deeper than MAX_DEPTH ({MAX_DEPTH})")
         if isinstance(schema, list):  # a union: the branch index, then its value
@@ -140,12 +144,39 @@ class _Walk:
                 raise BadValue(f"AVRO enum index {index} out of range")
         elif kind == "fixed":
             self.take(int(schema.get("size", 0)))
+            if schema.get("logicalType") == "decimal":
+                self.decimal(schema, int(schema.get("size", 0)))
         elif kind == "array":
             self.blocks(lambda: self.value(schema["items"], depth + 1))
         elif kind == "map":
             self.blocks(lambda: self.entry(schema["values"], depth + 1))
+        elif kind == "bytes" and schema.get("logicalType") == "decimal":
+            size = self.long()
+            self.take(size)
+            self.decimal(schema, size)
         else:  # {"type": "long", "logicalType": ...} and the like
             self.value(kind, depth)
+
+    def decimal(self, schema: Any, size: int) -> None:
+        """The decimal just taken (its last `size` bytes): refused when its unscaled value,
+        sign padding apart, has more bytes than its precision (or MAX_DECIMAL_DIGITS) needs."""
+        precision = schema.get("precision")
+        digits = MAX_DECIMAL_DIGITS
+        if isinstance(precision, int) and 0 < precision < MAX_DECIMAL_DIGITS:
+            digits = precision
+        used = significant_bytes(self.data[self.pos - size : self.pos])
+        if used > decimal_bytes(digits):
+            bound = "" if digits == precision else f", MAX_DECIMAL_DIGITS {MAX_DECIMAL_DIGITS}"
+            raise BadValue(
+                f"AVRO decimal of {used} bytes cannot fit precision {precision}{bound} "
+                f"(at most {decimal_bytes(digits)} bytes) at byte {self.pos - size}"
+            )
+
+    def over(self, what: str) -> BadValue:
+        return BadValue(
+            f"AVRO value over {self.budget} items ({what}; ITEMS_PER_BYTE per byte of its "
+            f"{len(self.data)} bytes + ITEMS_FREE, at most MAX_ITEMS)"
+        )
 
     def entry(self, values: Any, depth: int) -> None:
         self.take(self.long())  # the key, a string
@@ -172,6 +203,29 @@ class _Walk:
                 count = -count
                 self.long()  # the block's size in bytes: the items are walked anyway
             if count > self.items:
-                raise BadValue(f"AVRO block of {count} items over MAX_ITEMS ({MAX_ITEMS})")
+                raise self.over(f"a block of {count}")
             for _ in range(count):
                 item()
+
+
+def significant_bytes(data: bytes) -> int:
+    """Bytes of a big-endian two's complement integer without its redundant sign padding
+    (leading 00 before a byte under 80, FF before one from 80), at least 1."""
+    if not data:
+        return 0
+    lead = data[0]
+    if lead not in (0x00, 0xFF):
+        return len(data)
+    pad = len(data) - len(data.lstrip(bytes((lead,))))
+    if pad == len(data):
+        return 1
+    if (data[pad] ^ lead) & 0x80:  # the next byte's top bit is not the sign: keep one pad
+        pad -= 1
+    return len(data) - pad
+
+
+@cache
+def decimal_bytes(digits: int) -> int:
+    """Bytes of the two's complement of the largest unscaled value of `digits` digits."""
+    bits: int = (10**digits - 1).bit_length()
+    return (bits + 1 + 7) // 8

@@ -5,8 +5,8 @@ dates and times, UUIDs), from any decoder.
 Output: `to_json`: compact JSON text (bytes as base64, decimals as strings, dates and times
 ISO 8601), fields masked first when asked; `BadValue` naming the bound when one is exceeded;
 `dump_json` / `load_json`: JSON text of plain values and back, integers past 64 bits whole.
-Rule: every bound is named here with why; a value over one is an error row, never a
-MemoryError or RecursionError.
+Rule: every bound is named here with why (`item_budget`: the items a payload may make); a
+value over one is an error row, never a MemoryError or RecursionError.
 """
 
 from __future__ import annotations
@@ -34,10 +34,25 @@ MAX_DEPTH = 64
 #: Items (values of any kind, nested ones counted) in one decoded value: bounds the Python
 #: objects a payload can make, e.g. an Avro array of nulls, which costs no bytes per item.
 MAX_ITEMS = 1_000_000
+#: Items a value may make per byte of its payload, plus ITEMS_FREE: Avro's block counts are
+#: the writer's word, and an item of null, an empty record or a zero-size fixed costs no
+#: byte, so 4 bytes could ask for MAX_ITEMS items; a real value makes a few items per byte
+#: (a record of null unions: 2.5), far below this.
+ITEMS_PER_BYTE = 16
+ITEMS_FREE = 1024
+#: Digits of an Avro decimal's unscaled value: Python's int -> Decimal conversion is quadratic
+#: in the digits (Java's BigDecimal holds any; real schemas declare at most a few dozen).
+MAX_DECIMAL_DIGITS = 1000
 #: JSON text of one value: a table cell people read and query; bigger is an error row.
 MAX_VALUE_JSON_BYTES = 1 << 20
 
 _LONG_NUMBER = re.compile(rb"\d{19}")  # 2**63 has 19 digits: a number that may not fit
+
+
+def item_budget(size: int) -> int:
+    """Items a payload of `size` bytes may make: ITEMS_FREE + ITEMS_PER_BYTE per byte, at
+    most MAX_ITEMS."""
+    return min(MAX_ITEMS, ITEMS_FREE + ITEMS_PER_BYTE * size)
 
 
 def to_json(value: Any, redact: Callable[[Any], Any] | None = None) -> str:

@@ -6,7 +6,8 @@ Output: `DecodedValue(value=JSON text)` or `DecodedValue(error=why)`, for the `v
 `value_error` columns.
 Rule: one decoder per schema family (primitives.py, avro.py, protobuf_native.py,
 protobuf_wire.py, keyvalue.py); each schema is parsed once and kept (at most
-MAX_PARSED_SCHEMAS, oldest first out; a schema that does not parse is kept as its error);
+MAX_PARSED_SCHEMAS and MAX_PARSED_BYTES estimated, least recently used first out; a schema
+that does not parse is kept as its error);
 JSON is checked and normalised; every value within the bounds of bounds.py; whatever the
 bytes, an error string, never an exception (an unexpected one says "internal error").
 """
@@ -27,9 +28,19 @@ from dissector.values.protobuf_native import decode_protobuf_native, parse_proto
 from dissector.values.protobuf_wire import decode_protobuf_wire, parse_parsing_info
 from dissector.values.redact import Path, redact
 
-#: Parsed schemas kept: one per distinct schema of the capture; beyond, the oldest is parsed
-#: again when needed (a capture with thousands of distinct schemas is pathological).
+#: Parsed schemas kept: one per distinct schema of the capture; beyond, the least recently
+#: used is parsed again when needed (a capture with thousands of distinct schemas is
+#: pathological).
 MAX_PARSED_SCHEMAS = 1024
+#: Memory of the parsed schemas kept, estimated as PARSED_BYTES_PER_DEFINITION_BYTE times
+#: their definitions' bytes (measured: a 1 MB Avro record of 18,000 fields parses into 10 MB
+#: of fastavro's dicts, a 0.9 MB PROTOBUF_NATIVE descriptor set into 12.6 MB: factors 10 and
+#: 14.4) plus PARSED_SCHEMA_OVERHEAD each: 48 MiB holds thousands of real schemas (a few KB
+#: each) but only three near MAX_DEFINITION_BYTES; beyond, the least recently used goes
+#: (and is parsed again when used again: the peak of a read stays under 300 MB).
+MAX_PARSED_BYTES = 48 << 20
+PARSED_BYTES_PER_DEFINITION_BYTE = 16
+PARSED_SCHEMA_OVERHEAD = 4096
 #: KeyValue schemas inside KeyValue schemas: Pulsar itself nests none; one level is allowed.
 MAX_KEY_VALUE_NESTING = 2
 
@@ -57,7 +68,8 @@ class ValueDecoder:
     """Decodes payloads by schema, keeping each parsed schema for the next payload."""
 
     def __init__(self) -> None:
-        self._parsed: dict[SchemaInfo, Any] = {}
+        self._parsed: dict[SchemaInfo, Any] = {}  # least recently used first
+        self.parsed_bytes = 0  # estimated memory of the kept ones (parsed_cost)
         self.parses = 0  # schemas parsed so far (each once while kept)
 
     def decode(
@@ -145,19 +157,29 @@ class ValueDecoder:
         }
 
     def _parse(self, schema: SchemaInfo) -> Any:
-        known = self._parsed.get(schema)
+        known = self._parsed.pop(schema, None)
         if known is None:
             self.parses += 1
             try:
                 known = _PARSERS[schema.type](schema)
             except BadValue as e:
                 known = _Failed(str(e))  # the text only: a kept exception grows tracebacks
-            self._parsed[schema] = known
-            if len(self._parsed) > MAX_PARSED_SCHEMAS:
-                del self._parsed[next(iter(self._parsed))]
+            self.parsed_bytes += parsed_cost(schema)
+        self._parsed[schema] = known  # the most recently used last
+        while len(self._parsed) > 1 and (
+            len(self._parsed) > MAX_PARSED_SCHEMAS or self.parsed_bytes > MAX_PARSED_BYTES
+        ):
+            oldest = next(iter(self._parsed))
+            del self._parsed[oldest]
+            self.parsed_bytes -= parsed_cost(oldest)
         if isinstance(known, _Failed):
             raise BadValue(known.reason)
         return known
+
+
+def parsed_cost(schema: SchemaInfo) -> int:
+    """The estimated memory of `schema` parsed (MAX_PARSED_BYTES)."""
+    return PARSED_SCHEMA_OVERHEAD + PARSED_BYTES_PER_DEFINITION_BYTE * len(schema.definition)
 
 
 def _within_size(schema: SchemaInfo) -> None:

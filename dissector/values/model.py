@@ -15,6 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from dissector.pulsar.field_values import short_hex
+
 #: A schema definition bigger than this is not kept (its size is): Pulsar's own schemas are
 #: kilobytes (an Avro record of hundreds of fields is ~50 KiB); a frame is at most 5 MiB.
 MAX_DEFINITION_BYTES = 1 << 20
@@ -95,12 +97,13 @@ def schema_info(msg: Any) -> SchemaInfo:
 
 
 def version_label(version: bytes | None) -> str:
-    """A schema version as people read it: Pulsar's versions are 8-byte big-endian longs."""
+    """A schema version as people read it: Pulsar's versions are 8-byte big-endian longs;
+    any other size as the text view shows bytes (short_hex: a label stays short)."""
     if version is None:
         return "?"
     if len(version) == 8:
         return str(int.from_bytes(version, "big", signed=True))
-    return "0x" + version.hex()
+    return short_hex(version)
 
 
 class BadValue(Exception):

@@ -10,19 +10,20 @@ DATE, TIME, TIMESTAMP one INT64 of milliseconds since the epoch (TIME shown as t
 of day); INSTANT an INT64 of seconds then an INT32 of nanoseconds (12 bytes); LOCAL_DATE an
 INT64 epoch day; LOCAL_TIME an INT64 nano of day; LOCAL_DATE_TIME an INT64 epoch day then
 an INT64 nano of day (16 bytes); BYTES as base64; STRING in the schema's `__charset`
-property (UTF-8 by default). NaN and infinities are the strings "NaN", "Infinity",
-"-Infinity" (JSON has no such numbers); times are ISO 8601, instants in UTC with "Z".
+property (UTF-8 by default; only Java's charset names, charsets.py). NaN and infinities
+are the strings "NaN", "Infinity", "-Infinity" (JSON has no such numbers); times are ISO
+8601, instants in UTC with "Z".
 """
 
 from __future__ import annotations
 
 import base64
-import codecs
 import math
 import struct
 from collections.abc import Callable
 from datetime import UTC, date, datetime, timedelta
 
+from dissector.values.charsets import decode_text
 from dissector.values.model import BadValue, SchemaInfo
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -187,13 +188,6 @@ PRIMITIVES: dict[str, Callable[[bytes], JsonScalar]] = {
 
 
 def decode_string(data: bytes, schema: SchemaInfo) -> str:
-    """A STRING payload in its schema's charset (property `__charset`, else UTF-8)."""
-    charset = schema.prop("__charset") or "utf-8"
-    try:
-        codecs.lookup(charset)
-    except LookupError:
-        raise BadValue(f"STRING charset {charset!r} is unknown") from None
-    try:
-        return data.decode(charset)
-    except UnicodeDecodeError as e:
-        raise BadValue(f"STRING is not valid {charset}: {e.reason} at byte {e.start}") from None
+    """A STRING payload in its schema's charset (property `__charset`, else UTF-8): a Java
+    charset name, decoded as Java would (charsets.py)."""
+    return decode_text(data, schema.prop("__charset") or "utf-8")

@@ -164,3 +164,41 @@ def test_sends_of_one_sequence_id_are_answered_without_a_search(
     receipted = [j for j in rows if j.receipt_ts is not None]
     assert [j.send_ts for j in receipted] == list(range(4_000, 5_000))  # the 1,000 newest
     assert [j.entry_id for j in receipted] == list(range(1_000))
+
+
+def test_with_values_a_message_without_value_cells_says_why() -> None:
+    """issue 42 item 13: with --values, a journey whose payload gave no message row had
+    value, value_schema and value_error all null, as if values were not asked for."""
+    # the wording docs/journeys.md and docs/values.md promise
+    not_decoded = (
+        "payload not decoded: its SEND or MESSAGE frame gave no message (metadata not decodable)"
+    )
+    not_seen = "payload not seen: only its receipt or acks are in the capture"
+
+    def fed(joiner: Joiner) -> list[Journey]:
+        # a SEND whose metadata did not decode (no AppMessage follows it), receipted
+        rows = joiner.feed(frame(1, "PRODUCER", 1, producer_id=1, request_id=1, topic="t"))
+        rows += joiner.feed(frame(1, "SEND", 2, None, producer_id=1, sequence_id=0))
+        rows += joiner.feed(
+            frame(
+                1, "SEND_RECEIPT", 3, producer_id=1, sequence_id=0,
+                message_id={"ledgerId": 5, "entryId": 1},
+            )
+        )  # fmt: skip
+        # a consumer acking an entry whose MESSAGE the capture does not hold
+        sub: dict[str, Any] = dict(
+            topic="t", subscription="s", consumer_id=2, request_id=2, subType=0
+        )
+        rows += joiner.feed(frame(2, "SUBSCRIBE", 4, **sub))
+        ack: dict[str, Any] = dict(
+            consumer_id=2, ack_type=0, message_id=[{"ledgerId": 9, "entryId": 9}]
+        )
+        rows += joiner.feed(frame(2, "ACK", 5, **ack))
+        return rows + joiner.finish()
+
+    rows = {(j.ledger_id, j.entry_id): j for j in fed(Joiner(values=True))}
+    assert rows[(5, 1)].value_error == not_decoded
+    assert rows[(9, 9)].value_error == not_seen
+    assert all(j.value is None and j.value_schema is None for j in rows.values())
+    # without values, nothing of a value appears
+    assert all(j.value_error is None for j in fed(Joiner()))

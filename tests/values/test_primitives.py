@@ -99,3 +99,39 @@ def test_a_null_value_is_json_null() -> None:
 def test_float_shows_the_shortest_text_of_its_32_bits(written: float, shown: float) -> None:
     # as Java's Float.toString: 0.1f is "0.1", Float.MIN_VALUE "1.4E-45", MAX_VALUE "3.4028235E38"
     assert decode("FLOAT", struct.pack(">f", written)) == (shown, None)
+
+
+@pytest.mark.parametrize(
+    "charset",
+    ["zlib", "base64", "hex", "rot13", "bz2", "unicode_escape", "idna", "punycode", "undefined"],
+)
+def test_string_charset_that_is_no_java_text_charset_is_a_plain_error(charset: str) -> None:
+    # issue 42 item 11: codecs.lookup knew these; Java's Charset.forName knows none of them
+    value, error = decode("STRING", b"aGVsbG8=", __charset=charset)
+    assert value is None
+    assert error == f"STRING: unsupported charset {charset!r}"
+
+
+@pytest.mark.parametrize(
+    ("charset", "data", "text"),
+    [
+        # Java's names and aliases, any case (Charset.forName is case-insensitive)
+        ("UTF-8", b"\xc3\xa9", "é"),
+        ("utf8", b"\xc3\xa9", "é"),
+        ("US-ASCII", b"abc", "abc"),
+        ("latin1", b"\xe9", "é"),
+        ("windows-1252", b"\x80", "€"),  # cp1252's euro sign, hand-checked
+        ("Shift_JIS", b"\x82\xa0", "あ"),
+        ("GBK", b"\xc4\xe3", "你"),
+        ("KOI8-R", b"\xc1", "\u0430"),  # CYRILLIC SMALL LETTER A
+        # UTF-16: a BOM says the order and goes; without one, big-endian (Charset's javadoc)
+        ("UTF-16", b"\x00A\x00B", "AB"),
+        ("UTF-16", b"\xff\xfeA\x00", "A"),
+        ("UTF-16", b"\xfe\xff\x00A", "A"),
+        ("UTF-16LE", b"A\x00", "A"),
+        ("UTF-16BE", b"\xfe\xff\x00A", "\ufeffA"),  # kept: a ZERO WIDTH NO-BREAK SPACE
+        ("UTF-32", b"\x00\x00\x00A", "A"),
+    ],
+)
+def test_string_java_charsets_decode_as_java_does(charset: str, data: bytes, text: str) -> None:
+    assert decode("STRING", data, __charset=charset) == (text, None)

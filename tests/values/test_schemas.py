@@ -13,7 +13,9 @@ from hypothesis import strategies as st
 
 from dissector.pulsar.wire import COMMAND_TYPES
 from dissector.values import KeyFields, SchemaTracker, ValueDecoder, make_schema
+from dissector.values import decode as decode_module
 from dissector.values import schemas as schemas_module
+from dissector.values.model import version_label
 from tests.support.schema_wire import command, version
 
 NAMES = {
@@ -319,3 +321,46 @@ def test_a_consumers_schema_decodes_only_messages_without_a_version() -> None:
     assert t.resolve("c", MESSAGE, 1, version(2)).label == (
         "no schema: version 2 not seen for the topic"
     )
+
+
+def test_odd_sized_version_label_is_shortened_as_the_text_view_shows_bytes() -> None:
+    # issue 42 item 14: a 1,000-byte version made a 2,000-character label on every row
+    odd = bytes(range(250)) * 4
+    t = SchemaTracker()
+    feed(
+        t,
+        "p",
+        command("PRODUCER", avro_schema(V1), topic=TOPIC, producer_id=1, request_id=10),
+        command("PRODUCER_SUCCESS", request_id=10, producer_name="a", schema_version=odd),
+    )
+    # the first 40 bytes (00 01 .. 27) as hex, then "...": hand-written, not computed by us
+    first40 = "".join(f"{i:02x}" for i in range(40))
+    assert t.resolve("p", SEND, 1, odd).label == f"AVRO v0x{first40}..."
+    # a short odd version is shown whole, as before; the 8-byte ones as numbers
+    assert version_label(b"\x01\x02") == "0x0102"
+    assert version_label(b"\x00" * 7 + b"\x05") == "5"
+
+
+def wide_avro(k: int, fields: int) -> bytes:
+    names = [{"name": f"f{k:02d}_{i:04d}", "type": "long"} for i in range(fields)]
+    return json.dumps({"type": "record", "name": f"W{k:02d}", "fields": names}).encode()
+
+
+def test_parsed_schemas_are_bounded_in_bytes_least_recently_used_out(monkeypatch: Any) -> None:
+    # issue 42 item 5: 40 wide schemas kept 490 MB parsed under a count bound of 1,024
+    monkeypatch.setattr(decode_module, "MAX_PARSED_BYTES", 1 << 20)
+    defs = [wide_avro(k, 400) for k in range(12)]
+    size = len(defs[0])
+    assert all(len(d) == size for d in defs) and 12_000 < size < 16_000
+    cost = 4096 + 16 * size  # PARSED_SCHEMA_OVERHEAD + 16 per definition byte, by hand
+    fit = (1 << 20) // cost  # schemas kept at once: 4 here
+    decoder = ValueDecoder()
+    payload = b"\x02" * 400  # 400 longs, each 1 (zigzag 2)
+    for i, d in enumerate(defs):
+        assert decoder.decode(payload, make_schema("AVRO", d)).error is None
+        if i == 0:  # the first is used on and on: it stays, the others go in turn
+            first = make_schema("AVRO", d)
+        assert decoder.decode(payload, first).error is None
+        assert decoder.parsed_bytes <= 1 << 20
+        assert decoder.parsed_bytes == cost * min(i + 1, fit)
+    assert decoder.parses == len(defs)  # the first was never parsed again

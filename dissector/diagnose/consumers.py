@@ -127,44 +127,44 @@ def on_message(ctx: Context, conn: ConnState, frame: Frame, body: Any) -> None:
         c.max_redelivery_count = max(c.max_redelivery_count, body.redelivery_count)
     mid = body.message_id
     key = (mid.ledgerId, mid.entryId)
-    if key not in c.unacked:
+    if key not in c.unacked.live:
         c.deliveries += 1
-        c.unacked[key] = (ts, frame.last_packet, c.deliveries)
-        if len(c.unacked) > MAX_TRACKED:
-            c.unacked.popitem(last=False)
+        c.unacked.add(key, (ts, frame.last_packet, c.deliveries))
+        if len(c.unacked.live) > MAX_TRACKED:
+            c.unacked.live.popitem(last=False)
     if ctx.span is not None:
         ctx.span.delivered(conn, c, key, frame)
 
 
 def on_ack(ctx: Context, conn: ConnState, frame: Frame, body: Any) -> None:
     c = _consumer(conn, frame, body.consumer_id)
-    unacked = c.unacked
-    done: list[tuple[int, int]] = []
+    unacked = c.unacked.live
+    oldest = next(iter(unacked.items()), None)
+    done: list[tuple[tuple[int, int], tuple[int, int, int]]] = []
     # only acks of deliveries the capture holds count for the subscription: an id acked
     # before it was delivered (or delivered before the capture began) proves nothing
     if body.ack_type == _CUMULATIVE:
-        for mid in body.message_id:
-            upto = (mid.ledgerId, mid.entryId)
-            covered = [k for k in unacked if k <= upto]
-            done.extend(covered)
-            if covered and ctx.span is not None:
-                ctx.span.acked(c, upto, cumulative=True)
+        ids = [(mid.ledgerId, mid.entryId) for mid in body.message_id]
+        done = c.unacked.take_upto(max(ids)) if ids else []
+        if done and ctx.span is not None:
+            lowest = min(key for key, _ in done)
+            for upto in ids:  # each id that covers a delivery
+                if lowest <= upto:
+                    ctx.span.acked(c, upto, cumulative=True)
     else:
         for mid in body.message_id:
             if len(mid.ack_set) and any(mid.ack_set):
                 continue  # a batch-index ack: entries of the batch are still unacked
             key = (mid.ledgerId, mid.entryId)
-            done.append(key)
-            if key in unacked and ctx.span is not None:
-                ctx.span.acked(c, key, cumulative=False)
-    if not done:
-        return
-    oldest = next(iter(unacked.items()), None)
-    for key in done:
-        delivered = unacked.pop(key, None)
-        if delivered is not None and oldest is not None and key != oldest[0]:
+            delivered = unacked.pop(key, None)
+            if delivered is not None:
+                done.append((key, delivered))
+                if ctx.span is not None:
+                    ctx.span.acked(c, key, cumulative=False)
+    for key, delivered in done:
+        if oldest is not None and key != oldest[0]:
             c.acked_after = max(c.acked_after, delivered[2])
-    if oldest is not None and oldest[0] in done:
+    if oldest is not None and any(key == oldest[0] for key, _ in done):
         _hole_closed(ctx, c, oldest[1], frame.last_ts, frame)
 
 
@@ -196,7 +196,7 @@ def on_close_consumer(ctx: Context, conn: ConnState, frame: Frame, body: Any) ->
 def _end(ctx: Context, conn: ConnState, c: ConsumerState, now: int) -> None:
     """A consumer ends (closed, or its connection ended at `now`)."""
     _fed(ctx, c, now, None)
-    oldest = next(iter(c.unacked.values()), None)
+    oldest = next(iter(c.unacked.live.values()), None)
     if oldest is not None:
         _hole_closed(ctx, c, oldest, now, None)
     waited = now - (c.subscribed_ts if c.subscribed_ts is not None else now)

@@ -20,6 +20,7 @@ from typing import Any, Protocol
 
 from dissector.events import Finding, FlowKey, Frame
 from dissector.findings import REGISTRY, Thresholds
+from dissector.pulsar.deliveries import Deliveries
 
 #: Packet numbers kept as evidence per finding: the first ones and the last.
 MAX_EVIDENCE = 10
@@ -210,8 +211,8 @@ class ConsumerState:
     overshoot: Evidence = field(default_factory=Evidence)
     overshoot_worst: int = 0
     #: (ledger, entry) -> (ts, packet, delivery number) of deliveries not acknowledged yet,
-    #: oldest first
-    unacked: OrderedDict[tuple[int, int], tuple[int, int, int]] = field(default_factory=OrderedDict)
+    #: oldest first (`.live`), and by id for cumulative acks
+    unacked: Deliveries[tuple[int, int, int]] = field(default_factory=Deliveries)
     deliveries: int = 0  # first deliveries numbered
     acked_after: int = 0  # delivery number of the latest-delivered message acknowledged
     hole: Evidence = field(default_factory=Evidence)

@@ -2,7 +2,7 @@
 
 Input: the connection's SUBSCRIBE, its answer, FLOW, MESSAGE, ACK,
 REDELIVER_UNACKNOWLEDGED_MESSAGES and CLOSE_CONSUMER frames (`HANDLERS`), the clock
-(`sweep`), its end.
+(the sweep: `due`, `tell`, the engine's timers, Context.schedule), its end.
 Output: findings flow.no_flow_after_subscribe, flow.starved, flow.overshoot,
 consumer.ack_hole and consumer.redelivery_storm, one row per consumer; deliveries and acks
 are also handed to dissector.diagnose.spanning (consumer.redelivered_after_ack is per
@@ -41,6 +41,8 @@ from dissector.pulsar.wire import COMMAND_TYPES
 
 T = COMMAND_TYPES
 _ACK, _CUMULATIVE = T["ACK"], 1
+#: This module's timers (Context.schedule): a consumer without permits or first FLOW.
+KIND = 2
 
 
 def _consumer(conn: ConnState, frame: Frame, cid: int) -> ConsumerState:
@@ -79,6 +81,7 @@ def answered(ctx: Context, conn: ConnState, request: Frame, response: Frame) -> 
         return
     if response.command_type == T["SUCCESS"]:
         c.subscribed_ts, c.subscribed_packet = response.last_ts, response.last_packet
+        ctx.schedule(due(ctx, conn, c), KIND, conn, c, c.consumer_id)
     else:
         c.open = False
 
@@ -122,6 +125,7 @@ def on_message(ctx: Context, conn: ConnState, frame: Frame, body: Any) -> None:
             c.overshoot_worst = min(c.overshoot_worst, c.permits)
         if c.permits <= 0 and c.flows and c.starved_since is None:
             c.starved_since, c.starved_packet = ts, frame.last_packet
+            ctx.schedule(due(ctx, conn, c), KIND, conn, c, c.consumer_id)
     if body.redelivery_count > 0:
         c.redelivered.add(frame)
         c.max_redelivery_count = max(c.max_redelivery_count, body.redelivery_count)
@@ -204,32 +208,44 @@ def _end(ctx: Context, conn: ConnState, c: ConsumerState, now: int) -> None:
         c.no_flow = waited
 
 
-def sweep(ctx: Context, conn: ConnState, now: int) -> None:
-    """Tell the listener of consumers that just became starved or waiting for FLOW."""
-    wait = ctx.us["flow_wait"]
-    for c in conn.consumers.values():
-        if c.starved_told or not c.open:
-            continue
-        since = c.starved_since
-        if since is None and c.known and c.flows == 0 and c.subscribed_ts is not None:
-            since = c.subscribed_ts
-        if since is not None and now - since > wait:
-            c.starved_told = True
-            code = FindingCode.FLOW_STARVED if c.flows else FindingCode.FLOW_NO_FLOW_AFTER_SUBSCRIBE
-            ctx.established(
-                finding(
-                    code,
-                    Evidence(),
-                    conn=conn,
-                    ts=now,
-                    topic=c.topic,
-                    entity=c.label(),
-                    summary=f"{c.label()} has had 0 permits for {(now - since) / 1e6:.1f} s; "
-                    "the client sent no FLOW",
-                    value=(now - since) / 1e6,
-                    unit="s",
-                )
-            )
+def due(ctx: Context, conn: ConnState, c: ConsumerState) -> int | None:
+    """The time after which `c` has had no permits (or no first FLOW) for longer than
+    flow_wait (None: it has permits, is closed, or was told of)."""
+    since = _since(c)
+    return None if since is None else since + ctx.us["flow_wait"]
+
+
+def _since(c: ConsumerState) -> int | None:
+    """Since when `c` has had no permits, or waited for its first FLOW (open, not told)."""
+    if c.starved_told or not c.open:
+        return None
+    if c.starved_since is None and c.known and c.flows == 0 and c.subscribed_ts is not None:
+        return c.subscribed_ts
+    return c.starved_since
+
+
+def tell(ctx: Context, conn: ConnState, c: ConsumerState, now: int) -> None:
+    """Tell the listener of a consumer that just became starved or waiting for FLOW (the
+    sweep calls it once `due` has passed)."""
+    since = _since(c)
+    if since is None:
+        return
+    c.starved_told = True
+    code = FindingCode.FLOW_STARVED if c.flows else FindingCode.FLOW_NO_FLOW_AFTER_SUBSCRIBE
+    ctx.established(
+        finding(
+            code,
+            Evidence(),
+            conn=conn,
+            ts=now,
+            topic=c.topic,
+            entity=c.label(),
+            summary=f"{c.label()} has had 0 permits for {(now - since) / 1e6:.1f} s; "
+            "the client sent no FLOW",
+            value=(now - since) / 1e6,
+            unit="s",
+        )
+    )
 
 
 def close(ctx: Context, conn: ConnState, horizon: int, closed: bool) -> None:

@@ -355,9 +355,10 @@ class ConversationState:
         ids = body.message_id if ctype == _ACK else body.message_ids
         pairs = []
         if ctype == _ACK and body.ack_type == 1:  # cumulative: all up to the id
-            for mid in ids if found is not None else ():
-                for key, request in found.take_upto((mid.ledgerId, mid.entryId)):
-                    pairs.append(self._pair(request, frame, None, ack_of=key))
+            for mid in ids:
+                covered = found.take_upto((mid.ledgerId, mid.entryId)) if found else []
+                for key, delivery in covered:
+                    pairs.append(self._pair(delivery, frame, None, ack_of=key))
                     self._pending -= 1
                     self._remember_ack(done, key, frame)
             if not pairs and ids:

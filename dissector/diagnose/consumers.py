@@ -18,8 +18,11 @@ Rules:
 - the oldest delivered-but-unacknowledged message older than ack_timeout while a message
   delivered after it was acknowledged: consumer.ack_hole (a batch-index ack with bits still
   set acknowledges nothing yet).
-- at least `redeliveries` REDELIVER_UNACKNOWLEDGED_MESSAGES, or a MESSAGE whose
-  redelivery_count reaches it: consumer.redelivery_storm.
+- at least `redeliveries` redelivery requests, or a MESSAGE whose redelivery_count reaches
+  it: consumer.redelivery_storm. A request is a burst of REDELIVER_UNACKNOWLEDGED_MESSAGES:
+  those within BURST_US of the burst's first count once (a client nacking a poll of n
+  messages may send n commands of one id each at once: pulsar-rs does); a storm is the
+  client asking again and again, not how many ids it names.
 """
 
 from __future__ import annotations
@@ -43,6 +46,9 @@ T = COMMAND_TYPES
 _ACK, _CUMULATIVE = T["ACK"], 1
 #: This module's timers (Context.schedule): a consumer without permits or first FLOW.
 KIND = 2
+#: REDELIVER_UNACKNOWLEDGED_MESSAGES within this many µs of a burst's first are one request
+#: (pulsar-rs sends a nack of n messages as n commands, microseconds apart).
+BURST_US = 10_000
 
 
 def _consumer(conn: ConnState, frame: Frame, cid: int) -> ConsumerState:
@@ -187,6 +193,10 @@ def _hole_closed(
 
 def on_redeliver(ctx: Context, conn: ConnState, frame: Frame, body: Any) -> None:
     c = _consumer(conn, frame, body.consumer_id)
+    c.redeliver_commands += 1
+    if c.redeliver_requests and frame.last_ts - c.redeliver_burst <= BURST_US:
+        return  # the same request, sent as several commands
+    c.redeliver_burst = frame.last_ts
     c.redeliver_requests.add(frame)
 
 
@@ -334,8 +344,10 @@ def _storm(ctx: Context, conn: ConnState, c: ConsumerState) -> None:
     ev = asked if asked.count >= limit else again
     label = c.label()
     gaps = ""
+    if c.redeliver_commands > asked.count:
+        gaps = f" ({c.redeliver_commands} commands)"
     if asked.count >= 2:
-        gaps = f", every {(asked.last_ts - asked.first_ts) / (asked.count - 1) / 1e6:.1f} s"
+        gaps += f", every {(asked.last_ts - asked.first_ts) / (asked.count - 1) / 1e6:.1f} s"
     ctx.emit(
         finding(
             FindingCode.CONSUMER_REDELIVERY_STORM,

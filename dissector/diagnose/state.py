@@ -250,7 +250,10 @@ class ConsumerState:
     hole: Evidence = field(default_factory=Evidence)
     hole_age: int = 0
     hole_told: bool = False
+    #: redelivery requests: bursts of REDELIVER_UNACKNOWLEDGED_MESSAGES (consumers.BURST_US)
     redeliver_requests: Evidence = field(default_factory=Evidence)
+    redeliver_burst: int = 0  # when the latest burst began
+    redeliver_commands: int = 0  # REDELIVER_UNACKNOWLEDGED_MESSAGES sent
     redelivered: Evidence = field(default_factory=Evidence)  # MESSAGE redelivery_count > 0
     max_redelivery_count: int = 0
 

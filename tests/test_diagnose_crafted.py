@@ -14,7 +14,7 @@ from pathlib import Path
 from dissector.findings import FindingCode as F
 from dissector.findings import Thresholds
 from dissector.pulsar.wire import MessageMetadata
-from tests.support.crafted import B2C, C2B, T0_US, TLS_CLIENT_HELLO, Conn, msg
+from tests.support.crafted import B2C, C2B, T0_US, TLS_CLIENT_HELLO, Conn, Msg, msg
 from tests.support.scenes import (
     SUB,
     TOPIC,
@@ -292,8 +292,8 @@ def test_redelivery_storm(tmp_path: Path) -> None:
     assert "every 2.0 s" in row["summary"]
 
 
-def _nack(t: float, *entries: int) -> tuple[float, object]:
-    """pulsar-rs nacking a poll: one REDELIVER_UNACKNOWLEDGED_MESSAGES per id, 50 µs apart."""
+def _nack(t: float, *entries: int) -> tuple[float, list[Msg]]:
+    """pulsar-rs nacking a poll: one REDELIVER_UNACKNOWLEDGED_MESSAGES per id."""
     return t, [
         msg(
             C2B, "REDELIVER_UNACKNOWLEDGED_MESSAGES", consumer_id=2,
@@ -303,9 +303,10 @@ def _nack(t: float, *entries: int) -> tuple[float, object]:
     ]  # fmt: skip
 
 
-def _nacked(scene: Scene, *steps: tuple[float, object]) -> Scene:
-    for t, commands in steps:
-        for i, m in enumerate(commands):  # type: ignore[attr-defined]
+def _nacked(scene: Scene, *nacks: tuple[float, list[Msg]]) -> Scene:
+    """Each nack's commands sent 50 µs apart from its time."""
+    for t, commands in nacks:
+        for i, m in enumerate(commands):
             scene.at(t + i * 0.00005, m)
     return scene
 

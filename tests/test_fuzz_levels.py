@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import struct
 import sys
+from itertools import pairwise
 from pathlib import Path
 from random import Random
 from typing import Any
@@ -390,7 +391,7 @@ def test_growth_acks_makers_hold_n(tmp_path: Path) -> None:
     assert names.count("SUBSCRIBE") == names.count("SUCCESS") == names.count("FLOW") == n
     pings = [ts for ts, _, f in frames if f.command_name == "PING"]
     assert len(pings) == names.count("PONG") == n
-    assert [b - a for a, b in zip(pings, pings[1:])] == [1_000_000] * (n - 1)
+    assert [b - a for a, b in pairwise(pings)] == [1_000_000] * (n - 1)
 
     frames = _pulsar_frames(growth_acks.make_sweep_conns(n, tmp_path).captures[0])
     assert len({c for _, c, f in frames if f.command_name == "CONNECT"}) == n

@@ -126,6 +126,6 @@ def make_sweep_conns(n: int, folder: Path) -> Input:
 
 FAMILIES = (
     Family("cumulative_ack", "42.1", make_cumulative_ack, 8_000, "cumulative ACKs"),
-    Family("sweep_consumers", "42.2", make_sweep_consumers, 5_000, "consumers and seconds"),
+    Family("sweep_consumers", "42.2", make_sweep_consumers, 10_000, "consumers and seconds"),
     Family("sweep_conns", "42.2", make_sweep_conns, 2_500, "connections and seconds"),
 )

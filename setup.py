@@ -72,6 +72,7 @@ HOT = [
     "dissector/flow/recent.py",
     "dissector/flow/shard.py",
     "dissector/flow/tcp.py",
+    "dissector/pulsar/deliveries.py",
     "dissector/pulsar/entities.py",
     "dissector/pulsar/frame_events.py",
     "dissector/pulsar/framing.py",

@@ -65,7 +65,7 @@ class Thresholds:
     flow_wait: float = 10.0  # no client default: how long a consumer may wait for FLOW
     chunk_expiry: float = 60.0  # expireTimeOfIncompleteChunkedMessage 60000 ms
     max_redirects: int = 20  # maxLookupRedirects 20
-    redeliveries: int = 3  # redelivery requests (or a redelivery_count) that make a storm
+    redeliveries: int = 3  # redelivery requests (bursts: see consumers.py), or redelivery_count
     reconnect_wait: float = 30.0  # a migrated producer/consumer back this soon is followed
 
     def us(self, name: str) -> int:
@@ -82,7 +82,8 @@ THRESHOLDS: dict[str, str] = {
     "flow_wait": "seconds a subscribed or drained consumer may go without sending FLOW",
     "chunk_expiry": "seconds between chunks of one message before it counts as expired",
     "max_redirects": "consecutive Redirect answers to LOOKUP for one topic allowed",
-    "redeliveries": "redelivery requests (or redelivery_count) of one consumer that make a storm",
+    "redeliveries": "redelivery requests (commands within 10 ms count once) or redelivery_count "
+    "of one consumer that make a storm",
     "reconnect_wait": "seconds a migrated producer/consumer may take to reappear elsewhere",
 }
 assert list(THRESHOLDS) == [f.name for f in fields(Thresholds)]

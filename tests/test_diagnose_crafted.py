@@ -14,7 +14,7 @@ from pathlib import Path
 from dissector.findings import FindingCode as F
 from dissector.findings import Thresholds
 from dissector.pulsar.wire import MessageMetadata
-from tests.support.crafted import B2C, C2B, T0_US, TLS_CLIENT_HELLO, Conn, msg
+from tests.support.crafted import B2C, C2B, T0_US, TLS_CLIENT_HELLO, Conn, Msg, msg
 from tests.support.scenes import (
     SUB,
     TOPIC,
@@ -290,6 +290,45 @@ def test_redelivery_storm(tmp_path: Path) -> None:
     (row,) = findings(s.write(tmp_path / "c.pcap"))
     assert row["code"] == F.CONSUMER_REDELIVERY_STORM and row["value"] == 3
     assert "every 2.0 s" in row["summary"]
+
+
+def _nack(t: float, *entries: int) -> tuple[float, list[Msg]]:
+    """pulsar-rs nacking a poll: one REDELIVER_UNACKNOWLEDGED_MESSAGES per id."""
+    return t, [
+        msg(
+            C2B, "REDELIVER_UNACKNOWLEDGED_MESSAGES", consumer_id=2,
+            message_ids=[{"ledgerId": 9, "entryId": e}],
+        )
+        for e in entries
+    ]  # fmt: skip
+
+
+def _nacked(scene: Scene, *nacks: tuple[float, list[Msg]]) -> Scene:
+    """Each nack's commands sent 50 µs apart from its time."""
+    for t, commands in nacks:
+        for i, m in enumerate(commands):
+            scene.at(t + i * 0.00005, m)
+    return scene
+
+
+def test_one_nack_of_three_ids_is_no_storm(tmp_path: Path) -> None:
+    """Issue 42 item 12 (f10, a real pulsar-rs capture's shape): one nack of a 3-message
+    poll, sent as 3 commands of one id each within 0.1 ms, is one redelivery request."""
+    s = _consumer_scene(*[(1, message(e)) for e in (1, 2, 3)])
+    _nacked(s, _nack(2, 1, 2, 3))
+    s.at(3, message(1, redelivery_count=1)).at(3, message(2, redelivery_count=1))
+    s.at(3, message(3, redelivery_count=1)).at(4, ack(1, 2, 3)).close(5)
+    assert codes(s.write(tmp_path / "c.pcap")) == []
+
+
+def test_three_nacks_of_three_ids_are_a_storm_of_three(tmp_path: Path) -> None:
+    """The same poll nacked three times, 2 s apart: three requests (nine commands)."""
+    s = _consumer_scene(*[(1, message(e)) for e in (1, 2, 3)])
+    _nacked(s, _nack(2, 1, 2, 3), _nack(4, 1, 2, 3), _nack(6, 1, 2, 3))
+    s.at(7, ack(1, 2, 3)).close(8)
+    (row,) = findings(s.write(tmp_path / "c.pcap"))
+    assert row["code"] == F.CONSUMER_REDELIVERY_STORM and row["value"] == 3
+    assert "3 redelivery requests (9 commands), every 2.0 s" in row["summary"]
 
 
 def test_two_redeliveries_are_no_storm(tmp_path: Path) -> None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import struct
 import sys
+from itertools import pairwise
 from pathlib import Path
 from random import Random
 from typing import Any
@@ -351,3 +352,48 @@ def test_growth_resync_grows_by_the_garbage(tmp_path: Path) -> None:
 )
 def test_growth_judges_ratios(times: list[float], ok: bool) -> None:
     assert growth._judge(times, growth.RATIO)[1] is ok
+
+
+def _pulsar_frames(path: str) -> list[tuple[int, int, Any]]:
+    """(packet time, client port, Frame) of each frame of a growth_acks capture: each TCP
+    payload (Ethernet, IPv4 and TCP headers without options: 54 bytes) cut by a frame
+    decoder per (connection, direction) of the ports in the TCP header."""
+    from dissector.capture import open_capture
+
+    decoders: dict[tuple[int, int], FrameDecoder] = {}
+    out = []
+    with open_capture(path) as reader:
+        for p in reader:
+            sport, dport = struct.unpack(">HH", p.data[34:38])
+            side = (sport, dport)
+            decoder = decoders.setdefault(side, FrameDecoder())
+            client = dport if sport == 6650 else sport
+            out += [(p.ts, client, f) for f in decoder.feed(bytes(p.data[54:]))]
+    return out
+
+
+def test_growth_acks_makers_hold_n(tmp_path: Path) -> None:
+    """cumulative_ack: n MESSAGEs, then n cumulative ACKs below every id delivered;
+    sweep_consumers: n consumers subscribed with permits, then n PINGs a second apart;
+    sweep_conns: n connections with their CONNECT, then n PINGs a second apart."""
+    from fuzz import growth_acks
+
+    n = 7
+    frames = _pulsar_frames(growth_acks.make_cumulative_ack(n, tmp_path).captures[0])
+    msgs = [f.body.message_id for _, _, f in frames if f.command_name == "MESSAGE"]
+    acks = [f.body for _, _, f in frames if f.command_name == "ACK"]
+    assert len(msgs) == len(acks) == n and all(a.ack_type == 1 for a in acks)
+    lowest = min((m.ledgerId, m.entryId) for m in msgs)
+    assert all((a.message_id[0].ledgerId, a.message_id[0].entryId) < lowest for a in acks)
+
+    frames = _pulsar_frames(growth_acks.make_sweep_consumers(n, tmp_path).captures[0])
+    names = [f.command_name for _, _, f in frames]
+    assert names.count("SUBSCRIBE") == names.count("SUCCESS") == names.count("FLOW") == n
+    pings = [ts for ts, _, f in frames if f.command_name == "PING"]
+    assert len(pings) == names.count("PONG") == n
+    assert [b - a for a, b in pairwise(pings)] == [1_000_000] * (n - 1)
+
+    frames = _pulsar_frames(growth_acks.make_sweep_conns(n, tmp_path).captures[0])
+    assert len({c for _, c, f in frames if f.command_name == "CONNECT"}) == n
+    assert len({c for _, c, f in frames if f.command_name == "PING"}) == 1
+    assert sum(f.command_name == "PING" for _, _, f in frames) == n

@@ -2,7 +2,7 @@
 
 Input: the connection's SUBSCRIBE, its answer, FLOW, MESSAGE, ACK,
 REDELIVER_UNACKNOWLEDGED_MESSAGES and CLOSE_CONSUMER frames (`HANDLERS`), the clock
-(`sweep`), its end.
+(the sweep: `due`, `tell`, the engine's timers, Context.schedule), its end.
 Output: findings flow.no_flow_after_subscribe, flow.starved, flow.overshoot,
 consumer.ack_hole and consumer.redelivery_storm, one row per consumer; deliveries and acks
 are also handed to dissector.diagnose.spanning (consumer.redelivered_after_ack is per
@@ -18,8 +18,11 @@ Rules:
 - the oldest delivered-but-unacknowledged message older than ack_timeout while a message
   delivered after it was acknowledged: consumer.ack_hole (a batch-index ack with bits still
   set acknowledges nothing yet).
-- at least `redeliveries` REDELIVER_UNACKNOWLEDGED_MESSAGES, or a MESSAGE whose
-  redelivery_count reaches it: consumer.redelivery_storm.
+- at least `redeliveries` redelivery requests, or a MESSAGE whose redelivery_count reaches
+  it: consumer.redelivery_storm. A request is a burst of REDELIVER_UNACKNOWLEDGED_MESSAGES:
+  those within BURST_US of the burst's first count once (a client nacking a poll of n
+  messages may send n commands of one id each at once: pulsar-rs does); a storm is the
+  client asking again and again, not how many ids it names.
 """
 
 from __future__ import annotations
@@ -41,6 +44,11 @@ from dissector.pulsar.wire import COMMAND_TYPES
 
 T = COMMAND_TYPES
 _ACK, _CUMULATIVE = T["ACK"], 1
+#: This module's timers (Context.schedule): a consumer without permits or first FLOW.
+KIND = 2
+#: REDELIVER_UNACKNOWLEDGED_MESSAGES within this many µs of a burst's first are one request
+#: (pulsar-rs sends a nack of n messages as n commands, microseconds apart).
+BURST_US = 10_000
 
 
 def _consumer(conn: ConnState, frame: Frame, cid: int) -> ConsumerState:
@@ -79,6 +87,7 @@ def answered(ctx: Context, conn: ConnState, request: Frame, response: Frame) -> 
         return
     if response.command_type == T["SUCCESS"]:
         c.subscribed_ts, c.subscribed_packet = response.last_ts, response.last_packet
+        ctx.schedule(due(ctx, conn, c), KIND, conn, c, c.consumer_id)
     else:
         c.open = False
 
@@ -122,49 +131,50 @@ def on_message(ctx: Context, conn: ConnState, frame: Frame, body: Any) -> None:
             c.overshoot_worst = min(c.overshoot_worst, c.permits)
         if c.permits <= 0 and c.flows and c.starved_since is None:
             c.starved_since, c.starved_packet = ts, frame.last_packet
+            ctx.schedule(due(ctx, conn, c), KIND, conn, c, c.consumer_id)
     if body.redelivery_count > 0:
         c.redelivered.add(frame)
         c.max_redelivery_count = max(c.max_redelivery_count, body.redelivery_count)
     mid = body.message_id
     key = (mid.ledgerId, mid.entryId)
-    if key not in c.unacked:
+    if key not in c.unacked.live:
         c.deliveries += 1
-        c.unacked[key] = (ts, frame.last_packet, c.deliveries)
-        if len(c.unacked) > MAX_TRACKED:
-            c.unacked.popitem(last=False)
+        c.unacked.add(key, (ts, frame.last_packet, c.deliveries))
+        if len(c.unacked.live) > MAX_TRACKED:
+            c.unacked.live.popitem(last=False)
     if ctx.span is not None:
         ctx.span.delivered(conn, c, key, frame)
 
 
 def on_ack(ctx: Context, conn: ConnState, frame: Frame, body: Any) -> None:
     c = _consumer(conn, frame, body.consumer_id)
-    unacked = c.unacked
-    done: list[tuple[int, int]] = []
+    unacked = c.unacked.live
+    oldest = next(iter(unacked.items()), None)
+    done: list[tuple[tuple[int, int], tuple[int, int, int]]] = []
     # only acks of deliveries the capture holds count for the subscription: an id acked
     # before it was delivered (or delivered before the capture began) proves nothing
     if body.ack_type == _CUMULATIVE:
-        for mid in body.message_id:
-            upto = (mid.ledgerId, mid.entryId)
-            covered = [k for k in unacked if k <= upto]
-            done.extend(covered)
-            if covered and ctx.span is not None:
-                ctx.span.acked(c, upto, cumulative=True)
+        ids = [(mid.ledgerId, mid.entryId) for mid in body.message_id]
+        done = c.unacked.take_upto(max(ids)) if ids else []
+        if done and ctx.span is not None:
+            lowest = min(key for key, _ in done)
+            for upto in ids:  # each id that covers a delivery
+                if lowest <= upto:
+                    ctx.span.acked(c, upto, cumulative=True)
     else:
         for mid in body.message_id:
             if len(mid.ack_set) and any(mid.ack_set):
                 continue  # a batch-index ack: entries of the batch are still unacked
             key = (mid.ledgerId, mid.entryId)
-            done.append(key)
-            if key in unacked and ctx.span is not None:
-                ctx.span.acked(c, key, cumulative=False)
-    if not done:
-        return
-    oldest = next(iter(unacked.items()), None)
-    for key in done:
-        delivered = unacked.pop(key, None)
-        if delivered is not None and oldest is not None and key != oldest[0]:
+            delivered = unacked.pop(key, None)
+            if delivered is not None:
+                done.append((key, delivered))
+                if ctx.span is not None:
+                    ctx.span.acked(c, key, cumulative=False)
+    for key, delivered in done:
+        if oldest is not None and key != oldest[0]:
             c.acked_after = max(c.acked_after, delivered[2])
-    if oldest is not None and oldest[0] in done:
+    if oldest is not None and any(key == oldest[0] for key, _ in done):
         _hole_closed(ctx, c, oldest[1], frame.last_ts, frame)
 
 
@@ -183,6 +193,10 @@ def _hole_closed(
 
 def on_redeliver(ctx: Context, conn: ConnState, frame: Frame, body: Any) -> None:
     c = _consumer(conn, frame, body.consumer_id)
+    c.redeliver_commands += 1
+    if c.redeliver_requests and frame.last_ts - c.redeliver_burst <= BURST_US:
+        return  # the same request, sent as several commands
+    c.redeliver_burst = frame.last_ts
     c.redeliver_requests.add(frame)
 
 
@@ -196,7 +210,7 @@ def on_close_consumer(ctx: Context, conn: ConnState, frame: Frame, body: Any) ->
 def _end(ctx: Context, conn: ConnState, c: ConsumerState, now: int) -> None:
     """A consumer ends (closed, or its connection ended at `now`)."""
     _fed(ctx, c, now, None)
-    oldest = next(iter(c.unacked.values()), None)
+    oldest = next(iter(c.unacked.live.values()), None)
     if oldest is not None:
         _hole_closed(ctx, c, oldest, now, None)
     waited = now - (c.subscribed_ts if c.subscribed_ts is not None else now)
@@ -204,32 +218,44 @@ def _end(ctx: Context, conn: ConnState, c: ConsumerState, now: int) -> None:
         c.no_flow = waited
 
 
-def sweep(ctx: Context, conn: ConnState, now: int) -> None:
-    """Tell the listener of consumers that just became starved or waiting for FLOW."""
-    wait = ctx.us["flow_wait"]
-    for c in conn.consumers.values():
-        if c.starved_told or not c.open:
-            continue
-        since = c.starved_since
-        if since is None and c.known and c.flows == 0 and c.subscribed_ts is not None:
-            since = c.subscribed_ts
-        if since is not None and now - since > wait:
-            c.starved_told = True
-            code = FindingCode.FLOW_STARVED if c.flows else FindingCode.FLOW_NO_FLOW_AFTER_SUBSCRIBE
-            ctx.established(
-                finding(
-                    code,
-                    Evidence(),
-                    conn=conn,
-                    ts=now,
-                    topic=c.topic,
-                    entity=c.label(),
-                    summary=f"{c.label()} has had 0 permits for {(now - since) / 1e6:.1f} s; "
-                    "the client sent no FLOW",
-                    value=(now - since) / 1e6,
-                    unit="s",
-                )
-            )
+def due(ctx: Context, conn: ConnState, c: ConsumerState) -> int | None:
+    """The time after which `c` has had no permits (or no first FLOW) for longer than
+    flow_wait (None: it has permits, is closed, or was told of)."""
+    since = _since(c)
+    return None if since is None else since + ctx.us["flow_wait"]
+
+
+def _since(c: ConsumerState) -> int | None:
+    """Since when `c` has had no permits, or waited for its first FLOW (open, not told)."""
+    if c.starved_told or not c.open:
+        return None
+    if c.starved_since is None and c.known and c.flows == 0 and c.subscribed_ts is not None:
+        return c.subscribed_ts
+    return c.starved_since
+
+
+def tell(ctx: Context, conn: ConnState, c: ConsumerState, now: int) -> None:
+    """Tell the listener of a consumer that just became starved or waiting for FLOW (the
+    sweep calls it once `due` has passed)."""
+    since = _since(c)
+    if since is None:
+        return
+    c.starved_told = True
+    code = FindingCode.FLOW_STARVED if c.flows else FindingCode.FLOW_NO_FLOW_AFTER_SUBSCRIBE
+    ctx.established(
+        finding(
+            code,
+            Evidence(),
+            conn=conn,
+            ts=now,
+            topic=c.topic,
+            entity=c.label(),
+            summary=f"{c.label()} has had 0 permits for {(now - since) / 1e6:.1f} s; "
+            "the client sent no FLOW",
+            value=(now - since) / 1e6,
+            unit="s",
+        )
+    )
 
 
 def close(ctx: Context, conn: ConnState, horizon: int, closed: bool) -> None:
@@ -318,8 +344,10 @@ def _storm(ctx: Context, conn: ConnState, c: ConsumerState) -> None:
     ev = asked if asked.count >= limit else again
     label = c.label()
     gaps = ""
+    if c.redeliver_commands > asked.count:
+        gaps = f" ({c.redeliver_commands} commands)"
     if asked.count >= 2:
-        gaps = f", every {(asked.last_ts - asked.first_ts) / (asked.count - 1) / 1e6:.1f} s"
+        gaps += f", every {(asked.last_ts - asked.first_ts) / (asked.count - 1) / 1e6:.1f} s"
     ctx.emit(
         finding(
             FindingCode.CONSUMER_REDELIVERY_STORM,

@@ -11,17 +11,22 @@ Rules:
   it costs the frames-only read nothing, and nothing in the per-frame pipeline.
 - Each command type has a tuple of rule handlers (`DISPATCH`, built once from the rule
   modules' HANDLERS tables: connection, requests, producers, consumers, chunks, spanning).
-- Time is the capture's: the latest event time seen. About every SWEEP_US of it, every open
-  connection's timers are checked (`sweep`), so the listener learns of a stall while it
-  lasts; rows are made when the connection ends (FIN/RST: pending things count; the
-  capture's end: only what is older than its threshold).
+- Time is the capture's: the latest event time seen. About every SWEEP_US of it, the timers
+  that are due are checked (`_sweep`), so the listener learns of a stall while it lasts;
+  rows are made when the connection ends (FIN/RST: pending things count; the capture's end:
+  only what is older than its threshold). The rules put their due times in a heap
+  (Context.schedule): a sweep takes out what is due, not every open connection, producer and
+  consumer; what it finds to tell, it tells in the order of the connections, the rule
+  modules (requests, producers, consumers) and their producers and consumers.
 - A connection whose opening the engine did not see (a builder started mid-capture) gets
   state at its first event, with no endpoints (`key` None).
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection
+import heapq
+from collections.abc import Callable, Collection
+from typing import Any
 
 from dissector.diagnose import chunks, connection, consumers, producers, requests, spanning
 from dissector.diagnose.state import ConnState, Context, Listener, RuleStep
@@ -73,6 +78,13 @@ requests.ANSWERED.update(
 )
 #: Rule modules with per-connection timers and rows, in the order their rows come.
 _MODULES = (connection, requests, producers, consumers, chunks)
+#: Rule modules with timers (Context.schedule), by their KIND: `due` and `tell`.
+_SWEPT: dict[int, Any] = {m.KIND: m for m in (requests, producers, consumers)}
+#: Where a timer's producer or consumer is found by its id.
+_TIMED: dict[int, Callable[[ConnState], dict[int, Any]]] = {
+    producers.KIND: lambda conn: conn.producers,
+    consumers.KIND: lambda conn: conn.consumers,
+}
 
 
 class Diagnoser:
@@ -91,11 +103,24 @@ class Diagnoser:
         self.broker_ports, self.tls_ports = frozenset(broker_ports), frozenset(tls_ports)
         self.conns: dict[int, ConnState] = {}
         self._next_sweep = 0
+        self._placed = 0  # connections added to `conns` so far (their `order`)
 
     def _conn(self, conn_id: int) -> ConnState:
         conn = self.conns.get(conn_id)
         if conn is None:
-            conn = self.conns[conn_id] = ConnState(conn_id, None)
+            conn = self._open(ConnState(conn_id, None))
+        return conn
+
+    def _open(self, conn: ConnState) -> ConnState:
+        """`conn` in `conns`, in the place of the one it replaces (a dict keeps a replaced
+        key's place), else last."""
+        old = self.conns.get(conn.conn_id)
+        if old is not None:
+            conn.order = old.order
+        else:
+            self._placed += 1
+            conn.order = self._placed
+        self.conns[conn.conn_id] = conn
         return conn
 
     def feed(self, ev: object) -> list[Finding]:
@@ -118,7 +143,7 @@ class Diagnoser:
         elif kind is ConversationOpened:
             assert isinstance(ev, ConversationOpened)
             self._clock(ev.ts)
-            self.conns[ev.conn_id] = ConnState(ev.conn_id, ev.key)
+            self._open(ConnState(ev.conn_id, ev.key))
         elif kind is Conversation:
             assert isinstance(ev, Conversation)
             self._ended(ev)
@@ -135,6 +160,7 @@ class Diagnoser:
         for conn in list(self.conns.values()):
             self._close(conn, ctx.now, closed=False)
         self.conns.clear()
+        ctx.timers.clear()
         assert ctx.span is not None
         ctx.span.finish(ctx.now)  # the rules across connections end with the capture
         return self._take()
@@ -154,10 +180,35 @@ class Diagnoser:
             ctx.now = ts
         if ts >= self._next_sweep:
             if self._next_sweep:
-                for conn in self.conns.values():
-                    for module in (requests, producers, consumers):
-                        module.sweep(ctx, conn, ts)
+                self._sweep(ts)
             self._next_sweep = ts + SWEEP_US
+
+    def _sweep(self, now: int) -> None:
+        """Tell the listener of what became due before `now`: the timers due are taken out
+        of the heap, their due time computed again (what happened since may have moved it
+        later: back in the heap, or cancelled it)."""
+        ctx, heap = self.ctx, self.ctx.timers
+        told: list[tuple[tuple[int, int, int], int, ConnState, Any]] = []
+        while heap and heap[0][0] < now:
+            due, _, kind, conn_id, ident = heapq.heappop(heap)
+            conn = self.conns.get(conn_id)
+            if conn is None:
+                continue  # ended: its rows are made
+            timed: Any = conn if kind == requests.KIND else _TIMED[kind](conn).get(ident)
+            if timed is None or timed.scheduled != due:
+                continue  # forgotten, or an earlier entry stood for it
+            timed.scheduled = None
+            module = _SWEPT[kind]
+            again = module.due(ctx, conn, timed)
+            if again is not None and again < now:
+                told.append(
+                    ((conn.order, kind, 0 if timed is conn else timed.order), kind, conn, timed)
+                )
+            else:
+                ctx.schedule(again, kind, conn, timed, ident)
+        told.sort(key=lambda t: t[0])
+        for _, kind, conn, timed in told:
+            _SWEPT[kind].tell(ctx, conn, timed, now)
 
     def _ended(self, ev: Conversation) -> None:
         conn = self.conns.pop(ev.conn_id, None)

@@ -1,7 +1,8 @@
 """Producer rules on one connection: send timeout, receipt order, sequence regression, busy.
 
 Input: the connection's PRODUCER, its answer, SEND, SEND_RECEIPT, SEND_ERROR and
-CLOSE_PRODUCER frames (through `HANDLERS`, by command type), the clock (`sweep`), its end.
+CLOSE_PRODUCER frames (through `HANDLERS`, by command type), the sweep (`due`, `tell`: the
+engine's timers, Context.schedule), its end.
 Output: findings producer.send_timeout, producer.receipt_out_of_order,
 producer.sequence_regression (within the connection; across reconnects: spanning.py) and
 producer.busy, each one row per producer (or connection) with all its evidence.
@@ -39,6 +40,8 @@ from dissector.pulsar.wire import COMMAND_TYPES, enum_name
 T = COMMAND_TYPES
 C2B = Direction.CLIENT_TO_BROKER
 _BUSY_ERRORS = frozenset({"ProducerBusy", "ProducerFenced"})
+#: This module's timers (Context.schedule): a producer's oldest pending SEND.
+KIND = 1
 
 
 def _producer(conn: ConnState, frame: Frame, pid: int) -> ProducerState:
@@ -104,6 +107,7 @@ def on_send(ctx: Context, conn: ConnState, frame: Frame, body: Any) -> None:
             p.pending.popitem(last=False)
     else:
         waiting.append(frame)
+    ctx.schedule(due(ctx, conn, p), KIND, conn, p, p.producer_id)
 
 
 def on_receipt(ctx: Context, conn: ConnState, frame: Frame, body: Any) -> None:
@@ -151,31 +155,35 @@ def _give_up(p: ProducerState, now: int, older_than: int | None) -> None:
     p.pending.clear()
 
 
-def sweep(ctx: Context, conn: ConnState, now: int) -> None:
-    """Tell the listener of a producer whose oldest SEND just passed the send timeout."""
-    limit = ctx.us["send_timeout"]
-    for p in conn.producers.values():
-        if p.timeout_told or not p.pending:
-            continue
-        sent = next(iter(p.pending.values()))[0]
-        if now - sent.last_ts > limit:
-            p.timeout_told = True
-            waiting = sum(len(f) for f in p.pending.values())
-            ctx.established(
-                finding(
-                    FindingCode.PRODUCER_SEND_TIMEOUT,
-                    Evidence.of(sent),
-                    conn=conn,
-                    ts=now,
-                    topic=p.topic,
-                    entity=p.label(),
-                    summary=f"{p.label()}: {waiting} SENDs unanswered, the oldest for "
-                    f"{(now - sent.last_ts) / 1e6:.1f} s",
-                    value=(now - sent.last_ts) / 1e6,
-                    unit="s",
-                    count=waiting,
-                )
-            )
+def due(ctx: Context, conn: ConnState, p: ProducerState) -> int | None:
+    """The time after which the oldest pending SEND of `p` has passed the send timeout
+    (None: nothing pending, or already told)."""
+    if p.timeout_told or not p.pending:
+        return None
+    return next(iter(p.pending.values()))[0].last_ts + ctx.us["send_timeout"]
+
+
+def tell(ctx: Context, conn: ConnState, p: ProducerState, now: int) -> None:
+    """Tell the listener of a producer whose oldest SEND just passed the send timeout (the
+    sweep calls it once `due` has passed)."""
+    sent = next(iter(p.pending.values()))[0]
+    p.timeout_told = True
+    waiting = sum(len(f) for f in p.pending.values())
+    ctx.established(
+        finding(
+            FindingCode.PRODUCER_SEND_TIMEOUT,
+            Evidence.of(sent),
+            conn=conn,
+            ts=now,
+            topic=p.topic,
+            entity=p.label(),
+            summary=f"{p.label()}: {waiting} SENDs unanswered, the oldest for "
+            f"{(now - sent.last_ts) / 1e6:.1f} s",
+            value=(now - sent.last_ts) / 1e6,
+            unit="s",
+            count=waiting,
+        )
+    )
 
 
 def close(ctx: Context, conn: ConnState, horizon: int, closed: bool) -> None:

@@ -1,7 +1,7 @@
 """Request rules on one connection: request ids and keep-alive.
 
 Input: every frame carrying a request_id (`HANDLERS`, by command type), PING and PONG, the
-clock (`sweep`), the connection's end.
+sweep (`due`, `tell`: the engine's timers, Context.schedule), the connection's end.
 Output: findings request.unanswered, request.unknown_response, request.id_reused and
 keepalive.unanswered (one row per connection each); answers to PRODUCER, SUBSCRIBE and
 LOOKUP are handed to the rules that learn from them (`ANSWERED`, filled by the engine).
@@ -33,6 +33,8 @@ from dissector.pulsar.wire import COMMAND_NAMES, COMMAND_TYPES, types_with
 T = COMMAND_TYPES
 C2B, B2C = Direction.CLIENT_TO_BROKER, Direction.BROKER_TO_CLIENT
 Answered = Callable[[Context, ConnState, Frame, Frame], None]
+#: This module's timers (Context.schedule): a connection's oldest unanswered PING.
+KIND = 0
 
 _RESPONSES = frozenset(
     t
@@ -89,6 +91,7 @@ def on_ping(ctx: Context, conn: ConnState, frame: Frame, body: Any) -> None:
         pings = conn.pings[frame.direction.value] = deque()
     if len(pings) < MAX_TRACKED:
         pings.append(frame)
+        ctx.schedule(due(ctx, conn, conn), KIND, conn, conn, 0)
 
 
 def on_pong(ctx: Context, conn: ConnState, frame: Frame, body: Any) -> None:
@@ -111,10 +114,17 @@ def _late(conn: ConnState, asked: str, ping: Frame, wait: int) -> None:
     conn.ping_longest = max(conn.ping_longest, wait)
 
 
-def sweep(ctx: Context, conn: ConnState, now: int) -> None:
-    """Tell the listener of a PING that just passed the keep-alive interval."""
+def due(ctx: Context, conn: ConnState, timed: ConnState) -> int | None:
+    """The time after which a PING of `conn` has waited past the keep-alive interval
+    (None: no PING waiting, or already told)."""
     if conn.ping_told:
-        return
+        return None
+    heads = [pings[0].last_ts for pings in conn.pings.values() if pings]
+    return min(heads) + ctx.us["keepalive"] if heads else None
+
+
+def tell(ctx: Context, conn: ConnState, timed: ConnState, now: int) -> None:
+    """Tell the listener of a PING that just passed the keep-alive interval."""
     for asked, pings in conn.pings.items():
         if pings and now - pings[0].last_ts > ctx.us["keepalive"]:
             conn.ping_told = True

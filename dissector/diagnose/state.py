@@ -9,10 +9,17 @@ state lives in its ConnState; what spans connections lives in dissector.diagnose
 A connection is `whole` once its CONNECT was seen and stays `intact` until bytes go missing
 (a TCP gap): rules that need the whole history ask for both and otherwise say nothing
 (unknown, not wrong). Every collection here is bounded (MAX_TRACKED, MAX_EVIDENCE).
+Timers: a rule that may have something to tell the listener later (a PING, a SEND, a
+consumer waiting for FLOW) puts its due time in `Context.timers` (`schedule`), a heap the
+engine's sweep takes only what is due from; a connection, producer or consumer has at most one
+entry there (`scheduled`), no later than its true due time (the sweep computes that again and
+puts the entry back when it moved later). `order` mirrors the insertion order of the dicts
+holding them (the order the sweep used to visit them in, and tells them in).
 """
 
 from __future__ import annotations
 
+import heapq
 from collections import OrderedDict, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -20,6 +27,7 @@ from typing import Any, Protocol
 
 from dissector.events import Finding, FlowKey, Frame
 from dissector.findings import REGISTRY, Thresholds
+from dissector.pulsar.deliveries import Deliveries
 
 #: Packet numbers kept as evidence per finding: the first ones and the last.
 MAX_EVIDENCE = 10
@@ -112,7 +120,7 @@ class Pending:
 class Context:
     """The engine's side every rule sees: thresholds (µs), the clock, the findings made."""
 
-    __slots__ = ("listener", "now", "out", "span", "th", "us")
+    __slots__ = ("listener", "now", "out", "span", "th", "timer_serial", "timers", "us")
 
     def __init__(self, thresholds: Thresholds, listener: Listener | None = None) -> None:
         self.th = thresholds
@@ -121,9 +129,23 @@ class Context:
         self.out: list[Finding] = []
         self.listener = listener  # told of a finding as soon as it is established
         self.span: Span | None = None  # state across connections (set by the engine)
+        #: (due µs, serial, rule kind, conn_id, producer or consumer id): a heap
+        self.timers: list[tuple[int, int, int, int, int]] = []
+        self.timer_serial = 0
 
     def emit(self, found: Finding) -> None:
         self.out.append(found)
+
+    def schedule(
+        self, due: int | None, kind: int, conn: ConnState, timed: ConnState | Timed, ident: int
+    ) -> None:
+        """Have the sweep look at `timed` (rule `kind`'s, of id `ident` in `conn`) once the
+        capture's time passes `due` (None: nothing to tell); an earlier entry stands."""
+        if due is None or (timed.scheduled is not None and timed.scheduled <= due):
+            return
+        timed.scheduled = due
+        self.timer_serial += 1
+        heapq.heappush(self.timers, (due, self.timer_serial, kind, conn.conn_id, ident))
 
     def established(self, found: Finding) -> None:
         """A finding known now, whose row waits for its episode to end (live prints it)."""
@@ -165,11 +187,20 @@ def finding(
     )
 
 
+class Timed(Protocol):
+    """A producer or consumer with a timer: its entry's due time, its place in its dict."""
+
+    scheduled: int | None
+    order: int
+
+
 @dataclass(slots=True)
 class ProducerState:
     producer_id: int
     topic: str | None
     created_ts: int
+    scheduled: int | None = None  # due time of its timer entry (Context.schedule)
+    order: int = 0  # its place in ConnState.producers
     name: str | None = None
     open: bool = True  # no CLOSE_PRODUCER yet
     last_sequence_id: int = -1  # PRODUCER_SUCCESS.last_sequence_id (-1: deduplication off)
@@ -193,6 +224,8 @@ class ConsumerState:
     topic: str | None
     subscription: str | None
     created_ts: int
+    scheduled: int | None = None  # due time of its timer entry (Context.schedule)
+    order: int = 0  # its place in ConnState.consumers
     known: bool = True  # SUBSCRIBE seen: its permits are known from the start
     subscribed_ts: int | None = None  # SUCCESS answered the SUBSCRIBE
     subscribed_packet: int = 0
@@ -210,14 +243,17 @@ class ConsumerState:
     overshoot: Evidence = field(default_factory=Evidence)
     overshoot_worst: int = 0
     #: (ledger, entry) -> (ts, packet, delivery number) of deliveries not acknowledged yet,
-    #: oldest first
-    unacked: OrderedDict[tuple[int, int], tuple[int, int, int]] = field(default_factory=OrderedDict)
+    #: oldest first (`.live`), and by id for cumulative acks
+    unacked: Deliveries[tuple[int, int, int]] = field(default_factory=Deliveries)
     deliveries: int = 0  # first deliveries numbered
     acked_after: int = 0  # delivery number of the latest-delivered message acknowledged
     hole: Evidence = field(default_factory=Evidence)
     hole_age: int = 0
     hole_told: bool = False
+    #: redelivery requests: bursts of REDELIVER_UNACKNOWLEDGED_MESSAGES (consumers.BURST_US)
     redeliver_requests: Evidence = field(default_factory=Evidence)
+    redeliver_burst: int = 0  # when the latest burst began
+    redeliver_commands: int = 0  # REDELIVER_UNACKNOWLEDGED_MESSAGES sent
     redelivered: Evidence = field(default_factory=Evidence)  # MESSAGE redelivery_count > 0
     max_redelivery_count: int = 0
 
@@ -230,6 +266,9 @@ class ConsumerState:
 class ConnState:
     conn_id: int
     key: FlowKey | None
+    order: int = 0  # its place among the engine's open connections
+    scheduled: int | None = None  # due time of its PING timer entry (Context.schedule)
+    placed: int = 0  # producers and consumers added so far (their `order`)
     whole: bool = False  # its CONNECT was seen: the capture holds its whole history
     intact: bool = True  # no byte of it is missing from the capture (no TCP gap)
     client_version: str | None = None
@@ -269,6 +308,7 @@ class ConnState:
     def add_producer(self, p: ProducerState) -> ProducerState:
         """Keep `p`; beyond MAX_TRACKED producers the oldest is forgotten (ids come from
         the wire: a flood of PRODUCER commands must not grow memory without bound)."""
+        self._place(self.producers.get(p.producer_id), p)
         self.producers[p.producer_id] = p
         if len(self.producers) > MAX_TRACKED:
             del self.producers[next(iter(self.producers))]
@@ -276,10 +316,20 @@ class ConnState:
 
     def add_consumer(self, c: ConsumerState) -> ConsumerState:
         """As add_producer, for consumers."""
+        self._place(self.consumers.get(c.consumer_id), c)
         self.consumers[c.consumer_id] = c
         if len(self.consumers) > MAX_TRACKED:
             del self.consumers[next(iter(self.consumers))]
         return c
+
+    def _place(self, old: Timed | None, new: Timed) -> None:
+        """`new` takes `old`'s place in its dict (a dict keeps a replaced key's place), or
+        the next one."""
+        if old is not None:
+            new.order = old.order
+        else:
+            self.placed += 1
+            new.order = self.placed
 
     @property
     def trusted(self) -> bool:

@@ -31,6 +31,7 @@ from typing import Any, NamedTuple
 
 from dissector.events import Direction, Frame, FrameRun, Outcome, Pair
 from dissector.pulsar import frame_runs as R
+from dissector.pulsar.deliveries import Deliveries
 from dissector.pulsar.entities import ENTITY_STEPS, Entities
 from dissector.pulsar.pairs import make_pair
 from dissector.pulsar.wire import COMMAND_NAMES, COMMAND_TYPES, types_with
@@ -104,8 +105,8 @@ class ConversationState:
             tuple[int, int], deque[Frame | _Pending]
         ] = {}  # (producer_id, sequence_id)
         self._fifo: dict[tuple[Direction, int], deque[Frame]] = {}  # (direction, type)
-        # consumer_id -> (ledger, entry) -> MESSAGE frame, in delivery order
-        self._delivered: dict[int, OrderedDict[tuple[int, int], Frame | _Pending]] = {}
+        # consumer_id -> (ledger, entry) -> MESSAGE frame, in delivery order (and by id)
+        self._delivered: dict[int, Deliveries[Frame | _Pending]] = {}
         # consumer_id -> (ledger, entry) -> packet number of the ACK that acknowledged it
         self._acked_ids: dict[int, OrderedDict[tuple[int, int], int]] = {}
         self._pending = 0
@@ -157,10 +158,9 @@ class ConversationState:
                 )
                 delivered = deliveries.get(cid)
                 if delivered is None:
-                    delivered = deliveries[cid] = OrderedDict()
-                if delivered.pop(key, None) is None:
+                    delivered = deliveries[cid] = Deliveries()
+                if delivered.add(key, _Pending(times[i], base + cols[r + R.C_OFFSET])) is None:
                     self._pending += 1
-                delivered[key] = _Pending(times[i], base + cols[r + R.C_OFFSET])
             elif ctype == R.ACK:  # entities' lookup, then _acked for one id, no ack set
                 cid = unsigned(cols[r + R.C_CONSUMER_ID]) if present & R.HAS_CONSUMER_ID else 0
                 consumer = consumers.get(cid)
@@ -206,13 +206,13 @@ class ConversationState:
         if delivered is None:
             return
         if present & R.HAS_CUMULATIVE:
-            acked = [k for k in delivered if k <= key]
-        elif key in delivered:
+            acked = [k for k, _ in delivered.take_upto(key)]
+        elif key in delivered.live:
+            del delivered.live[key]
             acked = [key]
         else:
             return  # a stray ack: no pair is made, nothing changes
         for k in acked:
-            del delivered[k]
             self._pending -= 1
             done[k] = packet
             if len(done) > ACKED_MEMORY:
@@ -226,7 +226,7 @@ class ConversationState:
         for fifo in self._fifo.values():
             pending.extend(fifo)
         for delivered in self._delivered.values():
-            pending.extend(delivered.values())
+            pending.extend(delivered.live.values())
         pending.sort(key=lambda f: (f.last_ts, f.stream_offset))
         self._by_request.clear()
         self._sends.clear()
@@ -313,8 +313,8 @@ class ConversationState:
                 for frame in queue:
                     waiting.append(((frame.last_ts, frame.stream_offset), frame, queue, None))
         for delivered in self._delivered.values():
-            for mid, frame in delivered.items():
-                waiting.append(((frame.last_ts, frame.stream_offset), frame, delivered, mid))
+            for mid, frame in delivered.live.items():
+                waiting.append(((frame.last_ts, frame.stream_offset), frame, delivered.live, mid))
         waiting.sort(key=lambda w: w[0])
         target = MAX_PENDING * 9 // 10
         pairs = []
@@ -327,7 +327,7 @@ class ConversationState:
         self._sends = {key: queue for key, queue in self._sends.items() if queue}
         self._pending = sum(len(q) for q in self._sends.values())
         self._pending += sum(len(q) for q in self._fifo.values())
-        self._pending += len(self._by_request) + sum(len(d) for d in self._delivered.values())
+        self._pending += len(self._by_request) + sum(len(d.live) for d in self._delivered.values())
         return pairs
 
     def _on_message(self, frame: Frame, ctype: int, body: Any, pairs: list[Pair]) -> None:
@@ -335,14 +335,13 @@ class ConversationState:
         mid = body.message_id
         delivered = self._delivered.get(body.consumer_id)
         if delivered is None:
-            delivered = self._delivered[body.consumer_id] = OrderedDict()
+            delivered = self._delivered[body.consumer_id] = Deliveries()
         key = (mid.ledgerId, mid.entryId)
-        old = delivered.pop(key, None)
+        old = delivered.add(key, frame)
         if old is not None:  # delivered again before any ack: the broker redelivered it
             pairs.append(self._pair(old, frame, None, ack_of=key, outcome=Outcome.REDELIVERED))
         else:
             self._pending += 1
-        delivered[key] = frame
 
     def _on_ack(self, frame: Frame, ctype: int, body: Any, pairs: list[Pair]) -> None:
         """ACK or REDELIVER_UNACKNOWLEDGED_MESSAGES: completes the deliveries it names."""
@@ -350,15 +349,16 @@ class ConversationState:
 
     def _acked(self, frame: Frame, ctype: int, body: Any) -> list[Pair]:
         cid = body.consumer_id
-        delivered = self._delivered.get(cid, OrderedDict())
+        found = self._delivered.get(cid)
+        delivered = found.live if found is not None else OrderedDict()
         done = self._acked_ids.setdefault(cid, OrderedDict())
         ids = body.message_id if ctype == _ACK else body.message_ids
         pairs = []
         if ctype == _ACK and body.ack_type == 1:  # cumulative: all up to the id
             for mid in ids:
-                upto = (mid.ledgerId, mid.entryId)
-                for key in [k for k in delivered if k <= upto]:
-                    pairs.append(self._pair(delivered.pop(key), frame, None, ack_of=key))
+                covered = found.take_upto((mid.ledgerId, mid.entryId)) if found else []
+                for key, delivery in covered:
+                    pairs.append(self._pair(delivery, frame, None, ack_of=key))
                     self._pending -= 1
                     self._remember_ack(done, key, frame)
             if not pairs and ids:

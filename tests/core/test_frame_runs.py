@@ -217,7 +217,7 @@ def _state(pipe: Pipeline) -> dict[int, Any]:
         out[conn_id] = (
             st._pending,
             {k: [when(f) for f in q] for k, q in st._sends.items()},
-            {c: [(k, when(f)) for k, f in d.items()] for c, d in st._delivered.items()},
+            {c: [(k, when(f)) for k, f in d.live.items()] for c, d in st._delivered.items()},
             {c: list(d.items()) for c, d in st._acked_ids.items()},
             [repr(e) for e in [*st.producers.values(), *st.consumers.values()]],
         )

@@ -302,6 +302,9 @@ class Index:
         self.held_msgs = 0
         self.ids.clear()
         self.names.clear()
+        for sub in self.subs.values():  # nothing but `out` holds a stored message now
+            sub.live.clear()
+            sub.heap.clear()
         return out
 
     def _unindex(self, s: Stored) -> None:

@@ -24,7 +24,7 @@ Rules (docs/journeys.md says them with the wire's reasons):
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from dissector.events import AppMessage, Conversation, ConversationOpened, Frame, Journey
@@ -76,15 +76,18 @@ class Joiner:
             self.ended(ev.conn_id)
         return []
 
-    def finish(self) -> list[Journey]:
-        """The capture ended: every message still held makes its rows."""
+    def finish(self) -> Iterator[Journey]:
+        """The capture ended: every message still held makes its rows, made as they are
+        read (each stored message let go once its rows are made)."""
         self._settle()
         out = self._evicted()
-        for s in self.ix.drain():
-            out.extend(journeys(s))
+        held = self.ix.drain()
         self.ix.conns.clear()
         self._current = None
-        return out
+        yield from out
+        held.reverse()
+        while held:
+            yield from journeys(held.pop())
 
     def ended(self, conn_id: int) -> None:
         """Connection `conn_id` ended (as a `Conversation` event says): its ids mean nothing

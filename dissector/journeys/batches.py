@@ -49,7 +49,7 @@ def plain_bound(frame: Frame, meta: Any) -> int:
     return min(claimed, size * MAX_RATIO)
 
 
-class Batch:
+class ClaimedBatch:
     """One batched frame waiting for its rows; see the module docstring."""
 
     __slots__ = ("claimed", "conn_id", "plain", "split", "take")

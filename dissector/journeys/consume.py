@@ -15,9 +15,10 @@ Rules:
   its first chunk's id finds it, and every chunk's id finds it again.
 - An ACK without ack_set acknowledges every message of the entry it names; with one,
   those whose bits are clear, among the entries known (a batch only acks showed: those of
-  the words its first ack_set carries, ACK_WORD bits each, up to its claimed size). A cumulative ACK also acknowledges every message delivered
-  to the subscription with a smaller id. The first ack counts; an ack of a message whose
-  delivery was not captured makes a delivery with `deliveries` 0.
+  the words its first ack_set carries, ACK_WORD bits each, up to its claimed size). A
+  cumulative ACK also acknowledges every message delivered to the subscription with a
+  smaller id. The first ack counts; an ack of a message whose delivery was not captured
+  makes a delivery with `deliveries` 0.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from collections.abc import Callable
 from typing import Any
 
 from dissector.events import Frame
-from dissector.journeys.batches import Batch, plain_bound
+from dissector.journeys.batches import ClaimedBatch, plain_bound
 from dissector.journeys.index import Index
 from dissector.journeys.produce import batch_size, entries, facts
 from dissector.journeys.state import (
@@ -119,7 +120,7 @@ def on_message(ix: Index, conn: Conn, frame: Frame, body: Any) -> Stored | None:
         if i is None or not partial or _bit(ack_set, i):
             _deliver(ix, c, conn, frame, body, s, i)
 
-    ix.batch = Batch(conn.conn_id, n, plain_bound(frame, meta), take)
+    ix.batch = ClaimedBatch(conn.conn_id, n, plain_bound(frame, meta), take)
     return s
 
 

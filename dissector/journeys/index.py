@@ -23,7 +23,7 @@ import heapq
 from collections import deque
 from collections.abc import Iterator
 
-from dissector.journeys.batches import Batch
+from dissector.journeys.batches import ClaimedBatch
 from dissector.journeys.state import (
     MAX_CHUNK_IDS,
     MAX_HELD,
@@ -55,7 +55,7 @@ class Index:
         self.serial = 0
         self.evicted: list[Stored] = []
         #: the batched frame whose entries its rows are naming (dissector.journeys.batches)
-        self.batch: Batch | None = None
+        self.batch: ClaimedBatch | None = None
 
     # ------------------------------------------------------------------ records
 

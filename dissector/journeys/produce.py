@@ -24,7 +24,7 @@ from collections.abc import Callable
 from typing import Any
 
 from dissector.events import Frame
-from dissector.journeys.batches import Batch, plain_bound
+from dissector.journeys.batches import ClaimedBatch, plain_bound
 from dissector.journeys.index import Index
 from dissector.journeys.state import MAX_BATCH, Conn, Producer, Stored, bounded_put
 from dissector.pulsar.payload import is_chunk
@@ -70,7 +70,7 @@ def batch_entries(ix: Index, conn: Conn, frame: Frame, s: Stored) -> None:
     def take(i: int | None) -> None:
         ix.msg(s, i, first if first is None or i is None else first + i)
 
-    ix.batch = Batch(conn.conn_id, s.batch_size, plain_bound(frame, frame.metadata), take)
+    ix.batch = ClaimedBatch(conn.conn_id, s.batch_size, plain_bound(frame, frame.metadata), take)
 
 
 def _sent(ix: Index, conn: Conn, frame: Frame, body: Any) -> Stored:

@@ -24,8 +24,10 @@ TraceIds = tuple[str, str | None, TraceFormat]
 
 #: Application messages held for joining (batch entries counted): a message's rows wait
 #: for the end of the capture because more deliveries and acks of it may come; past this
-#: the oldest stored message makes its rows at once (about 100 MB of state at the bound).
-MAX_HELD = 200_000
+#: the oldest stored message makes its rows at once. About 1.2 KB each (a stored message,
+#: its message, delivery and index entries: measured, issue 42), so about 120 MB at the
+#: bound, which keeps a read of every table under 300 MB.
+MAX_HELD = 100_000
 #: SENDs waiting for their receipt per connection, as the timeline's pairing keeps them
 #: (dissector.pulsar.pairing.MAX_PENDING); the oldest is forgotten (its row stays).
 MAX_PENDING = 100_000

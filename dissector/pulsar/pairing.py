@@ -105,7 +105,7 @@ class _Ids:
         mid = body.message_id if "message_id" in self.present else None
         self.message_id = None if mid is None else _Id(mid.ledgerId, mid.entryId)
 
-    def HasField(self, name: str) -> bool:  # noqa: N802 (the protobuf method it stands for)
+    def HasField(self, name: str) -> bool:  # the protobuf method it stands for
         return name in self.present
 
 
@@ -118,10 +118,10 @@ def _held(frame: Frame) -> Frame:
     times, packets, offset, topic, command name), without its decoded command, metadata,
     payload view or bytes, which kept about 3 KB per frame alive (a consumer that never
     acks holds MAX_PENDING deliveries)."""
+    ids = _Ids(frame.command_type, frame.body)
     return frame._replace(
-        command=None, body=_Ids(frame.command_type, frame.body), metadata=None, broker_entry=None, payload=None,
-        raw=None,
-    )  # fmt: skip
+        command=None, body=ids, metadata=None, broker_entry=None, payload=None, raw=None
+    )
 
 
 def _no_pair(*args: Any, **kwargs: Any) -> Pair:

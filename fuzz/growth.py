@@ -39,7 +39,7 @@ from pathlib import Path
 from random import Random
 from typing import Any
 
-from fuzz import growth_acks, growth_values
+from fuzz import growth_acks, growth_journeys, growth_values
 from fuzz import tls_inputs as ti
 from fuzz.growth_model import Family, Input, write
 from fuzz.mutators import ACK, PSH, Rec
@@ -141,7 +141,7 @@ FAMILIES = (
     Family("overlap", "F12", make_overlap, 10_000, "segments"),
     Family("teardrop", "F12", make_teardrop, 8_000, "fragment pairs"),
     Family("waiting", "F4", make_waiting, 32, "sessions", memory=True),
-) + growth_acks.FAMILIES + growth_values.FAMILIES
+) + growth_acks.FAMILIES + growth_journeys.FAMILIES + growth_values.FAMILIES
 
 
 # --------------------------------------------------------------------------- measuring

@@ -288,7 +288,7 @@ class Replay:
 
     def __init__(
         self,
-        made: Callable[[list[Journey]], None],
+        made: Callable[[Iterable[Journey]], None],
         connection: Callable[[int, FlowKey], None] | None = None,
     ) -> None:
         self.joiner = Joiner()
@@ -325,7 +325,7 @@ class _Rows:
         self.rows: list[tuple[Any, ...]] = []
         self._struct = pa.struct(list(_JOURNEYS))
 
-    def add(self, made: list[Journey]) -> None:
+    def add(self, made: Iterable[Journey]) -> None:
         self.rows.extend(_journey_row(j) for j in made)
 
     def take(self, final: bool = False) -> Iterator[pa.RecordBatch]:

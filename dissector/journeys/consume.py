@@ -9,13 +9,16 @@ Rules:
   SUBSCRIBE the capture missed is a subscription of its own, (connection, consumer id).
 - A MESSAGE finds its stored message by (topic, ledger, entry); else, by (topic, producer
   name, sequence id), a SEND still waiting for its receipt; else it makes one (the capture
-  saw only this side). Its `ack_set`, when set, names the entries it delivers (set bits).
+  saw only this side). A batch's entries are those its payload holds
+  (dissector.journeys.batches); its `ack_set`, when set, names those it delivers (set bits).
 - A chunked message is delivered by its last chunk (the consumer can assemble it then);
   its first chunk's id finds it, and every chunk's id finds it again.
 - An ACK without ack_set acknowledges every message of the entry it names; with one,
-  those whose bits are clear. A cumulative ACK also acknowledges every message delivered
-  to the subscription with a smaller id. The first ack counts; an ack of a message whose
-  delivery was not captured makes a delivery with `deliveries` 0.
+  those whose bits are clear, among the entries known (a batch only acks showed: those of
+  the words its first ack_set carries, ACK_WORD bits each, up to its claimed size). A
+  cumulative ACK also acknowledges every message delivered to the subscription with a
+  smaller id. The first ack counts; an ack of a message whose delivery was not captured
+  makes a delivery with `deliveries` 0.
 """
 
 from __future__ import annotations
@@ -24,9 +27,18 @@ from collections.abc import Callable
 from typing import Any
 
 from dissector.events import Frame
+from dissector.journeys.batches import ClaimedBatch, plain_bound
 from dissector.journeys.index import Index
 from dissector.journeys.produce import batch_size, entries, facts
-from dissector.journeys.state import MAX_BATCH, Conn, Consumer, Msg, Stored, bounded_put
+from dissector.journeys.state import (
+    ACK_WORD,
+    MAX_BATCH,
+    Conn,
+    Consumer,
+    Msg,
+    Stored,
+    bounded_put,
+)
 from dissector.pulsar.payload import is_chunk
 from dissector.pulsar.wire import COMMAND_TYPES, enum_name
 
@@ -86,36 +98,45 @@ def on_message(ix: Index, conn: Conn, frame: Frame, body: Any) -> Stored | None:
     c = _consumer(ix, conn, frame, body.consumer_id)
     mid, meta = body.message_id, frame.metadata
     topic = frame.topic if frame.topic is not None else c.sub.topic
-    indexes: list[int | None]
     if meta is not None and is_chunk(meta):
         whole = _chunk(ix, conn, c, topic, body, meta)
         if whole is None:
             return None
-        s, indexes = whole, [None]
+        s = whole
+        n = None
     else:
         s = _found(ix, topic, mid, meta)
         n = batch_size(meta) if meta is not None else s.batch_size
-        if n is None:
-            indexes = [None]
-        elif _partial(body.ack_set):
-            indexes = [i for i in range(n) if _bit(body.ack_set, i)]
-        else:
-            indexes = list(range(n))
     be = frame.broker_entry
     if be is not None and be.HasField("broker_timestamp"):
         s.broker_ts = be.broker_timestamp
-    for i in indexes:
-        first = s.sequence_id
-        m = ix.msg(s, i, first if i is None or first is None else first + i)
-        d = ix.delivery(m, c.sub, conn.conn_id, body.consumer_id, c.name)
-        d.deliveries += 1
-        if d.delivered_ts is None:
-            d.delivered_ts, d.delivered_packet = frame.last_ts, frame.last_packet
-            d.conn_id, d.consumer_id, d.consumer_name = conn.conn_id, body.consumer_id, c.name
-        d.redelivery_count = max(d.redelivery_count, body.redelivery_count)
-    if indexes:  # an ack_set with no bit set delivers nothing
-        ix.live(c.sub, s)
+    if n is None:
+        _deliver(ix, c, conn, frame, body, s, None)
+        return s
+    ack_set = body.ack_set
+    partial = _partial(ack_set)
+
+    def take(i: int | None) -> None:  # set bits: the entries delivered
+        if i is None or not partial or _bit(ack_set, i):
+            _deliver(ix, c, conn, frame, body, s, i)
+
+    ix.batch = ClaimedBatch(conn.conn_id, n, plain_bound(frame, meta), take)
     return s
+
+
+def _deliver(
+    ix: Index, c: Consumer, conn: Conn, frame: Frame, body: Any, s: Stored, i: int | None
+) -> None:
+    """Message `i` of `s` delivered to the consumer's subscription by this MESSAGE."""
+    first = s.sequence_id
+    m = ix.msg(s, i, first if i is None or first is None else first + i)
+    d = ix.delivery(m, c.sub, conn.conn_id, body.consumer_id, c.name)
+    d.deliveries += 1
+    if d.delivered_ts is None:
+        d.delivered_ts, d.delivered_packet = frame.last_ts, frame.last_packet
+        d.conn_id, d.consumer_id, d.consumer_name = conn.conn_id, body.consumer_id, c.name
+    d.redelivery_count = max(d.redelivery_count, body.redelivery_count)
+    ix.live(c.sub, s)
 
 
 def _chunk(
@@ -160,12 +181,7 @@ def on_ack(ix: Index, conn: Conn, frame: Frame, body: Any) -> None:
             if s is None:
                 continue
         if partial:
-            n = (
-                s.batch_size
-                if s.batch_size is not None
-                else max((i + 1 for i in s.msgs if i is not None), default=0)
-            )
-            for i in range(n):
+            for i in range(s.span):
                 if not _bit(mid.ack_set, i):
                     _acked(ix.msg(s, i), c, conn, frame, body)
         else:
@@ -189,6 +205,7 @@ def _unseen(ix: Index, topic: str | None, mid: Any, partial: bool) -> Stored | N
     ix.identify(s, mid.ledgerId, mid.entryId, mid.partition)
     if partial:
         s.batch_size = min(mid.batch_size, MAX_BATCH)
+        s.span = min(s.batch_size, ACK_WORD * len(mid.ack_set))
     else:
         ix.msg(s, None)
     return s

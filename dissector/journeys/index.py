@@ -23,6 +23,7 @@ import heapq
 from collections import deque
 from collections.abc import Iterator
 
+from dissector.journeys.batches import ClaimedBatch
 from dissector.journeys.state import (
     MAX_CHUNK_IDS,
     MAX_HELD,
@@ -53,6 +54,8 @@ class Index:
         self.held_msgs = 0
         self.serial = 0
         self.evicted: list[Stored] = []
+        #: the batched frame whose entries its rows are naming (dissector.journeys.batches)
+        self.batch: ClaimedBatch | None = None
 
     # ------------------------------------------------------------------ records
 
@@ -82,6 +85,8 @@ class Index:
                 self.held_msgs -= 1
         m = s.msgs[index] = Msg(index, sequence_id)
         self.held_msgs += 1
+        if index is not None and index >= s.span:
+            s.span = index + 1
         return m
 
     def sub(self, key: SubKey, topic: str | None, name: str | None, sub_type: str | None) -> Sub:
@@ -297,6 +302,9 @@ class Index:
         self.held_msgs = 0
         self.ids.clear()
         self.names.clear()
+        for sub in self.subs.values():  # nothing but `out` holds a stored message now
+            sub.live.clear()
+            sub.heap.clear()
         return out
 
     def _unindex(self, s: Stored) -> None:

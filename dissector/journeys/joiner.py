@@ -16,14 +16,15 @@ Rules (docs/journeys.md says them with the wire's reasons):
   `AppMessage`s that follow that frame (the pipeline publishes a frame's messages right
   after it) give its batch entries their own sequence ids, each message its trace
   context (read once, by the messages extractor: the first frame that has one gives it),
-  and its messages their values (--values).
+  and its messages their values (--values); a batch's rows say which entries it holds
+  (dissector.journeys.batches), settled by the next frame or connection event.
 - Ids are per connection (`Index.conns`), dropped when the connection ends; stored
   messages and subscriptions span connections.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from dissector.events import AppMessage, Conversation, ConversationOpened, Frame, Journey
@@ -35,6 +36,9 @@ from dissector.journeys.state import Conn, Stored
 #: What a command handler does with one frame: the stored message it concerns, if any.
 CommandStep = Callable[[Index, Conn, Frame, Any], Stored | None]
 DISPATCH: dict[int, CommandStep] = {**produce.HANDLERS, **consume.HANDLERS}
+#: Events that come after every row of the frame before them (anomalies of a frame come
+#: among its rows: they settle nothing).
+_SETTLING = (Frame, ConversationOpened, Conversation)
 
 
 class Joiner:
@@ -49,6 +53,12 @@ class Joiner:
     def feed(self, ev: object) -> list[Journey]:
         """One pipeline event; the journeys of messages the bound pushed out."""
         kind = type(ev)
+        if kind is AppMessage:
+            assert isinstance(ev, AppMessage)
+            self._entry(ev)
+            return []
+        if self.ix.batch is not None and kind in _SETTLING:
+            self._settle()
         if kind is Frame:
             assert isinstance(ev, Frame)
             self._current = None
@@ -59,9 +69,6 @@ class Joiner:
                 self.ix.check_bound()
                 if self.ix.evicted:
                     return self._evicted()
-        elif kind is AppMessage:
-            assert isinstance(ev, AppMessage)
-            self._entry(ev)
         elif kind is ConversationOpened:
             assert isinstance(ev, ConversationOpened)
             self.ended(ev.conn_id)  # a connection id reused: the old one's ids mean nothing
@@ -70,14 +77,18 @@ class Joiner:
             self.ended(ev.conn_id)
         return []
 
-    def finish(self) -> list[Journey]:
-        """The capture ended: every message still held makes its rows."""
+    def finish(self) -> Iterator[Journey]:
+        """The capture ended: every message still held makes its rows, made as they are
+        read (each stored message let go once its rows are made)."""
+        self._settle()
         out = self._evicted()
-        for s in self.ix.drain():
-            out.extend(journeys(s, self.values))
+        held = self.ix.drain()
         self.ix.conns.clear()
         self._current = None
-        return out
+        yield from out
+        held.reverse()
+        while held:
+            yield from journeys(held.pop(), self.values)
 
     def ended(self, conn_id: int) -> None:
         """Connection `conn_id` ended (as a `Conversation` event says): its ids mean nothing
@@ -91,6 +102,12 @@ class Joiner:
 
     # ------------------------------------------------------------------ internals
 
+    def _settle(self) -> None:
+        """The rows of the latest batched frame are all here: its entries are known."""
+        batch, self.ix.batch = self.ix.batch, None
+        if batch is not None:
+            batch.settle()
+
     def _evicted(self) -> list[Journey]:
         out: list[Journey] = []
         for s in self.ix.take_evicted():
@@ -103,6 +120,9 @@ class Joiner:
         s = self._current
         if s is None or m.conn_id != self._current_conn:
             return
+        batch = self.ix.batch
+        if batch is not None and m.conn_id == batch.conn_id:
+            batch.entry(m.batch_index)
         msg = s.msgs.get(m.batch_index)
         if msg is None:
             return

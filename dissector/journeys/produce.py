@@ -9,8 +9,9 @@ Rules:
 - A SEND waits for its receipt under (producer_id, sequence_id) on its connection; the
   receipt (or SEND_ERROR) of that key ends the oldest wait (the chunks of one message share
   a sequence id and get one receipt each).
-- A batch (metadata num_messages_in_batch = n) is n messages, indexes 0 .. n-1, sequence ids
-  the first's + index until the extractor gives the entries' own.
+- A batch (metadata num_messages_in_batch = n) is the messages its payload holds (at most n,
+  dissector.journeys.batches), indexes 0 .. n-1, sequence ids the first's + index until the
+  extractor gives the entries' own.
 - A chunked message is one stored message from its first chunk's SEND; its id is the first
   chunk's receipt's, every chunk's id finds it, and its receipt time is its last chunk's.
 - A receipt whose SEND the capture missed still makes a stored message (send unknown).
@@ -23,6 +24,7 @@ from collections.abc import Callable
 from typing import Any
 
 from dissector.events import Frame
+from dissector.journeys.batches import ClaimedBatch, plain_bound
 from dissector.journeys.index import Index
 from dissector.journeys.state import MAX_BATCH, Conn, Producer, Stored, bounded_put
 from dissector.pulsar.payload import is_chunk
@@ -55,13 +57,20 @@ def facts(s: Stored, meta: Any) -> None:
 
 
 def entries(ix: Index, s: Stored) -> None:
-    """The messages of `s`: its batch's entries, or the whole entry."""
+    """The message of `s` when it is not a batch: the whole entry."""
+    ix.msg(s, None, s.sequence_id)
+
+
+def batch_entries(ix: Index, conn: Conn, frame: Frame, s: Stored) -> None:
+    """The messages of the batch `s`: those its payload holds (dissector.journeys.batches),
+    made as the extractor's rows of the frame name them."""
+    assert s.batch_size is not None
     first = s.sequence_id
-    if s.batch_size is None or s.chunks is not None:
-        ix.msg(s, None, first)
-        return
-    for i in range(s.batch_size):
-        ix.msg(s, i, None if first is None else first + i)
+
+    def take(i: int | None) -> None:
+        ix.msg(s, i, first if first is None or i is None else first + i)
+
+    ix.batch = ClaimedBatch(conn.conn_id, s.batch_size, plain_bound(frame, frame.metadata), take)
 
 
 def _sent(ix: Index, conn: Conn, frame: Frame, body: Any) -> Stored:
@@ -85,7 +94,10 @@ def on_send(ix: Index, conn: Conn, frame: Frame, body: Any) -> Stored | None:
     if meta is not None and is_chunk(meta):
         return _chunk(ix, conn, frame, body, meta)
     s = _sent(ix, conn, frame, body)
-    entries(ix, s)
+    if s.batch_size is None:
+        entries(ix, s)
+    else:
+        batch_entries(ix, conn, frame, s)
     ix.wait(conn, s, body.producer_id, body.sequence_id)
     return s
 

@@ -24,8 +24,10 @@ TraceIds = tuple[str, str | None, TraceFormat]
 
 #: Application messages held for joining (batch entries counted): a message's rows wait
 #: for the end of the capture because more deliveries and acks of it may come; past this
-#: the oldest stored message makes its rows at once (about 100 MB of state at the bound).
-MAX_HELD = 200_000
+#: the oldest stored message makes its rows at once. About 1.2 KB each (a stored message,
+#: its message, delivery and index entries: measured, issue 42), so about 120 MB at the
+#: bound, which keeps a read of every table under 300 MB.
+MAX_HELD = 100_000
 #: SENDs waiting for their receipt per connection, as the timeline's pairing keeps them
 #: (dissector.pulsar.pairing.MAX_PENDING); the oldest is forgotten (its row stays).
 MAX_PENDING = 100_000
@@ -34,8 +36,12 @@ MAX_PENDING = 100_000
 #: and names come from the wire, so a flood of them must not grow memory without bound.
 MAX_KEYS = 100_000
 #: Entries one batch may make rows for: clients batch 1,000 messages at most by default
-#: (batchingMaxMessages); a batch claiming more (a damaged or hostile count) makes this many.
+#: (batchingMaxMessages); a batch claiming more (a damaged or hostile count) makes this many
+#: at most, and never more than its payload holds (dissector.journeys.batches).
 MAX_BATCH = 10_000
+#: Bits of one `ack_set` word (Java's BitSet.toLongArray(): 64-bit words): a batch-index ack
+#: of a batch the capture did not show acknowledges entries of the words it carries only.
+ACK_WORD = 64
 #: Chunk ids that find one chunked message (each chunk is stored as an entry of its own):
 #: a 5 GiB message in 5 MiB chunks has 1,024; the chunks of a longer run are not indexed
 #: (an ack naming one of them finds nothing).
@@ -121,7 +127,8 @@ class Stored:
         "aliases", "batch_size", "broker_ts", "chunk_receipts", "chunks", "due", "entry",
         "error", "evicted", "inflight", "ledger", "msgs", "partition", "produced",
         "producer_conn", "producer_id", "producer_name", "publish_time", "receipt_packet",
-        "receipt_ts", "send_packet", "send_ts", "sequence_id", "serial", "topic", "waiting",
+        "receipt_ts", "send_packet", "send_ts", "sequence_id", "serial", "span", "topic",
+        "waiting",
     )  # fmt: skip
 
     def __init__(self, serial: int, topic: str | None) -> None:
@@ -133,7 +140,10 @@ class Stored:
         self.producer_name: str | None = None
         self.sequence_id: int | None = None  # the SEND's (a batch's first entry's)
         self.publish_time: int | None = None  # ms
-        self.batch_size: int | None = None  # None: not batched (or not known)
+        self.batch_size: int | None = None  # None: not batched (or not known); as claimed
+        #: batch entries a batch-index ack may name: 1 + the highest index of `msgs`, or for
+        #: a batch only acks showed, 64 per word of its first ack_set (bounded by the claim)
+        self.span = 0
         self.chunks: int | None = None  # chunked: chunks of the message
         self.chunk_receipts = 0
         self.produced = False  # its SEND or receipt was seen

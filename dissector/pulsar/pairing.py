@@ -16,7 +16,9 @@ Rules (the pairing table):
   request_id -1 (all bits set) marks a broker's notification (CLOSE_PRODUCER/CLOSE_CONSUMER),
   which expects no answer.
 Memory: pending requests and deliveries per connection are bounded (MAX_PENDING); the oldest
-are reported unanswered when the bound is passed.
+are reported unanswered when the bound is passed. A pending SEND or MESSAGE is kept as its
+pair row reads it (`_held`): its ids as plain ints, no decoded command, metadata, payload
+or bytes.
 Dispatch: what a command does is looked up by its type in dicts built from the schema:
 `ENTITY_STEPS` (entities.py: producers, consumers, handshake, the frame's topic), then
 `_ON_COMMAND` here (pairing); `pairs.py` fills in each row.
@@ -34,7 +36,7 @@ from dissector.pulsar import frame_runs as R
 from dissector.pulsar.deliveries import Deliveries
 from dissector.pulsar.entities import ENTITY_STEPS, Entities
 from dissector.pulsar.pairs import make_pair
-from dissector.pulsar.wire import COMMAND_NAMES, COMMAND_TYPES, types_with
+from dissector.pulsar.wire import COMMAND_NAMES, COMMAND_TYPES, SINGULAR_FIELDS, types_with
 
 __all__ = ["ACKED_MEMORY", "MAX_PENDING", "ConversationState"]
 
@@ -77,6 +79,50 @@ class _Pending(NamedTuple):
 
     last_ts: int
     stream_offset: int
+
+
+class _Id:
+    """A held MESSAGE's message id, as its pair row reads it."""
+
+    __slots__ = ("entryId", "ledgerId")
+
+    def __init__(self, ledger: int, entry: int) -> None:
+        self.ledgerId, self.entryId = ledger, entry
+
+
+class _Ids:
+    """What a pair row reads of a held SEND's or MESSAGE's body (pairs.make_pair,
+    Entities.lookup): its ids as plain ints, and which are set. A decoded command kept
+    alive costs about 1 KB; this about 100 bytes."""
+
+    __slots__ = ("consumer_id", "message_id", "present", "producer_id", "sequence_id")
+
+    def __init__(self, ctype: int, body: Any) -> None:
+        fields = SINGULAR_FIELDS.get(ctype, _BODY_IDS)
+        self.present = tuple(n for n in _BODY_IDS if n in fields and body.HasField(n))
+        self.producer_id = body.producer_id if "producer_id" in self.present else 0
+        self.sequence_id = body.sequence_id if "sequence_id" in self.present else 0
+        self.consumer_id = body.consumer_id if "consumer_id" in self.present else 0
+        mid = body.message_id if "message_id" in self.present else None
+        self.message_id = None if mid is None else _Id(mid.ledgerId, mid.entryId)
+
+    def HasField(self, name: str) -> bool:  # the protobuf method it stands for
+        return name in self.present
+
+
+#: The ids of a SEND's and a MESSAGE's body that a pair row reads.
+_BODY_IDS = ("consumer_id", "producer_id", "sequence_id", "message_id")
+
+
+def _held(frame: Frame) -> Frame:
+    """A SEND or MESSAGE as it waits for its answer: what its pair row reads (its ids,
+    times, packets, offset, topic, command name), without its decoded command, metadata,
+    payload view or bytes, which kept about 3 KB per frame alive (a consumer that never
+    acks holds MAX_PENDING deliveries)."""
+    ids = _Ids(frame.command_type, frame.body)
+    return frame._replace(
+        command=None, body=ids, metadata=None, broker_entry=None, payload=None, raw=None
+    )
 
 
 def _no_pair(*args: Any, **kwargs: Any) -> Pair:
@@ -266,7 +312,7 @@ class ConversationState:
         queue = self._sends.get(key)
         if queue is None:
             queue = self._sends[key] = deque()
-        queue.append(frame)
+        queue.append(_held(frame))
         self._pending += 1
 
     def _on_receipt(self, frame: Frame, ctype: int, body: Any, pairs: list[Pair]) -> None:
@@ -337,7 +383,7 @@ class ConversationState:
         if delivered is None:
             delivered = self._delivered[body.consumer_id] = Deliveries()
         key = (mid.ledgerId, mid.entryId)
-        old = delivered.add(key, frame)
+        old = delivered.add(key, _held(frame))
         if old is not None:  # delivered again before any ack: the broker redelivered it
             pairs.append(self._pair(old, frame, None, ack_of=key, outcome=Outcome.REDELIVERED))
         else:

@@ -272,7 +272,7 @@ class TableBuilder:
         for f in found:
             self.findings.add(finding_row(f, None if f.key is None else conn_info(f.key)[4]))
 
-    def _joined(self, joined: list[Journey]) -> None:
+    def _joined(self, joined: Iterable[Journey]) -> None:
         assert self.journeys is not None
         for j in joined:
             self.journeys.add(journey_row(j))

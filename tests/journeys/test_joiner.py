@@ -50,7 +50,7 @@ def test_messages_held_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
         assert joiner.ix.held_msgs <= 1_000 and len(joiner.ix.held) <= 1_000
     assert len(rows) == 2_000 and all(j.evicted for j in rows)
     assert [j.sequence_id for j in rows] == list(range(2_000))
-    last = joiner.finish()
+    last = list(joiner.finish())
     assert [j.sequence_id for j in last] == list(range(2_000, 3_000))
     assert not any(j.evicted for j in last)
 
@@ -64,7 +64,7 @@ def test_waiting_sends_are_bounded_per_connection(monkeypatch: pytest.MonkeyPatc
         joiner.feed(send(seq))
         conn = joiner.ix.conns[1]
         assert conn.pending <= 100 and sum(len(q) for q in conn.sends.values()) == conn.pending
-    assert len(joiner.finish()) == 1_000
+    assert len(list(joiner.finish())) == 1_000
 
 
 def test_individual_acks_keep_the_heap_small() -> None:
@@ -80,7 +80,7 @@ def test_individual_acks_keep_the_heap_small() -> None:
         joiner.feed(frame(2, "MESSAGE", entry, meta, consumer_id=1, message_id=mid))
         joiner.feed(frame(2, "ACK", entry, consumer_id=1, ack_type=0, message_id=[mid]))
         assert len(sub.live) == 0 and len(sub.heap) <= 64
-    rows = joiner.finish()
+    rows = list(joiner.finish())
     assert len(rows) == 5_000 and all(j.acked_ts is not None for j in rows)
 
 
@@ -160,7 +160,7 @@ def test_sends_of_one_sequence_id_are_answered_without_a_search(
         joiner.feed(frame(1, "SEND_RECEIPT", 10_000 + t, producer_id=1, sequence_id=0,
                           message_id=mid))  # fmt: skip
     assert searched[0] == 0 and joiner.ix.conns[1].pending == 0
-    rows = joiner.finish()
+    rows = list(joiner.finish())
     receipted = [j for j in rows if j.receipt_ts is not None]
     assert [j.send_ts for j in receipted] == list(range(4_000, 5_000))  # the 1,000 newest
     assert [j.entry_id for j in receipted] == list(range(1_000))

@@ -103,9 +103,24 @@ def one(pairs: list[Pair]) -> Pair:
     return pairs[0]
 
 
+def kept(frame: Frame | None) -> Frame | None:
+    """A request as its pair holds it, compared: a SEND or MESSAGE without its decoded
+    command, metadata, payload and bytes (issue 42: they kept about 3 KB per pending
+    delivery alive; its ids are checked by the rows), others as they came."""
+    if frame is None or frame.command_name not in ("SEND", "MESSAGE"):
+        return frame
+    return frame._replace(
+        command=None, body=None, metadata=None, broker_entry=None, payload=None, raw=None
+    )
+
+
 def linked(p: Pair, request: Sent | None, response: Sent | None, outcome: str) -> None:
-    """`p` joins exactly these two frames (by identity) with this outcome."""
-    assert p.request is (None if request is None else request.frame)
+    """`p` joins exactly these two frames (by identity, the request as kept) with this
+    outcome."""
+    if request is None or kept(request.frame) is request.frame:
+        assert p.request is (None if request is None else request.frame)
+    else:
+        assert kept(p.request) == kept(request.frame)
     assert p.response is (None if response is None else response.frame)
     assert p.outcome == outcome
     assert p.conn_id == 1
@@ -381,7 +396,7 @@ def test_unmatched_response_and_unanswered_requests() -> None:
 
     left = link.close()
     expected = [first, ping, send, connect, delivered]  # in the order they were sent
-    assert [p.request for p in left] == [s.frame for s in expected]
+    assert [kept(p.request) for p in left] == [kept(s.frame) for s in expected]
     assert all(p.response is None and p.outcome == "unanswered" for p in left)
     for p in left:
         r = row(p)
@@ -589,7 +604,7 @@ def test_cumulative_ack_covers_everything_of_that_consumer_up_to_the_id() -> Non
     for i, s in zip(ids[:3], mine[:3], strict=True):
         linked(covered[i], s, ack, "success")
     left = link.close()
-    assert [p.request for p in left] == [mine[3].frame, mine[4].frame, theirs.frame]
+    assert [kept(p.request) for p in left] == [kept(s.frame) for s in (mine[3], mine[4], theirs)]
 
 
 def test_cumulative_ack_with_nothing_delivered_is_unmatched() -> None:
@@ -638,7 +653,7 @@ def test_batch_index_ack_does_not_complete_the_pair() -> None:
     )
     full = link.send(C2B, "ACK", consumer_id=1, ack_type=0, message_id=[mid(3, 4)])
     everything = partial.pairs + full.pairs + link.close()
-    assert [p for p in everything if p.request is m.frame] == full.pairs
+    assert [p for p in everything if kept(p.request) == kept(m.frame)] == full.pairs
     linked(one(full.pairs), m, full, "success")
 
 
@@ -959,7 +974,7 @@ def test_pending_requests_are_bounded_and_the_oldest_reported_unanswered(
     assert len(left) <= bound
     assert all(p.response is None and p.outcome == "unanswered" for p in shed + left)
     # Every request is reported exactly once, the oldest first (shed while running).
-    assert [p.request for p in shed + left] == [s.frame for s in sent]
+    assert [kept(p.request) for p in shed + left] == [kept(s.frame) for s in sent]
     assert len(shed) >= total - bound
     assert link.state.overflowed > 0
 

@@ -135,13 +135,18 @@ def make_waiting(n: int, folder: Path) -> Input:
 
 
 FAMILIES = (
-    Family("keyupdate", "F1", make_keyupdate, 800, "KeyUpdates"),
-    Family("resync", "F2", make_resync, 100_000, "garbage bytes"),
-    Family("filter", "F10", make_filter, 10_000, "characters"),
-    Family("overlap", "F12", make_overlap, 10_000, "segments"),
-    Family("teardrop", "F12", make_teardrop, 8_000, "fragment pairs"),
-    Family("waiting", "F4", make_waiting, 32, "sessions", memory=True),
-) + growth_acks.FAMILIES + growth_journeys.FAMILIES + growth_values.FAMILIES
+    (
+        Family("keyupdate", "F1", make_keyupdate, 800, "KeyUpdates"),
+        Family("resync", "F2", make_resync, 100_000, "garbage bytes"),
+        Family("filter", "F10", make_filter, 10_000, "characters"),
+        Family("overlap", "F12", make_overlap, 10_000, "segments"),
+        Family("teardrop", "F12", make_teardrop, 8_000, "fragment pairs"),
+        Family("waiting", "F4", make_waiting, 32, "sessions", memory=True),
+    )
+    + growth_acks.FAMILIES
+    + growth_journeys.FAMILIES
+    + growth_values.FAMILIES
+)
 
 
 # --------------------------------------------------------------------------- measuring

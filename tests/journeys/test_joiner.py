@@ -194,7 +194,7 @@ def test_with_values_a_message_without_value_cells_says_why() -> None:
             consumer_id=2, ack_type=0, message_id=[{"ledgerId": 9, "entryId": 9}]
         )
         rows += joiner.feed(frame(2, "ACK", 5, **ack))
-        return rows + joiner.finish()
+        return rows + list(joiner.finish())
 
     rows = {(j.ledger_id, j.entry_id): j for j in fed(Joiner(values=True))}
     assert rows[(5, 1)].value_error == not_decoded

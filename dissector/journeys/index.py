@@ -169,6 +169,10 @@ class Index:
                 self.settled(sub, into)
         self._rechunk(other, into)
         self._unhold(other)
+        # a subscription's heap may still name `other` (skipped when it comes up): let go of
+        # what it held, so a stale entry costs its tuple and an empty record only
+        other.msgs = {}
+        other.inflight = []
 
     # ------------------------------------------------------------------ finding by name
 
@@ -255,9 +259,11 @@ class Index:
 
     @staticmethod
     def _compact(sub: Sub) -> None:
-        """Keep the heap within twice what is live (plus 64): acked one by one, its
-        entries are only skipped when they come up, so it is rebuilt now and then."""
-        if len(sub.heap) <= 2 * len(sub.live) + 64:
+        """Keep the heap within 1.5 times what is live (plus 64): acked one by one, or
+        merged into the producer's record, its entries are only skipped when they come up,
+        so it is rebuilt now and then (after at least half as many pushes as it keeps: the
+        rebuilds cost a constant per push)."""
+        if len(sub.heap) <= len(sub.live) * 3 // 2 + 64:
             return
         sub.heap = []
         for x in sub.live:

@@ -92,7 +92,7 @@ class Sub:
     `live` holds the stored messages delivered to it with entries not acknowledged yet;
     `heap` orders them by id (ledger, entry) for cumulative acks, lazily: entries no
     longer live are skipped when they come up, and the heap is rebuilt when it holds more
-    than twice what is live."""
+    than 1.5 times what is live."""
 
     __slots__ = ("heap", "live", "name", "sub_type", "topic")
 

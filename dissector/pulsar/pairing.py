@@ -74,8 +74,8 @@ _NO_PAIRS: list[Pair] = []  # shared, never mutated
 
 
 class _Pending(NamedTuple):
-    """A request of a frame run, pending: what shedding and closing read of a request
-    when no pair is made (runs are made only then)."""
+    """A pending SEND or MESSAGE when no pair is made (a frame run's, or any with
+    pairs=False): what shedding and closing read of it (tens of bytes, not a frame)."""
 
     last_ts: int
     stream_offset: int
@@ -312,7 +312,7 @@ class ConversationState:
         queue = self._sends.get(key)
         if queue is None:
             queue = self._sends[key] = deque()
-        queue.append(_held(frame))
+        queue.append(_held(frame) if self.pairing else _Pending(frame.last_ts, frame.stream_offset))
         self._pending += 1
 
     def _on_receipt(self, frame: Frame, ctype: int, body: Any, pairs: list[Pair]) -> None:
@@ -383,7 +383,9 @@ class ConversationState:
         if delivered is None:
             delivered = self._delivered[body.consumer_id] = Deliveries()
         key = (mid.ledgerId, mid.entryId)
-        old = delivered.add(key, _held(frame))
+        old = delivered.add(
+            key, _held(frame) if self.pairing else _Pending(frame.last_ts, frame.stream_offset)
+        )
         if old is not None:  # delivered again before any ack: the broker redelivered it
             pairs.append(self._pair(old, frame, None, ack_of=key, outcome=Outcome.REDELIVERED))
         else:

@@ -75,6 +75,9 @@ class MessageExtractor:
         self.max_uncompressed = max_uncompressed
         self.preview = preview
         self.values = values  # fed every decoded command by dissector.pulsar.publish
+        #: payload_sha256 is not made when fields are redacted: the hash of a payload whose
+        #: other bytes are known (the value shows them) confirms a guess of a short secret
+        self.hash_payloads = values is None or not values.redact_fields
         self.chunks = ChunkAssembler(max_chunked_message)
 
     def feed(self, frame: Frame) -> list[AppMessage | Anomaly]:
@@ -290,7 +293,11 @@ class MessageExtractor:
             compression=CODEC_NAMES.get(meta.compression, str(meta.compression)),
             compressed_size=compressed,
             payload_size=None if payload is None else len(payload),
-            payload_sha256=None if payload is None else hashlib.sha256(payload).hexdigest(),
+            payload_sha256=(
+                None
+                if payload is None or not self.hash_payloads
+                else hashlib.sha256(payload).hexdigest()
+            ),
             chunked=chunked is not None,
             num_chunks=None if chunked is None else chunked.num_chunks,
             encrypted=encrypted,

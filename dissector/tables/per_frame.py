@@ -273,7 +273,7 @@ MESSAGES = Table(
             "payload_sha256",
             STR,
             "m.payload_sha256",
-            "sha256 of this message's decoded payload (hex)",
+            "sha256 of this message's decoded payload (hex); null with --redact-fields",
         ),
         col("chunked", BOOL, "m.chunked", "sent as a chunked message"),
         col("num_chunks", I32, "m.num_chunks", "chunks of a chunked message"),

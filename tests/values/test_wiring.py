@@ -361,3 +361,16 @@ def test_hex_view_masks_from_the_payload_or_after_the_command() -> None:
     assert masked(lost) == 28  # all after the command
     assert masked(known._replace(command_size=32)) == 0  # all command: nothing after it
     assert "missing" in frame_hex(send, hide_payload=True)
+
+
+def test_no_payload_hash_when_redacting(capture: Path) -> None:
+    """A payload's sha256 confirms a guess of a redacted short secret when the rest of the
+    payload is known (the value shows it): with redaction the column is null."""
+    plain = _rows(read_capture(capture, values=True), "messages")
+    hashed = [m["payload_sha256"] for m in plain if m["payload_size"] is not None]
+    assert hashed and all(h is not None and len(h) == 64 for h in hashed)
+    redacted = _rows(read_capture(capture, values=True, redact_fields="customer"), "messages")
+    assert len(redacted) == len(plain)
+    assert [m["payload_sha256"] for m in redacted] == [None] * len(plain)
+    dump = json.dumps(redacted, default=str)
+    assert not any(h in dump for h in hashed)

@@ -164,7 +164,6 @@ def consumers_then_pings(n: int) -> bytes:
 
 
 def _growth(n: int, workdir: Path) -> Seen:
-    if work.countable():
-        points = work.growth_points(consumers_then_pings, n, workdir, ReaderOptions())
-        work.check_growth("consumers then pings", points)
-    return Seen()
+    return work.growth_case(
+        "consumers then pings", consumers_then_pings, n, workdir, ReaderOptions()
+    )

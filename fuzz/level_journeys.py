@@ -211,7 +211,4 @@ def cumulative_scan(n: int) -> bytes:
 
 
 def _growth(n: int, workdir: Path) -> Seen:
-    if work.countable():
-        points = work.growth_points(cumulative_scan, n, workdir, ReaderOptions())
-        work.check_growth("cumulative acks", points)
-    return Seen()
+    return work.growth_case("cumulative acks", cumulative_scan, n, workdir, ReaderOptions())

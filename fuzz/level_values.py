@@ -255,7 +255,4 @@ def nulls_capture(n: int) -> bytes:
 
 
 def _growth(n: int, workdir: Path) -> Seen:
-    if work.countable():
-        points = work.growth_points(nulls_capture, n, workdir, ReaderOptions(values=True))
-        work.check_growth("avro nulls", points)
-    return Seen()
+    return work.growth_case("avro nulls", nulls_capture, n, workdir, ReaderOptions(values=True))

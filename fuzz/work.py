@@ -21,7 +21,7 @@ from types import FrameType
 from typing import Any, TypeVar
 
 from dissector.read import ReaderOptions, read_tables
-from fuzz.checks import require
+from fuzz.checks import Seen, require
 
 T = TypeVar("T")
 #: Lines added from 2n to 4n over lines added from n to 2n, over the same for the bytes: 1
@@ -94,3 +94,13 @@ def growth_points(
         _, lines = count_lines(lambda: read_tables(str(path), options))
         points.append((lines, len(data)))
     return points
+
+
+def growth_case(
+    what: str, make: Callable[[int], bytes], n: int, folder: Path, options: ReaderOptions
+) -> Seen:
+    """A level's growth case: make(n), make(2n), make(4n) read and judged (`check_growth`)
+    where lines can be counted (the pure package); nothing seen otherwise."""
+    if countable():
+        check_growth(what, growth_points(make, n, folder, options))
+    return Seen()

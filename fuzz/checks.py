@@ -165,7 +165,9 @@ def read_checked(
     TableBuilder, and the text view of every event), with the invariants above checked;
     `seen` gets the anomaly codes, and `rejected` when the input is not a capture."""
     files = as_paths(paths)
-    builder = TableBuilder(capture=files[0] if files else "", diagnoser=diagnoser(options))
+    builder = TableBuilder(
+        capture=files[0] if files else "", diagnoser=diagnoser(options), values=options.values
+    )
     add = builder.feeder()  # the findings' rules see every event first, as in a read
     lines = FrameLines(Filter())
     conversations: list[Conversation] = []

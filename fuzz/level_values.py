@@ -3,7 +3,8 @@
 Input: a `random.Random`. Output: `make` gives a `Case` (a producer's capture built with
 fuzz.craft: PRODUCER with a schema, PRODUCER_SUCCESS teaching its version, SENDs); `run`
 reads every table with values on (fuzz.checks.read_checked), and for the redaction inputs
-again with `redact_fields`, a payload preview and the frames' bytes, and the text view (-V -x).
+again with `redact_fields` and the frames' bytes (a payload preview with it must be
+refused), and the text view (-V -x).
 Schemas and payloads: JSON records holding a secret field and integers past 64 bits; Avro
 records (encoded here: zigzag varints, RFC-free but per the Avro 1.11 spec), arrays of nulls
 whose block counts claim up to 999,999 items in 4 bytes, `bytes` decimals whose unscaled
@@ -30,7 +31,9 @@ from typing import Any
 
 import pyarrow as pa
 
+from dissector.errors import UsageError
 from dissector.frontends.text import FrameLines
+from dissector.pulsar.field_values import SHORT_HEX_BYTES
 from dissector.read import ReaderOptions, iter_events
 from dissector.tables.filters import Filter
 from fuzz import work
@@ -41,7 +44,9 @@ from fuzz.seeds import Corpus
 TOPIC = "persistent://public/default/values"
 SECRET = "ZQXJ-card-4929-7731-SECRET"
 BIG = 123456789012345678901234567890
-LABEL_MAX = 64
+#: a label: the schema type's name (at most 24 characters), " v", then the version: a
+#: number, or bytes as the text view shows them (short_hex: 0x, SHORT_HEX_BYTES as hex, ...)
+LABEL_MAX = 24 + 2 + 2 + 2 * SHORT_HEX_BYTES + 3
 ITEMS_PER_BYTE = 8
 GROWTH_EVERY = 25
 GROWTH_N = 20_000
@@ -159,9 +164,14 @@ def run(case: Case, workdir: Path) -> Seen:
     check_values(plain["messages"], s)
     check_values(plain["journeys"], {})
     if s["redact"]:
-        options = ReaderOptions(
-            values=True, redact_fields="card", payload_preview=4096, frame_bytes=True
-        )
+        # a payload preview shows the fields in clear: refused with redaction (item 8)
+        try:
+            ReaderOptions(values=True, redact_fields="card", payload_preview=4096)
+        except UsageError:
+            pass
+        else:
+            require(False, "redaction_with_preview", "payload_preview accepted")
+        options = ReaderOptions(values=True, redact_fields="card", frame_bytes=True)
         masked = read_checked(str(path), options, Seen())
         check_redacted(plain, masked, s["leak_first"])
         lines = FrameLines(Filter(), verbose=True, hexdump=True)

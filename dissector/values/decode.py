@@ -22,6 +22,7 @@ from typing import Any
 from dissector.values import keyvalue
 from dissector.values.avro import decode_avro, parse_avro
 from dissector.values.bounds import MAX_PAYLOAD_BYTES, load_json, to_json
+from dissector.values.held import MAX_HELD_SCHEMA_BYTES
 from dissector.values.model import MAX_DEFINITION_BYTES, BadValue, DecodedValue, SchemaInfo
 from dissector.values.primitives import PRIMITIVES, decode_string
 from dissector.values.protobuf_native import decode_protobuf_native, parse_protobuf_native
@@ -183,6 +184,11 @@ def parsed_cost(schema: SchemaInfo) -> int:
 
 
 def _within_size(schema: SchemaInfo) -> None:
+    if schema.forgotten:
+        raise BadValue(
+            f"{schema.type} schema forgotten at MAX_HELD_SCHEMA_BYTES ({MAX_HELD_SCHEMA_BYTES}): "
+            "the capture's schemas held more bytes since it was used"
+        )
     if schema.too_large:
         raise BadValue(
             f"{schema.type} schema over MAX_DEFINITION_BYTES ({MAX_DEFINITION_BYTES}): "

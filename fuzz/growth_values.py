@@ -10,7 +10,12 @@ with values into the messages table:
 - avro_decimal: one SEND of a `bytes` decimal (precision 10) of n bytes (int and Decimal
   conversion is quadratic in the digits);
 - wide_schemas: n topics, each with its own Avro schema of 18,000 fields (just under
-  MAX_DEFINITION_BYTES), each used by one SEND: peak memory must stay bounded (300 MiB).
+  MAX_DEFINITION_BYTES), each used by one SEND, read as a user does (the CLI's streamed
+  Parquet of the messages table): peak memory must stay bounded (300 MiB);
+- schema_thrash: THRASH_SCHEMAS topics, each with its own wide Avro schema (a record whose
+  one field is null or a record of 18,000 fields), then n SENDs of 1 byte (null) going
+  round the topics: more wide schemas than stay parsed, so each would be parsed again per
+  message (~1 MB of parsing per byte of payload): the work must follow the bytes.
 Rule: every payload and schema is written here from the Avro spec (zigzag varints), never by
 the dissector's decoders.
 """
@@ -28,6 +33,7 @@ from fuzz.packets import B2C, C2B, Conn, Pkt, pcap, stamp
 
 AVRO = 4  # the wire's Schema.Type AVRO
 VALUES = {"values": True}
+MESSAGES_PARQUET = ["--table", "messages", "--format", "parquet"]
 
 
 def zigzag(n: int) -> bytes:
@@ -75,9 +81,12 @@ def _send(conn: Conn, producer_id: int, seq: int, payload: bytes) -> list[Pkt]:
     return conn.send(C2B, encode_frame(cmd, metadata=meta, payload=payload))
 
 
-def _capture(folder: Path, name: str, pkts: list[Pkt]) -> Input:
+def _capture(folder: Path, name: str, pkts: list[Pkt], streamed: bool = False) -> Input:
     path = folder / f"{name}.pcap"
     path.write_bytes(pcap(stamp(pkts)))
+    if streamed:  # what a user runs: the CLI, its Parquet streamed to a file
+        out = str(folder / f"{name}.parquet")
+        return Input([str(path)], argv=["read", "--values", *MESSAGES_PARQUET, "-o", out])
     return Input([str(path)], options=dict(VALUES), tables=["messages"])
 
 
@@ -129,11 +138,33 @@ def make_wide_schemas(n: int, folder: Path) -> Input:
     for k in range(n):
         body += _producer(conn, f"persistent://public/default/wide-{k}", k + 1, wide_schema(k))
         body += _send(conn, k + 1, 0, b"\x00" * WIDE_FIELDS)  # every field null
-    return _capture(folder, f"wide_schemas{n}", _connection(body, conn))
+    return _capture(folder, f"wide_schemas{n}", _connection(body, conn), streamed=True)
+
+
+#: Wide schemas the thrash goes round: more than MAX_PARSED_BYTES keeps parsed (three).
+THRASH_SCHEMAS = 5
+
+
+def thrash_schema(k: int) -> dict[str, Any]:
+    """A record of one field, null or a record of WIDE_FIELDS fields: ~1 MB to parse, and
+    a 1-byte payload (union branch 0, null) gives {"a":null}."""
+    inner = wide_schema(k) | {"name": f"Inner{k}"}
+    return {"type": "record", "name": f"T{k}", "fields": [{"name": "a", "type": ["null", inner]}]}
+
+
+def make_schema_thrash(n: int, folder: Path) -> Input:
+    conn = Conn()
+    body = conn.handshake()
+    for k in range(THRASH_SCHEMAS):
+        body += _producer(conn, f"persistent://public/default/thrash-{k}", k + 1, thrash_schema(k))
+    for seq in range(n):
+        body += _send(conn, seq % THRASH_SCHEMAS + 1, seq, zigzag(0))
+    return _capture(folder, f"schema_thrash{n}", _connection(body, conn), streamed=True)
 
 
 FAMILIES: tuple[Family, ...] = (
     Family("avro_null_array", "42.3", make_null_array, 40, "messages of 1,000n nulls"),
     Family("avro_decimal", "42.4", make_decimal, 40_000, "decimal bytes"),
     Family("wide_schemas", "42.5", make_wide_schemas, 10, "wide schemas", max_peak_mib=300),
+    Family("schema_thrash", "42.5", make_schema_thrash, 200, "messages round 5 wide schemas"),
 )

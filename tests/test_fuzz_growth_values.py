@@ -1,5 +1,6 @@
 """The growth check's value families (fuzz.growth_values) make what they say: n messages of
-n x 1,000 nulls, a decimal of n bytes, n wide schemas (issue 42 items 3, 4, 5).
+n x 1,000 nulls, a decimal of n bytes, n wide schemas, n messages going round wide schemas
+(issue 42 items 3, 4, 5).
 
 Input: the makers at small n. Output: pass or fail, checked on the capture's messages table
 read without values (payload sizes and digests against hand-made Avro bytes).
@@ -38,10 +39,24 @@ def test_decimal_family_holds_one_decimal_of_n_bytes(tmp_path: Path) -> None:
 
 def test_wide_schemas_family_holds_n_schemas(tmp_path: Path) -> None:
     made = growth_values.make_wide_schemas(2, tmp_path)
+    assert made.argv is not None and made.argv[:2] == ["read", "--values"]
     got = rows(made.captures[0])
     assert sorted(str(r["topic"]) for r in got) == [
         "persistent://public/default/wide-0",
         "persistent://public/default/wide-1",
     ]
     assert all(r["payload_size"] == growth_values.WIDE_FIELDS for r in got)
-    assert {"avro_null_array", "avro_decimal", "wide_schemas"} <= {f.name for f in growth.FAMILIES}
+    assert {"avro_null_array", "avro_decimal", "wide_schemas", "schema_thrash"} <= {
+        f.name for f in growth.FAMILIES
+    }
+
+
+def test_schema_thrash_family_holds_n_one_byte_messages_round_the_schemas(tmp_path: Path) -> None:
+    made = growth_values.make_schema_thrash(7, tmp_path)
+    got = rows(made.captures[0])
+    k = growth_values.THRASH_SCHEMAS
+    assert [str(r["topic"]) for r in got] == [
+        f"persistent://public/default/thrash-{i % k}" for i in range(7)
+    ]
+    # union branch 0 (null): zigzag(0), one byte
+    assert {r["payload_sha256"] for r in got} == {hashlib.sha256(b"\x00").hexdigest()}

@@ -44,7 +44,11 @@ class Values:
         self.decoder = ValueDecoder()
         self.faults = SchemaFaults(self.decoder)
         self.schemas = SchemaTracker(on_schema=self.faults.schema, on_drop=self.faults.dropped)
+        self.decoder.schema_bytes = self._schema_bytes
         self.redact_fields = tuple(redact_fields)
+
+    def _schema_bytes(self) -> int:
+        return self.schemas.definition_bytes
 
     def feed(self, conn: Hashable, ctype: int, body: Any) -> None:
         """Every decoded command (one dict lookup for those without a schema); the anomalies

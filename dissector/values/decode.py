@@ -7,14 +7,16 @@ Output: `DecodedValue(value=JSON text)` or `DecodedValue(error=why)`, for the `v
 Rule: one decoder per schema family (primitives.py, avro.py, protobuf_native.py,
 protobuf_wire.py, keyvalue.py); each schema is parsed once and kept (at most
 MAX_PARSED_SCHEMAS and MAX_PARSED_BYTES estimated, least recently used first out; a schema
-that does not parse is kept as its error);
+that does not parse is kept as its error); the definition bytes parsed (again, after an
+eviction) stay within PARSE_BYTES_PER_INPUT_BYTE x the bytes read + PARSE_BYTES_FREE, past
+which a value needing a parse is an error naming the bound;
 JSON is checked and normalised; every value within the bounds of bounds.py; whatever the
 bytes, an error string, never an exception (an unexpected one says "internal error").
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -22,6 +24,7 @@ from typing import Any
 from dissector.values import keyvalue
 from dissector.values.avro import decode_avro, parse_avro
 from dissector.values.bounds import MAX_PAYLOAD_BYTES, load_json, to_json
+from dissector.values.held import MAX_HELD_SCHEMA_BYTES
 from dissector.values.model import MAX_DEFINITION_BYTES, BadValue, DecodedValue, SchemaInfo
 from dissector.values.primitives import PRIMITIVES, decode_string
 from dissector.values.protobuf_native import decode_protobuf_native, parse_protobuf_native
@@ -41,6 +44,14 @@ MAX_PARSED_SCHEMAS = 1024
 MAX_PARSED_BYTES = 48 << 20
 PARSED_BYTES_PER_DEFINITION_BYTE = 16
 PARSED_SCHEMA_OVERHEAD = 4096
+#: Definition bytes parsed, at most PARSE_BYTES_PER_INPUT_BYTE x the bytes read (payloads
+#: decoded, definitions the schema tracker learnt: `schema_bytes`) + PARSE_BYTES_FREE: each
+#: schema is parsed once when read (1x), but past MAX_PARSED_BYTES an eviction makes it parse
+#: again when used again, and small messages alternating among four wide schemas would parse
+#: ~1 MB each (~0.25 s); this keeps that work in proportion to the capture, and the values
+#: of a message that would need more say so (never a slowdown).
+PARSE_BYTES_PER_INPUT_BYTE = 4
+PARSE_BYTES_FREE = 8 << 20
 #: KeyValue schemas inside KeyValue schemas: Pulsar itself nests none; one level is allowed.
 MAX_KEY_VALUE_NESTING = 2
 
@@ -67,10 +78,14 @@ NO_KEY = KeyFields()
 class ValueDecoder:
     """Decodes payloads by schema, keeping each parsed schema for the next payload."""
 
-    def __init__(self) -> None:
+    def __init__(self, schema_bytes: Callable[[], int] | None = None) -> None:
         self._parsed: dict[SchemaInfo, Any] = {}  # least recently used first
         self.parsed_bytes = 0  # estimated memory of the kept ones (parsed_cost)
         self.parses = 0  # schemas parsed so far (each once while kept)
+        self.parsed_definition_bytes = 0  # their definitions' bytes: the parse work done
+        self.payload_bytes = 0  # payload bytes decoded so far
+        #: definition bytes read so far (SchemaTracker.definition_bytes), for the budget
+        self.schema_bytes: Callable[[], int] = schema_bytes or _nothing
 
     def decode(
         self,
@@ -83,6 +98,8 @@ class ValueDecoder:
         """The value of one message, as JSON text (`redact_fields` masked before it is
         written: nothing else of it changes), or why not. Never raises."""
         masks = partial(redact, paths=redact_fields) if redact_fields else None
+        if payload is not None:
+            self.payload_bytes += len(payload)
         try:
             value = self._value(payload, schema, key, 0)
             return DecodedValue(value=to_json(value, masks))
@@ -96,6 +113,8 @@ class ValueDecoder:
         that does not), else None; parsed as decoding would (and kept for it). Never raises."""
         try:
             self._check(schema, 0)
+        except OverBudget:
+            return None  # not judged: nothing says it is wrong
         except BadValue as e:
             return str(e)
         except Exception as e:  # as decode: a parser's bug says so
@@ -159,7 +178,9 @@ class ValueDecoder:
     def _parse(self, schema: SchemaInfo) -> Any:
         known = self._parsed.pop(schema, None)
         if known is None:
+            self._within_budget(schema)
             self.parses += 1
+            self.parsed_definition_bytes += len(schema.definition)
             try:
                 known = _PARSERS[schema.type](schema)
             except BadValue as e:
@@ -176,6 +197,19 @@ class ValueDecoder:
             raise BadValue(known.reason)
         return known
 
+    def parse_budget(self) -> int:
+        """Definition bytes that may be parsed in all, given the bytes read so far."""
+        read = self.payload_bytes + self.schema_bytes()
+        return PARSE_BYTES_PER_INPUT_BYTE * read + PARSE_BYTES_FREE
+
+    def _within_budget(self, schema: SchemaInfo) -> None:
+        if self.parsed_definition_bytes + len(schema.definition) > self.parse_budget():
+            raise OverBudget(
+                f"{schema.type} schema not parsed again: definitions parsed would exceed "
+                f"PARSE_BYTES_PER_INPUT_BYTE ({PARSE_BYTES_PER_INPUT_BYTE}) x the payload and "
+                f"schema bytes read + PARSE_BYTES_FREE ({PARSE_BYTES_FREE})"
+            )
+
 
 def parsed_cost(schema: SchemaInfo) -> int:
     """The estimated memory of `schema` parsed (MAX_PARSED_BYTES)."""
@@ -183,6 +217,11 @@ def parsed_cost(schema: SchemaInfo) -> int:
 
 
 def _within_size(schema: SchemaInfo) -> None:
+    if schema.forgotten:
+        raise BadValue(
+            f"{schema.type} schema forgotten at MAX_HELD_SCHEMA_BYTES ({MAX_HELD_SCHEMA_BYTES}): "
+            "the capture's schemas held more bytes since it was used"
+        )
     if schema.too_large:
         raise BadValue(
             f"{schema.type} schema over MAX_DEFINITION_BYTES ({MAX_DEFINITION_BYTES}): "
@@ -196,6 +235,14 @@ def _json(payload: bytes) -> Any:
         return load_json(payload)
     except (ValueError, RecursionError) as e:
         raise BadValue(f"JSON payload is not JSON: {e}") from None
+
+
+class OverBudget(BadValue):
+    """Parsing this schema (again) would exceed the parse budget: a fault of no schema."""
+
+
+def _nothing() -> int:
+    return 0
 
 
 @dataclass(frozen=True, slots=True)

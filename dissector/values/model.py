@@ -7,7 +7,8 @@ Output: `SchemaInfo` (type by Pulsar's own name, name, definition bytes, propert
 Rule: type names are Pulsar's `SchemaType` names (STRING, AVRO, KEY_VALUE, ...), because a
 KeyValue schema names its key and value types that way in its properties; the wire's
 `None` (0) is BYTES, as the Java client sends no other number for it. A definition over
-MAX_DEFINITION_BYTES is kept as its size only, and says so when used.
+MAX_DEFINITION_BYTES is kept as its size only, and says so when used; so does a schema the
+tracker forgot (`forgotten`).
 """
 
 from __future__ import annotations
@@ -58,6 +59,8 @@ class SchemaInfo:
     definition: bytes = b""  # empty when over MAX_DEFINITION_BYTES (see definition_size)
     definition_size: int = 0
     properties: tuple[tuple[str, str], ...] = ()
+    #: the tracker let it go at MAX_HELD_SCHEMA_BYTES (held.py): type and size only remain
+    forgotten: bool = False
 
     @property
     def too_large(self) -> bool:

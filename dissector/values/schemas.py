@@ -15,12 +15,15 @@ its producer declared (SEND), or its consumer (MESSAGE) when the message names n
 A declared AUTO_CONSUME is resolved to the topic's real schema (the version's, else the
 newest version seen). Versions belong to a topic, so what one connection learns serves
 every connection; partitions share their topic's schemas ("-partition-N" is dropped).
-Every map is bounded (MAX_*), oldest entries going first; `dropped` counts what went.
+Every map is bounded (MAX_*), oldest entries going first; `dropped` counts what went. The
+maps name each distinct schema by one shared `Held` (held.py), whose bytes are bounded
+(MAX_HELD_SCHEMA_BYTES, least recently learnt or used first out): a forgotten schema leaves
+its stub, and its messages say so in `value_error`.
 Observers (optional, for the anomaly rows of faults.py): `on_schema(topic, version, schema)`
 once a schema is learnt for good (SUBSCRIBE, GET_SCHEMA_RESPONSE, and PRODUCER /
 GET_OR_CREATE_SCHEMA at the broker's answer, which gives the version), `on_drop(bound,
 what)` for each entry whose loss changes what decodes (a version, a topic's schema, a
-producer, a consumer, a request); a history entry going is only counted.
+producer, a consumer, a request, a schema's bytes); a history entry going is only counted.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dissector.pulsar.wire import BODY_FIELDS, COMMAND_TYPES
+from dissector.values.held import Held, HeldSchemas
 from dissector.values.model import SchemaInfo, schema_info, version_label
 
 #: Topics whose schemas are kept: a broker's own limit is in the tens of thousands; a
@@ -86,8 +90,8 @@ class Resolution:
 
 @dataclass(slots=True)
 class _Topic:
-    versions: dict[bytes, SchemaInfo]
-    history: list[SeenSchema]
+    versions: dict[bytes, Held]
+    history: list[tuple[str, bytes | None, Held]]  # (command, version, schema)
 
 
 #: on_schema(topic, version or None, schema) and on_drop(bound name, what went)
@@ -108,12 +112,12 @@ class SchemaTracker:
         self._on_drop = on_drop
         self._topics: dict[str, _Topic] = {}
         # (conn, producer_id) / (conn, consumer_id) -> (topic, declared schema or None)
-        self._producers: dict[tuple[Hashable, int], tuple[str, SchemaInfo | None]] = {}
-        self._consumers: dict[tuple[Hashable, int], tuple[str, SchemaInfo | None]] = {}
+        self._producers: dict[tuple[Hashable, int], tuple[str, Held | None]] = {}
+        self._consumers: dict[tuple[Hashable, int], tuple[str, Held | None]] = {}
         # (conn, request_id) -> (command, topic, schema or None, requested version or None)
-        self._pending: dict[
-            tuple[Hashable, int], tuple[str, str, SchemaInfo | None, bytes | None]
-        ] = {}
+        self._pending: dict[tuple[Hashable, int], tuple[str, str, Held | None, bytes | None]] = {}
+        self.held = HeldSchemas(on_forget=self._forgot)
+        self.definition_bytes = 0  # definitions read from the commands fed (ValueDecoder's budget)
         self.dropped: dict[str, int] = {}
         self._handlers = {
             PRODUCER: self._producer,
@@ -143,11 +147,15 @@ class SchemaTracker:
 
     def versions(self, topic: str) -> dict[bytes, SchemaInfo]:
         t = self._topics.get(topic_key(topic))
-        return dict(t.versions) if t else {}
+        return {v: held.schema for v, held in t.versions.items()} if t else {}
 
     def history(self, topic: str) -> list[SeenSchema]:
         t = self._topics.get(topic_key(topic))
-        return list(t.history) if t else []
+        return (
+            [SeenSchema(command=c, version=v, schema=h.schema) for c, v, h in t.history]
+            if t
+            else []
+        )
 
     def topic_of(self, conn: Hashable, ctype: int, handle_id: int) -> str | None:
         """The topic of a SEND's producer or a MESSAGE's consumer, if its command was seen."""
@@ -168,7 +176,8 @@ class SchemaTracker:
                 label=f"no schema: the {side} was not seen being created",
             )
         topic, declared = known
-        return self.resolve_topic(topic, schema_version, declared, writer=ctype == SEND)
+        schema = None if declared is None else self.held.touch(declared)
+        return self.resolve_topic(topic, schema_version, schema, writer=ctype == SEND)
 
     def resolve_topic(
         self,
@@ -189,13 +198,13 @@ class SchemaTracker:
         if schema_version and t is not None:
             by_version = t.versions.get(schema_version)
             if by_version is not None:
-                return _found(by_version, BY_VERSION, schema_version)
+                return _found(self.held.touch(by_version), BY_VERSION, schema_version)
         if declared is not None and not writer and schema_version:
             declared = None  # a reader's schema is not the writer's of an unknown version
         if declared is not None and declared.type == "AUTO_CONSUME":
             if t is not None and t.versions:
                 newest = max(t.versions, key=_version_order)
-                return _found(t.versions[newest], BY_VERSION, newest)
+                return _found(self.held.touch(t.versions[newest]), BY_VERSION, newest)
             declared = None
         if declared is not None:
             return _found(declared, BY_DECLARED, schema_version)
@@ -207,14 +216,12 @@ class SchemaTracker:
 
     # -- handlers ------------------------------------------------------------------------
 
-    def _handle(
-        self, conn: Hashable, ctype: int, handle_id: int
-    ) -> tuple[str, SchemaInfo | None] | None:
+    def _handle(self, conn: Hashable, ctype: int, handle_id: int) -> tuple[str, Held | None] | None:
         table = self._producers if ctype == SEND else self._consumers
         return table.get((conn, handle_id))
 
     def _producer(self, conn: Hashable, body: Any) -> None:
-        schema = schema_info(body.schema) if body.HasField("schema") else None
+        schema = self._hold(body, body.topic)
         self._bounded_put(self._producers, (conn, body.producer_id), (body.topic, schema))
         self._bounded_put(
             self._pending, (conn, body.request_id), ("PRODUCER", body.topic, schema, None)
@@ -228,7 +235,7 @@ class SchemaTracker:
             if body.producer_ready:  # not ready: a second PRODUCER_SUCCESS will follow
                 pending = self._pending.pop(key, None)
                 if pending is not None and pending[2] is not None:
-                    self._settled(pending[1], None, pending[2])  # no version: as declared
+                    self._settled(pending[1], None, pending[2].schema)  # no version: declared
             return
         pending = self._pending.pop(key, None)
         if pending is None:
@@ -237,14 +244,14 @@ class SchemaTracker:
         if schema is not None:
             version = bytes(body.schema_version)
             self._learn(topic, "PRODUCER_SUCCESS", version, schema)
-            self._settled(topic, version or None, schema)
+            self._settled(topic, version or None, schema.schema)
 
     def _subscribe(self, conn: Hashable, body: Any) -> None:
-        schema = schema_info(body.schema) if body.HasField("schema") else None
+        schema = self._hold(body, body.topic)
         self._bounded_put(self._consumers, (conn, body.consumer_id), (body.topic, schema))
         if schema is not None:
             self._learn(body.topic, "SUBSCRIBE", None, schema)
-            self._settled(body.topic, None, schema)
+            self._settled(body.topic, None, schema.schema)
 
     def _get_schema(self, conn: Hashable, body: Any) -> None:
         version = bytes(body.schema_version) if body.HasField("schema_version") else None
@@ -258,18 +265,20 @@ class SchemaTracker:
             return
         _, topic, _, asked = pending
         version = bytes(body.schema_version) if body.HasField("schema_version") else asked
-        schema = schema_info(body.schema)
+        schema = self._hold(body, topic, version)
+        assert schema is not None  # it has one
         self._learn(topic, "GET_SCHEMA_RESPONSE", version, schema)
-        self._settled(topic, version or None, schema)
+        self._settled(topic, version or None, schema.schema)
 
     def _get_or_create(self, conn: Hashable, body: Any) -> None:
-        schema = schema_info(body.schema)
+        schema = self._hold(body, body.topic)
         self._bounded_put(
             self._pending,
             (conn, body.request_id),
             ("GET_OR_CREATE_SCHEMA", body.topic, schema, None),
         )
-        self._learn(body.topic, "GET_OR_CREATE_SCHEMA", None, schema)
+        if schema is not None:
+            self._learn(body.topic, "GET_OR_CREATE_SCHEMA", None, schema)
 
     def _get_or_create_response(self, conn: Hashable, body: Any) -> None:
         pending = self._pending.pop((conn, body.request_id), None)
@@ -279,31 +288,45 @@ class SchemaTracker:
         if schema is not None:
             version = bytes(body.schema_version)
             self._learn(topic, "GET_OR_CREATE_SCHEMA_RESPONSE", version, schema)
-            self._settled(topic, version or None, schema)
+            self._settled(topic, version or None, schema.schema)
 
     # -- state ---------------------------------------------------------------------------
 
-    def _learn(self, topic: str, command: str, version: bytes | None, schema: SchemaInfo) -> None:
+    def _hold(self, body: Any, topic: str, version: bytes | None = None) -> Held | None:
+        """The one Held of the command's schema (None without one), the most recently used."""
+        if not body.HasField("schema"):
+            return None
+        schema = schema_info(body.schema)
+        self.definition_bytes += len(schema.definition)
+        return self.held.hold(schema, f"topic {topic_key(topic)}: {schema_label(schema, version)}")
+
+    def _forgot(self, label: str) -> None:
+        self._drop("MAX_HELD_SCHEMA_BYTES", label)
+
+    def _learn(self, topic: str, command: str, version: bytes | None, schema: Held) -> None:
         key = topic_key(topic)
         t = self._topics.get(key)
         if t is None:
             if len(self._topics) >= MAX_TOPICS:
-                self._drop("MAX_TOPICS", f"topic {key}: its {schema_label(schema, version)} schema")
+                label = schema_label(schema.schema, version)
+                self._drop("MAX_TOPICS", f"topic {key}: its {label} schema")
                 return
             t = self._topics[key] = _Topic(versions={}, history=[])
-        seen = SeenSchema(command=command, version=version, schema=schema)
+        seen = (command, version, schema)
         if seen not in t.history:
             t.history.append(seen)
             if len(t.history) > MAX_SCHEMAS_PER_TOPIC:
                 del t.history[0]
                 self._drop("MAX_SCHEMAS_PER_TOPIC")  # counted: decoding does not use it
         if version:
+            schema.label = f"topic {key}: {schema_label(schema.schema, version)}"
             t.versions.pop(version, None)  # re-learnt: now the newest
             t.versions[version] = schema
             if len(t.versions) > MAX_SCHEMAS_PER_TOPIC:
                 old = next(iter(t.versions))
                 gone = t.versions.pop(old)
-                self._drop("MAX_SCHEMAS_PER_TOPIC", f"topic {key}: {schema_label(gone, old)}")
+                label = schema_label(gone.schema, old)
+                self._drop("MAX_SCHEMAS_PER_TOPIC", f"topic {key}: {label}")
 
     def _bounded_put(self, table: dict[Any, Any], key: Any, value: Any) -> None:
         table.pop(key, None)

@@ -148,3 +148,29 @@ def test_decimal_longer_than_its_precision_is_refused_before_conversion(
     value, error = decoded(payload, schema)
     assert value is None and error is not None and said in error, error
     assert no_fastavro == []  # no int, no Decimal was made
+
+
+WIDE_RECORD = {
+    "type": "record",
+    "name": "Wide",
+    "fields": [{"name": "a", "type": ["null", "int"]}]
+    + [{"name": f"f{i:05d}", "type": ["null", "string"], "default": None} for i in range(5000)],
+}
+
+
+@pytest.mark.parametrize("schema", [WIDE_RECORD, ["null", WIDE_RECORD]])
+def test_a_payload_does_not_parse_its_schema_again(schema: Any) -> None:
+    """fastavro's reader parses a schema not marked as parsed for every payload: memory
+    allocated per payload, counted by tracemalloc, is the work that would cost."""
+    import tracemalloc
+
+    parsed = avro_module.parse_avro(json.dumps(schema).encode())
+    payload = (b"\x02" if isinstance(schema, list) else b"") + b"\x02\x54" + b"\x00" * 5000
+    tracemalloc.start()
+    try:
+        value = avro_module.decode_avro(parsed, payload)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert value["a"] == 42 and value["f04999"] is None
+    assert peak < 600_000, peak  # the value: ~160 KB; parsing the schema again: ~1.5 MB

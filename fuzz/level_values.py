@@ -23,6 +23,8 @@ claiming n, 2n, 4n nulls: the dissector's lines must not grow with the claim (fu
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import struct
 from pathlib import Path
@@ -32,10 +34,9 @@ from typing import Any
 import pyarrow as pa
 
 from dissector.errors import UsageError
-from dissector.frontends.text import FrameLines
+from dissector.frontends.cli import main
 from dissector.pulsar.field_values import SHORT_HEX_BYTES
-from dissector.read import ReaderOptions, iter_events
-from dissector.tables.filters import Filter
+from dissector.read import ReaderOptions
 from fuzz import work
 from fuzz.checks import Case, Seen, read_checked, require
 from fuzz.craft import B2C, C2B, Talk, capture, frame, meta, schema, version
@@ -174,9 +175,7 @@ def run(case: Case, workdir: Path) -> Seen:
         options = ReaderOptions(values=True, redact_fields="card", frame_bytes=True)
         masked = read_checked(str(path), options, Seen())
         check_redacted(plain, masked, s["leak_first"])
-        lines = FrameLines(Filter(), verbose=True, hexdump=True)
-        text = "".join(t for _, ev in iter_events(str(path), options) if (t := lines.line(ev)))
-        _no_secret(text, "text view")
+        _no_secret(_text_view(path), "text view")
     return seen
 
 
@@ -211,6 +210,16 @@ def check_values(table: pa.Table, s: dict[str, Any]) -> None:
 
 def _cells(tables: dict[str, pa.Table]) -> str:
     return "\n".join(repr(t.to_pylist()) for t in tables.values())
+
+
+def _text_view(path: Path) -> str:
+    """What `read CAPTURE --values --redact-fields card -V -x` prints (the command itself)."""
+    out = io.StringIO()
+    argv = ["read", str(path), "--values", "--redact-fields", "card", "-V", "-x", "-j", "1"]
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+        code = main(argv)
+    require(code == 0, "text_view_failed", f"exit {code}")
+    return out.getvalue()
 
 
 def _no_secret(text: str, where: str) -> None:

@@ -53,6 +53,9 @@ if TYPE_CHECKING:  # imported when findings are made: the rules cost no start-up
 #: the memory of the Arrow columns they become, so batches are kept small (writers group
 #: them into larger Parquet row groups).
 BATCH_ROWS = 16384
+#: Bytes of large cells (a value's JSON, a payload preview: up to 1 MiB each) gathered before
+#: a batch is made, whatever its rows: 16,384 rows of them would otherwise be held at once.
+BATCH_BYTES = 8 << 20
 
 _NO_CONN: ConnInfo = (None, None, None, None, None)
 
@@ -88,17 +91,20 @@ class _Batches:
         # the batch's rows once a run has come (before: rows are the first places).
         self.runs = frame_run_rows.RunRows()
         self.places: list[int] = []
+        self.size = 0  # bytes of the large cells of `rows` (BATCH_BYTES)
 
     @property
     def pending(self) -> int:
         """Rows gathered for the next batch."""
         return len(self.rows) + self.runs.count
 
-    def add(self, row: tuple[Any, ...]) -> None:
+    def add(self, row: tuple[Any, ...], size: int = 0) -> None:
+        """A row; `size`: the bytes of its large cells, if it has any (BATCH_BYTES)."""
         if self.runs.count:
             self.places.append(self.pending)
         self.rows.append(row)
-        if len(self.rows) + self.runs.count >= BATCH_ROWS:
+        self.size += size
+        if len(self.rows) + self.runs.count >= BATCH_ROWS or self.size >= BATCH_BYTES:
             self.flush()
 
     def add_run(self, run: FrameRun, conn: ConnInfo) -> None:
@@ -133,6 +139,7 @@ class _Batches:
         assert batch is not None
         self.count += batch.num_rows
         self.rows = []
+        self.size = 0
         if self.sink is not None:
             self.sink(self.name, batch)
         else:
@@ -217,7 +224,9 @@ class TableBuilder:
         elif type(ev) is AppMessage:
             self.message_count += 1
             if self.messages is not None:
-                self.messages.add(message_row(ev, self._cids.get(ev.conn_id)))
+                self.messages.add(
+                    message_row(ev, self._cids.get(ev.conn_id)), _large(ev.value, ev.preview)
+                )
         elif type(ev) is Anomaly:
             if self.anomalies is not None:
                 self.anomalies.add(anomaly_row(ev, self._cids.get(ev.conn_id)))
@@ -275,7 +284,7 @@ class TableBuilder:
     def _joined(self, joined: Iterable[Journey]) -> None:
         assert self.journeys is not None
         for j in joined:
-            self.journeys.add(journey_row(j))
+            self.journeys.add(journey_row(j), _large(j.value, None))
 
     def tick(self, now: int) -> None:
         """The wall clock (live, µs): the findings' timers are checked as at an event."""
@@ -304,3 +313,8 @@ class TableBuilder:
     def tables(self) -> dict[str, pa.Table]:
         """The tables made (every batch kept: only without a sink)."""
         return {name: batches.table() for name, batches in self.batches.items()}
+
+
+def _large(value: str | None, preview: str | None) -> int:
+    """Bytes (characters) of a message row's large cells: its value and its preview."""
+    return (0 if value is None else len(value)) + (0 if preview is None else len(preview))

@@ -42,7 +42,7 @@ OTLP = "otlp"
 #: Rows of one Parquet row group: record batches are gathered (as Arrow, compact) up to it.
 ROW_GROUP_ROWS = 65536
 #: ... or up to this many bytes of Arrow buffers (rows holding decoded values can be large).
-ROW_GROUP_BYTES = 32 << 20
+ROW_GROUP_BYTES = 8 << 20
 #: File name extension of each format (a folder of tables holds NAME.EXT files).
 EXTENSIONS = {"jsonl": ".jsonl", "csv": ".csv", "parquet": ".parquet"}
 #: The OTLP file's name ends so (JSON lines: the OTLP file exporter's preferred .jsonl).

@@ -38,10 +38,10 @@ MAX_PARSED_SCHEMAS = 1024
 #: Memory of the parsed schemas kept, estimated as PARSED_BYTES_PER_DEFINITION_BYTE times
 #: their definitions' bytes (measured: a 1 MB Avro record of 18,000 fields parses into 10 MB
 #: of fastavro's dicts, a 0.9 MB PROTOBUF_NATIVE descriptor set into 12.6 MB: factors 10 and
-#: 14.4) plus PARSED_SCHEMA_OVERHEAD each: 48 MiB holds thousands of real schemas (a few KB
-#: each) but only three near MAX_DEFINITION_BYTES; beyond, the least recently used goes
+#: 14.4) plus PARSED_SCHEMA_OVERHEAD each: 32 MiB holds thousands of real schemas (a few KB
+#: each) but only two near MAX_DEFINITION_BYTES; beyond, the least recently used goes
 #: (and is parsed again when used again: the peak of a read stays under 300 MB).
-MAX_PARSED_BYTES = 48 << 20
+MAX_PARSED_BYTES = 32 << 20
 PARSED_BYTES_PER_DEFINITION_BYTE = 16
 PARSED_SCHEMA_OVERHEAD = 4096
 #: Definition bytes parsed, at most PARSE_BYTES_PER_INPUT_BYTE x the bytes read (payloads

@@ -23,10 +23,10 @@ from dissector.values.model import SchemaInfo
 
 #: Bytes of the distinct schemas held (the tracker's maps name them, by count bounds of
 #: their own): real schemas are kilobytes (an Avro record of hundreds of fields ~50 KiB), so
-#: this holds hundreds of large ones and thousands of small ones, but only 32 near
+#: this holds hundreds of large ones and thousands of small ones, but only 16 near
 #: MAX_DEFINITION_BYTES (each ~1 MB, and all of them kept made 40 wide schemas grow a read
 #: by 1 MB each, without end under the count bounds: 10,000 topics x 64 versions).
-MAX_HELD_SCHEMA_BYTES = 32 << 20
+MAX_HELD_SCHEMA_BYTES = 16 << 20
 #: What one held schema costs besides its bytes (the records and dict entries naming it):
 #: bounds how many empty schemas (BYTES, STRING without properties) can be held.
 HELD_SCHEMA_OVERHEAD = 512

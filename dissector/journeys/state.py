@@ -25,9 +25,9 @@ TraceIds = tuple[str, str | None, TraceFormat]
 
 #: Application messages held for joining (batch entries counted): a message's rows wait
 #: for the end of the capture because more deliveries and acks of it may come; past this
-#: the oldest stored message makes its rows at once. About 1.2 KB each (a stored message,
-#: its message, delivery and index entries: measured, issue 42), so about 120 MB at the
-#: bound, which keeps a read of every table under 300 MB.
+#: the oldest stored message makes its rows at once. About 0.9 KB each (a stored message,
+#: its message and delivery, their index entries and integers: measured with tracemalloc,
+#: issue 42), so about 90 MB at the bound.
 MAX_HELD = 100_000
 #: SENDs waiting for their receipt per connection, as the timeline's pairing keeps them
 #: (dissector.pulsar.pairing.MAX_PENDING); the oldest is forgotten (its row stays).
@@ -59,9 +59,7 @@ class Delivery:
         "delivered_ts", "deliveries", "redelivery_count", "sub",
     )  # fmt: skip
 
-    def __init__(
-        self, sub: Sub, conn_id: int, consumer_id: int, consumer_name: str | None
-    ) -> None:
+    def __init__(self, sub: Sub, conn_id: int, consumer_id: int, consumer_name: str | None) -> None:
         self.sub = sub
         self.conn_id, self.consumer_id, self.consumer_name = conn_id, consumer_id, consumer_name
         self.delivered_ts: int | None = None
@@ -229,7 +227,9 @@ class Stored:
 
     def count(self) -> int:
         msgs = self._msgs
-        return 0 if msgs is None else 1 if type(msgs) is Msg else len(msgs)
+        if msgs is None or isinstance(msgs, Msg):
+            return 0 if msgs is None else 1
+        return len(msgs)
 
     def add(self, m: Msg) -> None:
         """`m` is its message `m.index` (it has none of that index yet)."""

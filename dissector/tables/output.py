@@ -39,8 +39,12 @@ if TYPE_CHECKING:  # imported by the writers of their format (~30 ms a text read
 FORMATS = ("jsonl", "csv", "parquet")
 #: The journeys table as OpenTelemetry spans: OTLP JSON lines (dissector.tables.otlp).
 OTLP = "otlp"
-#: Rows of one Parquet row group: record batches are gathered (as Arrow, compact) up to it.
+#: Rows of one Parquet row group: record batches are gathered (as Arrow, compact) up to it,
+#: or up to ROW_GROUP_BYTES of Arrow data, whichever comes first: a read of every table
+#: gathers a group per table (65,536 rows of the frames, messages, timeline and journeys
+#: tables are 20 to 25 MB each; issue 42).
 ROW_GROUP_ROWS = 65536
+ROW_GROUP_BYTES = 8 << 20
 #: File name extension of each format (a folder of tables holds NAME.EXT files).
 EXTENSIONS = {"jsonl": ".jsonl", "csv": ".csv", "parquet": ".parquet"}
 #: The OTLP file's name ends so (JSON lines: the OTLP file exporter's preferred .jsonl).
@@ -210,7 +214,7 @@ class TableWriter:
         self._parquet: pq.ParquetWriter | None = None
         self._csv: pacsv.CSVWriter | None = None
         self._group: list[pa.RecordBatch] = []  # Parquet: batches of the next row group
-        self._group_rows = 0
+        self._group_rows = self._group_bytes = 0
 
     def _cannot(self, exc: OSError) -> OutputError:
         """Our error for a failed write: the path asked for (not the hidden name) and why."""
@@ -235,7 +239,8 @@ class TableWriter:
             if batch.num_rows:
                 self._group.append(batch)
                 self._group_rows += batch.num_rows
-                if self._group_rows >= ROW_GROUP_ROWS:
+                self._group_bytes += batch.nbytes
+                if self._group_rows >= ROW_GROUP_ROWS or self._group_bytes >= ROW_GROUP_BYTES:
                     self._write_group()
         elif self.fmt == "csv":
             if self._csv is None:
@@ -255,7 +260,7 @@ class TableWriter:
         if self._group:
             group = pa.Table.from_batches(self._group, schema=self.schema)
             self._parquet.write_table(group, row_group_size=max(group.num_rows, 1))
-        self._group, self._group_rows = [], 0
+        self._group, self._group_rows, self._group_bytes = [], 0, 0
 
     def close(self) -> None:
         """Complete the output: end the format, then give the file its name."""

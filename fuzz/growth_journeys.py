@@ -7,7 +7,10 @@ Rules: `batch_claims`: n MESSAGEs each claiming a batch of 10,000 entries in a o
 payload: rows and time linear in n (the claim made 10,000 rows each). `ack_claims`: n
 batch-index ACKs of entries never seen, `ack_set` [1] and batch_size 10,000 (at most 63
 rows each). `deliver_noack`: n messages sent, receipted and delivered, never acked, up to
-beyond the joiner's MAX_HELD: every table's peak memory under 300 MiB.
+beyond the joiner's MAX_HELD (and pairing's MAX_PENDING), read as a user reads them: the
+CLI's streamed read to a file, in one process (`-j 1`: the measuring process is the whole
+read), of the journeys table (`deliver_noack`) and of every table (`deliver_noack_all`):
+peak memory under 300 MiB.
 """
 
 from __future__ import annotations
@@ -113,11 +116,23 @@ def make_ack_claims(n: int, folder: Path) -> Input:
 
 
 def make_deliver_noack(n: int, folder: Path) -> Input:
-    return _capture("deliver_noack", deliver_noack(n), folder)  # every table
+    out = _capture("deliver_noack", deliver_noack(n), folder)
+    out.argv = ["read", "--table", "journeys", "--format", "parquet", "-j", "1", "-o",
+                str(folder / "journeys.parquet")]  # fmt: skip
+    return out
+
+
+def make_deliver_noack_all(n: int, folder: Path) -> Input:
+    out = _capture("deliver_noack", deliver_noack(n), folder)
+    out.argv = ["read", "--format", "parquet", "-j", "1", "-o", str(folder / "tables")]
+    return out
 
 
 FAMILIES = (
     Family("batch_claims", "42.6", make_batch_claims, 2_000, "claimed batches"),
     Family("ack_claims", "42.6", make_ack_claims, 2_000, "batch acks of unseen entries"),
     Family("deliver_noack", "42.7", make_deliver_noack, 30_000, "messages", max_peak_mib=300),
+    Family(
+        "deliver_noack_all", "42.7", make_deliver_noack_all, 30_000, "messages", max_peak_mib=300
+    ),
 )

@@ -56,3 +56,11 @@ def test_the_families_are_in_the_growth_check(tmp_path: Path) -> None:
     assert {f.name for f in growth_journeys.FAMILIES} <= names
     made = growth_journeys.make_deliver_noack(3, tmp_path)
     assert Path(made.captures[0]).stat().st_size > 0
+
+
+def test_deliver_noack_measures_the_clis_streamed_read_in_one_process(tmp_path: Path) -> None:
+    """The product a user runs: `read` to a file, one process (the measured one)."""
+    for make in (growth_journeys.make_deliver_noack, growth_journeys.make_deliver_noack_all):
+        argv = make(3, tmp_path).argv
+        assert argv is not None and argv[0] == "read" and "-o" in argv
+        assert argv[argv.index("-j") + 1] == "1"

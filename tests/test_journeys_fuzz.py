@@ -26,10 +26,12 @@ from tests.test_diagnose_fuzz import KEYS, _ended, frames
 def _consistent(joiner: Joiner) -> None:
     ix = joiner.ix
     held = set(ix.held)
-    assert ix.held_msgs == sum(len(s.msgs) for s in held)
-    assert all(s in held for found in ix.ids.values() for s in found)
+    assert ix.held_msgs == sum(len(s.messages()) for s in held)
+    assert all(s in held for key in ix.ids for s in ix.at(key))
+    assert all(key in s.ids() for key in ix.ids for s in ix.at(key))
     assert all(s in held for s in ix.names.values())
-    assert all(s in held for sub in ix.subs.values() for s in sub.live)
+    assert all(s in held for sub in ix.subs.values() for s in sub.live.values())
+    assert all(serial == s.serial for sub in ix.subs.values() for serial, s in sub.live.items())
     for conn in ix.conns.values():
         assert conn.pending == sum(s.due for q in conn.sends.values() for s in q)
         assert all(s.due > 0 for q in conn.sends.values() for s in q)

@@ -85,12 +85,12 @@ def _found(ix: Index, topic: str | None, mid: Any, meta: Any) -> Stored:
             ix.identify(s, ledger, entry, mid.partition)
     if s is None:
         s = ix.stored(topic)
-        facts(s, meta)
+        facts(ix, s, meta)
         if meta is not None and is_chunk(meta):
             s.chunks = meta.num_chunks_from_msg
         ix.identify(s, ledger, entry, mid.partition)
     else:
-        facts(s, meta)  # a receipt alone made it: what the metadata says
+        facts(ix, s, meta)  # a receipt alone made it: what the metadata says
     return s
 
 
@@ -156,7 +156,7 @@ def _chunk(
     if meta.chunk_id < meta.num_chunks_from_msg - 1:
         return None
     conn.receiving.pop(key, None)
-    if not s.msgs:
+    if not s.count():
         entries(ix, s)
     return s
 
@@ -167,10 +167,10 @@ def on_ack(ix: Index, conn: Conn, frame: Frame, body: Any) -> None:
     for mid in body.message_id:
         if body.ack_type == _CUMULATIVE:
             for before in list(ix.below(c.sub, mid.ledgerId, mid.entryId)):
-                for m in before.msgs.values():
-                    if c.sub in m.subs:
+                for m in before.messages():
+                    if m.delivery(c.sub) is not None:
                         _acked(m, c, conn, frame, body)
-                c.sub.live.pop(before, None)
+                c.sub.live.pop(before.serial, None)
         s = ix.find(topic, mid.ledgerId, mid.entryId)
         if s is None and mid.HasField("first_chunk_message_id"):
             first = mid.first_chunk_message_id
@@ -185,7 +185,7 @@ def on_ack(ix: Index, conn: Conn, frame: Frame, body: Any) -> None:
                 if not _bit(mid.ack_set, i):
                     _acked(ix.msg(s, i), c, conn, frame, body)
         else:
-            for m in list(s.msgs.values()):
+            for m in list(s.messages()):
                 _acked(m, c, conn, frame, body)
         ix.settled(c.sub, s)
 

@@ -21,12 +21,13 @@ from __future__ import annotations
 
 import heapq
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 from dissector.journeys.batches import ClaimedBatch
 from dissector.journeys.state import (
     MAX_CHUNK_IDS,
     MAX_HELD,
+    MAX_NAMES,
     MAX_PENDING,
     Conn,
     Delivery,
@@ -47,13 +48,17 @@ class Index:
 
     def __init__(self) -> None:
         self.conns: dict[int, Conn] = {}
-        self.ids: dict[tuple[int, int], list[Stored]] = {}
+        #: (ledger, entry) -> the stored message indexed there, or a list of them (two
+        #: topics with ledgers numbered alike, or a broker's error)
+        self.ids: dict[tuple[int, int], Stored | list[Stored]] = {}
         self.names: dict[NameKey, Stored] = {}
         self.subs: dict[SubKey, Sub] = {}
         self.held: dict[Stored, None] = {}
         self.held_msgs = 0
         self.serial = 0
         self.evicted: list[Stored] = []
+        #: names as first seen (`shared`)
+        self.names_seen: dict[str, str] = {}
         #: the batched frame whose entries its rows are naming (dissector.journeys.batches)
         self.batch: ClaimedBatch | None = None
 
@@ -72,18 +77,30 @@ class Index:
         self.held[s] = None
         return s
 
+    def shared(self, name: str) -> str:
+        """`name` as first seen: a producer's name comes with each of its messages, one
+        copy is kept (of the latest MAX_NAMES names)."""
+        kept = self.names_seen.get(name)
+        if kept is not None:
+            return kept
+        self.names_seen[name] = name
+        if len(self.names_seen) > MAX_NAMES:
+            del self.names_seen[next(iter(self.names_seen))]
+        return name
+
     def msg(self, s: Stored, index: int | None, sequence_id: int | None = None) -> Msg:
         """Message `index` of `s`, made when new. A batch entry replaces the whole-entry
         placeholder a receipt without its SEND made (its batch was not known then)."""
-        m = s.msgs.get(index)
+        m = s.message(index)
         if m is not None:
             return m
         if index is not None and s.send_ts is None:
-            placeholder = s.msgs.get(None)
-            if placeholder is not None and not placeholder.subs:
-                del s.msgs[None]
+            placeholder = s.message(None)
+            if placeholder is not None and not placeholder.deliveries():
+                s.drop(None)
                 self.held_msgs -= 1
-        m = s.msgs[index] = Msg(index, sequence_id)
+        m = Msg(index, sequence_id)
+        s.add(m)
         self.held_msgs += 1
         if index is not None and index >= s.span:
             s.span = index + 1
@@ -100,8 +117,15 @@ class Index:
 
     # ------------------------------------------------------------------ finding by id
 
+    def at(self, key: tuple[int, int]) -> Sequence[Stored]:
+        """The stored messages indexed at (ledger, entry)."""
+        found = self.ids.get(key)
+        if found is None:
+            return ()
+        return (found,) if isinstance(found, Stored) else found
+
     def find(self, topic: str | None, ledger: int, entry: int) -> Stored | None:
-        found = self.ids.get((ledger, entry))
+        found = self.at((ledger, entry))
         if not found:
             return None
         for s in found:
@@ -118,16 +142,24 @@ class Index:
         """Index `s` under (ledger, entry) (its id, or a chunk's); a message seen there by
         its consumers only is `s` seen from the producer's side: merged into it."""
         key = (ledger, entry)
-        if key in s.aliases or len(s.aliases) >= MAX_CHUNK_IDS:
+        ids = s.ids()
+        if key in ids or len(ids) >= MAX_CHUNK_IDS:
             return
         if s.produced:
             other = self.find(s.topic, ledger, entry)
             if other is not None and other is not s and not other.produced:
                 self._merge(s, other)  # moves its ids, this one among them
-                if key in s.aliases:
+                if key in s.ids():
                     return
-        s.aliases.append(key)
-        self.ids.setdefault(key, []).append(s)
+        s.add_id(key)
+        found = self.ids.get(key)
+        if found is None:
+            self.ids[key] = s
+        elif type(found) is Stored:
+            self.ids[key] = [found, s]
+        else:
+            assert isinstance(found, list)
+            found.append(s)
 
     def identify(self, s: Stored, ledger: int, entry: int, partition: int) -> None:
         """`s` is stored at (ledger, entry): indexed there (`alias`). Two messages stored
@@ -145,13 +177,13 @@ class Index:
         """`other` (consumer side) is `into` (producer side): its deliveries move over. A
         whole entry's (an ack of the entry before its batch was seen) go to every entry."""
         batched = into.batch_size is not None and into.chunks is None
-        for index, m in other.msgs.items():
-            if index is None and batched:  # an ack of the whole entry: no message's trace
-                for mine in list(into.msgs.values()):
-                    _fold(mine, m)
+        for m in other.messages():
+            if m.index is None and batched:  # an ack of the whole entry: no message's trace
+                for mine in list(into.messages()):
+                    _fold(mine, m, copy=True)
             else:
-                mine = self.msg(into, index, m.sequence_id)
-                _fold(mine, m)
+                mine = self.msg(into, m.index, m.sequence_id)
+                _fold(mine, m, copy=False)
                 if mine.trace is None:
                     mine.trace = m.trace
         if other.broker_ts is not None:
@@ -160,19 +192,16 @@ class Index:
             into.partition = other.partition
         if into.chunks is None:
             into.chunks = other.chunks
-        for key in list(other.aliases):
+        for key in list(other.ids()):
             self._unalias(other, key)
             self.alias(into, *key)
         for sub in self._subs_of(other):
-            if sub.live.pop(other, "gone") is None:
+            if sub.live.pop(other.serial, None) is not None:
                 self.live(sub, into)
                 self.settled(sub, into)
         self._rechunk(other, into)
         self._unhold(other)
-        # a subscription's heap may still name `other` (skipped when it comes up): let go of
-        # what it held, so a stale entry costs its tuple and an empty record only
-        other.msgs = {}
-        other.inflight = []
+        other.forget()  # nothing finds it any more (a subscription's heap names its serial)
 
     # ------------------------------------------------------------------ finding by name
 
@@ -240,21 +269,21 @@ class Index:
 
     def live(self, sub: Sub, s: Stored) -> None:
         """`s` has entries delivered to `sub` and not acknowledged."""
-        if s in sub.live:
+        if s.serial in sub.live:
             return
-        sub.live[s] = None
+        sub.live[s.serial] = s
         if s.ledger is not None and s.entry is not None:
-            heapq.heappush(sub.heap, (s.ledger, s.entry, s.serial, s))
+            heapq.heappush(sub.heap, (s.ledger, s.entry, s.serial))
         self._compact(sub)
 
     def settled(self, sub: Sub, s: Stored) -> None:
         """After an ack: `s` leaves the subscription's live set when all its messages
         delivered there are acknowledged."""
-        for m in s.msgs.values():
-            d = m.subs.get(sub)
+        for m in s.messages():
+            d = m.delivery(sub)
             if d is not None and d.acked_ts is None:
                 return
-        if sub.live.pop(s, "gone") is None:
+        if sub.live.pop(s.serial, None) is not None:
             self._compact(sub)
 
     @staticmethod
@@ -266,9 +295,9 @@ class Index:
         if len(sub.heap) <= len(sub.live) * 3 // 2 + 64:
             return
         sub.heap = []
-        for x in sub.live:
+        for x in sub.live.values():
             if x.ledger is not None and x.entry is not None:
-                sub.heap.append((x.ledger, x.entry, x.serial, x))
+                sub.heap.append((x.ledger, x.entry, x.serial))
         heapq.heapify(sub.heap)
 
     def below(self, sub: Sub, ledger: int, entry: int) -> Iterator[Stored]:
@@ -276,15 +305,16 @@ class Index:
         its heap (a cumulative ack acknowledges them)."""
         heap = sub.heap
         while heap and (heap[0][0], heap[0][1]) < (ledger, entry):
-            s = heapq.heappop(heap)[3]
-            if s in sub.live:
+            s = sub.live.get(heapq.heappop(heap)[2])
+            if s is not None:
                 yield s
 
     @staticmethod
     def delivery(m: Msg, sub: Sub, conn_id: int, consumer_id: int, name: str | None) -> Delivery:
-        d = m.subs.get(sub)
+        d = m.delivery(sub)
         if d is None:
-            d = m.subs[sub] = Delivery(conn_id, consumer_id, name)
+            d = Delivery(sub, conn_id, consumer_id, name)
+            m.add(d)
         return d
 
     # ------------------------------------------------------------------ the bound
@@ -315,10 +345,10 @@ class Index:
 
     def _unindex(self, s: Stored) -> None:
         self.unwait(s)
-        for key in list(s.aliases):
+        for key in list(s.ids()):
             self._unalias(s, key)
         for sub in self._subs_of(s):
-            sub.live.pop(s, None)
+            sub.live.pop(s.serial, None)
         self._rechunk(s, None)  # a chunked message still being sent or delivered
         self._unhold(s)
 
@@ -326,6 +356,8 @@ class Index:
         """The chunked message `s` waits for its next chunk on `conn` under `key`."""
         bounded_put(conn.receiving if receiving else conn.sending, key, s)
         places = s.inflight
+        if places is None:
+            places = s.inflight = []
         if len(places) >= 8 and not len(places) & (len(places) - 1):  # at 8, 16, 32...
             places[:] = [p for p in places if self._awaits(p, s)]  # those gone are dropped
         places.append((conn.conn_id, receiving, key))
@@ -337,7 +369,7 @@ class Index:
 
     def _rechunk(self, s: Stored, into: Stored | None) -> None:
         """The chunked message `s` is `into` now (None: forgotten) where chunks await it."""
-        for place in s.inflight:
+        for place in s.inflight or ():
             if self._awaits(place, s):
                 conn_id, receiving, key = place
                 table = self.conns[conn_id].receiving if receiving else self.conns[conn_id].sending
@@ -345,31 +377,33 @@ class Index:
                     del table[key]
                 else:
                     self.inflight(self.conns[conn_id], receiving, key, into)
-        s.inflight = []
+        s.inflight = None
 
     def _unhold(self, s: Stored) -> None:
         if self.held.pop(s, "gone") is None:
-            self.held_msgs -= len(s.msgs)
+            self.held_msgs -= s.count()
 
     def _unalias(self, s: Stored, key: tuple[int, int]) -> None:
         found = self.ids.get(key)
-        if found is not None and s in found:
+        if found is s:
+            del self.ids[key]
+        elif isinstance(found, list) and s in found:
             found.remove(s)
-            if not found:
-                del self.ids[key]
-        if key in s.aliases:
-            s.aliases.remove(key)
+            if len(found) == 1:
+                self.ids[key] = found[0]
+        s.drop_id(key)
 
     @staticmethod
     def _subs_of(s: Stored) -> set[Sub]:
-        return {sub for m in s.msgs.values() for sub in m.subs}
+        return {d.sub for m in s.messages() for d in m.deliveries()}
 
 
-def _fold(mine: Msg, other: Msg) -> None:
-    """`other`'s deliveries into `mine` (the same message, found twice)."""
-    for sub, d in other.subs.items():
-        have = mine.subs.get(sub)
+def _fold(mine: Msg, other: Msg, copy: bool) -> None:
+    """`other`'s deliveries into `mine` (the same message, found twice); copy: `other`'s
+    are folded into more than one message (else they move)."""
+    for d in other.deliveries():
+        have = mine.delivery(d.sub)
         if have is None:
-            mine.subs[sub] = d.copy()
+            mine.add(d.copy() if copy else d)
         else:
             have.fold(d)

@@ -123,7 +123,7 @@ class Joiner:
         batch = self.ix.batch
         if batch is not None and m.conn_id == batch.conn_id:
             batch.entry(m.batch_index)
-        msg = s.msgs.get(m.batch_index)
+        msg = s.message(m.batch_index)
         if msg is None:
             return
         if m.batch_index is not None and m.sequence_id is not None:

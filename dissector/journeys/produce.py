@@ -42,12 +42,12 @@ def batch_size(meta: Any) -> int | None:
     return None if count < 1 else min(count, MAX_BATCH)
 
 
-def facts(s: Stored, meta: Any) -> None:
+def facts(ix: Index, s: Stored, meta: Any) -> None:
     """What the metadata says of the message, where `s` does not know it yet."""
     if meta is None:
         return
     if s.producer_name is None and meta.HasField("producer_name"):
-        s.producer_name = meta.producer_name
+        s.producer_name = ix.shared(meta.producer_name)
     if s.sequence_id is None and meta.HasField("sequence_id"):
         s.sequence_id = meta.sequence_id
     if s.publish_time is None and meta.HasField("publish_time"):
@@ -78,7 +78,7 @@ def _sent(ix: Index, conn: Conn, frame: Frame, body: Any) -> Stored:
     s.produced = True
     s.producer_conn, s.producer_id = conn.conn_id, body.producer_id
     s.send_ts, s.send_packet = frame.last_ts, frame.last_packet
-    facts(s, frame.metadata)
+    facts(ix, s, frame.metadata)
     if s.producer_name is None:
         producer = conn.producers.get(body.producer_id)
         s.producer_name = None if producer is None else producer.name

@@ -41,12 +41,12 @@ def partition(s: Stored) -> int:
 def journeys(s: Stored, values: bool = False) -> list[Journey]:
     """The rows of `s`, its messages in batch order; `values`: values were asked for."""
     out: list[Journey] = []
-    for m in sorted(s.msgs.values(), key=lambda m: -1 if m.index is None else m.index):
+    for m in sorted(s.messages(), key=lambda m: -1 if m.index is None else m.index):
         cells = m.value
         if values and cells is None:
             cells = (None, None, _no_value(s, m))
-        if m.subs:
-            out.extend(_journey(s, m, sub, d, cells) for sub, d in m.subs.items())
+        if m.deliveries():
+            out.extend(_journey(s, m, d.sub, d, cells) for d in m.deliveries())
         elif s.produced:
             out.append(_journey(s, m, None, None, cells))
     return out
@@ -54,7 +54,7 @@ def journeys(s: Stored, values: bool = False) -> list[Journey]:
 
 def _no_value(s: Stored, m: Msg) -> str:
     """Why a message has no value cells: its payload's frame was never seen, or gave none."""
-    if s.send_ts is not None or any(d.delivered_ts is not None for d in m.subs.values()):
+    if s.send_ts is not None or any(d.delivered_ts is not None for d in m.deliveries()):
         return NOT_DECODED
     return NOT_SEEN
 

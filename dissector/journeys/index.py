@@ -27,6 +27,7 @@ from dissector.journeys.batches import ClaimedBatch
 from dissector.journeys.state import (
     MAX_CHUNK_IDS,
     MAX_HELD,
+    MAX_HELD_VALUE_BYTES,
     MAX_NAMES,
     MAX_PENDING,
     Conn,
@@ -35,6 +36,7 @@ from dissector.journeys.state import (
     Stored,
     Sub,
     bounded_put,
+    value_bytes,
 )
 
 #: What keys a subscription: (topic, name), or (connection, consumer id) when its
@@ -55,6 +57,7 @@ class Index:
         self.subs: dict[SubKey, Sub] = {}
         self.held: dict[Stored, None] = {}
         self.held_msgs = 0
+        self.held_value_bytes = 0  # of the held messages' values (MAX_HELD_VALUE_BYTES)
         self.serial = 0
         self.evicted: list[Stored] = []
         #: names as first seen (`shared`)
@@ -320,8 +323,11 @@ class Index:
     # ------------------------------------------------------------------ the bound
 
     def check_bound(self) -> None:
-        """Beyond MAX_HELD messages, push the oldest stored messages out (`take_evicted`)."""
-        while self.held_msgs > MAX_HELD and len(self.held) > 1:
+        """Beyond MAX_HELD messages or MAX_HELD_VALUE_BYTES of their values, push the oldest
+        stored messages out (`take_evicted`)."""
+        while (self.held_msgs > MAX_HELD or self.held_value_bytes > MAX_HELD_VALUE_BYTES) and len(
+            self.held
+        ) > 1:
             s = next(iter(self.held))
             self._unindex(s)
             s.evicted = True
@@ -335,7 +341,7 @@ class Index:
         """Every stored message still held, in the order first seen; the index is emptied."""
         out = list(self.held)
         self.held.clear()
-        self.held_msgs = 0
+        self.held_msgs = self.held_value_bytes = 0
         self.ids.clear()
         self.names.clear()
         for sub in self.subs.values():  # nothing but `out` holds a stored message now
@@ -382,6 +388,7 @@ class Index:
     def _unhold(self, s: Stored) -> None:
         if self.held.pop(s, "gone") is None:
             self.held_msgs -= s.count()
+            self.held_value_bytes -= value_bytes(s)
 
     def _unalias(self, s: Stored, key: tuple[int, int]) -> None:
         found = self.ids.get(key)

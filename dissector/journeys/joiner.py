@@ -133,4 +133,6 @@ class Joiner:
             msg.trace = (m.trace_id, m.span_id, m.trace_format)
         valued = m.value_schema is not None or m.value_error is not None  # --values
         if valued and (msg.value is None or (msg.value[0] is None and m.value is not None)):
+            if m.value is not None and s in self.ix.held:  # what the bound counts
+                self.ix.held_value_bytes += len(m.value)
             msg.value = (m.value, m.value_schema, m.value_error)

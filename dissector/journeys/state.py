@@ -29,6 +29,10 @@ TraceIds = tuple[str, str | None, TraceFormat]
 #: its message and delivery, their index entries and integers: measured with tracemalloc,
 #: issue 42), so about 90 MB at the bound.
 MAX_HELD = 100_000
+#: Characters of the values (--values: each message's JSON, up to 1 MiB) the held messages
+#: keep for their rows: past it the oldest stored message makes its rows at once, as past
+#: MAX_HELD (100,000 values of 1 MiB would otherwise be held until the end).
+MAX_HELD_VALUE_BYTES = 32 << 20
 #: SENDs waiting for their receipt per connection, as the timeline's pairing keeps them
 #: (dissector.pulsar.pairing.MAX_PENDING); the oldest is forgotten (its row stays).
 MAX_PENDING = 100_000
@@ -321,6 +325,11 @@ class Conn:
 
 K = TypeVar("K")
 V = TypeVar("V")
+
+
+def value_bytes(s: Stored) -> int:
+    """Characters of the values its messages keep (MAX_HELD_VALUE_BYTES)."""
+    return sum(len(m.value[0] or "") for m in s.messages() if m.value is not None)
 
 
 def bounded_put(table: dict[K, V], key: K, value: V) -> None:

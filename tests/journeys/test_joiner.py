@@ -202,3 +202,39 @@ def test_with_values_a_message_without_value_cells_says_why() -> None:
     assert all(j.value is None and j.value_schema is None for j in rows.values())
     # without values, nothing of a value appears
     assert all(j.value_error is None for j in fed(Joiner()))
+
+
+def test_values_held_are_bounded_in_bytes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """--values: each held message keeps its value's JSON for its row (up to 1 MiB): past
+    MAX_HELD_VALUE_BYTES of them the oldest make their rows at once, as past MAX_HELD, and
+    every row keeps its value."""
+    from dissector.events import AppMessage, MessageKind
+
+    bound = 10_000
+    monkeypatch.setattr(index_module, "MAX_HELD_VALUE_BYTES", bound)
+    blank: dict[str, Any] = dict.fromkeys(AppMessage._fields)
+    joiner = Joiner(values=True)
+    rows: list[Journey] = []
+    for seq in range(100):
+        rows += joiner.feed(send(seq))
+        value = f'"{seq:04d}{"v" * 994}"'  # 1,000 characters
+        joiner.feed(
+            AppMessage(
+                **{
+                    **blank,
+                    "kind": MessageKind.PRODUCED,
+                    "conn_id": 1,
+                    "batch_index": None,
+                    "sequence_id": seq,
+                    "value": value,
+                    "value_schema": "JSON v0",
+                }
+            )
+        )
+        # the newest message's value is counted once its frame's messages are in
+        assert joiner.ix.held_value_bytes <= bound + 1_000
+    assert rows and all(j.evicted for j in rows)
+    assert len(joiner.ix.held) <= bound // 1_000 + 1
+    rows += list(joiner.finish())
+    assert [j.sequence_id for j in rows] == list(range(100))
+    assert [j.value[1:5] if j.value else None for j in rows] == [f"{s:04d}" for s in range(100)]

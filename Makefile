@@ -70,7 +70,7 @@ test: lint typecheck pytest fuzz-native-short
 
 # The tiers are pytest markers (pyproject.toml; tests/conftest.py sets them from what each
 # test uses, tests/support/tiers.py). No Java, apt package or root is needed here.
-QUICK := not (peers or capture or spark or tools or slow)
+QUICK := not (peers or apache or capture or spark or tools or slow)
 check: lint typecheck
 	$(PY) -m pytest -q -m "$(QUICK)"
 

@@ -37,7 +37,8 @@ public final class ApacheClient {
 
     public static void main(String[] args) throws Exception {
         if (args.length != 7) {
-            System.err.println("usage: ApacheClient URL TOPIC SUBSCRIPTION SINGLES BATCHES BATCH_SIZE OUT");
+            System.err.println(
+                    "usage: ApacheClient URL TOPIC SUBSCRIPTION SINGLES BATCHES BATCH_SIZE OUT");
             System.exit(2);
         }
         String url = args[0], topic = args[1], subscription = args[2];
@@ -54,7 +55,8 @@ public final class ApacheClient {
                 String key = "k" + (i % 3);
                 byte[] value = value("single", i);
                 Map<String, String> props = Map.of("i", Integer.toString(i), "kind", "single");
-                MessageId id = single.newMessage().sequenceId(i).key(key).value(value).properties(props).send();
+                MessageId id = single.newMessage().sequenceId(i).key(key).value(value)
+                        .properties(props).send();
                 sent.add(sentEntry("apache-single", i, key, value, props, id, false));
             }
             Producer<byte[]> batched = client.newProducer().topic(topic)
@@ -83,7 +85,8 @@ public final class ApacheClient {
             for (int n = 0; n < singles + batches * batchSize; n++) {
                 Message<byte[]> msg = consumer.receive(60, TimeUnit.SECONDS);
                 if (msg == null) {
-                    throw new IllegalStateException("received " + n + " messages, then none in 60 s");
+                    throw new IllegalStateException(
+                            "received " + n + " messages, then none in 60 s");
                 }
                 consumer.acknowledge(msg);
                 received.add(receivedEntry(msg));

@@ -1,6 +1,7 @@
 # make demo: install, then dissect the bundled samples.
 # make check: install, then lint, type-check and run the quick tier: every test but those
-#   that need real peers, packet capture, Spark, external tools or a long run (a few minutes).
+#   that need real peers (pulsar-lite, Apache's broker), packet capture, Spark, external tools
+#   or a long run (a few minutes).
 # make test: install, then lint, type-check and run the whole suite (real peers included),
 #   then a one-minute native fuzz run of the compiled core (fuzz-native-short).
 # make docs: regenerate the generated parts of README.md and docs/.
@@ -33,9 +34,13 @@ java:
 # and what `live -f EXPR` uses) and tshark (the benchmark's yardstick, whose quick mode the
 # tests run and cross-check), mergecap (wireshark-common: the reference merge of captures
 # taken at the same time) and chromium (renders the HTML report headless in its test).
+# maven and a JDK (javac) fetch and build the Apache broker peer's jars and our Java client
+# (tests/support/apache/; the jars are cached in /tmp/pulsar-dissector-apache).
 # The product's default path needs none of them.
 testdeps:
 	@missing=""; \
+	  command -v mvn >/dev/null 2>&1 || missing="$$missing maven"; \
+	  command -v javac >/dev/null 2>&1 || missing="$$missing default-jdk-headless"; \
 	  { command -v tcpdump || test -x /usr/sbin/tcpdump; } >/dev/null 2>&1 || missing="$$missing tcpdump"; \
 	  /sbin/ldconfig -p 2>/dev/null | grep -q 'libpcap\.so' || missing="$$missing libpcap0.8"; \
 	  command -v tshark >/dev/null 2>&1 || missing="$$missing tshark"; \
@@ -70,7 +75,7 @@ test: lint typecheck pytest fuzz-native-short
 
 # The tiers are pytest markers (pyproject.toml; tests/conftest.py sets them from what each
 # test uses, tests/support/tiers.py). No Java, apt package or root is needed here.
-QUICK := not (peers or capture or spark or tools or slow)
+QUICK := not (peers or apache or capture or spark or tools or slow)
 check: lint typecheck
 	$(PY) -m pytest -q -m "$(QUICK)"
 

@@ -1,17 +1,19 @@
-"""pytest configuration: Hypothesis profiles (no per-example deadline: CI machines vary), and
-the test tiers (tests/support/tiers.py): every test gets the markers of what it needs before
-`-m` selects, and a test that starts a tier's program without its marker fails."""
+"""pytest configuration: Hypothesis profiles (no per-example deadline: CI machines vary), the
+test tiers (tests/support/tiers.py): every test gets the markers of what it needs before `-m`
+selects, and a test that starts a tier's program without its marker fails; and the Apache
+broker (`apache_broker`), started once per session by the first test that asks for it."""
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Generator
+from collections.abc import Generator, Iterator
 
 import pytest
 from hypothesis import settings
 
 from tests.support import tiers
+from tests.support.apache.broker import ApacheBroker
 
 settings.register_profile("default", deadline=None)
 settings.load_profile("default")
@@ -45,3 +47,11 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_runtest_protocol(item: pytest.Item) -> Generator[None, object, object]:
     with tiers.running(m.name for m in item.iter_markers()):
         return (yield)
+
+
+@pytest.fixture(scope="session")
+def apache_broker() -> Iterator[ApacheBroker]:
+    """One Apache Pulsar standalone broker on loopback for the whole session (the `apache`
+    tier): started when first asked for, stopped by its PID when the session ends."""
+    with ApacheBroker() as broker:
+        yield broker

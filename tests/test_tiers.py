@@ -37,6 +37,7 @@ TESTS = ROOT / "tests"
 #: tier -> the words (names, or words in a string) in a test's code that need it.
 WORDS = {
     "peers": re.compile(r"PulsarLite|run_\w*scenario|capture_scenario|record_tls|pulsar-lite"),
+    "apache": re.compile(r"ApacheBroker|apache_broker|run_client|ApacheClient"),
     "capture": re.compile(
         r"require_capture|capture_denied|PacketSocket|AF_PACKET|Live|Tcpdump|tcpdump"
         r"|record_tls|capture_scenario"  # tcpdump records what a real client did

@@ -310,7 +310,15 @@ class MessageExtractor:
             broker_entry_timestamp=be.broker_timestamp
             if be is not None and be.HasField("broker_timestamp")
             else None,
-            broker_entry_index=be.index if be is not None and be.HasField("index") else None,
+            # the broker's index is the entry's last message's; a batch entry's own is as
+            # the Java client's Message.getIndex() gives it
+            broker_entry_index=(
+                None
+                if be is None or not be.HasField("index")
+                else be.index
+                if index is None
+                else be.index - count + index + 1
+            ),
             null_value=src.null_value,
             null_key=src.null_partition_key,
             compacted_out=bool(single is not None and single.compacted_out),

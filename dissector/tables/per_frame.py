@@ -299,7 +299,8 @@ MESSAGES = Table(
             "broker_entry_index",
             I64,
             "_opt64(m.broker_entry_index)",
-            "broker entry metadata: the broker's index",
+            "broker entry metadata: the broker's index of this message (a batch entry's own: "
+            "the entry's - batch_size + batch_index + 1, as the Java client's getIndex())",
         ),
         col("null_value", BOOL, "m.null_value", "the message has a null value (tombstone)"),
         col("null_key", BOOL, "m.null_key", "the message has a null partition key"),

@@ -236,3 +236,32 @@ def test_open_chunk_bytes_are_bounded() -> None:
     closed = asm.close()
     assert sorted(partial.uuid for partial, _ in closed) == ["B", "C"]
     assert asm.open_bytes == 0
+
+
+def test_a_batch_entrys_broker_index_is_its_own() -> None:
+    """The broker's index (AppendIndexMetadataInterceptor) is that of the entry's last message:
+    a batch entry's own is index - batch size + its batch index + 1, as the Java client's
+    Message.getIndex() gives it (found against Apache's broker: tests/test_apache_broker.py).
+    A message that is not batched keeps the broker's index."""
+    from dissector.pulsar.wire import BrokerEntryMetadata
+
+    mid = {"ledgerId": 5, "entryId": 7}
+    entries = batch((b"a", {}), (b"b", {}), (b"c", {}))
+    meta = MessageMetadata(
+        producer_name="p", sequence_id=0, publish_time=1, num_messages_in_batch=3
+    )
+    bem = BrokerEntryMetadata(broker_timestamp=1000, index=42)
+    batched = encode_frame(command("MESSAGE", consumer_id=1, message_id=mid), metadata=meta,
+                           payload=entries, broker_entry=bem, checksum=False)  # fmt: skip
+    single = MessageMetadata(producer_name="p", sequence_id=3, publish_time=1)
+    alone = encode_frame(command("MESSAGE", consumer_id=1, message_id=mid), metadata=single,
+                         payload=b"d", broker_entry=BrokerEntryMetadata(index=43),
+                         checksum=False)  # fmt: skip
+    msgs, codes = extract(frames_of(batched, alone))
+    assert codes == []
+    assert [(m.batch_index, m.broker_entry_index) for m in msgs] == [
+        (0, 40),
+        (1, 41),
+        (2, 42),
+        (None, 43),
+    ]

@@ -3,14 +3,17 @@
 Input: a collected test: its function, the fixtures it uses (their functions), and what
 those name, followed through every function and class of the suite (tests.*) they reach.
 Output: `needs(item)`, the tier markers the test must carry: `peers` (pulsar-lite and
-pulsar-client), `capture` (root and packet capture), `spark` (a JVM), `tools` (tshark,
-tcpdump, mergecap, chromium, moto_server); and `guard`, an audit hook that fails a test
+pulsar-client), `apache` (Apache Pulsar's own broker and Java client: Maven, a JDK),
+`capture` (root and packet capture), `spark` (a JVM), `tools` (tshark, tcpdump, mergecap,
+chromium, moto_server); and `guard`, an audit hook that fails a test
 which, without the marker, starts one of those programs or opens a packet socket.
 Rule: a tier is needed when reached code names one of its OBJECTS (a qualified name: a
 module, function or class, and what is inside it), one of its NAMES, or holds a string
 naming one of its PROGRAMS (exactly, or as the last part of a path); a module-level
 constant counts with the strings of the expression that made it (`TSHARK =
-shutil.which("tshark")`). `slow` is never inferred: it is written on the tests it concerns.
+shutil.which("tshark")`). A program several tiers start (SHARED: `java`) needs the first of
+them only when the reached code needs none of the others already, and the guard lets any of
+them start it. `slow` is never inferred: it is written on the tests it concerns.
 """
 
 from __future__ import annotations
@@ -30,12 +33,13 @@ from typing import Any
 import pytest
 
 #: Every tier marker, in the order `make check` leaves them out.
-TIERS = ("peers", "capture", "spark", "tools", "slow")
+TIERS = ("peers", "apache", "capture", "spark", "tools", "slow")
 
 #: tier -> qualified names whose use needs it (a name covers what is inside it).
 OBJECTS: dict[str, tuple[str, ...]] = {
     "peers": ("pulsar", "_pulsar"),  # pulsar-client's package and its C++ core
     "capture": ("dissector.capture.packet_socket.PacketSocket",),
+    "apache": ("tests.support.apache",),  # the broker and the Java client of Apache Pulsar
     "spark": ("pyspark.sql.session.SparkSession", "dissector.frontends.spark.session"),
 }
 #: tier -> names (globals or attributes) whose use needs it.
@@ -43,10 +47,14 @@ NAMES: dict[str, tuple[str, ...]] = {"capture": ("AF_PACKET",)}
 #: tier -> the programs it runs: a string naming one needs the tier, and so does starting one.
 PROGRAMS: dict[str, tuple[str, ...]] = {
     "peers": ("pulsar-lite",),
+    "apache": ("mvn", "javac"),
     "capture": ("tcpdump",),  # it sniffs an interface
     "spark": ("spark-submit", "spark-class", "java"),
     "tools": ("tshark", "tcpdump", "mergecap", "chromium", "chromium-browser", "moto_server"),
 }
+#: program -> the tiers that start it (a JVM): the first is inferred from a string naming it
+#: only when the code needs none of them otherwise, and any of them may start it.
+SHARED: dict[str, tuple[str, ...]] = {"java": ("spark", "apache")}
 #: `pulsar-dissect` subcommands that need a tier, when reached code also names the command.
 SUBCOMMANDS: dict[str, str] = {"spark": "spark"}
 CLI_MODULE = "dissector.frontends.cli"
@@ -183,7 +191,10 @@ class _Walk:
             if any(_within(q, names) for q in self.qualnames)
         }
         found |= {tier for tier, names in NAMES.items() if self.names & set(names)}
-        found = found.union(*map(_program, self.strings))
+        for text in self.strings:
+            shared = SHARED.get(text.rsplit("/", 1)[-1], ())
+            if not found.intersection(shared):
+                found |= _program(text)
         if CLI_MODULE in self.strings or "tests.support.cli.cli" in self.qualnames:
             found |= {tier for sub, tier in SUBCOMMANDS.items() if sub in self.strings}
         return found
@@ -227,6 +238,8 @@ def _audit(event: str, args: tuple[Any, ...]) -> None:
     if event == "subprocess.Popen":  # (executable, args, cwd, env): argv[0] if no executable
         what = os.fsdecode(args[0])
         needed = _program(what)
+        if _running[-1].intersection(SHARED.get(what.rsplit("/", 1)[-1], ())):
+            needed = set()
     else:  # (socket, family, type, proto)
         what = "a packet socket"
         needed = {"capture"} if args[1] == getattr(socket, "AF_PACKET", None) else set()

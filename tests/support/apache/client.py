@@ -1,0 +1,49 @@
+"""Our Java program (ApacheClient.java) driving the official Java client against a broker.
+
+Input:  a service URL, a topic, a subscription and the shape of the run (messages sent one
+        by one, batches and their size).
+Output: the client's own JSON record (ApacheClient.java says its fields): what it sent, with
+        the message ids the broker gave back, and what it received and acknowledged, with the
+        broker entry metadata it saw.
+Rule:   the program is compiled by maven.client_classes() (once per source); it runs to its
+        end (bounded by RUN_TIMEOUT, generous) and a non-zero exit raises with its output's
+        tail. Nothing here reads our dissector's output.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from tests.support.apache.maven import CLIENT_POM, client_classes, jars
+
+RUN_TIMEOUT = 300.0
+
+
+def run_client(
+    url: str, topic: str, subscription: str, *, singles: int, batches: int, batch_size: int
+) -> dict[str, Any]:
+    """Run ApacheClient against `url`; its record (a dict from its JSON)."""
+    classpath = f"{client_classes()}:{jars(CLIENT_POM)}/*"
+    java = shutil.which("java") or "java"
+    with tempfile.TemporaryDirectory(prefix="apache-client-") as tmp:
+        out = Path(tmp) / "record.json"
+        argv = [java, "-Xmx256m", "-cp", classpath, "ApacheClient", url, topic, subscription]
+        argv += [str(singles), str(batches), str(batch_size), str(out)]
+        done = subprocess.run(
+            argv,
+            capture_output=True,
+            text=True,
+            timeout=RUN_TIMEOUT,
+            check=False,
+            stdin=subprocess.DEVNULL,
+        )
+        if done.returncode != 0 or not out.exists():
+            tail = "\n".join((done.stdout + done.stderr).splitlines()[-40:])
+            raise RuntimeError(f"ApacheClient failed (exit {done.returncode}):\n{tail}")
+        record: dict[str, Any] = json.loads(out.read_text(encoding="utf-8"))
+    return record

@@ -1,0 +1,130 @@
+"""The Apache Pulsar jars and our Java client program, fetched and built into a cache.
+
+Input:  broker.pom.xml or client.pom.xml (beside this module), settings.xml, and
+        ApacheClient.java; `mvn` and `javac` on PATH (`make testdeps` installs them).
+Output: `jars(pom)`, the folder holding the runtime jars of that pom's dependency;
+        `client_classes()`, the folder of the compiled ApacheClient; `pulsar_version()`.
+Rule:   the cache folder is $PULSAR_DISSECTOR_APACHE_CACHE, else /tmp/pulsar-dissector-apache;
+        each product sits in a folder named by the sha256 of what made it (the pom, or the
+        Java source and the client's pom), built in a temporary folder and renamed into place
+        when complete, under an exclusive lock (fcntl) so that concurrent sessions build it
+        once. Maven resolves through Maven Central only (settings.xml), with
+        maven-dependency-plugin 3.8.1 (the default 2.8 resolves Pulsar's test-scope
+        dependencies and repositories this machine cannot reach); ~/.m2 keeps the downloads.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+BROKER_POM = HERE / "broker.pom.xml"
+CLIENT_POM = HERE / "client.pom.xml"
+SETTINGS = HERE / "settings.xml"
+CLIENT_SOURCE = HERE / "ApacheClient.java"
+CACHE_ENV = "PULSAR_DISSECTOR_APACHE_CACHE"
+DEPENDENCY_PLUGIN = "org.apache.maven.plugins:maven-dependency-plugin:3.8.1"
+#: Generous bounds: a first fetch downloads about 270 MB; a warm one takes seconds.
+FETCH_TIMEOUT = 1800.0
+COMPILE_TIMEOUT = 300.0
+MISSING = (
+    "{tool} is required by the Apache broker tests but was not found on PATH: "
+    "`make testdeps` installs it (apt-get install -y maven default-jdk-headless)"
+)
+
+
+def cache_root() -> Path:
+    """The cache folder of the Apache peers (created if missing)."""
+    root = Path(os.environ.get(CACHE_ENV) or "/tmp/pulsar-dissector-apache")
+    root.mkdir(parents=True, exist_ok=True)
+    return root
+
+
+def pulsar_version(pom: Path = BROKER_POM) -> str:
+    """The Pulsar version a pom names (both poms name the same one)."""
+    found = re.search(r"<version>(\d+\.\d+\.\d+)</version>", pom.read_text(encoding="utf-8"))
+    assert found, f"no Pulsar version in {pom}"
+    return found.group(1)
+
+
+def _tool(name: str) -> str:
+    found = shutil.which(name)
+    if found is None:
+        raise FileNotFoundError(MISSING.format(tool=name))
+    return found
+
+
+def _digest(*paths: Path) -> str:
+    sha = hashlib.sha256()
+    for path in paths:
+        sha.update(path.read_bytes())
+    return sha.hexdigest()[:16]
+
+
+@contextlib.contextmanager
+def _locked() -> Iterator[Path]:
+    root = cache_root()
+    with open(root / ".lock", "a+b") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield root
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _run(argv: list[str], timeout: float, what: str) -> None:
+    done = subprocess.run(
+        argv, capture_output=True, text=True, timeout=timeout, check=False, stdin=subprocess.DEVNULL
+    )
+    if done.returncode != 0:
+        tail = "\n".join((done.stdout + done.stderr).splitlines()[-30:])
+        raise RuntimeError(f"{what} failed (exit {done.returncode}): {' '.join(argv)}\n{tail}")
+
+
+def _build(name: str, make: Callable[[Path], None]) -> Path:
+    """The cache folder `name`, made by `make(folder)` in a temporary folder if missing."""
+    with _locked() as root:
+        final = root / name
+        if final.is_dir():
+            return final
+        staging = Path(tempfile.mkdtemp(prefix=f".{name}.", dir=root))
+        try:
+            make(staging)
+            staging.rename(final)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+        return final
+
+
+def jars(pom: Path) -> Path:
+    """The folder of the runtime jars of `pom`'s dependency, fetched with Maven if missing."""
+
+    def fetch(folder: Path) -> None:
+        argv = [_tool("mvn"), "-q", "-B", "-s", str(SETTINGS), "-f", str(pom)]
+        argv += [f"{DEPENDENCY_PLUGIN}:copy-dependencies", f"-DoutputDirectory={folder}"]
+        argv += ["-DincludeScope=runtime"]
+        _run(argv, FETCH_TIMEOUT, f"fetching the jars of {pom.name}")
+        if not any(folder.glob("*.jar")):
+            raise RuntimeError(f"Maven copied no jar for {pom.name}")
+
+    return _build(f"{pom.stem}-{pulsar_version(pom)}-{_digest(pom)}", fetch)
+
+
+def client_classes() -> Path:
+    """The folder of the compiled ApacheClient (compiled with javac when its source changed)."""
+    lib = jars(CLIENT_POM)
+
+    def compile_(folder: Path) -> None:
+        argv = [_tool("javac"), "-d", str(folder), "-cp", f"{lib}/*", str(CLIENT_SOURCE)]
+        _run(argv, COMPILE_TIMEOUT, "compiling ApacheClient.java")
+
+    return _build(f"client-classes-{_digest(CLIENT_SOURCE, CLIENT_POM)}", compile_)

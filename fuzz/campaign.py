@@ -672,7 +672,7 @@ def campaign(args: argparse.Namespace) -> dict[str, Any]:
 
 def markdown(report: dict[str, Any]) -> str:
     lines = [
-        "# Fuzzing campaign (issues 14 and 31)",
+        "# Fuzzing campaign (issues 14, 31 and 42)",
         "",
         f"Command: `{report['command']}` (code: commit {report['commit']}, Python "
         f"{report['python']}, {report['cpus']} CPUs shared with other work, mypyc-compiled "

@@ -5,7 +5,7 @@ capture three times larger.
 Each measurement is a fresh Python process (as a Python worker is) running the task's own
 function on one series and reporting its peak RSS (`resource.getrusage`, ru_maxrss). The
 captures are the benchmark generator's small-frame traffic (8 connections) at two sizes, both
-beyond the steady state (a table's rows are held until BATCH_ROWS = 16,384 make a batch, so
+beyond the steady state (a table's rows are held until BATCH_ROWS = 4,096 make a batch, so
 the smaller has about two batches of frames: a capture under one batch would not be).
 The test would fail for a task that held a series' table: the Arrow tables it writes grow
 by more than twice the allowed RSS growth (checked too), and Python rows cost more still.

@@ -47,7 +47,7 @@ _CONTAINS = re.compile(r"(?<![\w.])([A-Za-z_][\w.]*)\s+contains\s+", re.IGNORECA
 GENERATORS = frozenset(
     {"range", "generate_series", "repeat", "list_resize", "array_resize", "unnest", "sleep_ms"}
 )
-#: Seconds a filter may take on one batch (16,384 rows: milliseconds for any sane filter).
+#: Seconds a filter may take on one batch (4,096 rows: milliseconds for any sane filter).
 FILTER_SECONDS = 60.0
 _QUOTED = re.compile(r"('(?:[^']|'')*'|\"(?:[^\"]|\"\")*\")")
 

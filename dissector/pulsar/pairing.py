@@ -16,9 +16,11 @@ Rules (the pairing table):
   request_id -1 (all bits set) marks a broker's notification (CLOSE_PRODUCER/CLOSE_CONSUMER),
   which expects no answer.
 Memory: pending requests and deliveries per connection are bounded (MAX_PENDING); the oldest
-are reported unanswered when the bound is passed. A pending SEND or MESSAGE is kept as its
-pair row reads it (`_held`): its ids as plain ints, no decoded command, metadata, payload
-or bytes.
+are reported unanswered when the bound is passed. Without pairs (`pairs=False`, every read but
+the timeline's) SENDs, receipts, deliveries and acks keep nothing: only requests by request_id
+and the FIFO pairs wait, as the entities learn from their answers. With pairs, a pending
+SEND or MESSAGE is kept as its pair row reads it (`_held`): its ids as plain ints, no decoded
+command, metadata, payload or bytes.
 Dispatch: what a command does is looked up by its type in dicts built from the schema:
 `ENTITY_STEPS` (entities.py: producers, consumers, handshake, the frame's topic), then
 `_ON_COMMAND` here (pairing); `pairs.py` fills in each row.
@@ -29,7 +31,7 @@ from __future__ import annotations
 from collections import OrderedDict, deque
 from collections.abc import Callable
 from functools import partial
-from typing import Any, NamedTuple
+from typing import Any
 
 from dissector.events import Direction, Frame, FrameRun, Outcome, Pair
 from dissector.pulsar import frame_runs as R
@@ -71,14 +73,6 @@ _NO_PAIR = Pair(
     0, None, None, Outcome.SUCCESS, None, None, None, None, None, None, None, None, None
 )
 _NO_PAIRS: list[Pair] = []  # shared, never mutated
-
-
-class _Pending(NamedTuple):
-    """A pending SEND or MESSAGE when no pair is made (a frame run's, or any with
-    pairs=False): what shedding and closing read of it (tens of bytes, not a frame)."""
-
-    last_ts: int
-    stream_offset: int
 
 
 class _Id:
@@ -147,12 +141,10 @@ class ConversationState:
         self.consumers = self.entities.consumers
         self._pair = partial(make_pair, conn_id, self.entities) if pairs else _no_pair
         self._by_request: dict[tuple[Direction, int], Frame] = {}  # (direction, request_id)
-        self._sends: dict[
-            tuple[int, int], deque[Frame | _Pending]
-        ] = {}  # (producer_id, sequence_id)
+        self._sends: dict[tuple[int, int], deque[Frame]] = {}  # (producer_id, sequence_id)
         self._fifo: dict[tuple[Direction, int], deque[Frame]] = {}  # (direction, type)
         # consumer_id -> (ledger, entry) -> MESSAGE frame, in delivery order (and by id)
-        self._delivered: dict[int, Deliveries[Frame | _Pending]] = {}
+        self._delivered: dict[int, Deliveries[Frame]] = {}
         # consumer_id -> (ledger, entry) -> packet number of the ACK that acknowledged it
         self._acked_ids: dict[int, OrderedDict[tuple[int, int], int]] = {}
         self._pending = 0
@@ -179,94 +171,39 @@ class ConversationState:
     def observe_run(self, run: FrameRun) -> list[str | None]:
         """Learn from the frames of a run (SEND, SEND_RECEIPT, MESSAGE, ACK; made only when
         no pair is wanted) what `observe` learns from each, from the scanned columns: the
-        entity steps, the pending SENDs and deliveries, the acknowledged ids; return each
-        frame's topic."""
+        entity steps (messages sent and delivered); return each frame's topic. Without
+        pairs nothing waits for an answer (see `_on_send`)."""
         cols = memoryview(run.rows).cast("q")
         producers, consumers = self.producers, self.consumers
-        sends, deliveries = self._sends, self._delivered
-        base, times, unsigned = run.base, run.last_ts, R.unsigned
+        unsigned = R.unsigned
         topics: list[str | None] = []
         for i in range(run.size):
             r = i * R.NCOLS
             ctype, present = cols[r + R.C_TYPE], cols[r + R.C_PRESENT]
-            if ctype == R.MESSAGE:  # entities._message, then _on_message
+            topic = None
+            if ctype == R.MESSAGE or ctype == R.ACK:  # entities' lookup (_message counts)
                 cid = unsigned(cols[r + R.C_CONSUMER_ID]) if present & R.HAS_CONSUMER_ID else 0
                 consumer = consumers.get(cid)
-                topic = None
                 if consumer is not None:
-                    consumer.delivered += cols[r + R.C_NUM_MESSAGES]
+                    if ctype == R.MESSAGE:
+                        consumer.delivered += cols[r + R.C_NUM_MESSAGES]
                     if present & R.HAS_CONSUMER_ID:
                         topic = consumer.topic
-                key = (
-                    (unsigned(cols[r + R.C_LEDGER_ID]), unsigned(cols[r + R.C_ENTRY_ID]))
-                    if present & R.HAS_MESSAGE_ID
-                    else (0, 0)
-                )
-                delivered = deliveries.get(cid)
-                if delivered is None:
-                    delivered = deliveries[cid] = Deliveries()
-                if delivered.add(key, _Pending(times[i], base + cols[r + R.C_OFFSET])) is None:
-                    self._pending += 1
-            elif ctype == R.ACK:  # entities' lookup, then _acked for one id, no ack set
-                cid = unsigned(cols[r + R.C_CONSUMER_ID]) if present & R.HAS_CONSUMER_ID else 0
-                consumer = consumers.get(cid)
-                topic = None
-                if consumer is not None and present & R.HAS_CONSUMER_ID:
-                    topic = consumer.topic
-                self._run_ack(cid, cols, r, present, run.last_packets[i])
-            else:
+            else:  # SEND (entities._send counts) or SEND_RECEIPT: the producer's topic
                 pid = unsigned(cols[r + R.C_PRODUCER_ID]) if present & R.HAS_PRODUCER_ID else 0
-                seq = unsigned(cols[r + R.C_SEQUENCE_ID]) if present & R.HAS_SEQUENCE_ID else 0
                 producer = producers.get(pid)
-                topic = None
-                if producer is not None and present & R.HAS_PRODUCER_ID:
-                    topic = producer.topic
-                if ctype == R.SEND:  # entities._send, then _on_send
-                    if producer is not None:
+                if producer is not None:
+                    if ctype == R.SEND:
                         sent = present & R.HAS_SEND_COUNT
                         producer.sent += cols[r + R.C_NUM_MESSAGES] if sent else 1
-                    queue = sends.get((pid, seq))
-                    if queue is None:
-                        queue = sends[pid, seq] = deque()
-                    queue.append(_Pending(times[i], base + cols[r + R.C_OFFSET]))
-                    self._pending += 1
-                else:  # SEND_RECEIPT: entities' lookup, then _on_receipt
-                    queue = sends.get((pid, seq))
-                    if queue:
-                        queue.popleft()
-                        self._pending -= 1
-                        if not queue:
-                            del sends[pid, seq]
-            if self._pending > MAX_PENDING:
-                self._shed()
+                    if present & R.HAS_PRODUCER_ID:
+                        topic = producer.topic
             topics.append(topic)
         return topics
 
-    def _run_ack(self, cid: int, cols: memoryview, r: int, present: int, packet: int) -> None:
-        """`_acked` for an ACK of a run (one message id; individual without ack set)."""
-        delivered = self._delivered.get(cid)
-        done = self._acked_ids.setdefault(cid, OrderedDict())
-        key = (0, 0)
-        if present & R.HAS_MESSAGE_ID:
-            key = (R.unsigned(cols[r + R.C_LEDGER_ID]), R.unsigned(cols[r + R.C_ENTRY_ID]))
-        if delivered is None:
-            return
-        if present & R.HAS_CUMULATIVE:
-            acked = [k for k, _ in delivered.take_upto(key)]
-        elif key in delivered.live:
-            del delivered.live[key]
-            acked = [key]
-        else:
-            return  # a stray ack: no pair is made, nothing changes
-        for k in acked:
-            self._pending -= 1
-            done[k] = packet
-            if len(done) > ACKED_MEMORY:
-                done.popitem(last=False)
-
     def close(self) -> list[Pair]:
         """End of the connection: every request still pending is unanswered."""
-        pending: list[Frame | _Pending] = list(self._by_request.values())
+        pending: list[Frame] = list(self._by_request.values())
         for queue in self._sends.values():
             pending.extend(queue)
         for fifo in self._fifo.values():
@@ -308,15 +245,22 @@ class ConversationState:
             self.entities.responded(request, frame)
 
     def _on_send(self, frame: Frame, ctype: int, body: Any, pairs: list[Pair]) -> None:
+        """A SEND waits for its receipt, when pairs are made: without them nothing reads
+        what waits (entities count SENDs, deliveries and acks in their own steps), so
+        nothing is kept (a consumer that never acks held MAX_PENDING deliveries for no row)."""
+        if not self.pairing:
+            return
         key = (body.producer_id, body.sequence_id)
         queue = self._sends.get(key)
         if queue is None:
             queue = self._sends[key] = deque()
-        queue.append(_held(frame) if self.pairing else _Pending(frame.last_ts, frame.stream_offset))
+        queue.append(_held(frame))
         self._pending += 1
 
     def _on_receipt(self, frame: Frame, ctype: int, body: Any, pairs: list[Pair]) -> None:
         """SEND_RECEIPT or SEND_ERROR: answers the oldest SEND of its (producer, sequence)."""
+        if not self.pairing:
+            return
         key = (body.producer_id, body.sequence_id)
         queue = self._sends.get(key)
         request = queue.popleft() if queue else None
@@ -350,8 +294,8 @@ class ConversationState:
     def _shed(self) -> list[Pair]:
         """Too much pending: the oldest requests of every kind are declared unanswered."""
         self.overflowed += 1
-        waiting: list[tuple[tuple[int, int], Frame | _Pending, Any, Any]] = []
-        frame: Frame | _Pending
+        waiting: list[tuple[tuple[int, int], Frame, Any, Any]] = []
+        frame: Frame
         for key, frame in self._by_request.items():
             waiting.append(((frame.last_ts, frame.stream_offset), frame, self._by_request, key))
         for queues in (self._sends, self._fifo):
@@ -378,14 +322,14 @@ class ConversationState:
 
     def _on_message(self, frame: Frame, ctype: int, body: Any, pairs: list[Pair]) -> None:
         """A delivery (counted by the entity step): pending until acknowledged."""
+        if not self.pairing:
+            return
         mid = body.message_id
         delivered = self._delivered.get(body.consumer_id)
         if delivered is None:
             delivered = self._delivered[body.consumer_id] = Deliveries()
         key = (mid.ledgerId, mid.entryId)
-        old = delivered.add(
-            key, _held(frame) if self.pairing else _Pending(frame.last_ts, frame.stream_offset)
-        )
+        old = delivered.add(key, _held(frame))
         if old is not None:  # delivered again before any ack: the broker redelivered it
             pairs.append(self._pair(old, frame, None, ack_of=key, outcome=Outcome.REDELIVERED))
         else:
@@ -393,6 +337,8 @@ class ConversationState:
 
     def _on_ack(self, frame: Frame, ctype: int, body: Any, pairs: list[Pair]) -> None:
         """ACK or REDELIVER_UNACKNOWLEDGED_MESSAGES: completes the deliveries it names."""
+        if not self.pairing:
+            return
         pairs.extend(self._acked(frame, ctype, body))
 
     def _acked(self, frame: Frame, ctype: int, body: Any) -> list[Pair]:

@@ -51,10 +51,11 @@ if TYPE_CHECKING:  # imported when findings are made: the rules cost no start-up
 
 #: Rows gathered before they become an Arrow record batch: Python tuples cost about ten times
 #: the memory of the Arrow columns they become, so batches are kept small (writers group
-#: them into larger Parquet row groups).
-BATCH_ROWS = 16384
+#: them into larger Parquet row groups; 4,096 rows: measured on 60,000 deliveries never
+#: acked, 16,384 made the frames read 20% slower and 28 MB larger, the journeys' 50 MB larger).
+BATCH_ROWS = 4096
 #: Bytes of large cells (a value's JSON, a payload preview: up to 1 MiB each) gathered before
-#: a batch is made, whatever its rows: 16,384 rows of them would otherwise be held at once.
+#: a batch is made, whatever its rows: BATCH_ROWS of them would otherwise be held at once.
 BATCH_BYTES = 8 << 20
 
 _NO_CONN: ConnInfo = (None, None, None, None, None)

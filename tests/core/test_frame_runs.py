@@ -205,8 +205,8 @@ def test_batches_cut_at_the_same_rows(monkeypatch: pytest.MonkeyPatch, runs: Run
 
 
 def _state(pipe: Pipeline) -> dict[int, Any]:
-    """What every open connection's state holds that shedding and closing read: the pending
-    SENDs and deliveries as (time, stream offset), the count, the entities."""
+    """What every open connection's state holds: the pending count, the SENDs and deliveries
+    waiting (none without pairs), the entities."""
 
     def when(item: Any) -> tuple[int, int]:
         return (item.last_ts, item.stream_offset)
@@ -225,9 +225,9 @@ def _state(pipe: Pipeline) -> dict[int, Any]:
 
 
 def test_pending_requests_as_shedding_reads_them(runs: RunCount) -> None:
-    """After every packet, the state a run leaves (pending SENDs and deliveries, in order,
-    with the time and offset shedding sorts them by; entities) is what its frames leave one
-    by one (pending requests are shed at 100,000: too many for a test capture)."""
+    """After every packet, the state a run leaves (the count of pending requests; no SEND or
+    delivery waits without pairs; the entities and their counts) is what its frames leave
+    one by one."""
     for path in SAMPLES:
         pipes = [Pipeline(pairs=False, frame_runs=on) for on in (False, True)]
         with open_capture(path) as reader:

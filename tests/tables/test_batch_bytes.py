@@ -2,7 +2,7 @@
 
 Input: rows with large cells (as a value's JSON is), fed to the builder's batches.
 Output: the batches made (Parquet row groups cut by bytes: tests/tables/test_row_groups.py).
-Rule (issue 42): a value's JSON may be 1 MiB; 16,384 such rows held until a batch is made
+Rule (issue 42): a value's JSON may be 1 MiB; BATCH_ROWS such rows held until a batch is made
 would be 16 GiB, so a batch is made once BATCH_BYTES of them are held.
 """
 

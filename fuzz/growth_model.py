@@ -42,7 +42,8 @@ class Family:
     n: int  # the smallest size at --scale 1
     unit: str
     memory: bool = False  # judged on peak memory (with key log - without), not time
-    #: also judged on the measuring process's peak memory at every size (MiB), when set
+    #: also judged on peak memory at every size (MiB), when set: the command's alone, in a
+    #: process of its own (fuzz.growth._cli_peak_mib)
     max_peak_mib: float | None = None
 
 

@@ -330,7 +330,7 @@ def table(results: list[dict[str, Any]]) -> str:
 
 def markdown(report: dict[str, Any]) -> str:
     return (
-        "# Growth check (issue 31)\n\n"
+        "# Growth check (issues 31 and 42)\n\n"
         f"Command: `{report['command']}` (commit {report['commit']}, {report['cpus']} CPUs "
         "shared with other work).\n\n"
         f"Each input made at n, 2n and 4n and read in a fresh process (best of {report['runs']}"

@@ -19,31 +19,39 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from tests.support.apache.maven import CLIENT_POM, client_classes, jars
+from tests.support.apache.maven import CLIENT_POM, CLIENT_SOURCE, client_classes, jars
 
 RUN_TIMEOUT = 300.0
+
+
+def run_java(
+    source: Path, args: list[str], *, pom: Path = CLIENT_POM, timeout: float = RUN_TIMEOUT
+) -> dict[str, Any]:
+    """Run the Java program `source` (its class is the file's stem) with `args` and the path
+    of its record appended as the last argument; its record (a dict from its JSON)."""
+    classpath = f"{client_classes(source, pom)}:{jars(pom)}/*"
+    java = shutil.which("java") or "java"
+    with tempfile.TemporaryDirectory(prefix=f"{source.stem}-") as tmp:
+        out = Path(tmp) / "record.json"
+        argv = [java, "-Xmx256m", "-cp", classpath, source.stem, *args, str(out)]
+        done = subprocess.run(
+            argv,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+            stdin=subprocess.DEVNULL,
+        )
+        if done.returncode != 0 or not out.exists():
+            tail = "\n".join((done.stdout + done.stderr).splitlines()[-40:])
+            raise RuntimeError(f"{source.stem} failed (exit {done.returncode}):\n{tail}")
+        record: dict[str, Any] = json.loads(out.read_text(encoding="utf-8"))
+    return record
 
 
 def run_client(
     url: str, topic: str, subscription: str, *, singles: int, batches: int, batch_size: int
 ) -> dict[str, Any]:
     """Run ApacheClient against `url`; its record (a dict from its JSON)."""
-    classpath = f"{client_classes()}:{jars(CLIENT_POM)}/*"
-    java = shutil.which("java") or "java"
-    with tempfile.TemporaryDirectory(prefix="apache-client-") as tmp:
-        out = Path(tmp) / "record.json"
-        argv = [java, "-Xmx256m", "-cp", classpath, "ApacheClient", url, topic, subscription]
-        argv += [str(singles), str(batches), str(batch_size), str(out)]
-        done = subprocess.run(
-            argv,
-            capture_output=True,
-            text=True,
-            timeout=RUN_TIMEOUT,
-            check=False,
-            stdin=subprocess.DEVNULL,
-        )
-        if done.returncode != 0 or not out.exists():
-            tail = "\n".join((done.stdout + done.stderr).splitlines()[-40:])
-            raise RuntimeError(f"ApacheClient failed (exit {done.returncode}):\n{tail}")
-        record: dict[str, Any] = json.loads(out.read_text(encoding="utf-8"))
-    return record
+    args = [url, topic, subscription, str(singles), str(batches), str(batch_size)]
+    return run_java(CLIENT_SOURCE, args)

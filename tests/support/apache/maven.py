@@ -119,12 +119,13 @@ def jars(pom: Path) -> Path:
     return _build(f"{pom.stem}-{pulsar_version(pom)}-{_digest(pom)}", fetch)
 
 
-def client_classes() -> Path:
-    """The folder of the compiled ApacheClient (compiled with javac when its source changed)."""
-    lib = jars(CLIENT_POM)
+def client_classes(source: Path = CLIENT_SOURCE, pom: Path = CLIENT_POM) -> Path:
+    """The folder of the compiled `source` (a Java program beside this module, compiled
+    with javac against `pom`'s jars when the source or the pom changed)."""
+    lib = jars(pom)
 
     def compile_(folder: Path) -> None:
-        argv = [_tool("javac"), "-d", str(folder), "-cp", f"{lib}/*", str(CLIENT_SOURCE)]
-        _run(argv, COMPILE_TIMEOUT, "compiling ApacheClient.java")
+        argv = [_tool("javac"), "-d", str(folder), "-cp", f"{lib}/*", str(source)]
+        _run(argv, COMPILE_TIMEOUT, f"compiling {source.name}")
 
-    return _build(f"client-classes-{_digest(CLIENT_SOURCE, CLIENT_POM)}", compile_)
+    return _build(f"{source.stem}-classes-{_digest(source, pom)}", compile_)

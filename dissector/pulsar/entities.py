@@ -9,12 +9,17 @@ Rules:
   it created (failed on ERROR); CLOSE_PRODUCER / CLOSE_CONSUMER close it, by the client or by
   the broker according to the direction; FLOW adds permits; SEND and MESSAGE count messages
   (batch entries counted).
+- PRODUCER / SUBSCRIBE naming an id already used on the connection (a client re-creating
+  it after the broker closed it, or retrying) start a new entity; the one it replaces keeps
+  its row (its state, times and counts), up to MAX_RETIRED of them per connection (the
+  oldest dropped beyond).
 - A frame's topic is that of the producer or consumer it names, else the topic it names.
 - What a command does here is a dict on its type (`ENTITY_STEPS`), built from the schema.
 """
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -28,6 +33,8 @@ C2B = Direction.CLIENT_TO_BROKER
 WITH_PRODUCER = types_with("producer_id")
 WITH_CONSUMER = types_with("consumer_id")
 WITH_TOPIC = types_with("topic")
+#: Replaced producers and consumers kept per connection (a client re-creating one id forever).
+MAX_RETIRED = 1024
 
 
 def _optional_enum(body: Any, name: str) -> str | None:
@@ -37,12 +44,20 @@ def _optional_enum(body: Any, name: str) -> str | None:
 class Entities:
     """The producers, consumers and handshake of one connection; see the module docstring."""
 
-    __slots__ = ("consumers", "info", "producers")
+    __slots__ = ("consumers", "info", "producers", "retired")
 
     def __init__(self) -> None:
         self.info = ConnectionInfo()
         self.producers: dict[int, Entity] = {}
         self.consumers: dict[int, Entity] = {}
+        self.retired: deque[Entity] = deque(maxlen=MAX_RETIRED)
+
+    def add(self, table: dict[int, Entity], entity: Entity) -> None:
+        """A new producer or consumer; one it replaces (same id) is retired, keeping its row."""
+        old = table.get(entity.entity_id)
+        if old is not None:
+            self.retired.append(old)
+        table[entity.entity_id] = entity
 
     def lookup(self, ctype: int, body: Any) -> str | None:
         """Topic of a command: of the producer or consumer it names, else the one it names."""
@@ -106,7 +121,7 @@ class Entities:
             s.max_message_size = body.max_message_size
 
     def close(self) -> None:
-        self.info.entities = [*self.producers.values(), *self.consumers.values()]
+        self.info.entities = [*self.retired, *self.producers.values(), *self.consumers.values()]
 
 
 # ------------------------------------------------------------------ steps, one per command type
@@ -123,7 +138,7 @@ def _new_producer(ents: Entities, frame: Frame, ctype: int, body: Any) -> str | 
     p = Entity(EntityKind.PRODUCER, body.producer_id, body.topic, frame.last_ts)
     p.name = body.producer_name if body.HasField("producer_name") else None
     p.access_mode = _optional_enum(body, "producer_access_mode")
-    ents.producers[body.producer_id] = p
+    ents.add(ents.producers, p)
     return p.topic
 
 
@@ -132,7 +147,7 @@ def _new_consumer(ents: Entities, frame: Frame, ctype: int, body: Any) -> str | 
     c.subscription = body.subscription
     c.sub_type = _optional_enum(body, "subType")
     c.name = body.consumer_name if body.HasField("consumer_name") else None
-    ents.consumers[body.consumer_id] = c
+    ents.add(ents.consumers, c)
     return c.topic
 
 

@@ -3,7 +3,8 @@
 Input: pipeline events (frames, anomalies, conversations opening and ending); a decoded
 protobuf message (a command's sub-message, metadata) or a Frame.
 Output: `FrameLines`: one line per frame, anomalies inline with `!`, with --values a short
-line of each message's value after its frame's line (`=`); a compact one-line
+line of each message's value after its frame's line (`=`; a BYTES value that is UTF-8
+text shows its text too); a compact one-line
 text of a message (`k=v k2={a=1}`) or a JSON-ready dict.
 Rule: authentication data (CONNECT auth_data / original_auth_data, the AuthData carried by
 AUTH_CHALLENGE and AUTH_RESPONSE) is replaced by a fixed placeholder plus its length in every
@@ -15,6 +16,7 @@ control characters escaped (frontends/terminal.py): no topic can drive the user'
 from __future__ import annotations
 
 import datetime as dt
+import json
 from typing import Any
 
 from google.protobuf.descriptor import FieldDescriptor
@@ -239,11 +241,21 @@ class FrameLines:
         if m.value is None:
             text = f"value{entry}: none ({m.value_error})"
         else:
-            shown = m.value
-            if len(shown) > MAX_VALUE_TEXT:
-                shown = shown[:MAX_VALUE_TEXT] + f"...({len(m.value)} chars)"
+            shown = _capped(m.value)
             text = f"value{entry} {m.value_schema}: {shown}"
+            from dissector.values.cells import bytes_text  # only with --values: lazily
+
+            utf8 = bytes_text(m.value, m.value_schema)
+            if utf8 is not None:  # BYTES that are text: the text too, as a JSON string
+                text += f" text {_capped(json.dumps(utf8, ensure_ascii=False))}"
         return printable(f"{'=':>6} {'':>11} {text}") + "\n"
+
+
+def _capped(text: str) -> str:
+    """A value's text, at most MAX_VALUE_TEXT characters then how many it has."""
+    if len(text) <= MAX_VALUE_TEXT:
+        return text
+    return text[:MAX_VALUE_TEXT] + f"...({len(text)} chars)"
 
 
 #: Bytes per line of the hex view, as tshark -x and xxd.

@@ -12,11 +12,15 @@ gives the anomaly rows of the schemas its frame taught (faults.py: one that does
 one too large, entries the tracker forgot).
 Rule: this is the one object the messages and journeys tables hold when values are asked for
 (docs/values.md); nothing here runs otherwise. The schema is resolved when the message is
-seen, with what the capture taught until then.
+seen, with what the capture taught until then. `bytes_text` gives the text views the UTF-8
+text of a BYTES value (declared or not), when its bytes are valid UTF-8.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
+import json
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -110,3 +114,16 @@ class Values:
         if out.value is None:
             return ValueCells(None, res.label, out.error)
         return ValueCells(out.value, res.label, None)
+
+
+def bytes_text(value: str | None, value_schema: str | None) -> str | None:
+    """The text of a BYTES value (a `value` cell: a base64 JSON string; `value_schema`
+    "BYTES v0", "BYTES (declared)", "BYTES (not declared)") when its bytes are valid UTF-8,
+    else None (another schema, a masked value, bytes that are not text)."""
+    if value is None or value_schema is None or not value_schema.startswith("BYTES "):
+        return None
+    try:
+        text = json.loads(value)
+        return base64.b64decode(text, validate=True).decode("utf-8") if text else None
+    except (ValueError, TypeError, binascii.Error):  # UnicodeDecodeError is a ValueError
+        return None

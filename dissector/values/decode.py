@@ -11,7 +11,9 @@ that does not parse is kept as its error); the definition bytes parsed (again, a
 eviction) stay within PARSE_BYTES_PER_INPUT_BYTE x the bytes read + PARSE_BYTES_FREE, past
 which a value needing a parse is an error naming the bound;
 JSON is checked and normalised; every value within the bounds of bounds.py; whatever the
-bytes, an error string, never an exception (an unexpected one says "internal error").
+bytes, an error string, never an exception (an unexpected one says "internal error"). With
+fields to redact, a BYTES value (or KeyValue half) is masked whole: no field of raw bytes
+can be found to mask, and they may be JSON text holding the very fields named.
 """
 
 from __future__ import annotations
@@ -21,9 +23,10 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
+from dissector.pulsar.field_values import redacted
 from dissector.values import keyvalue
 from dissector.values.avro import decode_avro, parse_avro
-from dissector.values.bounds import MAX_PAYLOAD_BYTES, load_json, to_json
+from dissector.values.bounds import MAX_PAYLOAD_BYTES, dump_json, load_json, to_json
 from dissector.values.held import MAX_HELD_SCHEMA_BYTES
 from dissector.values.model import MAX_DEFINITION_BYTES, BadValue, DecodedValue, SchemaInfo
 from dissector.values.primitives import PRIMITIVES, decode_string
@@ -101,7 +104,7 @@ class ValueDecoder:
         if payload is not None:
             self.payload_bytes += len(payload)
         try:
-            value = self._value(payload, schema, key, 0)
+            value = self._value(payload, schema, key, 0, hide_bytes=bool(redact_fields))
             return DecodedValue(value=to_json(value, masks))
         except BadValue as e:
             return DecodedValue(error=str(e))
@@ -132,15 +135,25 @@ class ValueDecoder:
             self._check(parsed.key, depth + 1)
             self._check(parsed.value, depth + 1)
 
-    def _value(self, payload: bytes | None, schema: SchemaInfo, key: KeyFields, depth: int) -> Any:
+    def _value(
+        self,
+        payload: bytes | None,
+        schema: SchemaInfo,
+        key: KeyFields,
+        depth: int,
+        *,
+        hide_bytes: bool = False,
+    ) -> Any:
         _within_size(schema)
         if payload is not None and len(payload) > MAX_PAYLOAD_BYTES:
             raise BadValue(f"payload over MAX_PAYLOAD_BYTES ({len(payload)} bytes)")
         if schema.type == "KEY_VALUE":  # before a null payload: a SEPARATED key remains
-            return self._key_value(payload, schema, key, depth)
+            return self._key_value(payload, schema, key, depth, hide_bytes)
         if payload is None:
             return None
         kind = schema.type
+        if kind == "BYTES" and hide_bytes:  # no field of raw bytes can be masked: all of it
+            return redacted(len(dump_json(PRIMITIVES[kind](payload))))
         if kind in PRIMITIVES:
             return PRIMITIVES[kind](payload)
         if kind == "STRING":
@@ -158,7 +171,7 @@ class ValueDecoder:
         raise BadValue(f"{kind} schema: the payload's format is not known")
 
     def _key_value(
-        self, payload: bytes | None, schema: SchemaInfo, key: KeyFields, depth: int
+        self, payload: bytes | None, schema: SchemaInfo, key: KeyFields, depth: int, hide: bool
     ) -> Any:
         if depth >= MAX_KEY_VALUE_NESTING:
             raise BadValue("KEY_VALUE nested deeper than MAX_KEY_VALUE_NESTING")
@@ -171,8 +184,8 @@ class ValueDecoder:
             null_key=key.null_partition_key,
         )
         return {
-            "key": self._value(key_bytes, kv.key, NO_KEY, depth + 1),
-            "value": self._value(value_bytes, kv.value, NO_KEY, depth + 1),
+            "key": self._value(key_bytes, kv.key, NO_KEY, depth + 1, hide_bytes=hide),
+            "value": self._value(value_bytes, kv.value, NO_KEY, depth + 1, hide_bytes=hide),
         }
 
     def _parse(self, schema: SchemaInfo) -> Any:

@@ -11,7 +11,10 @@ Rule: a message is decoded with the schema of its metadata's `schema_version` wh
 capture taught that version for its topic (PRODUCER_SUCCESS after a PRODUCER with a schema,
 GET_OR_CREATE_SCHEMA_RESPONSE after its request, GET_SCHEMA_RESPONSE); else with the schema
 its producer declared (SEND), or its consumer (MESSAGE) when the message names no version
-(a reader's schema need not be the writer's); else not at all, and the reason says which.
+(a reader's schema need not be the writer's); else, when the message names no version,
+BYTES, labelled "BYTES (not declared)" (a topic without a schema is a BYTES topic in
+Pulsar); else (a version the capture did not teach, an unknown producer) not at all, and
+the reason says which.
 A declared AUTO_CONSUME is resolved to the topic's real schema (the version's, else the
 newest version seen). Versions belong to a topic, so what one connection learns serves
 every connection; partitions share their topic's schemas ("-partition-N" is dropped).
@@ -35,7 +38,7 @@ from typing import Any
 
 from dissector.pulsar.wire import BODY_FIELDS, COMMAND_TYPES
 from dissector.values.held import Held, HeldSchemas
-from dissector.values.model import SchemaInfo, schema_info, version_label
+from dissector.values.model import SchemaInfo, make_schema, schema_info, version_label
 
 #: Topics whose schemas are kept: a broker's own limit is in the tens of thousands; a
 #: capture's schema traffic names far fewer.
@@ -62,6 +65,11 @@ MESSAGE = COMMAND_TYPES["MESSAGE"]
 
 BY_VERSION = "version"
 BY_DECLARED = "declared"
+#: Neither a version nor a declared schema: what Pulsar makes of it, BYTES (a producer of
+#: plain bytes sends no schema: the Java client leaves Schema.BYTES out of its PRODUCER).
+NOT_DECLARED = "not declared"
+NOT_DECLARED_LABEL = "BYTES (not declared)"
+BYTES = make_schema("BYTES")
 
 
 def topic_key(topic: str) -> str:
@@ -83,7 +91,7 @@ class Resolution:
     """Which schema decodes a message: `schema` None means none, `label` says why."""
 
     schema: SchemaInfo | None
-    how: str  # BY_VERSION, BY_DECLARED, or "" when there is no schema
+    how: str  # BY_VERSION, BY_DECLARED, NOT_DECLARED (BYTES), or "" when there is no schema
     version: bytes | None
     label: str  # value_schema text ("AVRO v3") or, with no schema, the reason
 
@@ -187,7 +195,8 @@ class SchemaTracker:
         *,
         writer: bool = False,
     ) -> Resolution:
-        """The rule: the version's schema, else the declared one, else none (with why).
+        """The rule: the version's schema, else the declared one, else BYTES when the message
+        names no version (Pulsar's schema of a topic without one), else none (with why).
 
         A producer's declared schema (writer=True) is what its messages were written with,
         whatever their version. A consumer's is what it reads as, which may not be what the
@@ -205,14 +214,16 @@ class SchemaTracker:
             if t is not None and t.versions:
                 newest = max(t.versions, key=_version_order)
                 return _found(self.held.touch(t.versions[newest]), BY_VERSION, newest)
+            if not schema_version:  # it reads by the topic's schema, which was not seen
+                why = "no schema: AUTO_CONSUME and no schema of the topic seen"
+                return Resolution(schema=None, how="", version=None, label=why)
             declared = None
         if declared is not None:
             return _found(declared, BY_DECLARED, schema_version)
         if schema_version:
             why = f"no schema: version {version_label(schema_version)} not seen for the topic"
-        else:
-            why = "no schema: none declared and no schema version (bytes)"
-        return Resolution(schema=None, how="", version=schema_version, label=why)
+            return Resolution(schema=None, how="", version=schema_version, label=why)
+        return Resolution(schema=BYTES, how=NOT_DECLARED, version=None, label=NOT_DECLARED_LABEL)
 
     # -- handlers ------------------------------------------------------------------------
 

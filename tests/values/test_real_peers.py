@@ -7,7 +7,7 @@ What these peers cannot show (docs/values.md says it; crafted captures cover the
 - KeyValue and primitive schemas: this client has no KeyValue schema class (its SchemaInfo
   takes no properties, and its C++ core refuses a KEY_VALUE schema without
   `kv.encoding.type`), and its C++ core sends no schema for INT8..DOUBLE (their PRODUCER
-  carries none: such messages are plain bytes on the wire, `no schema`).
+  carries none: such messages are plain bytes on the wire, `BYTES (not declared)`).
 - Versions: pulsar-lite answers PRODUCER with an empty schema_version and does not answer
   GET_SCHEMA, so every value here is decoded by its producer's or consumer's declared
   schema (`AVRO (declared)`), not by a version.

@@ -3,6 +3,7 @@ consumer's declared one, else none with the reason; payloads written by fastavro
 
 from __future__ import annotations
 
+import base64
 import io
 import json
 from typing import Any
@@ -116,11 +117,22 @@ def test_unknown_version_falls_back_to_the_declared_schema() -> None:
     assert value_of(t, "p", SEND, 1, version(3), b"hi") == ("STRING (declared)", "hi", None)
 
 
-def test_no_schema_anywhere_is_said() -> None:
+def test_no_schema_anywhere_is_bytes_not_declared() -> None:
+    """A topic without a schema is a BYTES topic (Pulsar's SchemaType.NONE is BYTES): the
+    payload is its value, base64, as a declared BYTES schema gives it."""
     t = SchemaTracker()
     feed(t, "p", command("PRODUCER", topic=TOPIC, producer_id=1, request_id=1))
-    assert t.resolve("p", SEND, 1, None).label == (
-        "no schema: none declared and no schema version (bytes)"
+    payload = b"plain \xff\x00 bytes"
+    assert value_of(t, "p", SEND, 1, None, payload) == (
+        "BYTES (not declared)",
+        base64.b64encode(payload).decode("ascii"),
+        None,
+    )
+    feed(t, "c", command("SUBSCRIBE", topic=TOPIC, subscription="s", consumer_id=3, request_id=2))
+    assert value_of(t, "c", MESSAGE, 3, None, b"hi")[:2] == ("BYTES (not declared)", "aGk=")
+    # a version the capture did not teach, or a producer never seen, is still no schema
+    assert t.resolve("c", MESSAGE, 3, version(4)).label == (
+        "no schema: version 4 not seen for the topic"
     )
     assert (
         t.resolve("p", SEND, 99, None).label == "no schema: the producer was not seen being created"
@@ -193,7 +205,11 @@ def test_auto_consume_resolves_to_the_real_schema() -> None:
     assert (res.label, res.schema) == ("AVRO v1", t.versions(TOPIC)[version(1)])
     alone = SchemaTracker()
     feed(alone, "c", AUTO_CONSUMER)
-    assert alone.resolve("c", MESSAGE, 8, None).schema is None
+    # not BYTES: an AUTO_CONSUME consumer reads a message without a version by the topic's
+    # schema (fetched when it subscribed), which this capture did not show
+    assert alone.resolve("c", MESSAGE, 8, None).label == (
+        "no schema: AUTO_CONSUME and no schema of the topic seen"
+    )
 
 
 def test_versions_per_topic_are_bounded(monkeypatch: Any) -> None:

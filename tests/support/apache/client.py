@@ -30,10 +30,17 @@ def run_java(
     """Run the Java program `source` (its class is the file's stem) with `args` and the path
     of its record appended as the last argument; its record (a dict from its JSON)."""
     classpath = f"{client_classes(source, pom)}:{jars(pom)}/*"
+    return run_class(classpath, source.stem, args, timeout=timeout)
+
+
+def run_class(
+    classpath: str, main: str, args: list[str], *, timeout: float = RUN_TIMEOUT
+) -> dict[str, Any]:
+    """Run the Java class `main` on `classpath` as run_java does; its record."""
     java = shutil.which("java") or "java"
-    with tempfile.TemporaryDirectory(prefix=f"{source.stem}-") as tmp:
+    with tempfile.TemporaryDirectory(prefix=f"{main}-") as tmp:
         out = Path(tmp) / "record.json"
-        argv = [java, "-Xmx256m", "-cp", classpath, source.stem, *args, str(out)]
+        argv = [java, "-Xmx256m", "-cp", classpath, main, *args, str(out)]
         done = subprocess.run(
             argv,
             capture_output=True,
@@ -44,7 +51,7 @@ def run_java(
         )
         if done.returncode != 0 or not out.exists():
             tail = "\n".join((done.stdout + done.stderr).splitlines()[-40:])
-            raise RuntimeError(f"{source.stem} failed (exit {done.returncode}):\n{tail}")
+            raise RuntimeError(f"{main} failed (exit {done.returncode}):\n{tail}")
         record: dict[str, Any] = json.loads(out.read_text(encoding="utf-8"))
     return record
 

@@ -19,6 +19,7 @@ import json
 import re
 import uuid
 from collections import Counter
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -134,7 +135,8 @@ def _outputs(cap: Path, port: int, folder: Path) -> dict[str, str]:
         assert done.returncode == 0, done.stderr
         for path in sorted(out.iterdir()):
             if fmt == "parquet":
-                texts[str(path)] = pq.read_table(path).to_pandas().to_json(orient="records", date_format="iso")
+                table = pq.read_table(path).to_pandas()
+                texts[str(path)] = table.to_json(orient="records", date_format="iso")
             else:
                 texts[str(path)] = path.read_text(encoding="utf-8")
     for name, args in {
@@ -241,7 +243,7 @@ def refused(broker: SecureBroker, tmp_path_factory: pytest.TempPathFactory) -> d
     for role in (READER, NOBODY):
         cap = tmp_path_factory.mktemp("auth") / f"refused-{role}.pcap"
         topic = _topic(f"refused-{role}")
-        record = captured(cap, broker.port, lambda: broker.run_client("denied", topic, role=role))
+        record = captured(cap, broker.port, partial(broker.run_client, "denied", topic, role=role))
         runs[role] = cap, record, dissector.read_capture(cap, ports=[broker.port])
     return runs
 

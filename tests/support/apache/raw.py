@@ -17,6 +17,7 @@ Rule:   frames are built with dissector.pulsar.encoder (the bytes a conforming p
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import ssl
 import struct
@@ -133,10 +134,8 @@ class RawClient:
         if self.closed_ms is None:
             self.closed_ms = _now_ms()
             if isinstance(self.sock, ssl.SSLSocket) and self.eof_ms is None:
-                try:
+                with contextlib.suppress(OSError, ssl.SSLError):
                     self.sock.unwrap()  # close_notify both ways, then the TCP close
-                except (OSError, ssl.SSLError):
-                    pass
             self.sock.close()
 
     def __enter__(self) -> Self:

@@ -31,13 +31,14 @@ import secrets
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Self, TypeVar
 
 from fuzz.tls_pki import TestPki, make_pki
 from tests.support.apache.admin import admin
-from tests.support.apache.broker import ApacheBroker
+from tests.support.apache.broker import STARTUP_TIMEOUT, ApacheBroker
 from tests.support.apache.client import run_java
 from tests.support.apache.maven import HERE
+from tests.support.apache.raw import RawClient
 from tests.support.capture import Tcpdump, wait_closed
 from tests.support.peers import LOOPBACK, free_port
 
@@ -51,6 +52,9 @@ REFRESH_CHECK_SECONDS = 1
 SECURE_SOURCE = HERE / "SecureClient.java"
 #: Bounds a capture's wait for its connections' ends (generous: an event is waited for).
 CLOSE_TIMEOUT = 120.0
+
+#: The broker's log line when its own client (the superuser) has connected to it.
+INTERNAL_CLIENT = f"connected with role={SUPER_ROLE} using authMethod=token".encode()
 
 T = TypeVar("T")
 
@@ -123,6 +127,38 @@ class SecureBroker(ApacheBroker):
         superuser)."""
         path = f"/admin/v2/namespaces/{namespace}/permissions/{role}"
         admin(self, "POST", path, actions, token=self.super_token)
+
+    def start(self) -> Self:
+        """Start it, then make its own client connect (see `_warm_up`)."""
+        super().start()
+        try:
+            self._warm_up()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _warm_up(self) -> None:
+        """Load one topic (a producer on it, as the superuser, over the plain port): the
+        broker's own client then opens its TLS connection to the broker (the transaction
+        buffer's system topic), which it keeps. Waited for as its log line, so that no
+        capture of the tests sees it open, and each ends when the tests' clients do."""
+        topic = f"persistent://public/default/warm-up-{secrets.token_hex(4)}"
+        with RawClient(LOOPBACK, self.port) as client:
+            client.send(
+                "CONNECT",
+                client_version="warm-up",
+                protocol_version=21,
+                auth_method_name="token",
+                auth_data=self.super_token.encode(),
+            )
+            client.expect("CONNECTED")
+            client.send("LOOKUP", topic=topic, request_id=1)
+            client.expect("LOOKUP_RESPONSE")
+            client.send("PRODUCER", topic=topic, producer_id=0, request_id=2)
+            client.expect("PRODUCER_SUCCESS")
+        assert self.log_path is not None
+        self._wait_for(self.log_path, INTERNAL_CLIENT, STARTUP_TIMEOUT)
 
     def run_client(
         self, mode: str, topic: str, *, role: str = SUPER_ROLE, lifetime: int = 0, tls: bool = False

@@ -186,15 +186,10 @@ def no_refresh(broker: SecureBroker, tmp_path_factory: pytest.TempPathFactory) -
 
     def run() -> dict[str, Any]:
         with RawClient(LOOPBACK, broker.port) as client:
-            client.send(
-                "CONNECT",
-                client_version="raw-no-refresh",
-                protocol_version=21,
-                auth_method_name="token",
-                auth_data=token.encode(),
-                feature_flags={"supports_broker_entry_metadata": True},
+            # feature flags without supports_auth_refresh
+            client.connect(
+                "raw-no-refresh", token, feature_flags={"supports_broker_entry_metadata": True}
             )
-            client.expect("CONNECTED")
             assert client.receive() is None  # nothing more: the broker's end of the stream
         return {**client.record, "exp": json.loads(_claims(token))["exp"]}
 

@@ -53,14 +53,7 @@ def raw_tls(apache_secure_broker: SecureBroker, tmp_path_factory: pytest.TempPat
         with RawClient(
             LOOPBACK, broker.tls_port, context=context, server_hostname=broker.pki.host
         ) as client:
-            client.send(
-                "CONNECT",
-                client_version="raw-tls",
-                protocol_version=21,
-                auth_method_name="token",
-                auth_data=broker.super_token.encode(),
-            )
-            client.expect("CONNECTED")
+            client.connect("raw-tls", broker.super_token)
             client.send("LOOKUP", topic=topic, request_id=1)  # the broker takes the topic on
             client.expect("LOOKUP_RESPONSE")
             client.send(

@@ -10,13 +10,14 @@ and txnid_most_bits set make the ack part of that transaction.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from dissector.findings import FindingCode as F
 from tests.support.crafted import B2C, C2B, msg
 from tests.support.scenes import Scene, codes, flow, message, subscribe
 
 
-def _scene(ack_fields: dict[str, int]) -> Scene:
+def _scene(ack_fields: dict[str, Any]) -> Scene:
     scene = Scene()
     scene.open()
     for m in subscribe():

@@ -80,6 +80,19 @@ class RawClient:
         self.sock.sendall(encode_frame(cmd, metadata=meta, payload=payload))
         self._note("sent", cmd, payload)
 
+    def connect(self, version: str, token: str, **fields: Any) -> BaseCommand:
+        """CONNECT with a token (protocol 21; `fields` adds, e.g. feature_flags), and its
+        CONNECTED."""
+        self.send(
+            "CONNECT",
+            client_version=version,
+            protocol_version=21,
+            auth_method_name="token",
+            auth_data=token.encode(),
+            **fields,
+        )
+        return self.expect("CONNECTED")
+
     def receive(self) -> BaseCommand | None:
         """The next frame's command from the broker (PINGs answered and skipped); None at the
         end of its stream."""

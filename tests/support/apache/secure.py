@@ -145,14 +145,7 @@ class SecureBroker(ApacheBroker):
         capture of the tests sees it open, and each ends when the tests' clients do."""
         topic = f"persistent://public/default/warm-up-{secrets.token_hex(4)}"
         with RawClient(LOOPBACK, self.port) as client:
-            client.send(
-                "CONNECT",
-                client_version="warm-up",
-                protocol_version=21,
-                auth_method_name="token",
-                auth_data=self.super_token.encode(),
-            )
-            client.expect("CONNECTED")
+            client.connect("warm-up", self.super_token)
             client.send("LOOKUP", topic=topic, request_id=1)
             client.expect("LOOKUP_RESPONSE")
             client.send("PRODUCER", topic=topic, producer_id=0, request_id=2)

@@ -1,7 +1,8 @@
 """pytest configuration: Hypothesis profiles (no per-example deadline: CI machines vary), the
 test tiers (tests/support/tiers.py): every test gets the markers of what it needs before `-m`
 selects, and a test that starts a tier's program without its marker fails; and the Apache
-broker (`apache_broker`), started once per session by the first test that asks for it."""
+broker (`apache_broker`) and its secured variant (`apache_secure_broker`), each started once
+per session by the first test that asks for it."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from hypothesis import settings
 
 from tests.support import tiers
 from tests.support.apache.broker import ApacheBroker
+from tests.support.apache.secure import SecureBroker
 
 settings.register_profile("default", deadline=None)
 settings.load_profile("default")
@@ -54,4 +56,12 @@ def apache_broker() -> Iterator[ApacheBroker]:
     """One Apache Pulsar standalone broker on loopback for the whole session (the `apache`
     tier): started when first asked for, stopped by its PID when the session ends."""
     with ApacheBroker() as broker:
+        yield broker
+
+
+@pytest.fixture(scope="session")
+def apache_secure_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecureBroker]:
+    """A second Apache broker for the whole session: token authentication and authorization,
+    a TLS port, transactions and a 64 KiB maxMessageSize (tests/support/apache/secure.py)."""
+    with SecureBroker(tmp_path_factory.mktemp("apache-secure-tls")) as broker:
         yield broker

@@ -151,16 +151,19 @@ def on_ack(ctx: Context, conn: ConnState, frame: Frame, body: Any) -> None:
     unacked = c.unacked.live
     oldest = next(iter(unacked.items()), None)
     done: list[tuple[tuple[int, int], tuple[int, int, int]]] = []
+    # an ack in a transaction holds only if the transaction commits: an abort makes the
+    # broker deliver those messages again, so the subscription is not told of it
+    span = None if _transactional(body) else ctx.span
     # only acks of deliveries the capture holds count for the subscription: an id acked
     # before it was delivered (or delivered before the capture began) proves nothing
     if body.ack_type == _CUMULATIVE:
         ids = [(mid.ledgerId, mid.entryId) for mid in body.message_id]
         done = c.unacked.take_upto(max(ids)) if ids else []
-        if done and ctx.span is not None:
+        if done and span is not None:
             lowest = min(key for key, _ in done)
             for upto in ids:  # each id that covers a delivery
                 if lowest <= upto:
-                    ctx.span.acked(c, upto, cumulative=True)
+                    span.acked(c, upto, cumulative=True)
     else:
         for mid in body.message_id:
             if len(mid.ack_set) and any(mid.ack_set):
@@ -169,13 +172,17 @@ def on_ack(ctx: Context, conn: ConnState, frame: Frame, body: Any) -> None:
             delivered = unacked.pop(key, None)
             if delivered is not None:
                 done.append((key, delivered))
-                if ctx.span is not None:
-                    ctx.span.acked(c, key, cumulative=False)
+                if span is not None:
+                    span.acked(c, key, cumulative=False)
     for key, delivered in done:
         if oldest is not None and key != oldest[0]:
             c.acked_after = max(c.acked_after, delivered[2])
     if oldest is not None and any(key == oldest[0] for key, _ in done):
         _hole_closed(ctx, c, oldest[1], frame.last_ts, frame)
+
+
+def _transactional(body: Any) -> bool:
+    return bool(body.HasField("txnid_least_bits") or body.HasField("txnid_most_bits"))
 
 
 def _hole_closed(

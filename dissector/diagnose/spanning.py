@@ -16,8 +16,9 @@ Rules:
   reconnect.
 - A MESSAGE for an id the subscription acknowledged (individually, or up to a cumulative
   ack) after its delivery was captured is redelivered after ack; a batch-index ack with
-  bits still set acknowledges nothing; a SEEK moves the cursor back on purpose: the
-  subscription's acks are forgotten.
+  bits still set acknowledges nothing, nor does an ACK in a transaction (txnid set: it
+  holds only if the transaction commits, and an abort redelivers); a SEEK moves the cursor
+  back on purpose: the subscription's acks are forgotten.
 - More than max_redirects consecutive Redirect answers for one (client, topic), a Redirect
   to the broker just asked, or a follow-up LOOKUP whose `authoritative` is not the
   Redirect's, is a redirect loop.

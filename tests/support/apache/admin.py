@@ -30,11 +30,16 @@ class AdminError(RuntimeError):
         self.status = status
 
 
-def admin(broker: _HasWebUrl, method: str, path: str, body: Any = None) -> Any:
-    """Call the broker's admin API; the answer's JSON (None when empty)."""
+def admin(
+    broker: _HasWebUrl, method: str, path: str, body: Any = None, *, token: str | None = None
+) -> Any:
+    """Call the broker's admin API (as `token`'s role when given: a broker with token
+    authentication); the answer's JSON (None when empty)."""
     data = None if body is None else json.dumps(body).encode()
     request = urllib.request.Request(f"{broker.web_url}{path}", data=data, method=method)
     request.add_header("Content-Type", "application/json")
+    if token is not None:
+        request.add_header("Authorization", f"Bearer {token}")
     try:
         with urllib.request.urlopen(request, timeout=TIMEOUT) as answer:
             raw = answer.read()

@@ -635,3 +635,45 @@ def test_a_request_id_in_flight_twice_pairs_each_request_with_its_answer(tmp_pat
         ],
         key=str,
     )
+
+
+def test_a_consumer_closed_by_the_broker_and_subscribed_again_is_two_entities(
+    tmp_path: Path,
+) -> None:
+    """Apache's broker answers a SEEK by closing the consumer (CLOSE_CONSUMER, request_id
+    -1); the client subscribes again with the same consumer_id: the first life stays in the
+    entities table, closed by the broker, with what was delivered to it."""
+    subscribe = {"topic": IN, "subscription": "s", "subType": 0, "consumer_id": 4}
+
+    def message(entry: int) -> Msg:
+        return msg(B2C, "MESSAGE", consumer_id=4, message_id={"ledgerId": 7, "entryId": entry},
+                   payload=b"m", checksum=False)  # fmt: skip
+
+    s = _reuse_session(
+        Conn(),
+        [
+            msg(C2B, "CONNECT", client_version="c", protocol_version=20),
+            msg(B2C, "CONNECTED", server_version="b"),
+            msg(C2B, "SUBSCRIBE", request_id=1, **subscribe),
+            msg(B2C, "SUCCESS", request_id=1),
+            message(0),
+            msg(C2B, "SEEK", consumer_id=4, request_id=2, message_publish_time=1),
+            msg(B2C, "SUCCESS", request_id=2),
+            msg(B2C, "CLOSE_CONSUMER", consumer_id=4, request_id=U64 - 1),
+            msg(C2B, "SUBSCRIBE", request_id=3, **subscribe),
+            msg(B2C, "SUCCESS", request_id=3),
+            message(0),
+            message(1),
+            msg(C2B, "CLOSE_CONSUMER", consumer_id=4, request_id=4),
+            msg(B2C, "SUCCESS", request_id=4),
+        ],
+        close=True,
+    )
+    cap = read_capture(write_pcap(tmp_path / "again.pcap", s.segs).path)
+    rows = cap.arrow["entities"].to_pylist()
+    assert [(r["entity_id"], r["state"], r["delivered"]) for r in rows] == [
+        (4, "closed_by_broker", 1),
+        (4, "closed_by_client", 2),
+    ]
+    assert rows[0]["closed_ts"] <= rows[1]["ts"]
+    assert cap.arrow["conversations"].to_pylist()[0]["consumers"] == 2

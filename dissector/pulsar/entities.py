@@ -8,7 +8,9 @@ Rules:
 - PRODUCER / SUBSCRIBE create an entity (pending) on the topic they name; their answer makes
   it created (failed on ERROR); CLOSE_PRODUCER / CLOSE_CONSUMER close it, by the client or by
   the broker according to the direction; FLOW adds permits; SEND and MESSAGE count messages
-  (batch entries counted).
+  (batch entries counted). A PRODUCER / SUBSCRIBE naming an id already known (a client
+  opening it again, e.g. after the broker closed it) starts a new entity; the earlier one
+  is kept as it ended.
 - A frame's topic is that of the producer or consumer it names, else the topic it names.
 - What a command does here is a dict on its type (`ENTITY_STEPS`), built from the schema.
 """
@@ -37,12 +39,13 @@ def _optional_enum(body: Any, name: str) -> str | None:
 class Entities:
     """The producers, consumers and handshake of one connection; see the module docstring."""
 
-    __slots__ = ("consumers", "info", "producers")
+    __slots__ = ("consumers", "earlier", "info", "producers")
 
     def __init__(self) -> None:
         self.info = ConnectionInfo()
         self.producers: dict[int, Entity] = {}
         self.consumers: dict[int, Entity] = {}
+        self.earlier: list[Entity] = []  # the ones whose id was opened again, in that order
 
     def lookup(self, ctype: int, body: Any) -> str | None:
         """Topic of a command: of the producer or consumer it names, else the one it names."""
@@ -106,7 +109,11 @@ class Entities:
             s.max_message_size = body.max_message_size
 
     def close(self) -> None:
-        self.info.entities = [*self.producers.values(), *self.consumers.values()]
+        live = [*self.producers.values(), *self.consumers.values()]
+        if self.earlier:
+            order = {EntityKind.PRODUCER: 0, EntityKind.CONSUMER: 1}
+            live = sorted([*self.earlier, *live], key=lambda e: order[e.kind])  # stable
+        self.info.entities = live
 
 
 # ------------------------------------------------------------------ steps, one per command type
@@ -123,6 +130,9 @@ def _new_producer(ents: Entities, frame: Frame, ctype: int, body: Any) -> str | 
     p = Entity(EntityKind.PRODUCER, body.producer_id, body.topic, frame.last_ts)
     p.name = body.producer_name if body.HasField("producer_name") else None
     p.access_mode = _optional_enum(body, "producer_access_mode")
+    before = ents.producers.get(body.producer_id)
+    if before is not None:
+        ents.earlier.append(before)
     ents.producers[body.producer_id] = p
     return p.topic
 
@@ -132,6 +142,9 @@ def _new_consumer(ents: Entities, frame: Frame, ctype: int, body: Any) -> str | 
     c.subscription = body.subscription
     c.sub_type = _optional_enum(body, "subType")
     c.name = body.consumer_name if body.HasField("consumer_name") else None
+    before = ents.consumers.get(body.consumer_id)
+    if before is not None:
+        ents.earlier.append(before)
     ents.consumers[body.consumer_id] = c
     return c.topic
 

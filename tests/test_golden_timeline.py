@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from dissector.read import Capture, read_capture
-from tests.support.broker_traits import server_version_ok
+from tests.support.broker_traits import CLOSES_CONSUMER_ON_SEEK, implementation, server_version_ok
 from tests.support.samples import CAPTURES, IDS, PCAPS, manifest
 
 
@@ -93,7 +93,10 @@ def test_entities_are_what_the_client_created(sample: tuple[Capture, dict[str, A
     )
     assert set(producers["name"]) >= {p["producer_name"] for p in m["producers"]}
     assert {c["subscription"] for c in m["consumers"]} <= set(consumers["subscription"])
-    assert set(e["state"]) <= {"created", "closed_by_client"}
+    assert set(e["state"]) <= {"created", "closed_by_client", "closed_by_broker"}
+    # Apache's broker closes the consumer on each SEEK (the client subscribes again)
+    by_broker = len(m["seeks"]) if CLOSES_CONSUMER_ON_SEEK[implementation(m)] else 0
+    assert (e["state"] == "closed_by_broker").sum() == by_broker
     conv = cap.conversations
     assert conv["producers"].sum() == len(producers)
     assert conv["consumers"].sum() == len(consumers)
@@ -103,8 +106,21 @@ def test_entities_are_what_the_client_created(sample: tuple[Capture, dict[str, A
     assert (conv["anomalies"] == 0).all()
     delivered = cap.messages
     for row in consumers.itertuples():
+        # its life: from its SUBSCRIBE to the next one of its id on its connection
+        again = consumers[
+            (consumers["conn_id"] == row.conn_id)
+            & (consumers["entity_id"] == row.entity_id)
+            & (consumers["ts"] > row.ts)
+        ]["ts"]
         got = delivered[
-            (delivered["kind"] == "delivered") & (delivered["consumer_id"] == row.entity_id)
+            (delivered["kind"] == "delivered")
+            & (delivered["conn_id"] == row.conn_id)
+            & (delivered["consumer_id"] == row.entity_id)
+            & (delivered["ts"] >= row.ts)
+            & (
+                delivered["ts"]
+                < (again.min() if len(again) else pd.Timestamp.max.tz_localize("UTC"))
+            )
         ]
         # Permit accounting counts every batch entry and every chunk (each is an entry).
         chunked = got[got["chunked"]]

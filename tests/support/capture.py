@@ -42,8 +42,8 @@ from tests.support.peers import ClientLogRecorder, LoggedProcess, PulsarLite, Sc
 
 __all__ = [
     "TCPDUMP_MISSING",
-    "RunningBroker",
     "CaptureSummary",
+    "RunningBroker",
     "Tcpdump",
     "TcpdumpMissing",
     "capture_scenario",

@@ -204,8 +204,7 @@ def test_every_message_carries_the_brokers_entry_metadata(
         received = [
             r["received_at"]
             for r in m["received"]
-            if (r["topic_name"], r["message_id"]["ledger_id"], r["message_id"]["entry_id"])
-            == key
+            if (r["topic_name"], r["message_id"]["ledger_id"], r["message_id"]["entry_id"]) == key
         ]
         broker_ms = row.broker_entry_timestamp.timestamp() * 1000
         assert int(sent_at[key] * 1000) <= broker_ms, row

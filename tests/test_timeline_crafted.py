@@ -643,7 +643,7 @@ def test_a_consumer_closed_by_the_broker_and_subscribed_again_is_two_entities(
     """Apache's broker answers a SEEK by closing the consumer (CLOSE_CONSUMER, request_id
     -1); the client subscribes again with the same consumer_id: the first life stays in the
     entities table, closed by the broker, with what was delivered to it."""
-    subscribe = {"topic": IN, "subscription": "s", "subType": 0, "consumer_id": 4}
+    subscribe: dict[str, Any] = {"topic": IN, "subscription": "s", "subType": 0, "consumer_id": 4}
 
     def message(entry: int) -> Msg:
         return msg(B2C, "MESSAGE", consumer_id=4, message_id={"ledgerId": 7, "entryId": entry},

@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 
 from dissector.read import Capture, read_capture
+from tests.support.broker_traits import MESSAGE_CHECKSUM, implementation
 from tests.support.samples import CAPTURES, IDS, manifest
 
 
@@ -86,7 +87,7 @@ def test_deliveries_match_what_the_client_received(
     cap, m = sample
     frames = cap.frames
     messages = frames[frames["command"] == "MESSAGE"]
-    assert (messages["checksum"] == "absent").all()  # pulsar-lite sends none (PEERS.md)
+    assert (messages["checksum"] == MESSAGE_CHECKSUM[implementation(m)]).all()
     delivered = set(zip(messages["ledger_id"], messages["entry_id"], strict=True))
     for r in m["received"]:
         mid = r["message_id"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -69,10 +70,21 @@ def test_delivered_ids_and_topics(sample: tuple[Capture, dict[str, Any]]) -> Non
     assert set(msgs["topic"]) <= topics
 
 
-def test_chunked_message_is_joined() -> None:
+@pytest.fixture(scope="module")
+def chunked() -> tuple[Capture, dict[str, Any]]:
+    """One message of 6 MiB sent in chunks, and its manifest."""
     path = PCAPS / "chunked.pcap.gz"
-    m = json.loads(manifest_path(path).read_text())
-    cap = read_capture(path)
+    return read_capture(path), json.loads(manifest_path(path).read_text())
+
+
+@pytest.fixture(scope="module")
+def produce_consume() -> tuple[Path, dict[str, Any]]:
+    path = PCAPS / "produce_consume.pcap"
+    return path, manifest(path)
+
+
+def test_chunked_message_is_joined(chunked: tuple[Capture, dict[str, Any]]) -> None:
+    cap, m = chunked
     msgs = cap.messages
     (sent,) = m["sent"]
     for kind in ("produced", "delivered"):
@@ -83,8 +95,8 @@ def test_chunked_message_is_joined() -> None:
     assert (frames["command"] == "SEND").sum() == 2  # both chunks are still frames
 
 
-def test_payload_preview_is_opt_in() -> None:
-    path = PCAPS / "produce_consume.pcap"
+def test_payload_preview_is_opt_in(produce_consume: tuple[Path, dict[str, Any]]) -> None:
+    path, _ = produce_consume
     assert read_capture(path).messages["payload_preview"].isna().all()
     previews = read_capture(path, payload_preview=8).messages["payload_preview"]
     assert previews.str.len().between(1, 32).all()

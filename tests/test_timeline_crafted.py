@@ -598,3 +598,82 @@ def test_secrets_appear_in_no_text_line(
     assert b"AUTH_RESPONSE" in text and b"CONNECT" in text
     for form in SECRETS:
         assert form not in text, form
+
+
+def test_a_request_id_in_flight_twice_pairs_each_request_with_its_answer(tmp_path: Path) -> None:
+    """pulsar-client 3.13 (C++ core 4.2.0) numbers lookups and other requests with two
+    counters: at a partitioned consumer's close, Apache's broker saw PARTITIONED_METADATA and
+    CLOSE_CONSUMER both with request_id 10 in flight. Each answer goes to the request it
+    answers by its type (a SUCCESS to the CLOSE_CONSUMER); none is lost."""
+    s = _reuse_session(
+        Conn(),
+        [
+            msg(C2B, "CONNECT", client_version="two-counters", protocol_version=20),
+            msg(B2C, "CONNECTED", server_version="broker"),
+            msg(C2B, "PARTITIONED_METADATA", topic=TOPIC, request_id=10),
+            msg(C2B, "CLOSE_CONSUMER", consumer_id=1, request_id=10),
+            msg(B2C, "PARTITIONED_METADATA_RESPONSE", request_id=10, partitions=3),
+            msg(B2C, "SUCCESS", request_id=10),
+            msg(C2B, "LOOKUP", topic=TOPIC, request_id=11),
+            msg(C2B, "LOOKUP", topic=OTHER, request_id=11),
+            msg(B2C, "LOOKUP_RESPONSE", request_id=11, response=1),
+        ],
+        close=True,
+    )
+    rows = read_capture(write_pcap(tmp_path / "twice.pcap", s.segs).path).arrow["timeline"]
+    got = [
+        (r["request_command"], r["request_id"], r["topic"], r["response_command"], r["outcome"])
+        for r in rows.to_pylist()
+        if r["request_command"] != "CONNECT"
+    ]
+    assert sorted(got, key=str) == sorted(
+        [
+            ("PARTITIONED_METADATA", 10, TOPIC, "PARTITIONED_METADATA_RESPONSE", "success"),
+            ("CLOSE_CONSUMER", 10, None, "SUCCESS", "success"),
+            ("LOOKUP", 11, TOPIC, "LOOKUP_RESPONSE", "success"),  # the first asked, answered
+            ("LOOKUP", 11, OTHER, None, "unanswered"),
+        ],
+        key=str,
+    )
+
+
+def test_a_consumer_closed_by_the_broker_and_subscribed_again_is_two_entities(
+    tmp_path: Path,
+) -> None:
+    """Apache's broker answers a SEEK by closing the consumer (CLOSE_CONSUMER, request_id
+    -1); the client subscribes again with the same consumer_id: the first life stays in the
+    entities table, closed by the broker, with what was delivered to it."""
+    subscribe: dict[str, Any] = {"topic": IN, "subscription": "s", "subType": 0, "consumer_id": 4}
+
+    def message(entry: int) -> Msg:
+        return msg(B2C, "MESSAGE", consumer_id=4, message_id={"ledgerId": 7, "entryId": entry},
+                   payload=b"m", checksum=False)  # fmt: skip
+
+    s = _reuse_session(
+        Conn(),
+        [
+            msg(C2B, "CONNECT", client_version="c", protocol_version=20),
+            msg(B2C, "CONNECTED", server_version="b"),
+            msg(C2B, "SUBSCRIBE", request_id=1, **subscribe),
+            msg(B2C, "SUCCESS", request_id=1),
+            message(0),
+            msg(C2B, "SEEK", consumer_id=4, request_id=2, message_publish_time=1),
+            msg(B2C, "SUCCESS", request_id=2),
+            msg(B2C, "CLOSE_CONSUMER", consumer_id=4, request_id=U64 - 1),
+            msg(C2B, "SUBSCRIBE", request_id=3, **subscribe),
+            msg(B2C, "SUCCESS", request_id=3),
+            message(0),
+            message(1),
+            msg(C2B, "CLOSE_CONSUMER", consumer_id=4, request_id=4),
+            msg(B2C, "SUCCESS", request_id=4),
+        ],
+        close=True,
+    )
+    cap = read_capture(write_pcap(tmp_path / "again.pcap", s.segs).path)
+    rows = cap.arrow["entities"].to_pylist()
+    assert [(r["entity_id"], r["state"], r["delivered"]) for r in rows] == [
+        (4, "closed_by_broker", 1),
+        (4, "closed_by_client", 2),
+    ]
+    assert rows[0]["closed_ts"] <= rows[1]["ts"]
+    assert cap.arrow["conversations"].to_pylist()[0]["consumers"] == 2

@@ -121,7 +121,11 @@ class Entities:
             s.max_message_size = body.max_message_size
 
     def close(self) -> None:
-        self.info.entities = [*self.retired, *self.producers.values(), *self.consumers.values()]
+        entities = [*self.producers.values(), *self.consumers.values()]
+        if self.retired:  # producers first, then consumers; each kind in order of creation
+            order = {EntityKind.PRODUCER: 0, EntityKind.CONSUMER: 1}
+            entities = sorted([*self.retired, *entities], key=lambda e: order[e.kind])
+        self.info.entities = entities
 
 
 # ------------------------------------------------------------------ steps, one per command type

@@ -6,7 +6,10 @@ close the pairs never answered plus a `ConnectionInfo` of the handshake and enti
 Rules (the pairing table):
 - request_id: a command carrying one is a request unless its name says response (…_RESPONSE,
   SUCCESS, ERROR, PRODUCER_SUCCESS, WATCH_TOPIC_LIST_SUCCESS); a response pairs with the
-  request of the same id sent the other way. SEND pairs with SEND_RECEIPT/SEND_ERROR by
+  request of the same id sent the other way. An id in flight twice (a client numbering with
+  two counters) keeps both requests: a response goes to the oldest one it answers by type
+  (X_RESPONSE or X_SUCCESS to X; SUCCESS to a request without a response of its own; ERROR to
+  any), else to the oldest. SEND pairs with SEND_RECEIPT/SEND_ERROR by
   (producer_id, sequence_id); CONNECT with CONNECTED; PING with PONG and AUTH_CHALLENGE with
   AUTH_RESPONSE, first in first out, per direction.
 - MESSAGE pairs with the ACK that acknowledges it: individual ids, cumulative (everything of
@@ -57,6 +60,14 @@ _RESPONSES = frozenset(
     if n.endswith("_RESPONSE")
     or n in ("SUCCESS", "ERROR", "PRODUCER_SUCCESS", "WATCH_TOPIC_LIST_SUCCESS")
 )
+#: response type -> the request type it alone answers (X_RESPONSE, X_SUCCESS -> X)
+_ANSWERS = {
+    t: T[n.rsplit("_", 1)[0]]
+    for t, n in COMMAND_NAMES.items()
+    if t in _RESPONSES and n.rsplit("_", 1)[0] in T and n.rsplit("_", 1)[0] != n
+}
+_ANSWERED = frozenset(_ANSWERS.values())
+_SUCCESS = T["SUCCESS"]
 _FIFO_PAIRS = {
     T["PONG"]: T["PING"],
     T["AUTH_RESPONSE"]: T["AUTH_CHALLENGE"],
@@ -141,6 +152,7 @@ class ConversationState:
         self.consumers = self.entities.consumers
         self._pair = partial(make_pair, conn_id, self.entities) if pairs else _no_pair
         self._by_request: dict[tuple[Direction, int], Frame] = {}  # (direction, request_id)
+        self._again: dict[tuple[Direction, int], list[Frame]] = {}  # the same key, in flight
         self._sends: dict[tuple[int, int], deque[Frame]] = {}  # (producer_id, sequence_id)
         self._fifo: dict[tuple[Direction, int], deque[Frame]] = {}  # (direction, type)
         # consumer_id -> (ledger, entry) -> MESSAGE frame, in delivery order (and by id)
@@ -204,6 +216,8 @@ class ConversationState:
     def close(self) -> list[Pair]:
         """End of the connection: every request still pending is unanswered."""
         pending: list[Frame] = list(self._by_request.values())
+        for again in self._again.values():
+            pending.extend(again)
         for queue in self._sends.values():
             pending.extend(queue)
         for fifo in self._fifo.values():
@@ -212,6 +226,7 @@ class ConversationState:
             pending.extend(delivered.live.values())
         pending.sort(key=lambda f: (f.last_ts, f.stream_offset))
         self._by_request.clear()
+        self._again.clear()
         self._sends.clear()
         self._fifo.clear()
         self._delivered.clear()
@@ -226,9 +241,11 @@ class ConversationState:
     def _on_request(self, frame: Frame, ctype: int, body: Any, pairs: list[Pair]) -> None:
         if body.HasField("request_id"):
             key = (frame.direction, body.request_id)
-            if key not in self._by_request:
-                self._pending += 1
-            self._by_request[key] = frame
+            self._pending += 1
+            if key in self._by_request:
+                self._again.setdefault(key, []).append(frame)
+            else:
+                self._by_request[key] = frame
 
     def _on_close(self, frame: Frame, ctype: int, body: Any, pairs: list[Pair]) -> None:
         """A request, unless it is a broker's notification (request_id -1)."""
@@ -238,11 +255,35 @@ class ConversationState:
     def _on_response(self, frame: Frame, ctype: int, body: Any, pairs: list[Pair]) -> None:
         if body.HasField("request_id"):
             rid = body.request_id
-            request = self._by_request.pop((_opposite(frame.direction), rid), None)
+            key = (_opposite(frame.direction), rid)
+            if key in self._again:
+                request: Frame | None = self._answered(key, ctype)
+            else:
+                request = self._by_request.pop(key, None)
             if request is not None:
                 self._pending -= 1
             pairs.append(self._pair(request, frame, rid))
             self.entities.responded(request, frame)
+
+    def _answered(self, key: tuple[Direction, int], ctype: int) -> Frame:
+        """Of the requests in flight with this key, the oldest a response of `ctype` answers
+        by type, else the oldest; the others keep waiting."""
+        waiting = [self._by_request.pop(key), *self._again.pop(key)]
+        only = _ANSWERS.get(ctype)
+        chosen = next(
+            (
+                f
+                for f in waiting
+                if (f.command_type == only if only is not None else True)
+                and (ctype != _SUCCESS or f.command_type not in _ANSWERED)
+            ),
+            waiting[0],
+        )
+        waiting.remove(chosen)
+        self._by_request[key] = waiting[0]
+        if len(waiting) > 1:
+            self._again[key] = waiting[1:]
+        return chosen
 
     def _on_send(self, frame: Frame, ctype: int, body: Any, pairs: list[Pair]) -> None:
         """A SEND waits for its receipt, when pairs are made: without them nothing reads
@@ -298,7 +339,7 @@ class ConversationState:
         frame: Frame
         for key, frame in self._by_request.items():
             waiting.append(((frame.last_ts, frame.stream_offset), frame, self._by_request, key))
-        for queues in (self._sends, self._fifo):
+        for queues in (self._sends, self._fifo, self._again):
             for queue in queues.values():
                 for frame in queue:
                     waiting.append(((frame.last_ts, frame.stream_offset), frame, queue, None))
@@ -315,10 +356,21 @@ class ConversationState:
                 del store[where]
             pairs.append(self._pair(frame, None, None))
         self._sends = {key: queue for key, queue in self._sends.items() if queue}
+        self._again = {key: again for key, again in self._again.items() if again}
+        self._promote()
         self._pending = sum(len(q) for q in self._sends.values())
+        self._pending += sum(len(q) for q in self._again.values())
         self._pending += sum(len(q) for q in self._fifo.values())
         self._pending += len(self._by_request) + sum(len(d.live) for d in self._delivered.values())
         return pairs
+
+    def _promote(self) -> None:
+        """A key whose first request was shed: its next one in flight takes its place."""
+        for key in [k for k in self._again if k not in self._by_request]:
+            first, *rest = self._again.pop(key)
+            self._by_request[key] = first
+            if rest:
+                self._again[key] = rest
 
     def _on_message(self, frame: Frame, ctype: int, body: Any, pairs: list[Pair]) -> None:
         """A delivery (counted by the entity step): pending until acknowledged."""

@@ -2,21 +2,25 @@
 
 Input:  a scenario from tests/support/peers.py (a function that drives the official
         client against a service URL and returns its manifest), its keyword
-        arguments and the broker settings.
+        arguments and the broker: pulsar-lite's settings, or a broker already running
+        (an ApacheBroker of tests/support/apache/broker.py).
 Output: a pcap file (optionally gzip-compressed) of every packet to or from the
         broker port, and the scenario's manifest extended with the capture's and the
         broker's details; ``summarize_capture`` reads a capture back to check it
         (records by ``dissector.capture``, layers by scapy, frames by FrameDecoder).
-Rule:   one fresh pulsar-lite broker per capture on a free 127.0.0.1 port; tcpdump
-        (``-i lo -U -B 65536 -s 0``, filter ``tcp port BROKERPORT``) is listening
-        before the client starts and is stopped with SIGINT, then waited for, so that
-        the file is complete; the client talks to the broker directly (no proxy).
+Rule:   one fresh pulsar-lite broker per capture on a free 127.0.0.1 port, unless a
+        running broker is given (its port then carries only this scenario's traffic while
+        it runs); tcpdump (``-i lo -U -B 65536 -s 0``, filter ``tcp port BROKERPORT``)
+        is listening before the client starts and is stopped with SIGINT once the file
+        holds the end of every connection (``wait_closed``), then waited for, so that the
+        file is complete; the client talks to the broker directly (no proxy).
         Nothing is written to the output path unless the run and the capture succeed
         (no packet dropped by the kernel, a CONNECT first on every connection).
 """
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import importlib.metadata
 import logging
@@ -30,7 +34,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Self
+from typing import Any, Protocol, Self
 
 from dissector import Direction, Frame, FrameDecoder
 from dissector.capture import open_capture
@@ -39,6 +43,7 @@ from tests.support.peers import ClientLogRecorder, LoggedProcess, PulsarLite, Sc
 __all__ = [
     "TCPDUMP_MISSING",
     "CaptureSummary",
+    "RunningBroker",
     "Tcpdump",
     "TcpdumpMissing",
     "capture_scenario",
@@ -315,6 +320,30 @@ def _broker_lines(log: str, levels: tuple[str, ...] = ("WARN", "ERROR")) -> list
     return [line for line in log.splitlines() if any(f" {lvl} " in line for lvl in levels)]
 
 
+class RunningBroker(Protocol):
+    """A broker already started (PulsarLite, ApacheBroker): what a capture needs of it."""
+
+    name: str  # its implementation: "pulsar-lite", "apache-pulsar"
+    port: int
+    url: str
+
+    def config_text(self) -> str: ...
+
+    def log_text(self) -> str: ...
+
+
+def _broker_details(broker: RunningBroker, log: str) -> tuple[str | None, dict[str, Any]]:
+    """(the broker's version, the manifest's ``broker`` entry), its config by its own name."""
+    if isinstance(broker, PulsarLite):
+        config = {"config_toml": broker.config_text()}
+        version = _version("pulsar-lite")
+    else:
+        config = {"standalone_conf": broker.config_text()}
+        version = getattr(broker, "version", None)
+    entry = {"implementation": broker.name, **config, "warnings": _broker_lines(log)}
+    return version, entry
+
+
 def capture_scenario(
     scenario: Scenario,
     out: Path,
@@ -324,18 +353,25 @@ def capture_scenario(
     gzip_output: bool = False,
     keep_alive_interval_secs: int = 30,
     broker_config: dict[str, int | bool | str] | None = None,
+    broker: RunningBroker | None = None,
     settle: float = 0.5,
     **kw: Any,
 ) -> tuple[dict[str, Any], CaptureSummary]:
     """Run ``scenario(broker.url, logger=..., **kw)`` under tcpdump; write ``out``.
 
     ``out`` is the capture path (``.pcap``, or ``.pcap.gz`` with ``gzip_output``).
-    ``settle`` seconds pass between the scenario's end (client closed) and stopping
-    tcpdump.  Returns the scenario's manifest plus ``name``, ``description``,
-    ``broker_port``, ``versions``, ``broker`` (config, WARN/ERROR log lines),
+    ``broker`` is a running broker to use; without it a fresh pulsar-lite is started
+    with ``keep_alive_interval_secs`` and ``broker_config`` (which then must not be
+    given).  Once the scenario has ended (client closed) and the file holds the end of
+    its connections, ``settle`` more seconds pass before tcpdump is stopped.  Returns
+    the scenario's manifest plus ``name``, ``description``, ``broker_port``,
+    ``versions`` (the broker's under its implementation's name), ``broker``
+    (implementation, config, WARN/ERROR lines it logged during the scenario),
     ``client_log`` (the client's warnings and errors) and ``capture`` (file, filter,
     tcpdump statistics, and what ``summarize_capture`` read back), and the summary.
     """
+    if broker is not None and (broker_config is not None or keep_alive_interval_secs != 30):
+        raise ValueError("a running broker has its own settings: give no pulsar-lite ones")
     handler = ClientLogRecorder()
     logger = logging.getLogger(f"pulsar.capture.{name}")
     logger.propagate = False
@@ -343,16 +379,23 @@ def capture_scenario(
     logger.addHandler(handler)
     tmp = Path(tempfile.mkdtemp(prefix=f"capture-{name}-"))
     try:
-        with PulsarLite(
-            keep_alive_interval_secs=keep_alive_interval_secs, extra_config=broker_config
-        ) as broker:
+        with contextlib.ExitStack() as stack:
+            if broker is None:
+                broker = stack.enter_context(
+                    PulsarLite(
+                        keep_alive_interval_secs=keep_alive_interval_secs,
+                        extra_config=broker_config,
+                    )
+                )
+            log_start = len(broker.log_text())
             raw = tmp / f"{name}.pcap"
             bpf = f"tcp port {broker.port}"
             with Tcpdump(raw, bpf) as dump:
                 time.sleep(0.1)
                 manifest = scenario(broker.url, logger=logger, **kw)
+                wait_closed(raw, (broker.port,), timeout=60.0)
                 time.sleep(settle)
-            broker_log = broker.log_text()
+            broker_version, broker_entry = _broker_details(broker, broker.log_text()[log_start:])
         summary = summarize_capture(raw, broker.port)
         if dump.packets_dropped_by_kernel:
             raise RuntimeError(f"{name}: tcpdump dropped {dump.packets_dropped_by_kernel} packets")
@@ -382,15 +425,11 @@ def capture_scenario(
         "service_url": broker.url,
         "versions": {
             "pulsar-client": _version("pulsar-client"),
-            "pulsar-lite": _version("pulsar-lite"),
+            broker.name: broker_version,
             "tcpdump": _tcpdump_version(dump.binary),
         },
         **manifest,
-        "broker": {
-            "implementation": "pulsar-lite",
-            "config_toml": broker.config_text(),
-            "warnings": _broker_lines(broker_log),
-        },
+        "broker": broker_entry,
         "client_log": [r for r in handler.records if r["level"] in ("WARNING", "ERROR")],
         "capture": {
             "file": out.name,

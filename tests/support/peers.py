@@ -1218,16 +1218,18 @@ def run_partitioned_scenario(
     url: str,
     *,
     messages: int = 12,
+    topic: str | None = None,
     operation_timeout_seconds: int = 10,
     logger: logging.Logger | None = None,
 ) -> dict[str, Any]:
     """Produce to and consume from a partitioned topic (all partitions).
 
     pulsar-lite creates every new topic with its ``default_partitions`` setting, so
-    the broker must run with ``default_partitions`` >= 2.  Half the messages carry a
+    the broker must run with ``default_partitions`` >= 2; on another broker, ``topic``
+    names a partitioned topic made beforehand.  Half the messages carry a
     key (routed by key hash), half none (round robin); no batching.
     """
-    topic = _new_topic("partitioned")
+    topic = topic or _new_topic("partitioned")
     rec = ClientRecorder("run_partitioned_scenario", topic=topic)
     with rec.connect(url, operation_timeout_seconds, logger) as client:
         partitions = list(client.get_topic_partitions(topic))

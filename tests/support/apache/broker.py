@@ -77,6 +77,10 @@ class ApacheBroker(LoggedProcess):
             "managedLedgerDefaultEnsembleSize": "1",
             "managedLedgerDefaultWriteQuorum": "1",
             "managedLedgerDefaultAckQuorum": "1",
+            # the bookie reads this file too: the distribution's bookkeeper.conf gives its
+            # frames 10 KiB above maxMessageSize (5 MiB), else an entry of a full-size
+            # message or chunk plus its broker entry metadata is refused by the bookie
+            "nettyMaxFrameSizeBytes": "5253120",
             "brokerEntryMetadataInterceptors": ",".join(ENTRY_INTERCEPTORS),
             "exposingBrokerEntryMetadataToClientEnabled": "true",
             "functionsWorkerEnabled": "false",

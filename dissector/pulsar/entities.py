@@ -122,7 +122,7 @@ class Entities:
 
     def close(self) -> None:
         entities = [*self.producers.values(), *self.consumers.values()]
-        if self.retired:  # producers first, then consumers; each kind in order of creation
+        if self.retired:  # producers first, then consumers; the replaced before the live
             order = {EntityKind.PRODUCER: 0, EntityKind.CONSUMER: 1}
             entities = sorted([*self.retired, *entities], key=lambda e: order[e.kind])
         self.info.entities = entities

@@ -69,7 +69,9 @@ def binary() -> Path:
             )
             if done.returncode != 0:
                 tail = "\n".join((done.stdout + done.stderr).splitlines()[-30:])
-                raise RuntimeError(f"go build of {PROGRAM} failed (exit {done.returncode}):\n{tail}")
+                raise RuntimeError(
+                    f"go build of {PROGRAM} failed (exit {done.returncode}):\n{tail}"
+                )
             (staging / "bin").rename(final)
         finally:
             shutil.rmtree(staging, ignore_errors=True)

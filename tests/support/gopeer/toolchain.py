@@ -159,9 +159,11 @@ def install() -> Path:
         staging = Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=final.parent))
         try:
             archive = staging / "toolchain.zip"
-            with urllib.request.urlopen(url, timeout=DOWNLOAD_TIMEOUT) as answer:
-                with open(archive, "wb") as out:
-                    shutil.copyfileobj(answer, out)
+            with (
+                urllib.request.urlopen(url, timeout=DOWNLOAD_TIMEOUT) as answer,
+                open(archive, "wb") as out,
+            ):
+                shutil.copyfileobj(answer, out)
             digest = hashlib.sha256(archive.read_bytes()).hexdigest()
             if arch in SHA256 and digest != SHA256[arch]:
                 raise RuntimeError(f"{url}: sha256 {digest}, expected {SHA256[arch]}")

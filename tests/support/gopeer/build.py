@@ -18,11 +18,16 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
-import subprocess
 import tempfile
 from pathlib import Path
 
-from tests.support.gopeer.toolchain import cache_root, go_binary, locked, version_of
+from tests.support.gopeer.toolchain import (
+    cache_root,
+    go_binary,
+    locked,
+    run_checked,
+    version_of,
+)
 
 HERE = Path(__file__).resolve().parent
 SOURCES = ("main.go", "discards.go", "go.mod", "go.sum")
@@ -57,21 +62,8 @@ def binary() -> Path:
             for name in SOURCES:
                 shutil.copy2(HERE / name, staging / name)
             argv = [go, "build", "-trimpath", "-o", str(staging / "bin" / PROGRAM), "."]
-            done = subprocess.run(
-                argv,
-                cwd=staging,
-                env=_build_env(),
-                capture_output=True,
-                text=True,
-                timeout=BUILD_TIMEOUT,
-                check=False,
-                stdin=subprocess.DEVNULL,
-            )
-            if done.returncode != 0:
-                tail = "\n".join((done.stdout + done.stderr).splitlines()[-30:])
-                raise RuntimeError(
-                    f"go build of {PROGRAM} failed (exit {done.returncode}):\n{tail}"
-                )
+            what = f"go build of {PROGRAM}"
+            run_checked(argv, what, BUILD_TIMEOUT, cwd=staging, env=_build_env())
             (staging / "bin").rename(final)
         finally:
             shutil.rmtree(staging, ignore_errors=True)

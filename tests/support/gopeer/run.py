@@ -13,12 +13,12 @@ Rule:   the program is built by build.binary() (once per source); it runs to its
 from __future__ import annotations
 
 import json
-import subprocess
 import tempfile
 from pathlib import Path
 from typing import Any
 
 from tests.support.gopeer.build import binary
+from tests.support.gopeer.toolchain import run_checked
 
 RUN_TIMEOUT = 300.0
 
@@ -35,21 +35,16 @@ def run_go(
     chunk: int = 0,
 ) -> dict[str, Any]:
     """Run the Go peer once against `url`; its record."""
+    flags: dict[str, object] = {"url": url, "topic": topic, "sub": subscription}
+    flags |= {"scenario": scenario, "compression": compression, "count": count}
+    flags |= {"size": size, "chunk": chunk}
     with tempfile.TemporaryDirectory(prefix="gopeer-") as tmp:
         out = Path(tmp) / "record.json"
-        argv = [str(binary()), "-url", url, "-topic", topic, "-sub", subscription]
-        argv += ["-scenario", scenario, "-compression", compression, "-count", str(count)]
-        argv += ["-size", str(size), "-chunk", str(chunk), "-out", str(out)]
-        done = subprocess.run(
-            argv,
-            capture_output=True,
-            text=True,
-            timeout=RUN_TIMEOUT,
-            check=False,
-            stdin=subprocess.DEVNULL,
-        )
-        if done.returncode != 0 or not out.exists():
-            tail = "\n".join((done.stdout + done.stderr).splitlines()[-40:])
-            raise RuntimeError(f"the Go peer failed (exit {done.returncode}):\n{tail}")
+        argv = [str(binary())]
+        for name, value in (*flags.items(), ("out", out)):
+            argv += [f"-{name}", str(value)]
+        run_checked(argv, "the Go peer", RUN_TIMEOUT)
+        if not out.exists():
+            raise RuntimeError(f"the Go peer wrote no record: {' '.join(argv)}")
         record: dict[str, Any] = json.loads(out.read_text(encoding="utf-8"))
     return record

@@ -5,7 +5,8 @@ Input:  go.mod beside this module (its `go` line is the oldest Go that builds th
         serves each Go release as the module golang.org/toolchain.
 Output: `go_binary()`, the path of a `go` command new enough, or FileNotFoundError saying
         how to get one; `install()`, which downloads TOOLCHAIN into the cache when no such
-        `go` is found (`make testdeps` runs `python3 tests/support/gopeer/toolchain.py`).
+        `go` is found (`make testdeps` runs `python3 tests/support/gopeer/toolchain.py`);
+        `run_checked()`, a command run that raises with its output's tail; `locked()`.
 Rule:   a `go` is new enough when `go env GOVERSION` is at least go.mod's `go` line (Debian
         bookworm's golang-go 1.19 is not). The cache is $PULSAR_DISSECTOR_GO_CACHE, else
         /tmp/pulsar-dissector-go; the toolchain sits in toolchain/go<VERSION>.<os>-<arch>/,
@@ -32,6 +33,7 @@ import urllib.request
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 GO_MOD = HERE / "go.mod"
@@ -64,6 +66,22 @@ def locked(root: Path) -> Iterator[Path]:
             yield root
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def run_checked(argv: list[str], what: str, timeout: float, **kwargs: Any) -> None:
+    """Run `argv` (no stdin, output kept); a non-zero exit raises with the output's tail."""
+    done = subprocess.run(
+        argv,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+        stdin=subprocess.DEVNULL,
+        **kwargs,
+    )
+    if done.returncode != 0:
+        tail = "\n".join((done.stdout + done.stderr).splitlines()[-40:])
+        raise RuntimeError(f"{what} failed (exit {done.returncode}):\n{tail}")
 
 
 def _release(text: str) -> tuple[int, ...]:

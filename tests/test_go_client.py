@@ -239,6 +239,8 @@ def test_every_delivered_message_is_the_clients(run: Run) -> None:
             said["value_hex"] = _sha(entry["value_hex"])
             assert seen == said, row
             assert (row["compression"], row["complete"]) == (_codec(record), True), row
+            # a topic without partitions: -1 on the wire (the Go client's MessageID says 0)
+            assert (row["partition"], entry["message_id"]["partition"]) == (-1, 0), row
 
 
 def test_every_message_frame_is_an_entry_the_client_got(run: Run) -> None:

@@ -1,7 +1,7 @@
 """Our Go peer (main.go, with apache/pulsar-client-go), built once into a cache.
 
-Input:  main.go, discards.go, go.mod and go.sum beside this module; a Go toolchain new enough
-        (toolchain.go_binary(): PATH's `go`, else the one `make testdeps` installed); the
+Input:  main.go, discards.go, ids.go, go.mod and go.sum beside this module; a Go toolchain
+        new enough (toolchain.go_binary(): PATH's `go`, else the one `make testdeps` installed); the
         Go module proxy for the modules go.sum names (GOPROXY as set, else Go's default).
 Output: `binary()`, the path of the built program (`gopeer`).
 Rule:   the program sits in the cache (toolchain.cache_root()) in a folder named by the
@@ -30,7 +30,7 @@ from tests.support.gopeer.toolchain import (
 )
 
 HERE = Path(__file__).resolve().parent
-SOURCES = ("main.go", "discards.go", "go.mod", "go.sum")
+SOURCES = ("main.go", "discards.go", "ids.go", "go.mod", "go.sum")
 PROGRAM = "gopeer"
 #: Generous: the first build downloads and compiles about 60 modules.
 BUILD_TIMEOUT = 1800.0

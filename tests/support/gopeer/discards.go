@@ -2,15 +2,12 @@
 //
 // Input:  the client's log entries (a logrus hook on the client's logger).
 // Output: discards: each "Discarding corrupted message" entry as the id it names (its msgID
-//
-//	field, the wire's MessageIdData: "ledgerId:L entryId:E ...") and its validationError
-//	(the reason the client's ACK then carries, e.g. ChecksumMismatch); watch(), the count
-//	so far and a channel closed at the next one.
-//
+// field, the wire's MessageIdData: "ledgerId:L entryId:E ...") and its validationError
+// (the reason the client's ACK then carries, e.g. ChecksumMismatch); watch(), the count
+// so far and a channel closed at the next one.
 // Rule:   the client logs such an entry, and acknowledges the message with that validation
-//
-//	error, when a MESSAGE frame fails its checks (a missing or wrong CRC32C, metadata it
-//	cannot parse); so the receive loop stops once received + discarded = sent, an event.
+// error, when a MESSAGE frame fails its checks (a missing or wrong CRC32C, metadata it
+// cannot parse); so the receive loop stops once received + discarded = sent, an event.
 package main
 
 import (

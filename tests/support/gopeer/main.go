@@ -1,29 +1,26 @@
 // The Go client's side of the real-peer tests (tests/support/gopeer/build.py, run.py).
 //
 // Input:  flags: -url SERVICE_URL -topic TOPIC -sub SUBSCRIPTION -scenario plain|batch|chunk
-//
-//	-compression none|lz4|zlib|zstd -count N -size M -chunk C -out OUT_JSON.
-//
+// -compression none|lz4|zlib|zstd -count N -size M -chunk C -out OUT_JSON.
 // Output: OUT_JSON, this client's own record of what it did: every message it sent (the
-//
-//	producer, sequence id, key, value bytes as hex, properties and the MessageID the broker
-//	gave back: ledger, entry, batch index, partition, and a chunked message's first chunk)
-//	and every message it received and acknowledged (the MessageID, value, properties,
-//	publish time, the broker publish time and index of the broker entry metadata as
-//	Message.BrokerPublishTime() and Index() give them, the redelivery count).
-//
+// producer, sequence id, key, value bytes as hex, properties and the MessageID the broker
+// gave back: ledger, entry, batch index, partition, and a chunked message's first chunk)
+// and every message it received and acknowledged (the MessageID, value, properties,
+// publish time, the broker publish time and index of the broker entry metadata as
+// Message.BrokerPublishTime() and Index() give them, the redelivery count), and every
+// entry the client discarded as corrupt, with its reason (discards.go).
 // Rule:   one Exclusive subscription (from the earliest message) is made first, so nothing is
-//
-//	missed; then one producer sends, numbering its messages 0, 1, ... as their sequence
-//	ids (set explicitly), with the codec -compression:
-//	plain: N messages one by one, batching off, each Send waiting for its receipt;
-//	batch: N batches of M messages, cut by count only (BatchingMaxMessages M, the publish
-//	delay an hour, the byte bound far above): M SendAsync, then Flush;
-//	chunk: N messages of M bytes each, batching off, chunking on with chunks of at most
-//	C bytes (ChunkMaxMessageSize).
-//	The consumer then receives every message (60 s bound each) and acknowledges each with
-//	the client's default ack grouping; everything is closed before the record is written
-//	(tmp file, then rename). Any failure exits non-zero with its reason.
+// missed; then one producer sends, numbering its messages 0, 1, ... as their sequence
+// ids (set explicitly), with the codec -compression:
+// plain: N messages one by one, batching off, each Send waiting for its receipt;
+// batch: N batches of M messages, cut by count only (BatchingMaxMessages M, the publish
+// delay an hour, the byte bound far above): M SendAsync, then Flush;
+// chunk: N messages of M bytes each, batching off, chunking on with chunks of at most
+// C bytes (ChunkMaxMessageSize).
+// The consumer then receives every message (60 s bound each) and acknowledges each with
+// the client's default ack grouping, until each one sent is received or discarded;
+// everything is closed before the record is written
+// (tmp file, then rename). Any failure exits non-zero with its reason.
 package main
 
 import (
@@ -40,7 +37,6 @@ import (
 	"github.com/apache/pulsar-client-go/pulsar"
 	plog "github.com/apache/pulsar-client-go/pulsar/log"
 	"github.com/sirupsen/logrus"
-	"google.golang.org/protobuf/encoding/protowire"
 )
 
 const clientModule = "github.com/apache/pulsar-client-go"
@@ -329,65 +325,6 @@ func received(msg pulsar.Message) receivedEntry {
 		entry.BrokerPublishTime = &ms
 	}
 	return entry
-}
-
-// idOf: the id's fields; a chunked message's first chunk is read from its serialized form
-// (MessageIdData.first_chunk_message_id, field 7), which the client's interface hides.
-func idOf(id pulsar.MessageID) messageID {
-	out := messageID{LedgerID: id.LedgerID(), EntryID: id.EntryID(), Partition: id.PartitionIdx()}
-	if idx := id.BatchIdx(); idx >= 0 {
-		size := id.BatchSize()
-		out.BatchIndex, out.BatchSize = &idx, &size
-	}
-	out.FirstChunk = firstChunk(id.Serialize())
-	return out
-}
-
-func firstChunk(data []byte) *messageID {
-	for len(data) > 0 {
-		num, typ, n := protowire.ConsumeTag(data)
-		if n < 0 {
-			return nil
-		}
-		data = data[n:]
-		if num == 7 && typ == protowire.BytesType {
-			inner, m := protowire.ConsumeBytes(data)
-			if m < 0 {
-				return nil
-			}
-			return idData(inner)
-		}
-		m := protowire.ConsumeFieldValue(num, typ, data)
-		if m < 0 {
-			return nil
-		}
-		data = data[m:]
-	}
-	return nil
-}
-
-func idData(data []byte) *messageID {
-	out := &messageID{Partition: -1}
-	for len(data) > 0 {
-		num, typ, n := protowire.ConsumeTag(data)
-		if n < 0 || typ != protowire.VarintType {
-			return out
-		}
-		v, m := protowire.ConsumeVarint(data[n:])
-		if m < 0 {
-			return out
-		}
-		data = data[n+m:]
-		switch num {
-		case 1:
-			out.LedgerID = int64(v)
-		case 2:
-			out.EntryID = int64(v)
-		case 3:
-			out.Partition = int32(v)
-		}
-	}
-	return out
 }
 
 // clientVersion: the CONNECT client_version the library reports ("Pulsar-Go-" + its module

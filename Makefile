@@ -36,8 +36,13 @@ java:
 # taken at the same time) and chromium (renders the HTML report headless in its test).
 # maven and a JDK (javac) fetch and build the Apache broker peer's jars and our Java client
 # (tests/support/apache/; the jars are cached in /tmp/pulsar-dissector-apache).
+# Go (1.24 or newer, what tests/support/gopeer/go.mod names) builds our Go peer with the Go
+# client: when no `go` that new is on PATH (Debian bookworm's golang-go is 1.19), the Go
+# release that tests/support/gopeer/toolchain.py names is fetched from the Go module proxy
+# (as the module golang.org/toolchain, sha256 checked) into /tmp/pulsar-dissector-go.
 # The product's default path needs none of them.
 testdeps:
+	@$(PYTHON) tests/support/gopeer/toolchain.py
 	@missing=""; \
 	  command -v mvn >/dev/null 2>&1 || missing="$$missing maven"; \
 	  command -v javac >/dev/null 2>&1 || missing="$$missing default-jdk-headless"; \

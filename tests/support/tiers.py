@@ -3,9 +3,9 @@
 Input: a collected test: its function, the fixtures it uses (their functions), and what
 those name, followed through every function and class of the suite (tests.*) they reach.
 Output: `needs(item)`, the tier markers the test must carry: `peers` (pulsar-lite and
-pulsar-client), `apache` (Apache Pulsar's own broker and Java client: Maven, a JDK),
-`capture` (root and packet capture), `spark` (a JVM), `tools` (tshark, tcpdump, mergecap,
-chromium, moto_server); and `guard`, an audit hook that fails a test
+pulsar-client), `apache` (Apache Pulsar's own broker, its Java client and our Go peer:
+Maven, a JDK, Go), `capture` (root and packet capture), `spark` (a JVM), `tools` (tshark,
+tcpdump, mergecap, chromium, moto_server); and `guard`, an audit hook that fails a test
 which, without the marker, starts one of those programs or opens a packet socket.
 Rule: a tier is needed when reached code names one of its OBJECTS (a qualified name: a
 module, function or class, and what is inside it), one of its NAMES, or holds a string
@@ -39,7 +39,8 @@ TIERS = ("peers", "apache", "capture", "spark", "tools", "slow")
 OBJECTS: dict[str, tuple[str, ...]] = {
     "peers": ("pulsar", "_pulsar"),  # pulsar-client's package and its C++ core
     "capture": ("dissector.capture.packet_socket.PacketSocket",),
-    "apache": ("tests.support.apache",),  # the broker and the Java client of Apache Pulsar
+    # the broker and the Java client of Apache Pulsar; our Go peer (apache/pulsar-client-go)
+    "apache": ("tests.support.apache", "tests.support.gopeer"),
     "spark": ("pyspark.sql.session.SparkSession", "dissector.frontends.spark.session"),
 }
 #: tier -> names (globals or attributes) whose use needs it.
@@ -47,7 +48,7 @@ NAMES: dict[str, tuple[str, ...]] = {"capture": ("AF_PACKET",)}
 #: tier -> the programs it runs: a string naming one needs the tier, and so does starting one.
 PROGRAMS: dict[str, tuple[str, ...]] = {
     "peers": ("pulsar-lite",),
-    "apache": ("mvn", "javac"),
+    "apache": ("mvn", "javac", "go"),
     "capture": ("tcpdump",),  # it sniffs an interface
     "spark": ("spark-submit", "spark-class", "java"),
     "tools": ("tshark", "tcpdump", "mergecap", "chromium", "chromium-browser", "moto_server"),

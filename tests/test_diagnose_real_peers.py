@@ -1,4 +1,5 @@
-"""Diagnoses of real faults: pulsar-lite and the official client misbehaving on loopback.
+"""Diagnoses of real faults: a broker (pulsar-lite, or Apache's own: the `peer` fixture) and
+the official client misbehaving on loopback.
 
 Each scenario makes a fault happen for real (a consumer that asks for nothing, a consumer
 that rejects a message again and again, a broker paused with SIGSTOP while a producer sends)
@@ -25,7 +26,7 @@ import pytest
 from dissector.findings import FindingCode as F
 from dissector.findings import Thresholds
 from tests.support.peers import ClientLogRecorder
-from tests.support.recorded import client, recorded, topic_name
+from tests.support.recorded import PEERS, Peer, client, peer_of, recorded, topic_name
 from tests.support.scenes import findings
 
 pytestmark = [pytest.mark.peers, pytest.mark.capture, pytest.mark.tools]
@@ -34,11 +35,17 @@ pytestmark = [pytest.mark.peers, pytest.mark.capture, pytest.mark.tools]
 _client, _topic = client, topic_name
 
 
-def test_consumer_with_no_receiver_queue_is_starved(tmp_path: Path) -> None:
+@pytest.fixture(params=PEERS)
+def peer(request: pytest.FixtureRequest) -> Peer:
+    """pulsar-lite (started per recording) or the session's Apache broker."""
+    return peer_of(request)
+
+
+def test_consumer_with_no_receiver_queue_is_starved(tmp_path: Path, peer: Peer) -> None:
     """receiver_queue_size=0: the client sends FLOW only when the application receives."""
     cap = tmp_path / "starved.pcap"
     topic = _topic("starved")
-    with recorded(cap) as lite, _client(lite.url) as client:
+    with recorded(cap, peer) as broker, _client(broker.url) as client:
         producer = client.create_producer(topic, batching_enabled=False)
         consumer = client.subscribe(topic, "starved", receiver_queue_size=0)
         producer.send(b"one")
@@ -55,13 +62,13 @@ def test_consumer_with_no_receiver_queue_is_starved(tmp_path: Path) -> None:
     assert starved["value"] >= 2.0 and starved["topic"] == topic
 
 
-def test_negative_acks_make_a_redelivery_storm(tmp_path: Path) -> None:
+def test_negative_acks_make_a_redelivery_storm(tmp_path: Path, peer: Peer) -> None:
     """A Shared consumer rejects the same message four times (nack, redelivery after 100 ms)."""
     import pulsar
 
     cap = tmp_path / "nacks.pcap"
     topic = _topic("nacks")
-    with recorded(cap) as lite, _client(lite.url) as client:
+    with recorded(cap, peer) as broker, _client(broker.url) as client:
         consumer = client.subscribe(
             topic,
             "nacks",
@@ -83,11 +90,11 @@ def test_negative_acks_make_a_redelivery_storm(tmp_path: Path) -> None:
     assert storm[0]["entity"] == "consumer 0 (sub nacks)" and storm[0]["value"] >= 3
 
 
-def test_a_message_never_acknowledged_is_an_ack_hole(tmp_path: Path) -> None:
+def test_a_message_never_acknowledged_is_an_ack_hole(tmp_path: Path, peer: Peer) -> None:
     """The application acknowledges the second and third messages, never the first."""
     cap = tmp_path / "hole.pcap"
     topic = _topic("hole")
-    with recorded(cap) as lite, _client(lite.url) as client:
+    with recorded(cap, peer) as broker, _client(broker.url) as client:
         consumer = client.subscribe(topic, "hole")
         producer = client.create_producer(topic, batching_enabled=False)
         for i in range(3):
@@ -104,9 +111,15 @@ def test_a_message_never_acknowledged_is_an_ack_hole(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_broker_paused_while_a_producer_sends(tmp_path: Path) -> None:
+def test_broker_paused_while_a_producer_sends(tmp_path: Path, peer: Peer) -> None:
     """SIGSTOP the broker: the client's sends time out (its send timeout, 2 s), then its
-    keep-alive (30 s, fixed in the Python client) finds no PONG and closes the connection."""
+    keep-alive (30 s, fixed in the Python client) finds no PONG and closes the connection.
+
+    The Apache broker is the session's JVM, paused whole (its kernel still accepts and
+    acknowledges TCP, as a paused pulsar-lite's does: the fault the client sees is the
+    same, which a proxy of ours would not give without re-implementing it) and resumed in
+    a `finally`; afterwards a fresh client must still produce and consume through it, so
+    the rest of the session is known unharmed."""
     cap = tmp_path / "paused.pcap"
     topic = _topic("paused")
     handler = ClientLogRecorder()
@@ -115,30 +128,46 @@ def test_broker_paused_while_a_producer_sends(tmp_path: Path) -> None:
     logger.setLevel(logging.WARNING)
     logger.addHandler(handler)
     results: list[str] = []
-    # the broker's own PINGs would come too late to matter: one a minute
-    with recorded(cap, keep_alive_interval_secs=60) as lite, _client(lite.url, logger) as client:
+    # pulsar-lite's own PINGs would come too late to matter: one a minute (the Apache
+    # broker's come every 30 s, keepAliveIntervalSeconds, and none while it is paused)
+    settings = {} if peer.apache else {"keep_alive_interval_secs": 60}
+    with recorded(cap, peer, **settings) as broker, _client(broker.url, logger) as client:
         producer = client.create_producer(topic, batching_enabled=False, send_timeout_millis=2000)
         producer.send(b"before the pause")
-        assert lite._proc is not None
-        os.kill(lite._proc.pid, signal.SIGSTOP)
+        pid = broker.pid
+        assert pid is not None
+        os.kill(pid, signal.SIGSTOP)
         try:
             for i in range(3):
                 producer.send_async(f"during {i}".encode(), lambda res, _: results.append(str(res)))
             _wait(lambda: len(results) == 3, "the client's send timeouts")
-            port = lite.port
+            port = broker.port
             _wait(
                 lambda: _keepalive_closed(handler) or _client_fin(cap, port),
                 "the client's keep-alive to give up",
             )
         finally:
-            os.kill(lite._proc.pid, signal.SIGCONT)
+            os.kill(pid, signal.SIGCONT)
     logger.removeHandler(handler)
+    if peer.apache:  # resumed, it serves a new client again
+        assert _round_trip(broker.url, _topic("resumed")) == b"after the pause"
     assert results == ["Result.Timeout"] * 3  # the client's own record
     rows = findings(cap, Thresholds(send_timeout=2.0))
     timeouts = [r for r in rows if r["code"] == F.PRODUCER_SEND_TIMEOUT]
     assert timeouts and timeouts[0]["count"] >= 3, rows
     assert timeouts[0]["entity"].startswith("producer 0") and timeouts[0]["topic"] == topic
     assert F.KEEPALIVE_UNANSWERED in {r["code"] for r in rows}, rows
+
+
+def _round_trip(url: str, topic: str) -> bytes:
+    """A message sent and received by a fresh client: what it received."""
+    with _client(url) as client:
+        consumer = client.subscribe(topic, "resumed")
+        client.create_producer(topic).send(b"after the pause")
+        got = consumer.receive(timeout_millis=60_000)
+        consumer.acknowledge(got)
+        data: bytes = got.data()
+    return data
 
 
 def _keepalive_closed(handler: ClientLogRecorder) -> bool:

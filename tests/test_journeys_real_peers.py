@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from dissector.read import read_capture
 from tests.support.cli import cli
 from tests.support.html_tables import report_tables
 from tests.support.recorded import PEERS, Peer, client, peer_of, recorded, topic_name
@@ -89,6 +90,9 @@ def test_every_journey_is_the_clients_record(tmp_path: Path, peer: Peer) -> None
     assert received == {(sub, f"journey-{s}".encode()): sent[s] for sub in SUBS for s in SEQUENCES}
     rows = journeys(cap)
     assert len(rows) == len(SUBS) * len(SEQUENCES), rows
+    # nothing went wrong in this run: no finding, no anomaly, on either broker
+    healthy = read_capture(cap, tables=["findings", "anomalies"])
+    assert len(healthy.findings) == len(healthy.anomalies) == 0
     packets = _packets(cap)
     by_key = {(r["sequence_id"], r["subscription"]): r for r in rows}
     for seq in SEQUENCES:

@@ -8,12 +8,14 @@ Output: `recorded` (the broker under tcpdump, the capture complete when the bloc
 pulsar-lite is started for the block, the Apache broker is the session's and stays up),
 `client` (the official client, closed however the block ends), `topic_name` (a fresh
 topic: non-partitioned on both peers), `PEERS` and `peer_of` (the `peer` fixture's
-parameters, the Apache one carrying the `apache` tier marker, and its value).
+parameters, the Apache one carrying the `apache` tier marker, and its value; `own_peer_of`
+gives the Apache case a broker of its own, for a test that pauses it).
 Rule: nothing here is measured or timed: tcpdump is listening before the block starts
 (Tcpdump waits for its "listening on"), and the capture is stopped once the file holds the
 end of every connection it saw open (capture.wait_closed), not after a pause. The Apache
-broker is only named here through the `apache_broker` fixture (by name), so that the
-pulsar-lite cases need no JVM: only the "apache" parameter carries the `apache` marker.
+broker is named here only through the `apache_broker` fixture (by name) and a local import,
+so that the pulsar-lite cases need no JVM: only the "apache" parameter carries the `apache`
+marker (the tier guard checks at run time that no other case starts a JVM).
 """
 
 from __future__ import annotations
@@ -70,6 +72,19 @@ def peer_of(request: pytest.FixtureRequest) -> Peer:
     if request.param == "lite":
         return LITE
     return Peer("apache", request.getfixturevalue("apache_broker"))
+
+
+def own_peer_of(request: pytest.FixtureRequest) -> Peer:
+    """As `peer_of`, but the Apache case gets a broker of its own, started for the test and
+    stopped by its PID after it: for a fault done to the broker itself (a paused JVM), which
+    the session's broker must not carry into the tests after it."""
+    if request.param == "lite":
+        return LITE
+    from tests.support.apache.broker import ApacheBroker
+
+    broker = ApacheBroker().start()
+    request.addfinalizer(broker.stop)
+    return Peer("apache", broker)
 
 
 class _Lite:

@@ -1,6 +1,7 @@
 """Journeys of real messages as OpenTelemetry spans: the official client producing (with a
-W3C `traceparent` property) to pulsar-lite and consuming in two subscriptions, captured on
-lo; `read --format otlp` of the capture, read back with opentelemetry-proto.
+W3C `traceparent` property) to pulsar-lite or Apache's broker and consuming in two
+subscriptions, captured on lo; `read --format otlp` of the capture, read back with
+opentelemetry-proto.
 
 Every span is checked against its journey row (tests.support.otlp.check), and against the
 client's record and the capture as scapy reads it: the message id the client got, the
@@ -16,10 +17,16 @@ import pytest
 
 from tests.support.cli import cli
 from tests.support.otlp import attributes, check, parse, spans
-from tests.support.recorded import client, recorded, topic_name
+from tests.support.recorded import PEERS, Peer, client, peer_of, recorded, topic_name
 from tests.test_journeys_real_peers import SEQUENCES, SUBS, _ids, _packets
 
 pytestmark = [pytest.mark.peers, pytest.mark.capture, pytest.mark.tools]
+
+
+@pytest.fixture(params=PEERS)
+def peer(request: pytest.FixtureRequest) -> Peer:
+    """pulsar-lite (started per recording) or the session's Apache broker."""
+    return peer_of(request)
 
 
 def _traceparent(seq: int) -> tuple[str, str, str]:
@@ -27,7 +34,7 @@ def _traceparent(seq: int) -> tuple[str, str, str]:
     return trace, span, f"00-{trace}-{span}-01"
 
 
-def test_spans_of_real_journeys(tmp_path: Path) -> None:
+def test_spans_of_real_journeys(tmp_path: Path, peer: Peer) -> None:
     import pulsar
 
     from tests.support.scenes import journeys
@@ -35,7 +42,7 @@ def test_spans_of_real_journeys(tmp_path: Path) -> None:
     cap = tmp_path / "journeys.pcap"
     topic = topic_name("otlp")
     sent: dict[int, tuple[int, int, int, int]] = {}
-    with recorded(cap) as lite, client(lite.url) as c:
+    with recorded(cap, peer) as broker, client(broker.url) as c:
         consumers = {
             sub: c.subscribe(
                 topic, sub, consumer_type=getattr(pulsar.ConsumerType, kind), consumer_name=name

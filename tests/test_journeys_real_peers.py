@@ -1,5 +1,6 @@
-"""Journeys of real messages: the official client producing to pulsar-lite and consuming in
-two subscriptions (Exclusive and Shared), captured by tcpdump on lo.
+"""Journeys of real messages: the official client producing to a broker (pulsar-lite, or
+Apache's own: the `peer` fixture) and consuming in two subscriptions (Exclusive and
+Shared), captured by tcpdump on lo.
 
 The client's own record is the truth: the message id `send` returned for each sequence id
 the test chose, the message ids each named consumer received. Every journey row must say
@@ -19,12 +20,20 @@ from typing import Any
 
 import pytest
 
+from dissector.read import read_capture
 from tests.support.cli import cli
 from tests.support.html_tables import report_tables
-from tests.support.recorded import client, recorded, topic_name
+from tests.support.recorded import PEERS, Peer, client, peer_of, recorded, topic_name
 from tests.support.scenes import journeys
 
 pytestmark = [pytest.mark.peers, pytest.mark.capture, pytest.mark.tools]
+
+
+@pytest.fixture(params=PEERS)
+def peer(request: pytest.FixtureRequest) -> Peer:
+    """pulsar-lite (started per recording) or the session's Apache broker."""
+    return peer_of(request)
+
 
 #: subscription -> (its type as the client names it, as SUBSCRIBE's subType says it, the
 #: consumer's name)
@@ -49,14 +58,14 @@ def _packets(path: Path) -> list[tuple[int, int, int, bytes]]:
     return out
 
 
-def test_every_journey_is_the_clients_record(tmp_path: Path) -> None:
+def test_every_journey_is_the_clients_record(tmp_path: Path, peer: Peer) -> None:
     import pulsar
 
     cap = tmp_path / "journeys.pcap"
     topic = topic_name("journeys")
     sent: dict[int, tuple[int, int, int, int]] = {}  # sequence id -> id send() returned
     received: dict[tuple[str, bytes], tuple[int, int, int, int]] = {}  # (sub, data) -> id
-    with recorded(cap) as lite, client(lite.url) as c:
+    with recorded(cap, peer) as broker, client(broker.url) as c:
         consumers = {
             sub: c.subscribe(
                 topic, sub, consumer_type=getattr(pulsar.ConsumerType, kind), consumer_name=name
@@ -75,12 +84,15 @@ def test_every_journey_is_the_clients_record(tmp_path: Path) -> None:
                 consumer.acknowledge(got)
             consumer.close()  # its grouped acks are sent
         producer.close()
-        port = lite.port
+        port = broker.port
 
     # the client's record: each subscription received each message once, under its id
     assert received == {(sub, f"journey-{s}".encode()): sent[s] for sub in SUBS for s in SEQUENCES}
     rows = journeys(cap)
     assert len(rows) == len(SUBS) * len(SEQUENCES), rows
+    # nothing went wrong in this run: no finding, no anomaly, on either broker
+    healthy = read_capture(cap, tables=["findings", "anomalies"])
+    assert len(healthy.findings) == len(healthy.anomalies) == 0
     packets = _packets(cap)
     by_key = {(r["sequence_id"], r["subscription"]): r for r in rows}
     for seq in SEQUENCES:
@@ -115,14 +127,14 @@ def test_every_journey_is_the_clients_record(tmp_path: Path) -> None:
             assert row["end_to_end_us"] == hops["acked"] - hops["send"]
 
 
-def test_a_batch_is_one_journey_per_entry(tmp_path: Path) -> None:
+def test_a_batch_is_one_journey_per_entry(tmp_path: Path, peer: Peer) -> None:
     """Six messages sent in one batch: one stored entry, six journeys (batch indexes 0-5),
     each with the id and sequence id the client gave it, delivered and acknowledged in the
     subscription with the batch's one MESSAGE."""
     cap = tmp_path / "batch.pcap"
     topic = topic_name("journeys-batch")
     sent: dict[int, tuple[int, int, int, int]] = {}
-    with recorded(cap) as lite, client(lite.url) as c:
+    with recorded(cap, peer) as broker, client(broker.url) as c:
         consumer = c.subscribe(topic, "batched", consumer_name="carol")
         producer = c.create_producer(
             topic,
@@ -175,7 +187,7 @@ def _quantiles(values: list[int]) -> dict[str, float]:
     return {"count": len(values), **ms, "max_ms": round(max(values) / 1000, 3)}
 
 
-def test_summary_per_subscription_is_the_clients_record(tmp_path: Path) -> None:
+def test_summary_per_subscription_is_the_clients_record(tmp_path: Path, peer: Peer) -> None:
     """Two subscriptions of one topic: `ex` receives and acknowledges the six messages;
     `sh` (Shared) rejects one once (negative ack: the broker delivers it again) and never
     acknowledges another. `summary`'s counts per subscription are those the client
@@ -188,7 +200,7 @@ def test_summary_per_subscription_is_the_clients_record(tmp_path: Path) -> None:
     rejected, unacked = b"journey-102", b"journey-105"
     received: dict[str, Counter[bytes]] = {sub: Counter() for sub in SUBS}
     acked: dict[str, set[bytes]] = {sub: set() for sub in SUBS}
-    with recorded(cap) as lite, client(lite.url) as c:
+    with recorded(cap, peer) as broker, client(broker.url) as c:
         consumers = {
             sub: c.subscribe(
                 topic,

@@ -1,13 +1,15 @@
-"""Pulsar over TLS with real peers: the official client, a TLS terminator, pulsar-lite.
+"""Pulsar over TLS with real peers: the official client, a TLS terminator, a broker
+(pulsar-lite, or Apache's own behind the terminator on its plaintext port: the `peer`
+fixture, every test against each).
 
 The client connects to ``pulsar+ssl://localhost:PORT`` trusting a CA generated here; the
-terminator (Python's ``ssl``, writing an NSS key log) forwards plaintext to pulsar-lite; the
+terminator (Python's ``ssl``, writing an NSS key log) forwards plaintext to the broker; the
 client produces and consumes batched LZ4 and ZLIB messages; tcpdump captures the TLS leg
 on ``lo`` (tests/support/tls_capture.py).  Expected values come from elsewhere than the
 dissector: the client's own record (payload hashes), what the terminator's ``ssl`` objects
 reported (version, cipher, SNI) and forwarded (the plaintext), the certificate as it was
 built, and tshark decrypting the same capture with the same key log.  One recording per
-TLS version, shared by the module.
+TLS version and peer, shared by the module.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from dissector.read import Capture, read_capture
 from tests.support.cli import cli
 from tests.support.live import Live, require_capture
 from tests.support.peers import free_port
+from tests.support.recorded import PEERS, Peer, peer_of
 from tests.support.samples import identity, rows
 from tests.support.tls_capture import (
     TlsRecording,
@@ -44,14 +47,23 @@ pytestmark = [pytest.mark.peers, pytest.mark.capture, pytest.mark.tools]
 # --------------------------------------------------------------------------- fixtures
 
 
-@pytest.fixture(scope="module")
-def tls13(tmp_path_factory: pytest.TempPathFactory) -> TlsRecording:
-    return record_tls(tmp_path_factory.mktemp("tls13"))
+@pytest.fixture(scope="module", params=PEERS)
+def peer(request: pytest.FixtureRequest) -> Peer:
+    """The broker behind the terminator: a pulsar-lite per recording, or the session's
+    Apache broker (its plaintext port)."""
+    return peer_of(request)
 
 
 @pytest.fixture(scope="module")
-def tls12(tmp_path_factory: pytest.TempPathFactory) -> TlsRecording:
-    return record_tls(tmp_path_factory.mktemp("tls12"), maximum_version=ssl.TLSVersion.TLSv1_2)
+def tls13(tmp_path_factory: pytest.TempPathFactory, peer: Peer) -> TlsRecording:
+    return record_tls(tmp_path_factory.mktemp("tls13"), broker=peer.broker)
+
+
+@pytest.fixture(scope="module")
+def tls12(tmp_path_factory: pytest.TempPathFactory, peer: Peer) -> TlsRecording:
+    return record_tls(
+        tmp_path_factory.mktemp("tls12"), maximum_version=ssl.TLSVersion.TLSv1_2, broker=peer.broker
+    )
 
 
 #: TLS 1.2 suites forced at the terminator (OpenSSL name -> IANA name, RFC 7905 / RFC 5289);
@@ -64,17 +76,18 @@ FORCED_SUITES = {
 
 @pytest.fixture(scope="module", params=sorted(FORCED_SUITES))
 def tls12_suite(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, peer: Peer
 ) -> TlsRecording:
     return record_tls(
         tmp_path_factory.mktemp("tls12-suite"),
         maximum_version=ssl.TLSVersion.TLSv1_2,
         ciphers=request.param,
+        broker=peer.broker,
     )
 
 
 @pytest.fixture(params=["tls13", "tls12"])
-def recording(request: pytest.FixtureRequest) -> TlsRecording:
+def recording(request: pytest.FixtureRequest, peer: Peer) -> TlsRecording:
     rec: TlsRecording = request.getfixturevalue(request.param)
     return rec
 
@@ -330,7 +343,7 @@ def test_cli_with_key_log_prints_frames_and_never_a_secret(
 # --------------------------------------------------------------------------- live
 
 
-def test_live_decrypts_with_keys_written_during_the_run(tmp_path: Path) -> None:
+def test_live_decrypts_with_keys_written_during_the_run(tmp_path: Path, peer: Peer) -> None:
     """``live --tls-keylog`` on the terminator's key log: empty when the sniffer starts,
     each session's keys are written during the run (at its handshake)."""
     require_capture()
@@ -342,7 +355,7 @@ def test_live_decrypts_with_keys_written_during_the_run(tmp_path: Path) -> None:
     ports = ("--port", str(port), "--tls-port", str(port))
     live = Live("-i", "lo", *ports, "--tls-keylog", str(keylog), "--format", "jsonl")
     try:
-        rec = record_tls(out, port=port)
+        rec = record_tls(out, port=port, broker=peer.broker)
         live.wait_for('"table":"conversations"')
         deadline = time.monotonic() + 10
         while sum('"table":"conversations"' in line for _, line in live.lines) < 2:

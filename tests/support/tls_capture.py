@@ -6,8 +6,9 @@ Output: ``TlsRecording``: a pcap of the TLS leg only (client <-> terminator), th
         (payload hashes of every message sent and received), what the terminator's ``ssl``
         objects reported per connection (version, cipher, SNI, ALPN) and the plaintext it
         forwarded.  ``tshark_tls_streams`` decrypts the capture independently with tshark.
-Rule:   pulsar-lite on a free port behind ``RecordingProxy`` with its TLS option (the
-        terminator) on 127.0.0.1:6651 if it can bind it, else a free port; the official client
+Rule:   pulsar-lite on a free port (or a running broker given: Apache's, its plaintext
+        port) behind ``RecordingProxy`` with its TLS option (the terminator) on
+        127.0.0.1:6651 if it can bind it, else a free port; the official client
         connects to ``pulsar+ssl://localhost:PORT`` (SNI "localhost") trusting the test CA;
         tcpdump captures ``tcp port PORT`` only, so the terminator->broker plaintext leg
         is never in the file.  The scenario is ``run_compression_scenario`` (batching) once
@@ -26,7 +27,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 from xml.etree import ElementTree
 
 from fuzz.tls_pki import TestPki, make_pki, server_context
@@ -53,6 +54,14 @@ __all__ = [
 ]
 
 PREFERRED_TLS_PORT = 6651
+
+
+class HasPort(Protocol):
+    """A running broker (its plaintext port)."""
+
+    port: int
+
+
 TSHARK_MISSING = "tshark is required (apt-get install -y tshark; `make testdeps` does it)"
 
 
@@ -111,7 +120,7 @@ class TlsRecording:
     keylog: Path
     maximum_version: ssl.TLSVersion | None  # the terminator's cap (None: TLS 1.3)
     port: int  # the TLS port (the terminator's)
-    broker_port: int  # pulsar-lite's (plaintext, not in the capture)
+    broker_port: int  # the broker's (plaintext, not in the capture)
     pki: TestPki
     manifest: dict[str, Any]  # the client's own record (see ClientRecorder)
     connections: list[RecordedConnection]  # the terminator's, with plaintext and .tls
@@ -131,13 +140,16 @@ def record_tls(
     ciphers: str | None = None,
     port: int | None = None,
     settle: float = 0.5,
+    broker: HasPort | None = None,
 ) -> TlsRecording:
     """Capture ``run_tls_scenario`` through the TLS terminator into ``out_dir``.
 
     Writes ``out_dir/tls.pcap``, ``out_dir/keylog.txt`` and the PKI files.  Raises
     RuntimeError when tcpdump dropped packets or the terminator saw no handshake.
     ``ciphers``: the terminator's OpenSSL cipher list (TLS 1.2 suites), e.g. to force
-    ChaCha20-Poly1305 or AES-CBC.
+    ChaCha20-Poly1305 or AES-CBC.  ``broker``: a running broker to put the terminator in
+    front of (the session's Apache broker, its plaintext port), instead of a pulsar-lite
+    started for the recording.
     """
     out_dir.mkdir(parents=True, exist_ok=True)
     pki = make_pki(out_dir / "pki")
@@ -152,9 +164,14 @@ def record_tls(
     tmp = Path(tempfile.mkdtemp(prefix="capture-tls-"))
     capture = out_dir / "tls.pcap"
     try:
-        with PulsarLite(keep_alive_interval_secs=30) as broker, contextlib.ExitStack() as stack:
+        with contextlib.ExitStack() as stack:
+            target = (
+                broker.port
+                if broker is not None
+                else stack.enter_context(PulsarLite(keep_alive_interval_secs=30)).port
+            )
             raw = tmp / "tls.pcap"
-            proxy = stack.enter_context(tls_proxy(broker.port, context, port))
+            proxy = stack.enter_context(tls_proxy(target, context, port))
             dump = stack.enter_context(Tcpdump(raw, f"tcp port {proxy.port}"))
             time.sleep(0.1)
             options = {"tls_trust_certs_file_path": str(pki.ca_path)}
@@ -173,7 +190,7 @@ def record_tls(
         keylog=keylog,
         maximum_version=maximum_version,
         port=proxy.port,
-        broker_port=broker.port,
+        broker_port=target,
         pki=pki,
         manifest=manifest,
         connections=list(proxy.connections),

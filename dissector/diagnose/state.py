@@ -266,6 +266,9 @@ class ConsumerState:
     redeliver_commands: int = 0  # REDELIVER_UNACKNOWLEDGED_MESSAGES sent
     redelivered: Evidence = field(default_factory=Evidence)  # MESSAGE redelivery_count > 0
     max_redelivery_count: int = 0
+    #: ACKs with a validation_error, and the MESSAGEs they discarded (discards.py)
+    discarded: Evidence = field(default_factory=Evidence)
+    discard_kinds: dict[str, int] = field(default_factory=dict)  # validation error -> ids
 
     def label(self) -> str:
         sub = f" (sub {self.subscription})" if self.subscription else ""

@@ -180,7 +180,8 @@ _TABLE: tuple[tuple[str, Severity, str, str, str | None], ...] = (
         "the ACK's validation_error names why: ChecksumMismatch, a broker or proxy that strips "
         "or alters the checksum, or a corrupting middlebox or NIC offload; DecompressionError "
         "or UncompressedSizeCorruption, a compression codec the client lacks or a corrupt "
-        "payload; DecryptionError, the consumer lacks the encryption keys; "
+        "payload; DecryptionError, the consumer lacks the encryption keys (crypto failure "
+        "action DISCARD); "
         "BatchDeSerializeError, a batch the client cannot parse (a producer bug or altered bytes)",
         None,
     ),

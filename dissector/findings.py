@@ -33,6 +33,7 @@ class FindingCode:
     CONSUMER_REDELIVERED_AFTER_ACK: Final[str] = "consumer.redelivered_after_ack"
     CONSUMER_REDELIVERY_STORM: Final[str] = "consumer.redelivery_storm"
     CONSUMER_ACK_HOLE: Final[str] = "consumer.ack_hole"
+    CONSUMER_DISCARDED_CORRUPT: Final[str] = "consumer.discarded_corrupt"
     KEEPALIVE_UNANSWERED: Final[str] = "keepalive.unanswered"
     LOOKUP_REDIRECT_LOOP: Final[str] = "lookup.redirect_loop"
     REQUEST_UNANSWERED: Final[str] = "request.unanswered"
@@ -171,6 +172,18 @@ _TABLE: tuple[tuple[str, Severity, str, str, str | None], ...] = (
         "a message the application never acknowledged pins the subscription's mark-delete "
         "position (backlog, redeliveries after restart): find what happened to that message",
         "ack_timeout",
+    ),
+    (
+        _C.CONSUMER_DISCARDED_CORRUPT,
+        _E,
+        "a consumer discarded delivered messages as corrupt and acknowledged them (data loss)",
+        "the ACK's validation_error names why: ChecksumMismatch, a broker or proxy that strips "
+        "or alters the checksum, or a corrupting middlebox or NIC offload; DecompressionError "
+        "or UncompressedSizeCorruption, a compression codec the client lacks or a corrupt "
+        "payload; DecryptionError, the consumer lacks the encryption keys (crypto failure "
+        "action DISCARD); "
+        "BatchDeSerializeError, a batch the client cannot parse (a producer bug or altered bytes)",
+        None,
     ),
     (
         _C.KEEPALIVE_UNANSWERED,

@@ -114,14 +114,28 @@ def test_the_refused_producer_or_consumer_is_failed(run: Run, scenario: str, key
 
 
 def test_the_busy_producers_are_a_finding_and_nothing_else_is(run: Run) -> None:
-    """Two PRODUCER refusals on one connection (ProducerBusy, ProducerFenced): the
-    producer.busy finding, true; the other refusals and the broker's closes raise none."""
-    busy = [_refusal(run, "producer_busy", key)["class"] for key in ("same_name", "exclusive")]
-    assert sorted(busy) == ["ProducerBusyException", "ProducerFencedException"]
-    findings = rows(run.capture.findings)
-    assert [(f["code"], f["count"]) for f in findings] == [("producer.busy", len(busy))]
+    """Two PRODUCER refusals on one connection, on two topics (ProducerBusy on the topic,
+    ProducerFenced on the exclusive one): a producer.busy finding per topic, naming the
+    producer the client saw refused there; the other refusals and the broker's closes raise
+    none."""
     scenario = run.scenario("producer_busy")
-    assert findings[0]["conn_id"] in run.conns(scenario["topic"], scenario["exclusive_topic"])
+    refused = {}  # topic -> (the refused producer's name, its exception)
+    for key in ("same_name", "exclusive"):
+        _, name, topic_key = REFUSALS[("producer_busy", key)]
+        refused[scenario[topic_key]] = (name, _refusal(run, "producer_busy", key)["class"])
+    assert sorted(c for _, c in refused.values()) == [
+        "ProducerBusyException",
+        "ProducerFencedException",
+    ]
+    findings = rows(run.capture.findings)
+    assert sorted((f["code"], f["topic"], f["count"]) for f in findings) == sorted(
+        ("producer.busy", topic, 1) for topic in refused
+    )
+    for f in findings:
+        name, exception = refused[f["topic"]]
+        assert f["entity"].endswith(f"({name})"), f
+        assert SERVER_ERROR[exception] in f["summary"], f
+        assert f["conn_id"] in run.conns(f["topic"])
     assert rows(run.capture.anomalies) == []
 
 

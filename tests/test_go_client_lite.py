@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 import dissector
+from dissector.findings import FindingCode
 from tests.support.capture import Tcpdump, wait_closed
 from tests.support.gopeer.run import run_go
 from tests.support.peers import PulsarLite
@@ -95,3 +96,21 @@ def test_each_message_without_checksum_is_acked_as_a_checksum_mismatch(run: Run)
         assert fields["validation_error"] == "ChecksumMismatch", fields
         acked.update((m["ledgerId"], m["entryId"]) for m in fields["message_id"])
     assert acked == _sent_ids(record)
+
+
+def test_the_discards_are_a_finding_of_the_consumer(run: Run) -> None:
+    """Every message the Go client's record says it discarded is counted by
+    consumer.discarded_corrupt, with the validation error the record gives."""
+    _, record, capture = run
+    findings = capture.findings
+    code = FindingCode.CONSUMER_DISCARDED_CORRUPT
+    rows = findings[findings.code == code].astype(object).to_dict("records")
+    assert {r["topic"] for r in rows} == {record["topic"]}
+    assert sum(r["count"] for r in rows) == len(record["discarded"]) == COUNT
+    kinds = Counter(d["validation_error"] for d in record["discarded"])
+    for r in rows:
+        assert r["severity"] == "error" and "(sub go-sub)" in r["entity"]
+        assert all(f"{kind} " in r["summary"] for kind in kinds), r["summary"]
+    evidence = {p for r in rows for p in r["evidence"]}
+    for command in ("MESSAGE", "ACK"):  # the ACKs and what they discarded: 2 * COUNT <= 10
+        assert {f["last_packet"] for f in _frames(capture, record["topic"], command)} <= evidence

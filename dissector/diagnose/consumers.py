@@ -51,7 +51,7 @@ KIND = 2
 BURST_US = 10_000
 
 
-def _consumer(conn: ConnState, frame: Frame, cid: int) -> ConsumerState:
+def consumer_of(conn: ConnState, frame: Frame, cid: int) -> ConsumerState:
     """The consumer of `cid`, made (permits unknown) when the capture missed its SUBSCRIBE."""
     c = conn.consumers.get(cid)
     if c is None:
@@ -93,7 +93,7 @@ def answered(ctx: Context, conn: ConnState, request: Frame, response: Frame) -> 
 
 
 def on_flow(ctx: Context, conn: ConnState, frame: Frame, body: Any) -> None:
-    c = _consumer(conn, frame, body.consumer_id)
+    c = consumer_of(conn, frame, body.consumer_id)
     if not c.flows and c.known and c.subscribed_ts is not None:  # its first FLOW: late?
         waited = frame.last_ts - c.subscribed_ts
         if waited > ctx.us["flow_wait"]:
@@ -117,7 +117,7 @@ def _fed(ctx: Context, c: ConsumerState, now: int, frame: Frame | None) -> None:
 
 
 def on_message(ctx: Context, conn: ConnState, frame: Frame, body: Any) -> None:
-    c = _consumer(conn, frame, body.consumer_id)
+    c = consumer_of(conn, frame, body.consumer_id)
     meta = frame.metadata
     n = meta.num_messages_in_batch if meta is not None else 1
     c.max_batch = max(c.max_batch, n)
@@ -147,7 +147,7 @@ def on_message(ctx: Context, conn: ConnState, frame: Frame, body: Any) -> None:
 
 
 def on_ack(ctx: Context, conn: ConnState, frame: Frame, body: Any) -> None:
-    c = _consumer(conn, frame, body.consumer_id)
+    c = consumer_of(conn, frame, body.consumer_id)
     unacked = c.unacked.live
     oldest = next(iter(unacked.items()), None)
     done: list[tuple[tuple[int, int], tuple[int, int, int]]] = []
@@ -199,7 +199,7 @@ def _hole_closed(
 
 
 def on_redeliver(ctx: Context, conn: ConnState, frame: Frame, body: Any) -> None:
-    c = _consumer(conn, frame, body.consumer_id)
+    c = consumer_of(conn, frame, body.consumer_id)
     c.redeliver_commands += 1
     if c.redeliver_requests and frame.last_ts - c.redeliver_burst <= BURST_US:
         return  # the same request, sent as several commands

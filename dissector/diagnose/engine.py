@@ -10,7 +10,8 @@ Rules:
 - The engine is made only when the findings table is asked for (dissector.tables.builders):
   it costs the frames-only read nothing, and nothing in the per-frame pipeline.
 - Each command type has a tuple of rule handlers (`DISPATCH`, built once from the rule
-  modules' HANDLERS tables: connection, requests, producers, consumers, chunks, spanning).
+  modules' HANDLERS tables: connection, requests, producers, discards, consumers, chunks,
+  spanning).
 - Time is the capture's: the latest event time seen. About every SWEEP_US of it, the timers
   that are due are checked (`_sweep`), so the listener learns of a stall while it lasts;
   rows are made when the connection ends (FIN/RST: pending things count; the capture's end:
@@ -28,7 +29,15 @@ import heapq
 from collections.abc import Callable, Collection
 from typing import Any
 
-from dissector.diagnose import chunks, connection, consumers, producers, requests, spanning
+from dissector.diagnose import (
+    chunks,
+    connection,
+    consumers,
+    discards,
+    producers,
+    requests,
+    spanning,
+)
 from dissector.diagnose.state import ConnState, Context, Listener, RuleStep
 from dissector.events import (
     Anomaly,
@@ -58,6 +67,7 @@ def _dispatch() -> dict[int, tuple[RuleStep, ...]]:
         connection.HANDLERS,
         requests.HANDLERS,
         producers.HANDLERS,
+        discards.HANDLERS,  # before consumers': an ACK's deliveries are still unacked then
         consumers.HANDLERS,
         chunks.HANDLERS,
         spanning.HANDLERS,
@@ -77,7 +87,7 @@ requests.ANSWERED.update(
     }
 )
 #: Rule modules with per-connection timers and rows, in the order their rows come.
-_MODULES = (connection, requests, producers, consumers, chunks)
+_MODULES = (connection, requests, producers, consumers, discards, chunks)
 #: Rule modules with timers (Context.schedule), by their KIND: `due` and `tell`.
 _SWEPT: dict[int, Any] = {m.KIND: m for m in (requests, producers, consumers)}
 #: Where a timer's producer or consumer is found by its id.

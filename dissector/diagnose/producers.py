@@ -5,7 +5,8 @@ CLOSE_PRODUCER frames (through `HANDLERS`, by command type), the sweep (`due`, `
 engine's timers, Context.schedule), its end.
 Output: findings producer.send_timeout, producer.receipt_out_of_order,
 producer.sequence_regression (within the connection; across reconnects: spanning.py) and
-producer.busy, each one row per producer (or connection) with all its evidence.
+producer.busy, each one row per producer with all its evidence (producer.busy: per
+connection and topic, as a refused producer has no producer of its own to be a row of).
 Rules:
 - A SEND is pending until a SEND_RECEIPT or SEND_ERROR of its (producer_id, sequence_id);
   chunks of one message share a sequence id and each get a receipt. A SEND answered after
@@ -17,7 +18,8 @@ Rules:
 - A SEND whose sequence id is at or below one already sent (a chunk repeats its message's
   id), or at or below PRODUCER_SUCCESS.last_sequence_id (deduplication on), regresses.
 - PRODUCER answered with ProducerBusy/ProducerFenced, or PRODUCER sent again for an open
-  producer_id (no CLOSE_PRODUCER, no error in between), is busy.
+  producer_id (no CLOSE_PRODUCER, no error in between), is busy: counted per topic of the
+  connection, each row naming the producers refused (the first MAX_BUSY_NAMES).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from typing import Any
 
 from dissector.diagnose.state import (
     MAX_TRACKED,
+    Busy,
     ConnState,
     Context,
     Evidence,
@@ -42,6 +45,8 @@ C2B = Direction.CLIENT_TO_BROKER
 _BUSY_ERRORS = frozenset({"ProducerBusy", "ProducerFenced"})
 #: This module's timers (Context.schedule): a producer's oldest pending SEND.
 KIND = 1
+#: Producers a producer.busy row names (its `entity`); the count says how many there were.
+MAX_BUSY_NAMES = 5
 
 
 def _producer(conn: ConnState, frame: Frame, pid: int) -> ProducerState:
@@ -55,12 +60,25 @@ def _producer(conn: ConnState, frame: Frame, pid: int) -> ProducerState:
 def on_producer(ctx: Context, conn: ConnState, frame: Frame, body: Any) -> None:
     pid = body.producer_id
     old = conn.producers.get(pid)
-    if old is not None and old.open:
-        conn.busy.add(frame)
-        conn.busy_topic = body.topic
-        conn.busy_detail = f"PRODUCER re-sent for producer_id {pid} without CLOSE_PRODUCER"
-    p = conn.add_producer(ProducerState(pid, body.topic, frame.last_ts))
+    p = ProducerState(pid, body.topic, frame.last_ts)
     p.name = body.producer_name if body.HasField("producer_name") else None
+    if old is not None and old.open:
+        detail = f"PRODUCER re-sent for producer_id {pid} without CLOSE_PRODUCER"
+        _busy(conn, body.topic, frame, detail, p.label())
+    conn.add_producer(p)
+
+
+def _busy(conn: ConnState, topic: str | None, frame: Frame, detail: str, label: str) -> None:
+    """A refusal or re-send of a producer of `topic` (frame: its evidence)."""
+    busy = conn.busy.get(topic)
+    if busy is None:
+        busy = conn.busy[topic] = Busy()
+        if len(conn.busy) > MAX_TRACKED:
+            conn.busy.popitem(last=False)
+    busy.evidence.add(frame)
+    busy.detail = detail
+    if label not in busy.producers and len(busy.producers) < MAX_BUSY_NAMES:
+        busy.producers.append(label)
 
 
 def answered(ctx: Context, conn: ConnState, request: Frame, response: Frame) -> None:
@@ -76,9 +94,9 @@ def answered(ctx: Context, conn: ConnState, request: Frame, response: Frame) -> 
         p.open = False
     error = enum_name(body, "error") if body.HasField("error") else ""
     if error in _BUSY_ERRORS:
-        conn.busy.add(response)
-        conn.busy_topic = request.body.topic
-        conn.busy_detail = f"PRODUCER answered {error}: {body.message}".rstrip(": ")
+        detail = f"PRODUCER answered {error}: {body.message}".rstrip(": ")
+        label = p.label() if p is not None else f"producer {request.body.producer_id}"
+        _busy(conn, request.body.topic, response, detail, label)
 
 
 def on_send(ctx: Context, conn: ConnState, frame: Frame, body: Any) -> None:
@@ -236,15 +254,17 @@ def close(ctx: Context, conn: ConnState, horizon: int, closed: bool) -> None:
                     unit="sends",
                 )
             )
-    if conn.busy:
+    for topic, busy in conn.busy.items():
+        ev = busy.evidence
         ctx.emit(
             finding(
                 FindingCode.PRODUCER_BUSY,
-                conn.busy,
+                ev,
                 conn=conn,
-                topic=conn.busy_topic,
-                summary=f"{conn.busy.count} PRODUCER refusals or re-sends: {conn.busy_detail}",
-                value=conn.busy.count,
+                topic=topic,
+                entity=", ".join(busy.producers),
+                summary=f"{ev.count} PRODUCER refusals or re-sends: {busy.detail}",
+                value=ev.count,
                 unit="producers",
             )
         )

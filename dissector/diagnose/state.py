@@ -3,7 +3,8 @@
 Input: nothing (records filled in by the rule modules).
 Output: `Evidence` (a bounded list of packet numbers, a count and first/last times),
 `Context` (thresholds in microseconds, where findings go, the clock), `ConnState`,
-`ProducerState`, `ConsumerState`, and `finding()`, which makes a Finding row from evidence.
+`ProducerState`, `ConsumerState`, `Busy`, and `finding()`, which makes a Finding row from
+evidence.
 Rules: ids (producer_id, consumer_id, request_id) are only unique per connection, so their
 state lives in its ConnState; what spans connections lives in dissector.diagnose.spanning.
 A connection is `whole` once its CONNECT was seen and stays `intact` until bytes go missing
@@ -195,6 +196,15 @@ class Timed(Protocol):
 
 
 @dataclass(slots=True)
+class Busy:
+    """PRODUCER refusals and re-sends for one topic of a connection (producer.busy)."""
+
+    evidence: Evidence = field(default_factory=Evidence)
+    detail: str = ""  # the latest one, in words
+    producers: list[str] = field(default_factory=list)  # their labels, the first ones
+
+
+@dataclass(slots=True)
 class ProducerState:
     producer_id: int
     topic: str | None
@@ -256,6 +266,9 @@ class ConsumerState:
     redeliver_commands: int = 0  # REDELIVER_UNACKNOWLEDGED_MESSAGES sent
     redelivered: Evidence = field(default_factory=Evidence)  # MESSAGE redelivery_count > 0
     max_redelivery_count: int = 0
+    #: ACKs with a validation_error, and the MESSAGEs they discarded (discards.py)
+    discarded: Evidence = field(default_factory=Evidence)
+    discard_kinds: dict[str, int] = field(default_factory=dict)  # validation error -> ids
 
     def label(self) -> str:
         sub = f" (sub {self.subscription})" if self.subscription else ""
@@ -295,9 +308,8 @@ class ConnState:
     wrong_detail: str = ""
     #: hop ("SEND", "MESSAGE") -> frames whose checksum failed
     bad_checksums: dict[str, Evidence] = field(default_factory=dict)
-    busy: Evidence = field(default_factory=Evidence)
-    busy_detail: str = ""
-    busy_topic: str | None = None
+    #: topic -> its PRODUCER refusals and re-sends on this connection (producer.busy)
+    busy: OrderedDict[str | None, Busy] = field(default_factory=OrderedDict)
     #: (direction, producer or consumer id, uuid) -> the chunked message being reassembled
     chunks: OrderedDict[tuple[str, int, str], Pending] = field(default_factory=OrderedDict)
     chunk_expired: Evidence = field(default_factory=Evidence)

@@ -1,11 +1,11 @@
 // The reference client's side of the Apache broker tests (tests/support/apache/client.py).
 //
 // Input:  argv = SERVICE_URL TOPIC SUBSCRIPTION SINGLES BATCHES BATCH_SIZE OUT_JSON.
-// Output: OUT_JSON, this client's own record of what it did: every message it sent (the
-//         producer, sequence id, key, value bytes as hex, properties and the MessageId the
-//         broker gave back) and every message it received (the MessageId, value, properties,
-//         sequence id, the broker publish time and index of the broker entry metadata, the
-//         redelivery count), each received message acknowledged.
+// Output: OUT_JSON (written by Json.java), this client's own record of what it did: every
+//         message it sent (the producer, sequence id, key, value bytes as hex, properties and
+//         the MessageId the broker gave back) and every message it received (the MessageId,
+//         value, properties, sequence id, the broker publish time and index of the broker
+//         entry metadata, the redelivery count), each received message acknowledged.
 // Rule:   one Exclusive subscription is made first (so nothing is missed), then SINGLES
 //         messages are sent one by one by a producer without batching, then BATCHES
 //         batches of BATCH_SIZE messages by a batching producer whose batches are cut by
@@ -14,19 +14,15 @@
 //         consumer then receives every message, acknowledging each, and everything is
 //         closed before the record is written. Any failure exits non-zero with its reason.
 import java.nio.charset.StandardCharsets;
-import java.nio.file.Files;
-import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
-import java.util.Optional;
 import java.util.TreeMap;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import org.apache.pulsar.client.api.Consumer;
 import org.apache.pulsar.client.api.Message;
 import org.apache.pulsar.client.api.MessageId;
-import org.apache.pulsar.client.api.MessageIdAdv;
 import org.apache.pulsar.client.api.Producer;
 import org.apache.pulsar.client.api.PulsarClient;
 import org.apache.pulsar.client.api.SubscriptionInitialPosition;
@@ -44,7 +40,7 @@ public final class ApacheClient {
         String url = args[0], topic = args[1], subscription = args[2];
         int singles = Integer.parseInt(args[3]), batches = Integer.parseInt(args[4]);
         int batchSize = Integer.parseInt(args[5]);
-        List<String> sent = new ArrayList<>(), received = new ArrayList<>();
+        List<Object> sent = new ArrayList<>(), received = new ArrayList<>();
         try (PulsarClient client = PulsarClient.builder().serviceUrl(url).build()) {
             Consumer<byte[]> consumer = client.newConsumer().topic(topic)
                     .subscriptionName(subscription).subscriptionType(SubscriptionType.Exclusive)
@@ -95,15 +91,11 @@ public final class ApacheClient {
             batched.close();
             consumer.close();
         }
-        String record = "{\"client\": \"java\", \"client_version\": " + str(version())
-                + ", \"topic\": " + str(topic) + ", \"subscription\": " + str(subscription)
-                + ", \"subscription_type\": \"Exclusive\", \"batch_size\": " + batchSize
-                + ",\n \"sent\": [\n  " + String.join(",\n  ", sent)
-                + "\n ],\n \"received\": [\n  " + String.join(",\n  ", received) + "\n ]}\n";
-        Path out = Path.of(args[6]);
-        Path tmp = out.resolveSibling(out.getFileName() + ".tmp");
-        Files.writeString(tmp, record, StandardCharsets.UTF_8);
-        Files.move(tmp, out);
+        Map<String, Object> record = Json.entry("client", "java",
+                "client_version", Json.clientVersion(), "topic", topic,
+                "subscription", subscription, "subscription_type", "Exclusive",
+                "batch_size", batchSize, "sent", sent, "received", received);
+        Json.write(args[6], record);
     }
 
     /** Message i of a producer: text, and for every fifth one bytes that are not UTF-8. */
@@ -120,77 +112,22 @@ public final class ApacheClient {
         return bytes;
     }
 
-    static String version() {
-        Package pkg = PulsarClient.class.getPackage();
-        return pkg == null ? null : pkg.getImplementationVersion();
-    }
-
-    static String sentEntry(String producer, long seq, String key, byte[] value,
+    static Map<String, Object> sentEntry(String producer, long seq, String key, byte[] value,
             Map<String, String> props, MessageId id, boolean batched) {
-        return "{\"producer\": " + str(producer) + ", \"sequence_id\": " + seq
-                + ", \"key\": " + str(key) + ", \"batched\": " + batched
-                + ", \"value_hex\": " + str(hex(value)) + ", \"properties\": " + map(props)
-                + ", \"message_id\": " + id(id) + "}";
+        return Json.entry("producer", producer, "sequence_id", seq, "key", key,
+                "batched", batched, "value_hex", Json.hex(value),
+                "properties", new TreeMap<>(props), "message_id", Json.batchId(id));
     }
 
-    static String receivedEntry(Message<byte[]> msg) {
-        return "{\"producer\": " + str(msg.getProducerName())
-                + ", \"sequence_id\": " + msg.getSequenceId()
-                + ", \"key\": " + str(msg.getKey())
-                + ", \"value_hex\": " + str(hex(msg.getData()))
-                + ", \"properties\": " + map(msg.getProperties())
-                + ", \"publish_time\": " + msg.getPublishTime()
-                + ", \"broker_publish_time\": " + opt(msg.getBrokerPublishTime())
-                + ", \"index\": " + opt(msg.getIndex())
-                + ", \"redelivery_count\": " + msg.getRedeliveryCount()
-                + ", \"acked\": true"
-                + ", \"message_id\": " + id(msg.getMessageId()) + "}";
-    }
-
-    static String id(MessageId id) {
-        MessageIdAdv adv = (MessageIdAdv) id;
-        boolean batched = adv.getBatchIndex() >= 0;
-        return "{\"ledger_id\": " + adv.getLedgerId() + ", \"entry_id\": " + adv.getEntryId()
-                + ", \"partition\": " + adv.getPartitionIndex()
-                + ", \"batch_index\": " + (batched ? Integer.toString(adv.getBatchIndex()) : "null")
-                + ", \"batch_size\": " + (batched ? Integer.toString(adv.getBatchSize()) : "null")
-                + "}";
-    }
-
-    static String opt(Optional<Long> value) {
-        return value.map(v -> Long.toString(v)).orElse("null");
-    }
-
-    static String map(Map<String, String> props) {
-        List<String> items = new ArrayList<>();
-        for (Map.Entry<String, String> e : new TreeMap<>(props).entrySet()) {
-            items.add(str(e.getKey()) + ": " + str(e.getValue()));
-        }
-        return "{" + String.join(", ", items) + "}";
-    }
-
-    static String hex(byte[] bytes) {
-        StringBuilder out = new StringBuilder(bytes.length * 2);
-        for (byte b : bytes) {
-            out.append(String.format("%02x", b & 0xff));
-        }
-        return out.toString();
-    }
-
-    static String str(String text) {
-        if (text == null) {
-            return "null";
-        }
-        StringBuilder out = new StringBuilder("\"");
-        for (char c : text.toCharArray()) {
-            if (c == '"' || c == '\\') {
-                out.append('\\').append(c);
-            } else if (c < 0x20) {
-                out.append(String.format("\\u%04x", (int) c));
-            } else {
-                out.append(c);
-            }
-        }
-        return out.append('"').toString();
+    static Map<String, Object> receivedEntry(Message<byte[]> msg) {
+        return Json.entry("producer", msg.getProducerName(),
+                "sequence_id", msg.getSequenceId(), "key", msg.getKey(),
+                "value_hex", Json.hex(msg.getData()),
+                "properties", new TreeMap<>(msg.getProperties()),
+                "publish_time", msg.getPublishTime(),
+                "broker_publish_time", Json.opt(msg.getBrokerPublishTime()),
+                "index", Json.opt(msg.getIndex()),
+                "redelivery_count", msg.getRedeliveryCount(), "acked", true,
+                "message_id", Json.batchId(msg.getMessageId()));
     }
 }

@@ -9,8 +9,8 @@
 //         caller also creates PREFIX-partitioned (3 partitions) and terminates
 //         PREFIX-terminated_producer. The admin calls made during a scenario (terminate,
 //         unload) go to WEB_URL.
-// Output: OUT_JSON, {"client_version", "scenarios": {SCENARIO: its record}}: what this client
-//         saw, in its own words: the exceptions it got (class and message), the message ids
+// Output: OUT_JSON (written by Json.java), {"client_version", "scenarios": {SCENARIO: its
+//         record}}: what this client saw, in its own words: the exceptions it got (class and message), the message ids
 //         the broker gave back and delivered (with partition, redelivery count, key and the
 //         consumer that got each), the consumer event listener's becameActive/becameInactive
 //         calls, the reachedEndOfTopic callback, the admin answers.
@@ -23,8 +23,6 @@ import java.net.http.HttpClient;
 import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
 import java.nio.charset.StandardCharsets;
-import java.nio.file.Files;
-import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.LinkedHashMap;
@@ -38,7 +36,6 @@ import org.apache.pulsar.client.api.ConsumerBuilder;
 import org.apache.pulsar.client.api.ConsumerEventListener;
 import org.apache.pulsar.client.api.Message;
 import org.apache.pulsar.client.api.MessageId;
-import org.apache.pulsar.client.api.MessageIdAdv;
 import org.apache.pulsar.client.api.MessageListener;
 import org.apache.pulsar.client.api.MessageRoutingMode;
 import org.apache.pulsar.client.api.Producer;
@@ -68,13 +65,8 @@ public final class LifecycleClient {
                 scenarios.put(name, run(name, client));
             }
         }
-        Map<String, Object> record = new LinkedHashMap<>();
-        record.put("client_version", PulsarClient.class.getPackage().getImplementationVersion());
-        record.put("scenarios", scenarios);
-        Path out = Path.of(args[4]);
-        Path tmp = out.resolveSibling(out.getFileName() + ".tmp");
-        Files.writeString(tmp, json(record) + "\n", StandardCharsets.UTF_8);
-        Files.move(tmp, out);
+        Json.write(args[4], Json.entry("client_version", Json.clientVersion(),
+                "scenarios", scenarios));
     }
 
     static Map<String, Object> run(String name, PulsarClient client) throws Exception {
@@ -151,7 +143,7 @@ public final class LifecycleClient {
         Producer<byte[]> producer = producer(client, topic, "end-p");
         List<Object> sent = new ArrayList<>();
         for (int i = 0; i < 2; i++) {
-            sent.add(id(producer.newMessage().sequenceId(i).value(bytes(i)).send()));
+            sent.add(Json.id(producer.newMessage().sequenceId(i).value(bytes(i)).send()));
         }
         await(got, "both messages");
         r.put("sent", sent);
@@ -173,10 +165,10 @@ public final class LifecycleClient {
                 SubscriptionType.Exclusive).consumerName("unload-c").subscribe();
         Producer<byte[]> producer = producer(client, topic, "unload-p");
         List<Object> sent = new ArrayList<>(), received = new ArrayList<>();
-        sent.add(id(producer.newMessage().sequenceId(0).value(bytes(0)).send()));
+        sent.add(Json.id(producer.newMessage().sequenceId(0).value(bytes(0)).send()));
         received.add(receiveAck(consumer));
         r.put("unload_answer", admin("PUT", topic, "/unload"));
-        sent.add(id(producer.newMessage().sequenceId(1).value(bytes(1)).send()));
+        sent.add(Json.id(producer.newMessage().sequenceId(1).value(bytes(1)).send()));
         received.addAll(receiveUntil(consumer, 1));
         r.put("sent", sent);
         r.put("received", received);
@@ -244,7 +236,7 @@ public final class LifecycleClient {
         for (int i = 0; i < total; i++) {
             MessageId id = producer.newMessage().sequenceId(i).key("key-" + (i % 5))
                     .value(bytes(i)).send();
-            sent.add(Map.of("key", "key-" + (i % 5), "message_id", id(id)));
+            sent.add(Map.of("key", "key-" + (i % 5), "message_id", Json.id(id)));
         }
         await(all, total + " messages");
         r.put("sent", sent);
@@ -266,7 +258,7 @@ public final class LifecycleClient {
                 .create();
         List<Object> sent = new ArrayList<>(), received = new ArrayList<>();
         for (int i = 0; i < 9; i++) {
-            sent.add(id(producer.newMessage().sequenceId(i).value(bytes(i)).send()));
+            sent.add(Json.id(producer.newMessage().sequenceId(i).value(bytes(i)).send()));
         }
         for (int i = 0; i < 9; i++) {
             received.add(receiveAck(consumer));
@@ -298,10 +290,10 @@ public final class LifecycleClient {
             consumer.acknowledge(msg);
             first.add(delivery(consumer, msg));
         }
-        r.put("sent", ids.stream().map(LifecycleClient::id).toList());
+        r.put("sent", ids.stream().map(Json::id).toList());
         r.put("received", first);
         consumer.seek(ids.get(2));
-        r.put("seek_id", id(ids.get(2)));
+        r.put("seek_id", Json.id(ids.get(2)));
         r.put("after_seek_id", receiveUntil(consumer, 4));
         r.put("disconnected_ms_after_seek_id", consumer.getLastDisconnectedTimestamp());
         consumer.seek(firstPublish);
@@ -325,7 +317,7 @@ public final class LifecycleClient {
         Producer<byte[]> producer = producer(client, topic, name + "-p");
         List<Object> sent = new ArrayList<>(), first = new ArrayList<>(), again = new ArrayList<>();
         for (int i = 0; i < 3; i++) {
-            sent.add(id(producer.newMessage().sequenceId(i).value(bytes(i)).send()));
+            sent.add(Json.id(producer.newMessage().sequenceId(i).value(bytes(i)).send()));
         }
         for (int i = 0; i < 3; i++) {
             Message<byte[]> msg = consumer.receive((int) WAIT, TimeUnit.SECONDS);
@@ -362,10 +354,7 @@ public final class LifecycleClient {
                     && t.getClass().getName().contains("Completion")) && t.getCause() != null) {
                 t = t.getCause();
             }
-            Map<String, Object> err = new LinkedHashMap<>();
-            err.put("class", t.getClass().getSimpleName());
-            err.put("message", t.getMessage());
-            return err;
+            return Json.entry("class", t.getClass().getSimpleName(), "message", t.getMessage());
         }
     }
 
@@ -403,23 +392,10 @@ public final class LifecycleClient {
     }
 
     static Map<String, Object> delivery(Consumer<?> consumer, Message<byte[]> msg) {
-        Map<String, Object> d = new LinkedHashMap<>();
-        d.put("consumer", consumer.getConsumerName());
-        d.put("topic", msg.getTopicName());
-        d.put("key", msg.getKey());
-        d.put("sequence_id", msg.getSequenceId());
-        d.put("redelivery_count", msg.getRedeliveryCount());
-        d.put("message_id", id(msg.getMessageId()));
-        return d;
-    }
-
-    static Map<String, Object> id(MessageId id) {
-        MessageIdAdv adv = (MessageIdAdv) id;
-        Map<String, Object> m = new LinkedHashMap<>();
-        m.put("ledger_id", adv.getLedgerId());
-        m.put("entry_id", adv.getEntryId());
-        m.put("partition", adv.getPartitionIndex());
-        return m;
+        return Json.entry("consumer", consumer.getConsumerName(), "topic", msg.getTopicName(),
+                "key", msg.getKey(), "sequence_id", msg.getSequenceId(),
+                "redelivery_count", msg.getRedeliveryCount(),
+                "message_id", Json.id(msg.getMessageId()));
     }
 
     static byte[] bytes(int i) {
@@ -446,35 +422,5 @@ public final class LifecycleClient {
                     + " " + answer.body());
         }
         return Map.of("status", answer.statusCode(), "body", answer.body());
-    }
-
-    /** Maps, lists, strings, numbers, booleans and null as JSON text. */
-    static String json(Object value) {
-        if (value == null) {
-            return "null";
-        }
-        if (value instanceof Map<?, ?> map) {
-            List<String> items = new ArrayList<>();
-            map.forEach((k, v) -> items.add(json(k.toString()) + ": " + json(v)));
-            return "{" + String.join(", ", items) + "}";
-        }
-        if (value instanceof List<?> list) {
-            return "[" + String.join(", ", list.stream().map(LifecycleClient::json).toList())
-                    + "]";
-        }
-        if (value instanceof Number || value instanceof Boolean) {
-            return value.toString();
-        }
-        StringBuilder out = new StringBuilder("\"");
-        for (char c : value.toString().toCharArray()) {
-            if (c == '"' || c == '\\') {
-                out.append('\\').append(c);
-            } else if (c < 0x20) {
-                out.append(String.format("\\u%04x", (int) c));
-            } else {
-                out.append(c);
-            }
-        }
-        return out.append('"').toString();
     }
 }

@@ -13,19 +13,19 @@
 //                  them; txn 2 acknowledges the first and sends a third, and aborts.
 //         chunk    a chunking producer sends a CHUNK_BYTES message, which is consumed; then a
 //                  producer without chunking tries the same message.
-// Output: OUT_JSON, this client's own record: "tokens" (every token the supplier made: its
-//         number, when, its expiry, the supplier call that made it, its text), "sent" (producer name, sequence id,
-//         sha256 and size of the value, message id, txn), "received" (message id, sha256,
-//         size, sequence id), "acks" (message id, txn), "txns" (most/least bits, outcome),
-//         "attempts" (what was tried, ok or the exception's class and message), "errors".
+// Output: OUT_JSON (written by Json.java), this client's own record: "mode", "topic", "role",
+//         "client_version", "tokens" (every token the supplier made: its number, when, its
+//         expiry, the supplier call that made it, its text), "sent" (producer name, sequence
+//         id, sha256 and size of the value, message id, txn, when), "received" (message id,
+//         producer, sequence id, sha256, size), "acks" (message id, txn), "txns" (most/least
+//         bits, outcome), "attempts" (what was tried, ok or the exception's class and
+//         message).
 // Rule:   tokens are JWTs signed with HS256 here (role in "sub", expiry in "exp"); the
 //         supplier hands out its current token until it expires, then makes a new one (as a
 //         real token source does). Waits are for events (a new
 //         token, a message), each bounded by WAIT_S. Everything is closed before the record
 //         is written; an unexpected failure exits non-zero with its reason.
 import java.nio.charset.StandardCharsets;
-import java.nio.file.Files;
-import java.nio.file.Path;
 import java.security.MessageDigest;
 import java.util.ArrayList;
 import java.util.Base64;
@@ -43,7 +43,6 @@ import org.apache.pulsar.client.api.ClientBuilder;
 import org.apache.pulsar.client.api.Consumer;
 import org.apache.pulsar.client.api.Message;
 import org.apache.pulsar.client.api.MessageId;
-import org.apache.pulsar.client.api.MessageIdAdv;
 import org.apache.pulsar.client.api.Producer;
 import org.apache.pulsar.client.api.PulsarClient;
 import org.apache.pulsar.client.api.SubscriptionInitialPosition;
@@ -88,21 +87,9 @@ public final class SecureClient {
                 default -> throw new IllegalArgumentException("no mode " + mode);
             }
         }
-        Map<String, Object> record = new LinkedHashMap<>();
-        record.put("mode", mode);
-        record.put("topic", topic);
-        record.put("role", role);
-        record.put("client_version", PulsarClient.class.getPackage().getImplementationVersion());
-        record.put("tokens", tokens);
-        record.put("sent", sent);
-        record.put("received", received);
-        record.put("acks", acks);
-        record.put("txns", txns);
-        record.put("attempts", attempts);
-        Path out = Path.of(args[7]);
-        Path tmp = out.resolveSibling(out.getFileName() + ".tmp");
-        Files.writeString(tmp, json(record) + "\n", StandardCharsets.UTF_8);
-        Files.move(tmp, out);
+        Json.write(args[7], Json.entry("mode", mode, "topic", topic, "role", role,
+                "client_version", Json.clientVersion(), "tokens", tokens, "sent", sent,
+                "received", received, "acks", acks, "txns", txns, "attempts", attempts));
     }
 
     /** The supplier: the current token while it has not expired, else a new one (recorded).
@@ -123,7 +110,8 @@ public final class SecureClient {
             Base64.Encoder b64 = Base64.getUrlEncoder().withoutPadding();
             String signing = b64.encodeToString(
                     "{\"alg\":\"HS256\"}".getBytes(StandardCharsets.UTF_8))
-                    + "." + b64.encodeToString(json(claims).getBytes(StandardCharsets.UTF_8));
+                    + "." + b64.encodeToString(
+                            Json.json(claims).getBytes(StandardCharsets.UTF_8));
             try {
                 Mac mac = Mac.getInstance("HmacSHA256");
                 mac.init(new SecretKeySpec(secret, "HmacSHA256"));
@@ -132,7 +120,7 @@ public final class SecureClient {
             } catch (Exception e) {
                 throw new IllegalStateException(e);
             }
-            tokens.add(entry("n", tokens.size() + 1, "issued_ms", now, "exp", currentExp,
+            tokens.add(Json.entry("n", tokens.size() + 1, "issued_ms", now, "exp", currentExp,
                     "call", calls, "token", current));
             tokens.notifyAll();
             return current;
@@ -174,7 +162,7 @@ public final class SecureClient {
                 awaitToken(first + i - 1);
             }
             byte[] value = ("after token " + tokenCount()).getBytes(StandardCharsets.UTF_8);
-            send(producer, value, i, null, entry("token_n", tokenCount()));
+            send(producer, value, i, null, Json.entry("token_n", tokenCount()));
         }
         receive(consumer, REFRESHES + 1, true);
         producer.close();
@@ -184,13 +172,13 @@ public final class SecureClient {
     static void denied(PulsarClient client, String topic) {
         try {
             client.newProducer().topic(topic).producerName("denied").create().close();
-            attempts.add(entry("what", "producer", "ok", true));
+            attempts.add(Json.entry("what", "producer", "ok", true));
         } catch (Exception e) {
             attempts.add(failure("producer", e));
         }
         try {
             subscribe(client, topic).close();
-            attempts.add(entry("what", "consumer", "ok", true));
+            attempts.add(Json.entry("what", "consumer", "ok", true));
         } catch (Exception e) {
             attempts.add(failure("consumer", e));
         }
@@ -222,7 +210,8 @@ public final class SecureClient {
         Transaction two = client.newTransaction().withTransactionTimeout(5, TimeUnit.MINUTES)
                 .build().get(WAIT_S, TimeUnit.SECONDS);
         consumer.acknowledgeAsync(got.get(0).getMessageId(), two).get(WAIT_S, TimeUnit.SECONDS);
-        acks.add(entry("message_id", id(got.get(0).getMessageId()), "txn", txnId(two)));
+        acks.add(Json.entry("message_id", Json.id(got.get(0).getMessageId()),
+                "txn", txnId(two)));
         send(producer, "txn two 2".getBytes(StandardCharsets.UTF_8), 2, two, null);
         two.abort().get(WAIT_S, TimeUnit.SECONDS);
         txns.add(txnEntry(two, "aborted"));
@@ -244,7 +233,7 @@ public final class SecureClient {
                 .enableBatching(false).create();
         try {
             whole.newMessage().sequenceId(0).value(value).send();
-            attempts.add(entry("what", "unchunked send", "ok", true));
+            attempts.add(Json.entry("what", "unchunked send", "ok", true));
         } catch (Exception e) {
             attempts.add(failure("unchunked send", e));
         }
@@ -257,12 +246,13 @@ public final class SecureClient {
             Map<String, Object> extra) throws Exception {
         var builder = txn == null ? producer.newMessage() : producer.newMessage(txn);
         MessageId id = builder.sequenceId(seq).value(value).send();
-        sent.add(sentEntry(producer, value, seq, id(id), txn == null ? null : txnId(txn), extra));
+        sent.add(sentEntry(producer, value, seq, Json.id(id), txn == null ? null : txnId(txn),
+                extra));
     }
 
     static Map<String, Object> sentEntry(Producer<byte[]> producer, byte[] value, long seq,
             Object id, Object txn, Map<String, Object> extra) throws Exception {
-        Map<String, Object> e = entry("producer", producer.getProducerName(),
+        Map<String, Object> e = Json.entry("producer", producer.getProducerName(),
                 "sequence_id", seq, "size", value.length, "sha256", sha(value),
                 "message_id", id, "txn", txn, "sent_ms", System.currentTimeMillis());
         if (extra != null) {
@@ -280,12 +270,12 @@ public final class SecureClient {
                 throw new IllegalStateException("received " + i + ", then none in " + WAIT_S);
             }
             got.add(msg);
-            received.add(entry("message_id", id(msg.getMessageId()), "producer",
+            received.add(Json.entry("message_id", Json.id(msg.getMessageId()), "producer",
                     msg.getProducerName(), "sequence_id", msg.getSequenceId(),
                     "size", msg.getData().length, "sha256", sha(msg.getData())));
             if (ack) {
                 consumer.acknowledge(msg);
-                acks.add(entry("message_id", id(msg.getMessageId()), "txn", null));
+                acks.add(Json.entry("message_id", Json.id(msg.getMessageId()), "txn", null));
             }
         }
         return got;
@@ -297,7 +287,7 @@ public final class SecureClient {
                 && cause.getCause() != null) {
             cause = cause.getCause();
         }
-        return entry("what", what, "ok", false, "exception", cause.getClass().getName(),
+        return Json.entry("what", what, "ok", false, "exception", cause.getClass().getName(),
                 "message", String.valueOf(cause.getMessage()));
     }
 
@@ -309,65 +299,10 @@ public final class SecureClient {
 
     static Map<String, Object> txnId(Transaction txn) {
         TxnID id = txn.getTxnID();
-        return entry("most_bits", id.getMostSigBits(), "least_bits", id.getLeastSigBits());
-    }
-
-    static Object id(MessageId id) {
-        if (id == null) {
-            return null;
-        }
-        if (!(id instanceof MessageIdAdv adv)) {  // a chunked message's id: first and last
-            return entry("text", id.toString());
-        }
-        Map<String, Object> e = entry("ledger_id", adv.getLedgerId(),
-                "entry_id", adv.getEntryId(), "partition", adv.getPartitionIndex());
-        if (adv.getFirstChunkMessageId() != null) {
-            e.put("first_chunk", id(adv.getFirstChunkMessageId()));
-        }
-        return e;
+        return Json.entry("most_bits", id.getMostSigBits(), "least_bits", id.getLeastSigBits());
     }
 
     static String sha(byte[] data) throws Exception {
-        StringBuilder out = new StringBuilder();
-        for (byte b : MessageDigest.getInstance("SHA-256").digest(data)) {
-            out.append(String.format("%02x", b & 0xff));
-        }
-        return out.toString();
-    }
-
-    static Map<String, Object> entry(Object... kv) {
-        Map<String, Object> e = new LinkedHashMap<>();
-        for (int i = 0; i < kv.length; i += 2) {
-            e.put((String) kv[i], kv[i + 1]);
-        }
-        return e;
-    }
-
-    /** JSON of maps, lists, strings, numbers, booleans and nulls. */
-    static String json(Object value) {
-        if (value == null || value instanceof Number || value instanceof Boolean) {
-            return String.valueOf(value);
-        }
-        if (value instanceof Map<?, ?> map) {
-            List<String> items = new ArrayList<>();
-            map.forEach((k, v) -> items.add(json(String.valueOf(k)) + ": " + json(v)));
-            return "{" + String.join(", ", items) + "}";
-        }
-        if (value instanceof List<?> list) {
-            List<String> items = new ArrayList<>();
-            list.forEach(v -> items.add(json(v)));
-            return "[" + String.join(",\n ", items) + "]";
-        }
-        StringBuilder out = new StringBuilder("\"");
-        for (char c : value.toString().toCharArray()) {
-            if (c == '"' || c == '\\') {
-                out.append('\\').append(c);
-            } else if (c < 0x20) {
-                out.append(String.format("\\u%04x", (int) c));
-            } else {
-                out.append(c);
-            }
-        }
-        return out.append('"').toString();
+        return Json.hex(MessageDigest.getInstance("SHA-256").digest(data));
     }
 }

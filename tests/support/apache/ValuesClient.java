@@ -2,10 +2,10 @@
 // (tests/support/apache/values.py runs it; tests/test_apache_values.py judges the capture).
 //
 // Input:  argv = SERVICE_URL TOPIC_PREFIX OUT_JSON; the classes protoc made of values.proto,
-//         and ApacheClient (compiled beside this program: its JSON helpers).
+//         and Json.java (compiled beside this program: it writes the record).
 // Output: OUT_JSON, this client's own record: per case (one topic each, TOPIC_PREFIX-CASE),
-//         the schema it declared, every message it sent (producer, sequence id, key, value,
-//         the MessageId the broker gave back) and every message each subscription received
+//         the schema it declared, every message it sent (producer, sequence id, value, the
+//         MessageId the broker gave back) and every message each subscription received
 //         (subscription, MessageId, producer, sequence id, key, value, and the schema version
 //         bytes Message.getSchemaVersion() gave, as hex). A value is written in a neutral
 //         JSON form, from the Java objects themselves: integers and booleans as JSON; FLOAT
@@ -29,8 +29,6 @@ import com.google.protobuf.ByteString;
 import com.google.protobuf.MessageOrBuilder;
 import com.google.protobuf.util.JsonFormat;
 import java.nio.charset.StandardCharsets;
-import java.nio.file.Files;
-import java.nio.file.Path;
 import java.sql.Time;
 import java.sql.Timestamp;
 import java.time.Instant;
@@ -40,6 +38,7 @@ import java.time.LocalTime;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Date;
+import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.TimeUnit;
@@ -98,7 +97,7 @@ public final class ValuesClient {
         }
     }
 
-    static final List<String> CASES = new ArrayList<>();
+    static final List<Object> CASES = new ArrayList<>();
     static PulsarClient producers;
     static PulsarClient consumers;
     static String prefix;
@@ -151,13 +150,8 @@ public final class ValuesClient {
             evolve("AVRO", SchemaType.AVRO);
             evolve("JSON", SchemaType.JSON);
         }
-        String record = "{\"client\": \"java\", \"client_version\": " + str(version())
-                + ", \"prefix\": " + str(prefix) + ",\n \"cases\": [\n  "
-                + String.join(",\n  ", CASES) + "\n ]}\n";
-        Path out = Path.of(args[2]);
-        Path tmp = out.resolveSibling(out.getFileName() + ".tmp");
-        Files.writeString(tmp, record, StandardCharsets.UTF_8);
-        Files.move(tmp, out);
+        Json.write(args[2], Json.entry("client", "java", "client_version", Json.clientVersion(),
+                "prefix", prefix, "cases", CASES));
     }
 
     static List<ValuesProto.Order> orders() {
@@ -179,9 +173,9 @@ public final class ValuesClient {
         Consumer<T> consumer = subscribe(consumers.newConsumer(schema), topic, "sub");
         Producer<T> producer = producers.newProducer(schema).topic(topic)
                 .producerName(name.toLowerCase()).enableBatching(false).create();
-        List<String> sent = new ArrayList<>();
+        List<Object> sent = new ArrayList<>();
         send(producer, values, 0, sent);
-        List<String> received = receive(consumer, "sub", values.size());
+        List<Object> received = receive(consumer, "sub", values.size());
         producer.close();
         consumer.close();
         addCase(name, topic, name, sent, received);
@@ -193,9 +187,9 @@ public final class ValuesClient {
         Consumer<byte[]> consumer = subscribe(consumers.newConsumer(), topic, "sub");
         Producer<byte[]> producer = producers.newProducer().topic(topic).producerName("none")
                 .enableBatching(false).create();
-        List<String> sent = new ArrayList<>();
+        List<Object> sent = new ArrayList<>();
         send(producer, values, 0, sent);
-        List<String> received = receive(consumer, "sub", values.size());
+        List<Object> received = receive(consumer, "sub", values.size());
         producer.close();
         consumer.close();
         addCase("NONE", topic, null, sent, received);
@@ -218,12 +212,12 @@ public final class ValuesClient {
                 subscribe(consumers.newConsumer(Schema.generic(readerInfo)), topic, "reader-v2");
         Consumer<GenericRecord> auto =
                 subscribe(consumers.newConsumer(Schema.AUTO_CONSUME()), topic, "auto");
-        List<String> sent = new ArrayList<>();
+        List<Object> sent = new ArrayList<>();
         send(first, List.of(new OrderV1(1, "ann"), new OrderV1(2, "b\u00e9")), 0, sent);
         Producer<OrderV2> second = producers.newProducer(v2).topic(topic)
                 .producerName(name.toLowerCase() + "-v2").enableBatching(false).create();
         send(second, List.of(new OrderV2(3, "cy", 5), new OrderV2(1L << 40, null, -9)), 0, sent);
-        List<String> received = new ArrayList<>(receive(reader, "reader-v2", 4));
+        List<Object> received = new ArrayList<>(receive(reader, "reader-v2", 4));
         received.addAll(receive(auto, "auto", 4));
         first.close();
         second.close();
@@ -239,114 +233,89 @@ public final class ValuesClient {
                 .subscriptionInitialPosition(SubscriptionInitialPosition.Earliest).subscribe();
     }
 
-    static <T> void send(Producer<T> producer, List<T> values, long first, List<String> sent)
+    static <T> void send(Producer<T> producer, List<T> values, long first, List<Object> sent)
             throws Exception {
         for (int i = 0; i < values.size(); i++) {
             long seq = first + i;
             MessageId id = producer.newMessage().sequenceId(seq).value(values.get(i)).send();
-            sent.add("{\"producer\": " + str(producer.getProducerName()) + ", \"sequence_id\": "
-                    + seq + ", \"value\": " + json(values.get(i)) + ", \"message_id\": " + id(id)
-                    + "}");
+            sent.add(Json.entry("producer", producer.getProducerName(), "sequence_id", seq,
+                    "value", value(values.get(i)), "message_id", Json.batchId(id)));
         }
     }
 
-    static <T> List<String> receive(Consumer<T> consumer, String sub, int count)
+    static <T> List<Object> receive(Consumer<T> consumer, String sub, int count)
             throws Exception {
-        List<String> received = new ArrayList<>();
+        List<Object> received = new ArrayList<>();
         for (int n = 0; n < count; n++) {
             Message<T> msg = consumer.receive(60, TimeUnit.SECONDS);
             if (msg == null) {
                 throw new IllegalStateException(sub + ": received " + n + ", then none in 60 s");
             }
             byte[] version = msg.getSchemaVersion();
-            received.add("{\"subscription\": " + str(sub) + ", \"producer\": "
-                    + str(msg.getProducerName()) + ", \"sequence_id\": " + msg.getSequenceId()
-                    + ", \"key\": " + str(msg.getKey()) + ", \"value\": " + json(msg.getValue())
-                    + ", \"schema_version_hex\": " + (version == null ? "null" : str(hex(version)))
-                    + ", \"message_id\": " + id(msg.getMessageId()) + "}");
+            received.add(Json.entry("subscription", sub, "producer", msg.getProducerName(),
+                    "sequence_id", msg.getSequenceId(), "key", msg.getKey(),
+                    "value", value(msg.getValue()),
+                    "schema_version_hex", version == null ? null : Json.hex(version),
+                    "message_id", Json.batchId(msg.getMessageId())));
             consumer.acknowledge(msg);
         }
         return received;
     }
 
-    static void addCase(String name, String topic, String declared, List<String> sent,
-            List<String> received) {
-        CASES.add("{\"case\": " + str(name) + ", \"topic\": " + str(topic) + ", \"declared\": "
-                + str(declared) + ",\n   \"sent\": [\n    " + String.join(",\n    ", sent)
-                + "],\n   \"received\": [\n    " + String.join(",\n    ", received) + "]}");
+    static void addCase(String name, String topic, String declared, List<Object> sent,
+            List<Object> received) {
+        CASES.add(Json.entry("case", name, "topic", topic, "declared", declared, "sent", sent,
+                "received", received));
     }
 
-    /** The neutral JSON form of a value (the header says it). */
-    static String json(Object v) throws Exception {
-        if (v == null) {
-            return "null";
-        }
-        if (v instanceof Boolean || v instanceof Byte || v instanceof Short
+    /** The neutral JSON form of a value (the header says it), for Json.json. */
+    static Object value(Object v) throws Exception {
+        if (v == null || v instanceof Boolean || v instanceof Byte || v instanceof Short
                 || v instanceof Integer || v instanceof Long) {
+            return v;
+        }
+        if (v instanceof Float || v instanceof Double || v instanceof CharSequence) {
             return v.toString();
         }
-        if (v instanceof Float || v instanceof Double) {
-            return str(v.toString());
-        }
-        if (v instanceof CharSequence) {
-            return str(v.toString());
-        }
         if (v instanceof byte[] bytes) {
-            return str(hex(bytes));
+            return Json.hex(bytes);
         }
         if (v instanceof Date date) {  // Time and Timestamp are Dates
-            return Long.toString(date.getTime());
+            return date.getTime();
         }
         if (v instanceof Instant t) {
-            return "[" + t.getEpochSecond() + ", " + t.getNano() + "]";
+            return List.of(t.getEpochSecond(), t.getNano());
         }
         if (v instanceof LocalDate d) {
-            return Long.toString(d.toEpochDay());
+            return d.toEpochDay();
         }
         if (v instanceof LocalTime t) {
-            return Long.toString(t.toNanoOfDay());
+            return t.toNanoOfDay();
         }
         if (v instanceof LocalDateTime t) {
-            return "[" + t.toLocalDate().toEpochDay() + ", " + t.toLocalTime().toNanoOfDay()
-                    + "]";
+            return List.of(t.toLocalDate().toEpochDay(), t.toLocalTime().toNanoOfDay());
         }
         if (v instanceof KeyValue<?, ?> kv) {
-            return "{\"key\": " + json(kv.getKey()) + ", \"value\": " + json(kv.getValue()) + "}";
+            return Json.entry("key", value(kv.getKey()), "value", value(kv.getValue()));
         }
         if (v instanceof OrderV1 o) {
-            return "{\"id\": " + o.id + ", \"name\": " + str(o.name) + "}";
+            return Json.entry("id", o.id, "name", o.name);
         }
         if (v instanceof OrderV2 o) {
-            return "{\"id\": " + o.id + ", \"name\": " + str(o.name) + ", \"qty\": " + o.qty + "}";
+            return Json.entry("id", o.id, "name", o.name, "qty", o.qty);
         }
         if (v instanceof GenericRecord r) {
-            List<String> fields = new ArrayList<>();
+            Map<String, Object> fields = new LinkedHashMap<>();
             for (Field f : r.getFields()) {
-                fields.add(str(f.getName()) + ": " + json(r.getField(f)));
+                fields.put(f.getName(), value(r.getField(f)));
             }
-            return "{" + String.join(", ", fields) + "}";
+            return fields;
         }
         if (v instanceof MessageOrBuilder m) {
-            return JsonFormat.printer().preservingProtoFieldNames().includingDefaultValueFields()
-                    .omittingInsignificantWhitespace().print(m);
+            return new Json.Raw(JsonFormat.printer().preservingProtoFieldNames()
+                    .includingDefaultValueFields().omittingInsignificantWhitespace().print(m));
         }
         throw new IllegalArgumentException("no JSON form for " + v.getClass() + ": "
                 + Arrays.toString(new Object[] {v}));
-    }
-
-    static String version() {
-        return ApacheClient.version();
-    }
-
-    static String id(MessageId id) {
-        return ApacheClient.id(id);
-    }
-
-    static String hex(byte[] bytes) {
-        return ApacheClient.hex(bytes);
-    }
-
-    static String str(String text) {
-        return ApacheClient.str(text);
     }
 }

@@ -1,16 +1,19 @@
 """The Apache Pulsar jars and our Java client program, fetched and built into a cache.
 
-Input:  broker.pom.xml or client.pom.xml (beside this module), settings.xml, and
-        ApacheClient.java; `mvn` and `javac` on PATH (`make testdeps` installs them).
+Input:  broker.pom.xml or client.pom.xml (beside this module), settings.xml, our Java
+        programs (ApacheClient.java and the others) and Json.java, their shared record writer;
+        `mvn` and `javac` on PATH (`make testdeps` installs them).
 Output: `jars(pom)`, the folder holding the runtime jars of that pom's dependency;
-        `client_classes()`, the folder of the compiled ApacheClient; `pulsar_version()`.
+        `client_classes(source)`, the folder of the compiled program (ApacheClient by
+        default) with Json; `pulsar_version()`.
 Rule:   the cache folder is $PULSAR_DISSECTOR_APACHE_CACHE, else /tmp/pulsar-dissector-apache;
         each product sits in a folder named by the sha256 of what made it (the pom, or the
-        Java source and the client's pom), built in a temporary folder and renamed into place
-        when complete, under an exclusive lock (fcntl) so that concurrent sessions build it
-        once. Maven resolves through Maven Central only (settings.xml), with
-        maven-dependency-plugin 3.8.1 (the default 2.8 resolves Pulsar's test-scope
-        dependencies and repositories this machine cannot reach); ~/.m2 keeps the downloads.
+        Java sources, Json.java included, and the client's pom), built in a temporary folder
+        and renamed into place when complete, under an exclusive lock (fcntl) so that
+        concurrent sessions build it once. Maven resolves through Maven Central only
+        (settings.xml), with maven-dependency-plugin 3.8.1 (the default 2.8 resolves Pulsar's
+        test-scope dependencies and repositories this machine cannot reach); ~/.m2 keeps the
+        downloads.
 """
 
 from __future__ import annotations
@@ -31,6 +34,8 @@ BROKER_POM = HERE / "broker.pom.xml"
 CLIENT_POM = HERE / "client.pom.xml"
 SETTINGS = HERE / "settings.xml"
 CLIENT_SOURCE = HERE / "ApacheClient.java"
+#: The record writer every program of ours is compiled with.
+JSON_SOURCE = HERE / "Json.java"
 CACHE_ENV = "PULSAR_DISSECTOR_APACHE_CACHE"
 DEPENDENCY_PLUGIN = "org.apache.maven.plugins:maven-dependency-plugin:3.8.1"
 #: Generous bounds: a first fetch downloads about 270 MB; a warm one takes seconds.
@@ -121,11 +126,11 @@ def jars(pom: Path) -> Path:
 
 def client_classes(source: Path = CLIENT_SOURCE, pom: Path = CLIENT_POM) -> Path:
     """The folder of the compiled `source` (a Java program beside this module, compiled
-    with javac against `pom`'s jars when the source or the pom changed)."""
+    with Json.java by javac against `pom`'s jars when either source or the pom changed)."""
     lib = jars(pom)
 
     def compile_(folder: Path) -> None:
         argv = [_tool("javac"), "-d", str(folder), "-cp", f"{lib}/*", str(source)]
-        _run(argv, COMPILE_TIMEOUT, f"compiling {source.name}")
+        _run([*argv, str(JSON_SOURCE)], COMPILE_TIMEOUT, f"compiling {source.name}")
 
-    return _build(f"{source.stem}-classes-{_digest(source, pom)}", compile_)
+    return _build(f"{source.stem}-classes-{_digest(source, JSON_SOURCE, pom)}", compile_)

@@ -9,8 +9,8 @@ Output: `values_classes()`, the folder of the classes protoc and javac made;
 Rule:   as maven.client_classes, but the program needs the Java classes of values.proto:
         protoc (the pom's, the version of the protobuf-java that pulsar-client brings) writes
         them, javac compiles them with the program; the cache folder is named by the sha256
-        of the sources, the proto and the pom, built once under maven's lock (ApacheClient.java
-        is compiled beside it: its JSON helpers serve both). The run is client.run_class's:
+        of the sources (Json.java, the record writer, is compiled beside it), the proto and the
+        pom, built once under maven's lock. The run is client.run_class's:
         bounded, a non-zero exit raises with its output's tail. Nothing here reads our
         dissector's output.
 """
@@ -46,12 +46,12 @@ def values_classes() -> Path:
         maven._run([*argv, str(VALUES_PROTO)], maven.COMPILE_TIMEOUT, "protoc values.proto")
         sources = [str(p) for p in sorted(generated.rglob("*.java"))]
         argv = [maven._tool("javac"), "-d", str(folder), "-cp", f"{lib}/*"]
-        programs = [str(VALUES_SOURCE), str(maven.CLIENT_SOURCE)]  # its helpers are ApacheClient's
+        programs = [str(VALUES_SOURCE), str(maven.JSON_SOURCE)]
         maven._run([*argv, *sources, *programs], maven.COMPILE_TIMEOUT, "javac")
         shutil.rmtree(generated)
         protoc.unlink()
 
-    digest = maven._digest(VALUES_SOURCE, maven.CLIENT_SOURCE, VALUES_PROTO, VALUES_POM)
+    digest = maven._digest(VALUES_SOURCE, maven.JSON_SOURCE, VALUES_PROTO, VALUES_POM)
     return maven._build(f"{VALUES_SOURCE.stem}-classes-{digest}", compile_)
 
 

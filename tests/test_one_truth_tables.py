@@ -43,20 +43,6 @@ GROUPS = [*SAMPLES, *SCENES, FAULTS, INVALID_BATCH]
 
 #: (capture, claim) -> the disagreement, which side is wrong and why.
 KNOWN: dict[tuple[str, str], str] = {
-    ("acks.pcap", "acks"): (
-        "timeline pairs MESSAGE (0:0, a batch of 8) with the Cumulative ACK of packet 28 whose "
-        "ack_set [192] leaves batch indexes 6 and 7 unacknowledged (set bits = unacked, as the "
-        "clients' BitSet), and calls the Individual ACK of packet 30 'already acknowledged "
-        "(packet 28)'; journeys ack entries 6 and 7 first at packet 30: the timeline is "
-        "wrong (pairing.py's cumulative branch ignores ack_set)"
-    ),
-    ("requests", "unknown_responses"): (
-        "PRODUCER (request 5) answered PRODUCER_SUCCESS producer_ready=false, then "
-        "producer_ready=true: the timeline calls the second an unmatched response (no request "
-        "in the capture), the diagnosis (rightly, by pulsar_api.proto: the client waits for "
-        "the ready one) keeps the request pending until it and names no unknown response: the "
-        "timeline is wrong"
-    ),
     (INVALID_BATCH, "sends"): (
         "a SEND claiming a batch of 3 whose payload is not a batch: messages give one "
         "incomplete row (sequence id 0, batch_index null), journeys three (sequence ids 0, 1, "

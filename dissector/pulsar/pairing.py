@@ -14,7 +14,10 @@ Rules (the pairing table):
   AUTH_RESPONSE, first in first out, per direction.
 - MESSAGE pairs with the ACK that acknowledges it: individual ids, cumulative (everything of
   that consumer up to the id), or with a redelivery request; a batch-index ack (an ack_set
-  with bits still set) acknowledges part of a batch and completes nothing yet.
+  with bits still set) acknowledges part of a batch and completes nothing yet (a cumulative
+  one completes what comes before that batch).
+- PRODUCER_SUCCESS with producer_ready false (the producer waits for exclusive access) is no
+  answer yet: the PRODUCER pairs with the one that says ready.
 - A response nobody asked for is `unmatched`; a request left at close is `unanswered`.
   request_id -1 (all bits set) marks a broker's notification (CLOSE_PRODUCER/CLOSE_CONSUMER),
   which expects no answer.
@@ -68,6 +71,7 @@ _ANSWERS = {
 }
 _ANSWERED = frozenset(_ANSWERS.values())
 _SUCCESS = T["SUCCESS"]
+_PRODUCER_SUCCESS = T["PRODUCER_SUCCESS"]
 _FIFO_PAIRS = {
     T["PONG"]: T["PING"],
     T["AUTH_RESPONSE"]: T["AUTH_CHALLENGE"],
@@ -253,6 +257,8 @@ class ConversationState:
             self._on_request(frame, ctype, body, pairs)
 
     def _on_response(self, frame: Frame, ctype: int, body: Any, pairs: list[Pair]) -> None:
+        if ctype == _PRODUCER_SUCCESS and not body.producer_ready:
+            return  # the producer waits for exclusive access: its answer is the ready one
         if body.HasField("request_id"):
             rid = body.request_id
             key = (_opposite(frame.direction), rid)
@@ -401,13 +407,18 @@ class ConversationState:
         ids = body.message_id if ctype == _ACK else body.message_ids
         pairs = []
         if ctype == _ACK and body.ack_type == 1:  # cumulative: all up to the id
+            partial = False
             for mid in ids:
-                covered = found.take_upto((mid.ledgerId, mid.entryId)) if found else []
+                upto = (mid.ledgerId, mid.entryId)
+                if len(mid.ack_set) > 0 and any(mid.ack_set):  # its batch only in part
+                    partial = partial or upto in delivered
+                    upto = (mid.ledgerId, mid.entryId - 1)
+                covered = found.take_upto(upto) if found else []
                 for key, delivery in covered:
                     pairs.append(self._pair(delivery, frame, None, ack_of=key))
                     self._pending -= 1
                     self._remember_ack(done, key, frame)
-            if not pairs and ids:
+            if not pairs and ids and not partial:
                 key = (ids[0].ledgerId, ids[0].entryId)
                 pairs.append(self._stray(frame, key, done))
             return pairs

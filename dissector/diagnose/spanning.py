@@ -1,8 +1,8 @@
 """Rules across connections: what spans reconnects, redirects and migrations.
 
 Input: from the per-connection rules, SENDs and receipts of named producers, deliveries and
-acks of subscribed consumers, LOOKUP answers; from the engine, LOOKUP requests,
-TOPIC_MIGRATED, broker CLOSE_PRODUCER/CLOSE_CONSUMER naming an assigned broker, and
+acks of subscribed consumers, LOOKUP and SEEK answers; from the engine, LOOKUP requests,
+TOPIC_MIGRATED, broker CLOSE_PRODUCER/CLOSE_CONSUMER naming an assigned broker, SEEK and
 PRODUCER/SUBSCRIBE (`HANDLERS`); at the end, the capture's last time (`finish`).
 Output: findings producer.sequence_regression (across connections),
 consumer.redelivered_after_ack, lookup.redirect_loop and topic.migrated_not_followed, one
@@ -17,8 +17,15 @@ Rules:
 - A MESSAGE for an id the subscription acknowledged (individually, or up to a cumulative
   ack) after its delivery was captured is redelivered after ack; a batch-index ack with
   bits still set acknowledges nothing, nor does an ACK in a transaction (txnid set: it
-  holds only if the transaction commits, and an abort redelivers); a SEEK moves the cursor
-  back on purpose: the subscription's acks are forgotten.
+  holds only if the transaction commits, and an abort redelivers).
+- A SEEK moves the cursor on purpose. From the SEEK to its answer the broker disconnects
+  the subscription's consumers (CLOSE_CONSUMER) and resets the cursor, which overrides
+  every ack that reaches it meanwhile (Apache Pulsar's resetCursor; a Java client's grouped
+  ACK may go out right after the SEEK): deliveries then are not judged and acks are held.
+  SUCCESS forgets the subscription's acks, held ones too; ERROR (no reset) makes the held
+  acks count; a SUBSCRIBE of the subscription on another connection while the answer is
+  pending (its connection dropped) forgets them too, the seek having perhaps been done. An
+  ack after the answer counts as any other.
 - More than max_redirects consecutive Redirect answers for one (client, topic), a Redirect
   to the broker just asked, or a follow-up LOOKUP whose `authoritative` is not the
   Redirect's, is a redirect loop.
@@ -76,6 +83,15 @@ class _Sub:
     cumulative: tuple[int, int] | None = None
     again: Evidence = field(default_factory=Evidence)
     last: ConnState | None = None
+    #: its SEEKs not answered yet: (conn_id, request_id) -> the connection
+    seeking: dict[tuple[int, int], ConnState] = field(default_factory=dict)
+    held: list[tuple[tuple[int, int], bool]] = field(default_factory=list)  # acks meanwhile
+
+    def forget(self) -> None:
+        """The cursor was reset: acks so far, held ones too, no longer hold."""
+        self.acked.clear()
+        self.cumulative = None
+        self.held.clear()
 
 
 @dataclass(slots=True)
@@ -136,6 +152,7 @@ class Spanning:
         self.ctx = ctx
         self.names: dict[tuple[str | None, str, str], _Name] = {}
         self.subs: dict[tuple[str | None, str], _Sub] = {}
+        self.seeks: dict[tuple[int, int], tuple[str | None, str]] = {}  # pending, their sub
         self.chains: dict[tuple[str, str], _Chain] = {}
         self.moves: dict[tuple[str, str | None], _Move] = {}
         self.unfollowed: list[tuple[_Move, Evidence, str]] = []
@@ -176,21 +193,54 @@ class Spanning:
         if c.subscription is None:
             return
         st = self.subs.get((c.topic, c.subscription))
-        if st is None:
-            return
+        if st is None or st.seeking:
+            return  # a cursor being reset may send anything again
         if key in st.acked or (st.cumulative is not None and key <= st.cumulative):
             st.again.add(f)
             st.last = conn
 
-    def rewound(self, c: ConsumerState) -> None:
-        """SEEK: the subscription's cursor moved; what it acked may come again."""
+    def seek(self, conn: ConnState, c: ConsumerState, request_id: int) -> None:
+        """SEEK: the subscription's cursor is being reset until the answer comes."""
         if c.subscription is not None:
-            self.subs.pop((c.topic, c.subscription), None)
+            sub = (c.topic, c.subscription)
+            _bounded(self.subs, sub, _Sub).seeking[(conn.conn_id, request_id)] = conn
+            self.seeks[(conn.conn_id, request_id)] = sub
+            if len(self.seeks) > MAX_KEYS:
+                del self.seeks[next(iter(self.seeks))]
+
+    def seek_answered(self, conn: ConnState, rid: int, *, done: bool) -> None:
+        """The SEEK's answer: done (SUCCESS), the cursor was reset; else it was not."""
+        sub = self.seeks.pop((conn.conn_id, rid), None)
+        st = None if sub is None else self.subs.get(sub)
+        if st is None or st.seeking.pop((conn.conn_id, rid), None) is None:
+            return
+        if done:
+            st.forget()
+        elif not st.seeking:
+            held, st.held = st.held, []
+            for key, cumulative in held:
+                self._record(st, key, cumulative)
+
+    def subscribed(self, conn: ConnState, topic: str | None, sub: str) -> None:
+        """A SUBSCRIBE: a SEEK pending on another connection may never be answered."""
+        st = self.subs.get((topic, sub))
+        if st is None or all(seek_conn is conn for seek_conn in st.seeking.values()):
+            return
+        st.seeking = {k: v for k, v in st.seeking.items() if v is conn}
+        st.forget()
 
     def acked(self, c: ConsumerState, key: tuple[int, int], *, cumulative: bool) -> None:
         if c.subscription is None:
             return
         st = _bounded(self.subs, (c.topic, c.subscription), _Sub)
+        if st.seeking:
+            if len(st.held) < MAX_ACKED:
+                st.held.append((key, cumulative))
+            return
+        self._record(st, key, cumulative)
+
+    @staticmethod
+    def _record(st: _Sub, key: tuple[int, int], cumulative: bool) -> None:
         if cumulative:
             if st.cumulative is None or key > st.cumulative:
                 st.cumulative = key
@@ -376,11 +426,18 @@ def on_close(ctx: Context, conn: ConnState, frame: Frame, body: Any) -> None:
 
 def on_seek(ctx: Context, conn: ConnState, frame: Frame, body: Any) -> None:
     c = conn.consumers.get(body.consumer_id)
-    if c is not None:
-        _span(ctx).rewound(c)
+    if c is not None and frame.direction is C2B and body.HasField("request_id"):
+        _span(ctx).seek(conn, c, body.request_id)
+
+
+def seek_answered(ctx: Context, conn: ConnState, request: Frame, response: Frame) -> None:
+    done = response.command_type == T["SUCCESS"]
+    _span(ctx).seek_answered(conn, request.body.request_id, done=done)
 
 
 def on_create(ctx: Context, conn: ConnState, frame: Frame, body: Any) -> None:
+    if frame.command_type == T["SUBSCRIBE"]:
+        _span(ctx).subscribed(conn, body.topic, body.subscription)
     _span(ctx).created(conn, body.topic, frame)
 
 

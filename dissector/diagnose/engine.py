@@ -84,6 +84,7 @@ requests.ANSWERED.update(
         T["PRODUCER"]: (frozenset({T["PRODUCER_SUCCESS"], _ERROR}), producers.answered),
         T["SUBSCRIBE"]: (frozenset({T["SUCCESS"], _ERROR}), consumers.answered),
         T["LOOKUP"]: (frozenset({T["LOOKUP_RESPONSE"]}), spanning.lookup_answered),
+        T["SEEK"]: (frozenset({T["SUCCESS"], _ERROR}), spanning.seek_answered),
     }
 )
 #: Rule modules with per-connection timers and rows, in the order their rows come.

@@ -3,8 +3,9 @@
 Input: every frame carrying a request_id (`HANDLERS`, by command type), PING and PONG, the
 sweep (`due`, `tell`: the engine's timers, Context.schedule), the connection's end.
 Output: findings request.unanswered, request.unknown_response, request.id_reused and
-keepalive.unanswered (one row per connection each); answers to PRODUCER, SUBSCRIBE and
-LOOKUP are handed to the rules that learn from them (`ANSWERED`, filled by the engine).
+keepalive.unanswered (one row per connection each); answers to PRODUCER, SUBSCRIBE,
+LOOKUP and SEEK are handed to the rules that learn from them (`ANSWERED`, filled by the
+engine).
 Rules:
 - A command with a request_id is a request unless its name says response (…_RESPONSE,
   SUCCESS, ERROR, PRODUCER_SUCCESS, WATCH_TOPIC_LIST_SUCCESS); request_id -1 on

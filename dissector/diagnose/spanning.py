@@ -1,12 +1,12 @@
 """Rules across connections: what spans reconnects, redirects and migrations.
 
 Input: from the per-connection rules, SENDs and receipts of named producers, deliveries and
-acks of subscribed consumers, LOOKUP answers; from the engine, LOOKUP requests,
-TOPIC_MIGRATED, broker CLOSE_PRODUCER/CLOSE_CONSUMER naming an assigned broker, and
+acks of subscribed consumers, LOOKUP and SEEK answers; from the engine, LOOKUP requests,
+TOPIC_MIGRATED, broker CLOSE_PRODUCER/CLOSE_CONSUMER naming an assigned broker, SEEK and
 PRODUCER/SUBSCRIBE (`HANDLERS`); at the end, the capture's last time (`finish`).
-Output: findings producer.sequence_regression (across connections),
-consumer.redelivered_after_ack, lookup.redirect_loop and topic.migrated_not_followed, one
-row per producer name, subscription, (client, topic) lookup chain or migration.
+Output: findings producer.sequence_regression (across connections), lookup.redirect_loop
+and topic.migrated_not_followed, one row per producer name, (client, topic) lookup chain or
+migration; consumer.redelivered_after_ack, through dissector.diagnose.subscriptions.
 Rules:
 - Producers are keyed by (topic, producer name), consumers by (topic, subscription), lookup
   chains and migrations by (client address, topic): ids are per connection, names are not.
@@ -14,51 +14,44 @@ Rules:
   id a previous connection had receipted for that name regresses (a counter reset), unless
   the client closed that producer (CLOSE_PRODUCER): then it is a new producer, not a
   reconnect.
-- A MESSAGE for an id the subscription acknowledged (individually, or up to a cumulative
-  ack) after its delivery was captured is redelivered after ack; a batch-index ack with
-  bits still set acknowledges nothing, nor does an ACK in a transaction (txnid set: it
-  holds only if the transaction commits, and an abort redelivers); a SEEK moves the cursor
-  back on purpose: the subscription's acks are forgotten.
+- Acks, deliveries and SEEKs of subscriptions (consumer.redelivered_after_ack):
+  dissector.diagnose.subscriptions.
 - More than max_redirects consecutive Redirect answers for one (client, topic), a Redirect
   to the broker just asked, or a follow-up LOOKUP whose `authoritative` is not the
   Redirect's, is a redirect loop.
 - After TOPIC_MIGRATED or a broker CLOSE_* with an assigned broker URL, the same client must
   create the producer/consumer again on another broker within reconnect_wait; coming back
   to the same broker, later, or not at all (measured to the capture's end) is not following.
-Memory: each key table holds at most MAX_KEYS entries (the oldest forgotten); acked ids at
-most MAX_ACKED per subscription.
+Memory: each key table holds at most MAX_KEYS entries (the oldest forgotten).
 """
 
 from __future__ import annotations
 
 import contextlib
 import ipaddress
-from collections import OrderedDict
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 from urllib.parse import urlsplit
 
 from dissector.diagnose.state import (
+    MAX_KEYS,
     ConnState,
     ConsumerState,
     Context,
     Evidence,
     ProducerState,
     RuleStep,
+    bounded,
     finding,
 )
+from dissector.diagnose.subscriptions import Subscriptions
 from dissector.events import Direction, Finding, Frame
 from dissector.findings import FindingCode
 from dissector.pulsar.wire import COMMAND_TYPES
 
 T = COMMAND_TYPES
 C2B, B2C = Direction.CLIENT_TO_BROKER, Direction.BROKER_TO_CLIENT
-MAX_KEYS = 100_000
-MAX_ACKED = 100_000
 _REDIRECT = 0
-K = TypeVar("K")
-V = TypeVar("V")
 
 
 @dataclass(slots=True)
@@ -67,14 +60,6 @@ class _Name:
     conn: ConnState | None = None  # where
     regression: Evidence = field(default_factory=Evidence)
     detail: str = ""
-    last: ConnState | None = None
-
-
-@dataclass(slots=True)
-class _Sub:
-    acked: OrderedDict[tuple[int, int], None] = field(default_factory=OrderedDict)
-    cumulative: tuple[int, int] | None = None
-    again: Evidence = field(default_factory=Evidence)
     last: ConnState | None = None
 
 
@@ -97,15 +82,6 @@ class _Move:
     old: tuple[str, int]  # the broker left
     entity: str
     conn: ConnState
-
-
-def _bounded(table: dict[K, V], key: K, make: Callable[[], V]) -> V:
-    value = table.get(key)
-    if value is None:
-        value = table[key] = make()
-        if len(table) > MAX_KEYS:
-            del table[next(iter(table))]
-    return value
 
 
 def _host(url: str) -> tuple[str | None, int | None]:
@@ -135,7 +111,7 @@ class Spanning:
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
         self.names: dict[tuple[str | None, str, str], _Name] = {}
-        self.subs: dict[tuple[str | None, str], _Sub] = {}
+        self.subs = Subscriptions()
         self.chains: dict[tuple[str, str], _Chain] = {}
         self.moves: dict[tuple[str, str | None], _Move] = {}
         self.unfollowed: list[tuple[_Move, Evidence, str]] = []
@@ -148,7 +124,7 @@ class Spanning:
         if not name:
             return
         p.name = name
-        st = _bounded(self.names, (p.topic, name, _client(conn)), _Name)
+        st = bounded(self.names, (p.topic, name, _client(conn)), _Name)
         if st.conn is not None and st.conn is not conn and seq <= st.receipted:
             st.regression.add(frame)
             st.last = conn
@@ -166,38 +142,17 @@ class Spanning:
     def receipted(self, conn: ConnState, p: ProducerState, seq: int) -> None:
         if not p.name:
             return
-        st = _bounded(self.names, (p.topic, p.name, _client(conn)), _Name)
+        st = bounded(self.names, (p.topic, p.name, _client(conn)), _Name)
         if st.conn is not conn or seq > st.receipted:
             st.receipted, st.conn = seq, conn
 
     # ------------------------------------------------------------------ consumers
 
     def delivered(self, conn: ConnState, c: ConsumerState, key: tuple[int, int], f: Frame) -> None:
-        if c.subscription is None:
-            return
-        st = self.subs.get((c.topic, c.subscription))
-        if st is None:
-            return
-        if key in st.acked or (st.cumulative is not None and key <= st.cumulative):
-            st.again.add(f)
-            st.last = conn
-
-    def rewound(self, c: ConsumerState) -> None:
-        """SEEK: the subscription's cursor moved; what it acked may come again."""
-        if c.subscription is not None:
-            self.subs.pop((c.topic, c.subscription), None)
+        self.subs.delivered(conn, c, key, f)
 
     def acked(self, c: ConsumerState, key: tuple[int, int], *, cumulative: bool) -> None:
-        if c.subscription is None:
-            return
-        st = _bounded(self.subs, (c.topic, c.subscription), _Sub)
-        if cumulative:
-            if st.cumulative is None or key > st.cumulative:
-                st.cumulative = key
-            return
-        st.acked[key] = None
-        if len(st.acked) > MAX_ACKED:
-            st.acked.popitem(last=False)
+        self.subs.acked(c, key, cumulative=cumulative)
 
     # ------------------------------------------------------------------ lookups
 
@@ -217,7 +172,7 @@ class Spanning:
 
     def lookup_answered(self, conn: ConnState, request: Frame, response: Frame) -> None:
         body = response.body
-        chain = _bounded(self.chains, (_client(conn), request.body.topic), _Chain)
+        chain = bounded(self.chains, (_client(conn), request.body.topic), _Chain)
         if body.response != _REDIRECT:
             self._end_run(chain)
             return
@@ -297,21 +252,7 @@ class Spanning:
                         unit="sends",
                     )
                 )
-        for (sub_topic, sub), sst in self.subs.items():
-            if sst.again:
-                ctx.emit(
-                    finding(
-                        FindingCode.CONSUMER_REDELIVERED_AFTER_ACK,
-                        sst.again,
-                        conn=sst.last,
-                        topic=sub_topic,
-                        entity=f"subscription {sub}",
-                        summary=f"{sst.again.count} messages delivered again to subscription "
-                        f"{sub} after it had acknowledged them",
-                        value=sst.again.count,
-                        unit="messages",
-                    )
-                )
+        self.subs.finish(ctx)
         for (_, topic), chain in self.chains.items():
             self._end_run(chain)
             if chain.loop:
@@ -376,11 +317,18 @@ def on_close(ctx: Context, conn: ConnState, frame: Frame, body: Any) -> None:
 
 def on_seek(ctx: Context, conn: ConnState, frame: Frame, body: Any) -> None:
     c = conn.consumers.get(body.consumer_id)
-    if c is not None:
-        _span(ctx).rewound(c)
+    if c is not None and frame.direction is C2B and body.HasField("request_id"):
+        _span(ctx).subs.seek(conn, c, body.request_id)
+
+
+def seek_answered(ctx: Context, conn: ConnState, request: Frame, response: Frame) -> None:
+    done = response.command_type == T["SUCCESS"]
+    _span(ctx).subs.seek_answered(conn, request.body.request_id, done=done)
 
 
 def on_create(ctx: Context, conn: ConnState, frame: Frame, body: Any) -> None:
+    if frame.command_type == T["SUBSCRIBE"]:
+        _span(ctx).subs.subscribed(conn, body.topic, body.subscription)
     _span(ctx).created(conn, body.topic, frame)
 
 

@@ -24,7 +24,7 @@ import heapq
 from collections import OrderedDict, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from dissector.events import Finding, FlowKey, Frame
 from dissector.findings import REGISTRY, Thresholds
@@ -36,6 +36,20 @@ MAX_EVIDENCE = 10
 #: consumer or connection; the oldest are forgotten beyond (they no longer prove anything
 #: a newer one does not).
 MAX_TRACKED = 50_000
+#: Keys (producer names, subscriptions, lookup chains) remembered across connections.
+MAX_KEYS = 100_000
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+def bounded(table: dict[K, V], key: K, make: Callable[[], V]) -> V:
+    """table[key], made when missing; beyond MAX_KEYS entries the oldest is forgotten."""
+    value = table.get(key)
+    if value is None:
+        value = table[key] = make()
+        if len(table) > MAX_KEYS:
+            del table[next(iter(table))]
+    return value
 
 
 class Evidence:

@@ -44,7 +44,7 @@ from dissector.diagnose.state import (
     bounded,
     finding,
 )
-from dissector.diagnose.subscriptions import Subscriptions
+from dissector.diagnose.subscriptions import AckedSubscriptions
 from dissector.events import Direction, Finding, Frame
 from dissector.findings import FindingCode
 from dissector.pulsar.wire import COMMAND_TYPES
@@ -111,7 +111,7 @@ class Spanning:
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
         self.names: dict[tuple[str | None, str, str], _Name] = {}
-        self.subs = Subscriptions()
+        self.subs = AckedSubscriptions()
         self.chains: dict[tuple[str, str], _Chain] = {}
         self.moves: dict[tuple[str, str | None], _Move] = {}
         self.unfollowed: list[tuple[_Move, Evidence, str]] = []

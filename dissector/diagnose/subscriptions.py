@@ -40,7 +40,7 @@ from dissector.findings import FindingCode
 
 MAX_ACKED = 100_000
 Id = tuple[int, int]  # (ledger, entry)
-SubKey = tuple[str | None, str]  # (topic, subscription)
+AckedSubKey = tuple[str | None, str]  # (topic, subscription)
 
 
 @dataclass(slots=True)
@@ -69,12 +69,12 @@ class _Sub:
             self.acked.popitem(last=False)
 
 
-class Subscriptions:
+class AckedSubscriptions:
     """Acks and seeks of each subscription of one capture; see the module docstring."""
 
     def __init__(self) -> None:
-        self.subs: dict[SubKey, _Sub] = {}
-        self.seeks: dict[tuple[int, int], SubKey] = {}  # pending SEEKs, their subscription
+        self.subs: dict[AckedSubKey, _Sub] = {}
+        self.seeks: dict[tuple[int, int], AckedSubKey] = {}  # pending SEEKs, their subscription
 
     def delivered(self, conn: ConnState, c: ConsumerState, key: Id, f: Frame) -> None:
         if c.subscription is None:

@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 
 from dissector.pipeline import Pipeline
-from dissector.read import ReaderOptions, driver, read_tables
+from dissector.pulsar.messages import MessageExtractor
+from dissector.read import ReaderOptions, read_tables
 from dissector.read.plan import EVENTS, SPANS, TEXT, ReadPlan, plan_read, plan_table
 from dissector.tables.schema import TABLES as REGISTRY
 
@@ -109,7 +110,7 @@ class Spies:
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.extractors = 0
         self.pipelines: list[dict[str, Any]] = []
-        extractor, pipeline = driver.MessageExtractor, driver.Pipeline
+        extractor, pipeline = MessageExtractor, Pipeline  # the names the driver calls
 
         def made_extractor(*args: Any, **kw: Any) -> Any:
             self.extractors += 1
@@ -119,8 +120,8 @@ class Spies:
             self.pipelines.append(kw)
             return pipeline(*args, **kw)
 
-        monkeypatch.setattr(driver, "MessageExtractor", made_extractor)
-        monkeypatch.setattr(driver, "Pipeline", made_pipeline)
+        monkeypatch.setattr("dissector.read.driver.MessageExtractor", made_extractor)
+        monkeypatch.setattr("dissector.read.driver.Pipeline", made_pipeline)
 
 
 @pytest.fixture

@@ -75,7 +75,8 @@ class Pipeline:
 
         frame_runs: frames of the commonest commands come as `FrameRun` events (columns, no
         object per frame; dissector.pulsar.frame_runs), for a reader of the frames and
-        entities tables only: taken only without pairs, messages and frame bytes.
+        entities tables only: never with pairs, messages or frame bytes, which read every
+        frame (a read's plan decides, dissector.read.plan; ValueError if asked with them).
 
         keylog: TLS secrets (NSS key log) to decrypt TLS connections with; it may gain
         secrets while the pipeline runs (live), sessions waiting for theirs then retry.
@@ -99,7 +100,9 @@ class Pipeline:
         self._mine = 0 if shard is None else shard[0]
         self.pairs = pairs
         self.frame_bytes = frame_bytes
-        self.frame_runs = frame_runs and not pairs and messages is None and not frame_bytes
+        if frame_runs and (pairs or messages is not None or frame_bytes):
+            raise ValueError("frame_runs: not with pairs, messages or frame bytes")
+        self.frame_runs = frame_runs
         self.keylog = keylog
         self._shared = Shared(
             tcp=self.tcp,

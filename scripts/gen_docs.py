@@ -324,6 +324,13 @@ def example(name: str) -> str:
 # ---------------------------------------------------------------------------------- blocks
 
 
+def read_plan() -> str:
+    """What each read asks -> the stages it runs (dissector.read.plan), default settings."""
+    from dissector.read.plan import plan_table
+
+    return plan_table()
+
+
 def blocks() -> dict[str, Callable[[], str]]:
     """Every generated block by name, and how to make it."""
     from dissector.tables.schema import TABLES
@@ -335,6 +342,7 @@ def blocks() -> dict[str, Callable[[], str]]:
         "finding-thresholds": finding_thresholds,
         "cli:overview": cli_overview,
         "layout": layout,
+        "read-plan": read_plan,
     }
     for table in TABLES:
         made[f"tables:{table}"] = functools.partial(table_columns, table)

@@ -29,7 +29,7 @@ from dissector.frontends.cli import main
 from dissector.frontends.live import run
 from dissector.frontends.live_session import LiveOptions
 from dissector.read import ReaderOptions, read_capture, read_tables
-from dissector.tables.schema import WITHOUT_PAYLOADS, needs_payloads
+from dissector.read.plan import WITHOUT_PAYLOADS, plan_read
 from tests.support.live import FakeSource
 from tests.support.payload_faults import ERRORS, crafted
 
@@ -108,9 +108,12 @@ def test_skipping_payloads_changes_no_table_that_skips_them(
 
 
 def test_which_outputs_need_payload_decoding() -> None:
-    assert not needs_payloads(["frames"]) and not needs_payloads(WITHOUT_PAYLOADS)
+    def payloads(tables: list[str]) -> bool:
+        return plan_read(ReaderOptions(), tables).payloads
+
+    assert not payloads(["frames"]) and not payloads(sorted(WITHOUT_PAYLOADS))
     for table in ("messages", "anomalies", "conversations"):
-        assert needs_payloads([table]) and needs_payloads(["frames", table])
+        assert payloads([table]) and payloads(["frames", table])
 
 
 def test_a_faulty_message_says_why_in_its_own_row(

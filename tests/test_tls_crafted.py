@@ -24,6 +24,7 @@ from dissector.events import Direction, Frame
 from dissector.frontends.cli import main
 from dissector.read import Capture, ReaderOptions, read_capture
 from dissector.read.driver import make_pipeline
+from dissector.read.plan import EVENTS, plan_read
 from dissector.tls.keylog import KeyLog
 from fuzz.memory_tls import (
     ISSUER,
@@ -38,6 +39,8 @@ from tests.support.crafted import Conn, Msg, Session, baseline_msgs, chunks, wri
 C2B, B2C = Direction.CLIENT_TO_BROKER, Direction.BROKER_TO_CLIENT
 MSGS = baseline_msgs()
 SEGMENT = 1400
+#: The event API's plan: every stage the options leave on (what a live reader feeds).
+EVENTS_PLAN = plan_read(ReaderOptions(), front=EVENTS)
 
 
 def capture(
@@ -208,7 +211,7 @@ def test_key_of_another_session_is_no_key(tmp_path: Path) -> None:
 def test_key_that_arrives_late_is_picked_up(tmp_path: Path) -> None:
     run = run_tls(tmp_path, exchange())
     keylog = KeyLog()
-    pipe = make_pipeline(ReaderOptions(), keylog=keylog)
+    pipe = make_pipeline(ReaderOptions(), EVENTS_PLAN, keylog=keylog)
     frames: list[Frame] = []
     with open_capture(capture(tmp_path, run)) as packets:
         for i, pkt in enumerate(packets):
@@ -224,7 +227,7 @@ def test_retry_tls_decrypts_waiting_records_without_a_new_packet(tmp_path: Path)
     # Live: the key log is polled and grew; the pipeline retries at once (Pipeline.retry_tls).
     run = run_tls(tmp_path, exchange())
     keylog = KeyLog()
-    pipe = make_pipeline(ReaderOptions(), keylog=keylog)
+    pipe = make_pipeline(ReaderOptions(), EVENTS_PLAN, keylog=keylog)
     with open_capture(capture(tmp_path, run)) as packets:
         events = [e for pkt in list(packets)[:-3] for e in pipe.feed(pkt)]  # FINs not yet
     assert not any(isinstance(e, Frame) for e in events)

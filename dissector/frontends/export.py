@@ -26,7 +26,6 @@ Rules:
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import replace
 
 import pyarrow as pa
 
@@ -42,6 +41,7 @@ from dissector.capture.pcap_writer import (
 from dissector.events import RawPacket, Segment
 from dissector.flow.net import parse_packet
 from dissector.read.options import ReaderOptions, as_paths
+from dissector.read.plan import SPANS
 from dissector.read.tables import stream_tables
 from dissector.tables.columns import path_text
 from dissector.tables.output import hidden_file, in_place
@@ -71,7 +71,7 @@ def chosen_connections(
             with_frames.update(keep_frames(batch).column("conn_id").to_pylist())
 
     names = ["conversations"] if keep_frames is None else ["frames", "conversations"]
-    stream_tables(paths, replace(options, messages=False, pairs=False), names, sink)
+    stream_tables(paths, options, names, sink, front=SPANS)  # no payload, no pairs
     # Every connection's packets run from its first packet to just before the next
     # connection on the same endpoints: the last ACK after a FIN, late retransmissions.
     spans: dict[tuple[str, Endpoints], list[tuple[int, int]]] = {}

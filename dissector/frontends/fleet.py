@@ -27,7 +27,6 @@ from __future__ import annotations
 import json
 import posixpath
 from collections.abc import Iterable, Iterator
-from dataclasses import replace
 from typing import Any
 
 import pyarrow as pa
@@ -45,9 +44,10 @@ from dissector.frontends.fleet_subscriptions import per_subscription
 from dissector.frontends.partitioned import PartitionedWriter, write_empty
 from dissector.frontends.spark import executor_errors, expand
 from dissector.frontends.terminal import printable
-from dissector.read.options import ReaderOptions, diagnoser
+from dissector.read.options import ReaderOptions
+from dissector.read.plan import plan_read
 from dissector.read.runs import iter_series
-from dissector.tables.builders import TableBuilder
+from dissector.read.tables import make_builder
 from dissector.tables.schema import TABLES
 from dissector.tables.stats import (
     ANSWERED,
@@ -94,19 +94,15 @@ def _dissect_bundle(
     BATCH_ROWS rows per table, whatever the size of the series, and BATCH_EVENTS recorded
     events."""
     writer = PartitionedWriter(*output, task)
+    # every table's stages; the journeys' events are recorded, joined by a second stage
+    plan = plan_read(options)
     try:
         for index, files in items:
-            builder = TableBuilder(
-                capture=files[0],
-                tables=TASK_TABLES,
-                sink=writer.write,
-                diagnoser=diagnoser(options),
-                values=options.values,
-            )
+            builder = make_builder(plan, options, files[0], writer.write, TASK_TABLES)
             recorder = je.Recorder(index, files)
             closed: list[int] = []
             add = builder.feeder()
-            for ev in iter_series(files, options, index, recorder.watch):
+            for ev in iter_series(files, options, index, recorder.watch, plan):
                 if isinstance(ev, ConversationOpened):
                     writer.connection(ev.conn_id, ev.key)
                 elif isinstance(ev, Conversation):
@@ -148,7 +144,6 @@ def dissect(
     """One pass over every capture series, then the journeys joined; returns the rows
     written per table."""
     groups = series_mod.group(expand(paths, options.s3_endpoint), options.series)
-    options = replace(options, frame_runs=False)  # findings and journeys read frames one by one
     fs, base = output = _output_filesystem(out, options.s3_endpoint)
     fs.create_dir(base, recursive=True)
     for name in TABLES:  # the tables of an earlier run would mix with these

@@ -15,7 +15,6 @@ table, and by `dissector.spark.read(table="journeys")`.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import replace
 from typing import Any
 
 import pyarrow as pa
@@ -104,8 +103,7 @@ def journeys_frame(
     """The journeys table of these capture series as a DataFrame, joined as the fleet job
     joins it. The series' spans are read first (a Spark job recording every series); the
     DataFrame records them again when it is computed (nothing is kept between the two)."""
-    own = replace(options, frame_runs=False)
-    first = staged(spark, groups, lambda task, items: _record_bundle(items, own))
+    first = staged(spark, groups, lambda task, items: _record_bundle(items, options))
     meta = first.where(F.col("kind") == "span").collect()
     events = ordered_events(spark, first, spans(meta))
     return events.mapInArrow(je.joined, from_arrow_schema(TABLES["journeys"].schema))

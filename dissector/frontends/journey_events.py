@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import pickle
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import replace
 from typing import Any
 
 import pyarrow as pa
@@ -55,6 +54,7 @@ from dissector.pulsar.wire import (
     MessageMetadata,
 )
 from dissector.read.options import ReaderOptions
+from dissector.read.plan import plan_read
 from dissector.read.runs import iter_series
 from dissector.tables.builders import BATCH_ROWS
 from dissector.tables.schema import TABLES
@@ -381,7 +381,8 @@ def spans_of(staged: pa.Table) -> list[tuple[int, int | None, int | None, bool]]
 def record(files: list[str], options: ReaderOptions, index: int) -> Iterator[pa.RecordBatch]:
     """The STAGE batches of one series read on its own (what a fleet task records)."""
     recorder = Recorder(index, files)
-    for ev in iter_series(files, options, index, recorder.watch):
+    plan = plan_read(options, ["journeys"])  # the journeys' stages: payloads, frame by frame
+    for ev in iter_series(files, options, index, recorder.watch, plan):
         recorder.feed(ev)
         yield from recorder.take()
     yield from recorder.take(final=True)
@@ -390,9 +391,8 @@ def record(files: list[str], options: ReaderOptions, index: int) -> Iterator[pa.
 def journeys(series: list[list[str]], options: ReaderOptions) -> pa.Table:
     """The fleet's journeys table of these series, in this process: each series recorded
     on its own, keyed and ordered, joined (the fleet job's steps without Spark)."""
-    own = replace(options, frame_runs=False)
     staged = pa.Table.from_batches(
-        [b for index, files in enumerate(series) for b in record(files, own, index)], STAGE
+        [b for index, files in enumerate(series) for b in record(files, options, index)], STAGE
     )
     events = keyed(staged, groups(spans_of(staged)))
     return pa.Table.from_batches(list(joined(events.to_batches())), _JOURNEYS)

@@ -16,7 +16,7 @@ import contextlib
 import datetime as dt
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol, TextIO
 
 import pyarrow as pa
@@ -40,10 +40,12 @@ from dissector.frontends.text import FrameLines
 from dissector.keylog_files import KeylogFiles
 from dissector.read.driver import make_pipeline
 from dissector.read.options import ReaderOptions, diagnoser
+from dissector.read.plan import TABLES as TABLES_FRONT
+from dissector.read.plan import TEXT, plan_read
 from dissector.tables.builders import TableBuilder
 from dissector.tables.filters import Filter
 from dissector.tables.output import json_lines as encode
-from dissector.tables.schema import TABLES, needs_pairs, needs_payloads, takes_frame_runs
+from dissector.tables.schema import TABLES
 
 if TYPE_CHECKING:
     from dissector.diagnose import Diagnoser
@@ -158,26 +160,26 @@ class Session:
             made = self.printed
         if opts.findings and "findings" not in made:
             made.append("findings")
-        decode = opts.fmt == "text" or needs_payloads(made)
         # Frames in runs (no object per frame) go to the table builder: not to the text view.
-        runs = opts.fmt != "text" and takes_frame_runs(made)
-        reader = replace(opts.reader, messages=decode, pairs=needs_pairs(made), frame_runs=runs)
+        reader = opts.reader
+        plan = plan_read(reader, made, TEXT if opts.fmt == "text" else TABLES_FRONT)
         # Key log files are followed: peers append secrets as they open sessions.
         self.keylogs = KeylogFiles(reader.tls_keylog, follow=True) if reader.tls_keylog else None
-        self.pipe = make_pipeline(reader, keylog=self.keylogs.keylog if self.keylogs else None)
+        keylog = self.keylogs.keylog if self.keylogs else None
+        self.pipe = make_pipeline(reader, plan, keylog=keylog)
         self.lines = FrameLines(opts.rows, show_secrets=opts.show_secrets)
         self.builder = None
         self._add: Callable[[PipelineEvent], None] | None = None
         if made:
             self.builder = TableBuilder(
                 capture=f"live:{source.name}",
-                tables=made,
-                fields=opts.reader.fields,
-                diagnoser=self._diagnoser(reader) if "findings" in made else None,
-                values=opts.reader.values,
+                tables=plan.tables,
+                fields=plan.fields,
+                diagnoser=self._diagnoser(reader) if plan.findings else None,
+                values=plan.values,
             )
             self._add = self.builder.feeder()
-        self.counts = Counts(messages=0 if decode else None)
+        self.counts = Counts(messages=0 if plan.payloads else None)
         self._files = contextlib.ExitStack()  # closes every file, whatever happens
         self.parquet: ParquetParts | None = None
         if opts.parquet is not None:

@@ -67,12 +67,13 @@ from dissector.capture import series as series_mod
 from dissector.capture.listing import expand_captures
 from dissector.capture.locations import s3_endpoint_from
 from dissector.errors import InputError, UsageError
-from dissector.read.options import ReaderOptions, diagnoser
+from dissector.read.options import ReaderOptions
+from dissector.read.plan import plan_read
 from dissector.read.runs import iter_series
-from dissector.tables.builders import TableBuilder
+from dissector.read.tables import make_builder
 from dissector.tables.predicates import AllOf, AnyOf, Op, Predicate, Term
 from dissector.tables.predicates import mask as predicate_mask
-from dissector.tables.schema import TABLES, needs_pairs, needs_payloads, takes_frame_runs
+from dissector.tables.schema import TABLES
 
 PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
 #: The table `read` joins in Spark (the data source's reader refuses it: see `read`).
@@ -125,10 +126,6 @@ def options_from(opts: dict[str, str]) -> ReaderOptions:
             redact_fields=opts.get("redact_fields", opts.get("redactfields", "")),
             series=opts.get("series", base.series),
             s3_endpoint=opts.get("s3_endpoint") or None,
-            messages=needs_payloads([opts.get("table", "frames")]),
-            pairs=needs_pairs([opts.get("table", "frames")]),
-            # the events go to a TableBuilder (PulsarReader.read)
-            frame_runs=takes_frame_runs([opts.get("table", "frames")]),
             tls_keylog=tuple(p.strip() for p in opts.get("tls_keylog", "").split(",") if p.strip()),
         )
     except ValueError as exc:
@@ -193,16 +190,12 @@ class PulsarReader(DataSourceReader):
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, SeriesPartition)
         options = options_from(self.opts)
-        # only the table asked for is built: a batch at a time leaves, none is kept
-        builder = TableBuilder(
-            capture=partition.files[0],
-            tables=[self.table],
-            diagnoser=diagnoser(options),
-            values=options.values,
-        )
+        # only the table asked for is built (its stages only): a batch at a time leaves
+        plan = plan_read(options, [self.table])
+        builder = make_builder(plan, options, partition.files[0])
         target = builder.batches[self.table]
         add = builder.feeder()
-        for ev in iter_series(partition.files, options, partition.index):
+        for ev in iter_series(partition.files, options, partition.index, plan=plan):
             add(ev)
             if target.batches:
                 yield from self._filtered(target.take())

@@ -6,10 +6,11 @@ Output: `iter_events` streams pipeline events (memory stays flat for captures of
 `read_tables` returns Arrow tables; `read_capture` returns a `Capture` whose attributes are
 pandas DataFrames.
 Rule: every read (local, merged groups, -j workers, Spark and fleet executors) goes through
-one run driver (`driver`), and connection ids are decided in one place (`numbering`). The
-modules: options (settings, paths), driver (the run driver, its GC setting), runs (what each
-front end hands the driver), numbering (conn_id ranges, -j renumbering), tables (events ->
-record batches), parallel (-j worker processes), inputs (checks and hints around a read),
+one run driver (`driver`), the stages it runs are decided once (`plan`, from the tables
+asked for), and connection ids in one place (`numbering`). The modules: options (settings,
+paths), plan (which stages a read runs), driver (the run driver, its GC setting), runs (what
+each front end hands the driver), numbering (conn_id ranges, -j renumbering), tables (events
+-> record batches), parallel (-j worker processes), inputs (checks and hints around a read),
 dataframes (pandas); each is imported on first use of its name here. Damage that ends a
 file's reading becomes an anomaly row, never an exception; a file that is not a capture
 raises InputError.

@@ -11,7 +11,6 @@ line needs to read a small capture); each DataFrame is made once, on first acces
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
@@ -24,7 +23,7 @@ from dissector.pulsar.framing import DEFAULT_MAX_FRAME_SIZE
 from dissector.pulsar.payload import DEFAULT_MAX_UNCOMPRESSED
 from dissector.read.options import KeylogPath, PathLike, ReaderOptions, as_paths
 from dissector.read.tables import read_tables
-from dissector.tables.schema import TABLES, needs_pairs, needs_payloads
+from dissector.tables.schema import TABLES
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -206,6 +205,5 @@ def read_capture(
     unknown = sorted(set(names) - set(TABLES))
     if unknown:
         raise UsageError(f"no table {', '.join(unknown)}; tables: {', '.join(TABLES)}")
-    options = replace(options, messages=needs_payloads(names), pairs=needs_pairs(names))
     files = expand_captures(as_paths(paths), s3_endpoint)
     return Capture(read_tables(files, options, names), files)

@@ -2,7 +2,8 @@
 
 Input: the series of a read (index -> its files), their items in reading order as
 dissector.capture.merge gives them ((group, series index, path, packet or issue)), the read's
-settings; optionally a counter of other ports and, for -j workers, a log of what is opened.
+settings and its plan (dissector.read.plan: which stages run); optionally a counter of other
+ports and, for -j workers, a log of what is opened.
 Output: (group, capture, events) batches: the events one packet made (or a group's end made),
 `capture` being the first file of the series the events' connection came from.
 Rules:
@@ -37,6 +38,7 @@ from dissector.pipeline import Pipeline
 from dissector.pulsar.messages import MessageExtractor
 from dissector.read.numbering import Numbering, Opened
 from dissector.read.options import ReaderOptions, idle_us
+from dissector.read.plan import ReadPlan
 from dissector.tables.columns import path_text
 from dissector.tls.keylog import KeyLog
 
@@ -52,9 +54,13 @@ GC_THRESHOLD = 100_000
 
 
 def make_pipeline(
-    options: ReaderOptions, first_conn_id: int = 1, keylog: KeyLog | None = None
+    options: ReaderOptions,
+    plan: ReadPlan,
+    first_conn_id: int = 1,
+    keylog: KeyLog | None = None,
 ) -> Pipeline:
-    """A pipeline with the reader's settings, numbering connections from `first_conn_id`.
+    """A pipeline with the reader's settings running the stages of `plan` (payload
+    decoding, pairing, frame runs, frame bytes), numbering connections from `first_conn_id`.
 
     keylog: the TLS secrets to use (live passes one it keeps feeding); by default those of
     the files in `options.tls_keylog`, read now (None without files).
@@ -71,14 +77,14 @@ def make_pipeline(
             preview=options.payload_preview,
             values=make_values(options),
         )
-        if options.messages
+        if plan.payloads
         else None,
         shard=options.shard,
-        pairs=options.pairs,
+        pairs=plan.pairs,
         idle_timeout=idle_us(options.idle_timeout),
-        frame_bytes=options.frame_bytes,
+        frame_bytes=plan.frame_bytes,
         keylog=keylog,
-        frame_runs=options.frame_runs and not options.fields,
+        frame_runs=plan.frame_runs,
     )
 
 
@@ -96,10 +102,11 @@ def drive(
     series: Mapping[int, list[str]],
     items: Iterable[Item],
     options: ReaderOptions,
+    plan: ReadPlan,
     other_ports: Counter[int] | None = None,
     opened: Opened | None = None,
 ) -> Iterator[Batch]:
-    """The batches of a read (see the module rules).
+    """The batches of a read (see the module rules), its stages those of `plan`.
 
     other_ports: gets, per server port, the TCP conversations found not to be Pulsar.
     opened: sharded reads log, in `opened[group]`, (packet, conn_id) of what they open, for
@@ -122,7 +129,7 @@ def drive(
                 numbering.ended(pipe.next_conn_id)
             group, current, home, members, logged = g, index, series[index][0], {index}, 0
             owner, merging = {}, False
-            pipe = make_pipeline(options, numbering.first(g))
+            pipe = make_pipeline(options, plan, numbering.first(g))
             if opened is not None:
                 pipe.opened = opened.setdefault(g, [])
         assert pipe is not None

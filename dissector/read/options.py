@@ -37,8 +37,11 @@ class ReaderOptions:
     broker_ports: frozenset[int] = DEFAULT_BROKER_PORTS
     tls_ports: frozenset[int] = DEFAULT_TLS_PORTS
     max_frame_size: int = DEFAULT_MAX_FRAME_SIZE
-    messages: bool = True  # extract application messages (the messages table)
-    pairs: bool = True  # make request/response pairs (the timeline table)
+    #: extract application messages (payload decoding), and make request/response pairs:
+    #: False turns the stage off; on, a read runs it only when its tables need it
+    #: (dissector.read.plan)
+    messages: bool = True
+    pairs: bool = True
     max_uncompressed: int = DEFAULT_MAX_UNCOMPRESSED
     payload_preview: int = 0  # bytes of each payload kept in the messages table (opt-in)
     #: messages and journeys: payloads decoded by their schemas (opt-in: the user's data)
@@ -49,9 +52,6 @@ class ReaderOptions:
     idle_timeout: float | None = None  # seconds without a packet that end a connection
     frame_bytes: bool = False  # frames carry their bytes (Frame.raw), for the hex view
     fields: bool = False  # the frames table's on-request `fields` column (JSON) is made
-    #: frames may come as FrameRun events (dissector.pulsar.frame_runs): set by the readers
-    #: whose events go to a TableBuilder, which makes their rows
-    frame_runs: bool = False
     s3_endpoint: str | None = None  # S3 endpoint URL other than AWS (default: environment)
     merge: bool = True  # series taken at the same time merge by timestamp (capture.merge)
     #: Number connections as Spark and the fleet job do: series index * CONN_ID_STRIDE + n,

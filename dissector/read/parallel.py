@@ -21,7 +21,7 @@ Rules:
   connections, decode its consumers' messages on other connections (docs/values.md).
 - The findings and journeys tables span connections (reconnects, redirects, migrations; a
   message's producer and its consumers): no shard sees them all, so one more worker reads
-  every connection for them alone (no pairing; payload decoding only for journeys) and
+  every connection for them alone (its stages those of its tables: dissector.read.plan) and
   numbers connections as one process does: their rows are those of `-j 1` by
   construction, and the other tables' workers do not make them.
 """
@@ -45,7 +45,7 @@ from dissector.read.numbering import Opened, renumber, renumbering
 from dissector.read.options import PathLike, ReaderOptions, as_paths
 from dissector.read.tables import ReadCounts, stream_tables
 from dissector.tables.builders import Sink
-from dissector.tables.schema import TABLES, needs_pairs, needs_payloads
+from dissector.tables.schema import TABLES
 
 #: Tables that need every connection: made by one more worker that reads them all.
 WHOLE = frozenset({"findings", "journeys"})
@@ -133,12 +133,12 @@ def _run_workers(
         # worker's registration would leave that worker running with no parent to stop it
         blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
         try:
-            plans: list[tuple[list[str], tuple[int, int] | None, Progress | None]] = [
+            assigned: list[tuple[list[str], tuple[int, int] | None, Progress | None]] = [
                 (names, (k, jobs), progress) for k in range(jobs)
             ]
             if whole:
-                plans.append((whole, None, None))
-            for k, (made, shard, counter) in enumerate(plans):
+                assigned.append((whole, None, None))
+            for k, (made, shard, counter) in enumerate(assigned):
                 receive, send = context.Pipe(duplex=False)
                 args = (send, files, options, made, shard, scratch, counter, k)
                 worker = context.Process(target=_worker, args=args, name=f"shard-{k}")
@@ -211,9 +211,7 @@ def _work(
     """Dissect one shard of the captures (every connection when shard is None: the tables of
     WHOLE) into IPC files; list what it opened. A scratch file that cannot be written (a full
     disk) is our OutputError naming the scratch folder."""
-    mine = dataclasses.replace(options, shard=shard)
-    if shard is None:
-        mine = dataclasses.replace(mine, messages=needs_payloads(names), pairs=needs_pairs(names))
+    mine = dataclasses.replace(options, shard=shard)  # its stages: its tables' (read.plan)
     try:
         sinks = {name: pa.OSFile(_part(scratch, index, name), "wb") for name in names}
         writers = {name: pa.ipc.new_file(sinks[name], TABLES[name].schema) for name in names}

@@ -1,7 +1,7 @@
 """EDGE: the reads the front ends ask for, each a way of handing items to the one driver.
 
 Input: capture paths (files, series, several captures) or one series of files with its index
-in a larger read; the read's settings.
+in a larger read; the read's settings and plan (dissector.read.plan).
 Output: `local_batches` -> the driver's (group, capture, events) batches of a local read;
 `iter_events` -> (capture, event) for the public API and the text view; `iter_series` ->
 the events of one series, for Spark's and the fleet's executors.
@@ -29,23 +29,26 @@ from dissector.events import PipelineEvent
 from dissector.read.driver import Batch, collected_between, drive
 from dissector.read.numbering import Opened
 from dissector.read.options import KeylogPath, PathLike, ReaderOptions, as_paths
+from dissector.read.plan import EVENTS, ReadPlan, plan_read
 
 
 def local_batches(
     paths: PathLike | Iterable[PathLike],
     options: ReaderOptions,
+    plan: ReadPlan,
     progress: Progress | None = None,
     other_ports: Counter[int] | None = None,
     opened: Opened | None = None,
 ) -> Iterator[Batch]:
-    """The batches of a read of `paths` in this process (see the module rules).
+    """The batches of a read of `paths` in this process (see the module rules), running the
+    stages of `plan`.
 
     progress: counts the bytes of the files read. other_ports, opened: see driver.drive.
     """
     groups = series_mod.group(as_paths(paths), options.series)
     merge = options.merge and not options.per_series_ids
     items = merged(groups, progress, options.s3_endpoint, merge, parsed=True)
-    return drive(dict(enumerate(groups)), items, options, other_ports, opened)
+    return drive(dict(enumerate(groups)), items, options, plan, other_ports, opened)
 
 
 def iter_series(
@@ -53,12 +56,14 @@ def iter_series(
     options: ReaderOptions,
     series_index: int = 0,
     watch: Callable[[Iterator[Item]], Iterator[Item]] | None = None,
+    plan: ReadPlan | None = None,
 ) -> Generator[PipelineEvent, None, None]:
     """Events of a series of capture files read as one capture (rotated files in order),
     connections numbered from series_index * CONN_ID_STRIDE + 1.
 
     watch: sees the series' items (packets, issues) as the driver takes them, each before
     the events it makes (the fleet's journeys take each event's packet time from it).
+    plan: the stages run (dissector.read.plan; default: the event API's, as `options` say).
 
     Packet numbers continue from file to file. Damage that ends a file's reading is an
     anomaly (of shard 0 only, when sharded); the next file of the series is still read.
@@ -67,7 +72,9 @@ def iter_series(
     if watch is not None:
         items = watch(items)
     own = replace(options, per_series_ids=True)  # numbered in the series' own range
-    for _, _, evs in collected_between(drive({series_index: files}, items, own)):
+    if plan is None:
+        plan = plan_read(options, front=EVENTS)
+    for _, _, evs in collected_between(drive({series_index: files}, items, own, plan)):
         yield from evs
 
 
@@ -77,6 +84,7 @@ def iter_events(
     other_ports: Counter[int] | None = None,
     *,
     tls_keylog: KeylogPath | Iterable[KeylogPath] = (),
+    plan: ReadPlan | None = None,
 ) -> Generator[tuple[str, PipelineEvent], None, None]:
     """(capture path, event) for every event of every capture, in order (a generator:
     `close()` it to stop a read early and close its files).
@@ -86,12 +94,15 @@ def iter_events(
     with an event is the first file of its connection's series. other_ports: gets, per
     server port, the TCP conversations found not to be Pulsar.
     tls_keylog: NSS key log files (added to the options' own) to decrypt TLS sessions with.
+    plan: the stages run (dissector.read.plan; default: the event API's, as `options` say).
     """
     options = options or ReaderOptions()
     if tls_keylog:
         keylogs = tuple(as_paths(tls_keylog, "tls_keylog"))
         options = replace(options, tls_keylog=options.tls_keylog + keylogs)
-    batches = local_batches(paths, options, other_ports=other_ports)
+    if plan is None:
+        plan = plan_read(options, front=EVENTS)
+    batches = local_batches(paths, options, plan, other_ports=other_ports)
     for _, path, evs in collected_between(batches):
         for ev in evs:
             yield path, ev

@@ -2,7 +2,8 @@
 
 Input: capture paths, the read's settings, the tables wanted and a sink for record batches.
 Output: the batches, handed to the sink as they are made; `ReadCounts` (rows per table, and
-TCP conversations not Pulsar per server port); `read_tables` -> Arrow tables.
+TCP conversations not Pulsar per server port); `read_tables` -> Arrow tables; `make_builder`
+-> the TableBuilder of a read's plan (dissector.read.plan), for every front end.
 Rule: memory holds one batch per table (BATCH_ROWS rows) and the state of open connections,
 whatever the size of the captures; batches of one table come in the order of its rows. Each
 group of captures has a TableBuilder of its own (connection state does not span groups).
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import pyarrow as pa
 
@@ -21,10 +22,12 @@ from dissector.events import PipelineEvent
 from dissector.read.driver import fewer_collections
 from dissector.read.numbering import Opened
 from dissector.read.options import PathLike, ReaderOptions, diagnoser
+from dissector.read.plan import TABLES as TABLES_FRONT
+from dissector.read.plan import ReadPlan, plan_read
 from dissector.read.runs import local_batches
 from dissector.tables.builders import Sink, TableBuilder
 from dissector.tables.columns import path_text
-from dissector.tables.schema import TABLES, takes_frame_runs
+from dissector.tables.schema import TABLES
 
 
 @dataclass(slots=True)
@@ -44,6 +47,26 @@ def _nothing(ev: PipelineEvent) -> None:
     """Where events would go before the first builder is made (never called)."""
 
 
+def make_builder(
+    plan: ReadPlan,
+    options: ReaderOptions,
+    capture: str = "",
+    sink: Sink | None = None,
+    tables: Iterable[str] | None = None,
+) -> TableBuilder:
+    """The TableBuilder of a read: the plan's tables (or `tables`, those of them a caller
+    makes here: the fleet records its journeys for a second stage), its findings made with
+    the read's thresholds and ports."""
+    return TableBuilder(
+        capture=capture,
+        tables=plan.tables if tables is None else tables,
+        sink=sink,
+        fields=plan.fields,
+        diagnoser=diagnoser(options) if plan.findings else None,
+        values=plan.values,
+    )
+
+
 def stream_tables(
     paths: PathLike | Iterable[PathLike],
     options: ReaderOptions,
@@ -51,35 +74,30 @@ def stream_tables(
     sink: Sink,
     progress: Progress | None = None,
     opened: Opened | None = None,
+    front: str = TABLES_FRONT,
 ) -> ReadCounts:
     """Dissect the captures, handing each table's record batches to `sink` as they are made
-    (see the module rule); return what was counted.
+    (see the module rule); return what was counted. Only the stages these tables need run
+    (dissector.read.plan; `front`: who reads the batches, see there).
 
     opened: sharded reads get, per group index, (packet, conn_id) of every connection
     opened (see dissector.read.driver.drive).
     """
-    wanted = list(tables)
-    options = replace(options, frame_runs=takes_frame_runs(wanted))  # the builder's rows
+    plan = plan_read(options, tables, front)
     counts = ReadCounts()
     builder: TableBuilder | None = None
     add: Callable[[PipelineEvent], None] = _nothing
     group = -1
     named = ""  # the capture whose name the builder holds (as text: path_text)
     with fewer_collections():  # every batch is consumed here: no caller runs meanwhile
-        for g, capture, evs in local_batches(paths, options, progress, counts.other_ports, opened):
+        batches = local_batches(paths, options, plan, progress, counts.other_ports, opened)
+        for g, capture, evs in batches:
             if g != group:
                 if builder is not None:
                     builder.finish()
                     counts.rows.update(builder.counts())
                 group = g
-                builder = TableBuilder(
-                    capture=capture,
-                    tables=wanted,
-                    sink=sink,
-                    fields=options.fields,
-                    diagnoser=diagnoser(options) if "findings" in wanted else None,
-                    values=options.values,
-                )
+                builder = make_builder(plan, options, capture, sink)
                 add = builder.feeder()  # once per builder: no work per batch
             assert builder is not None
             if capture is not named:
@@ -97,7 +115,8 @@ def read_tables(
     options: ReaderOptions | None = None,
     tables: Iterable[str] | None = None,
 ) -> dict[str, pa.Table]:
-    """The tables (default: every table) of the captures, as Arrow tables."""
+    """The tables (default: every table) of the captures, as Arrow tables; only the stages
+    they need run (dissector.read.plan: frames alone decode no payload)."""
     options = options or ReaderOptions()
     names = list(TABLES) if tables is None else [n for n in TABLES if n in set(tables)]
     made: dict[str, list[pa.RecordBatch]] = {n: [] for n in names}

@@ -3,9 +3,8 @@
 Input: the declarations of dissector.tables.per_frame, .per_connection, .diagnoses and
 .journeys.
 Output: `TABLES`, table name -> `Table` (Arrow schema, row function, column descriptions);
-`SCHEMAS`, table name -> pyarrow.Schema, derived from it; `describe`; which tables may be
-read without payload decoding (`WITHOUT_PAYLOADS`, `needs_payloads`) and which need
-pairing (`needs_pairs`).
+`SCHEMAS`, table name -> pyarrow.Schema, derived from it; `describe`. Which stages each
+table needs (payload decoding, pairing, frames one by one) is said in dissector.read.plan.
 Rules: readers, builders and every frontend take table names and schemas from here; `ts` first
 (UTC, microseconds) and `conn_id` in every table; no unsigned types (Spark has none): protocol
 uint64 ids are stored as int64, as Pulsar's Java implementation holds them; client/broker
@@ -16,8 +15,6 @@ and summary always have it (tests/test_one_truth.py checks both sides).
 """
 
 from __future__ import annotations
-
-from collections.abc import Iterable
 
 import pyarrow as pa
 
@@ -39,29 +36,3 @@ SCHEMAS: dict[str, pa.Schema] = {name: t.schema for name, t in TABLES.items()}
 def describe(table: str) -> dict[str, str]:
     """Column name -> one-line description, for docs and `--help`."""
     return TABLES[table].describe()
-
-
-#: Tables whose rows never depend on payload decoding: reading only these may skip it
-#: (findings read frames' metadata, never their payloads' contents).
-WITHOUT_PAYLOADS = frozenset({"frames", "timeline", "entities", "findings"})
-
-
-def needs_pairs(tables: Iterable[str]) -> bool:
-    """Whether making these tables needs request/response pairing (only the timeline does)."""
-    return "timeline" in set(tables)
-
-
-#: Tables made from frames read one by one (their rules keep state across frames): a read
-#: that makes one takes no frame runs.
-FRAME_BY_FRAME = frozenset({"findings", "journeys"})
-
-
-def takes_frame_runs(tables: Iterable[str]) -> bool:
-    """Whether a TableBuilder making these tables takes frame runs (dissector.pulsar.
-    frame_runs): not when it makes findings or journeys, which read frames one by one."""
-    return not FRAME_BY_FRAME & set(tables)
-
-
-def needs_payloads(tables: Iterable[str]) -> bool:
-    """Whether making these tables needs payload decoding (any other output always does)."""
-    return not set(tables) <= WITHOUT_PAYLOADS

@@ -26,14 +26,14 @@ from dissector.frontends.cli.options import (
     threshold_arguments,
 )
 from dissector.frontends.diagnoses import as_json, render
-from dissector.tables.schema import TABLES, needs_pairs, needs_payloads
+from dissector.tables.schema import TABLES
 
 _TABLES = ["findings"]
 
 
 def cmd_diagnose(args: argparse.Namespace, out: TextIO) -> int:
     """Findings ranked by severity and impact, grouped by connection and entity."""
-    options = reader_options(args, messages=needs_payloads(_TABLES), pairs=needs_pairs(_TABLES))
+    options = reader_options(args)
     batches: list[pa.RecordBatch] = []
     counts = stream_tables(args, options, _TABLES, lambda _, batch: batches.append(batch))
     print_hint(counts, options)

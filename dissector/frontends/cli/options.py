@@ -191,16 +191,13 @@ def thresholds_of(args: argparse.Namespace) -> Thresholds:
     return Thresholds(**{n: getattr(args, n, getattr(defaults, n)) for n in THRESHOLDS})
 
 
-def reader_options(
-    args: argparse.Namespace, *, messages: bool = True, pairs: bool = True
-) -> ReaderOptions:
-    """The reader's settings from the command line (frame bytes are kept for -x only)."""
+def reader_options(args: argparse.Namespace) -> ReaderOptions:
+    """The reader's settings from the command line (frame bytes are kept for -x only); the
+    stages a read runs are its plan's (dissector.read.plan), decided from the tables made."""
     return ReaderOptions.make(
         args.port,
         tls_ports=frozenset(args.tls_port),
         max_frame_size=args.max_frame_size,
-        messages=messages,
-        pairs=pairs,
         max_uncompressed=args.max_uncompressed,
         payload_preview=args.payload_preview,
         values=args.values,

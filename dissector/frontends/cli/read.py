@@ -41,7 +41,7 @@ from dissector.frontends.text import TIME_FORMATS
 from dissector.read.tables import ReadCounts
 from dissector.tables.filters import Filter
 from dissector.tables.output import EXTENSIONS, FORMATS, OTLP, OTLP_EXTENSION, TableWriter
-from dissector.tables.schema import TABLES, needs_pairs, needs_payloads
+from dissector.tables.schema import TABLES
 
 #: Output file name suffix -> format, when --format is not given.
 _FORMAT_OF_SUFFIX = {ext: fmt for fmt, ext in EXTENSIONS.items()}
@@ -122,7 +122,7 @@ def cmd_read(args: argparse.Namespace, out: TextIO) -> int:
     where = {n: RowFilter(args.filter, n, TABLES[n].schema) for n in names if args.filter}
     schemas = {n: _selected(TABLES[n].schema, columns) for n in names}
     out.flush()
-    options = reader_options(args, messages=needs_payloads(names), pairs=needs_pairs(names))
+    options = reader_options(args)
     counts = ReadCounts()
     folder = _folder_made(args.output) if len(paths) > 1 or args.output != paths[names[0]] else None
     writers: list[TableWriter] = []

@@ -21,9 +21,10 @@ from dissector.frontends.cli.options import print_hint, reader_options
 from dissector.frontends.expressions import RowFilter
 from dissector.frontends.text import FrameLines
 from dissector.read.inputs import first_packet_time
+from dissector.read.plan import TEXT, plan_read
 from dissector.read.runs import iter_events
-from dissector.read.tables import ReadCounts
-from dissector.tables.builders import BATCH_ROWS, TableBuilder
+from dissector.read.tables import ReadCounts, make_builder
+from dissector.tables.builders import BATCH_ROWS
 from dissector.tables.filters import Filter
 from dissector.tables.schema import TABLES
 
@@ -56,7 +57,8 @@ def text_view(args: argparse.Namespace, out: TextIO, rows: Filter) -> int:
     where = RowFilter(args.filter, table, TABLES[table].schema) if args.filter else None
     other: Counter[int] = Counter()
     frames = printed = 0
-    builder = TableBuilder(tables=[table], fields=options.fields) if where is not None else None
+    plan = plan_read(options, [table] if where is not None else None, TEXT)
+    builder = make_builder(plan, options) if where is not None else None
     held: list[str | None] = []  # -Y: frame lines waiting for their rows to be judged
     rows_of: list[int] = []  # -Y on messages: the message rows of each held frame
 
@@ -84,7 +86,7 @@ def text_view(args: argparse.Namespace, out: TextIO, rows: Filter) -> int:
         held.clear()
         return shown
 
-    for _, ev in iter_events(args.captures, options, other):  # `!` lines need payloads
+    for _, ev in iter_events(args.captures, options, other, plan=plan):  # `!` lines: payloads
         is_frame = type(ev) is Frame
         frames += is_frame
         text = lines.line(ev)

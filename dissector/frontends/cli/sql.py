@@ -26,7 +26,7 @@ from dissector.frontends.cli.options import (
 )
 from dissector.frontends.terminal import printable
 from dissector.tables.output import FORMATS, TableWriter
-from dissector.tables.schema import TABLES, needs_pairs, needs_payloads
+from dissector.tables.schema import TABLES
 
 #: A table named in a query: `frames`, `messages` ... as whole words.
 _TABLE_WORD = re.compile(r"\b(" + "|".join(TABLES) + r")\b", re.IGNORECASE)
@@ -39,7 +39,7 @@ def cmd_sql(args: argparse.Namespace, out: TextIO) -> int:
     names = [n for n in TABLES if n in {m.lower() for m in _TABLE_WORD.findall(args.query)}]
     if not names:
         raise UsageError(f"sql: the query names no table (tables: {', '.join(TABLES)})")
-    options = reader_options(args, messages=needs_payloads(names), pairs=needs_pairs(names))
+    options = reader_options(args)
     with tempfile.TemporaryDirectory(prefix="pulsar-dissect-sql-") as folder:
         paths = {n: os.path.join(folder, f"{n}.parquet") for n in names}
         writers = {n: TableWriter("parquet", paths[n], TABLES[n].schema) for n in names}

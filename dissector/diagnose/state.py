@@ -28,7 +28,7 @@ from typing import Any, Protocol, TypeVar
 
 from dissector.events import Finding, FlowKey, Frame
 from dissector.findings import REGISTRY, Thresholds
-from dissector.pulsar.deliveries import Deliveries
+from dissector.facts.deliveries import Deliveries
 
 #: Packet numbers kept as evidence per finding: the first ones and the last.
 MAX_EVIDENCE = 10

@@ -13,11 +13,10 @@ from typing import Any
 
 import pytest
 
-import dissector.pulsar.pairing as pairing
 from dissector.events import Direction, Entity, Frame, Pair
+from dissector.facts import ConversationState, bounds
 from dissector.pulsar.encoder import command, encode_frame
 from dissector.pulsar.framing import FrameDecoder
-from dissector.pulsar.pairing import ConversationState
 from dissector.pulsar.wire import BaseCommand, MessageMetadata
 from dissector.tables.builders import pair_row
 from dissector.tables.schema import TABLES
@@ -960,7 +959,7 @@ def _flood(link: Link, kind: str, i: int) -> Sent:
 def test_pending_requests_are_bounded_and_the_oldest_reported_unanswered(
     monkeypatch: pytest.MonkeyPatch, kind: str, bound: int
 ) -> None:
-    monkeypatch.setattr(pairing, "MAX_PENDING", bound)
+    monkeypatch.setattr(bounds, "MAX_PENDING", bound)
     link = Link()
     total = 10 * bound
     sent: list[Sent] = []

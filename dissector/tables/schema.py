@@ -46,9 +46,14 @@ def describe(table: str) -> dict[str, str]:
 WITHOUT_PAYLOADS = frozenset({"frames", "timeline", "entities", "findings"})
 
 
+#: Tables made from the protocol facts' completions (dissector.facts: requests answered,
+#: SENDs receipted, deliveries acked): a read making one has the state machine make them.
+FROM_FACTS = frozenset({"timeline", "findings"})
+
+
 def needs_pairs(tables: Iterable[str]) -> bool:
-    """Whether making these tables needs request/response pairing (only the timeline does)."""
-    return "timeline" in set(tables)
+    """Whether making these tables needs the protocol facts' completion facts (pairs)."""
+    return not FROM_FACTS.isdisjoint(tables)
 
 
 #: Tables made from frames read one by one (their rules keep state across frames): a read

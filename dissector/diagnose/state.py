@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
 from dissector.events import Finding, FlowKey, Frame
-from dissector.findings import REGISTRY, Thresholds
 from dissector.facts.deliveries import Deliveries
+from dissector.findings import REGISTRY, Thresholds
 
 #: Packet numbers kept as evidence per finding: the first ones and the last.
 MAX_EVIDENCE = 10

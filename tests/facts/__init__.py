@@ -1,1 +1,1 @@
-"""Tests of dissector/pulsar."""
+"""Tests of dissector/facts: the protocol-facts state machine."""

@@ -47,13 +47,13 @@ from dissector.events import (
     StreamData,
     StreamGap,
 )
+from dissector.facts import ConversationState
 from dissector.flow import classify
 from dissector.flow.classify import Mode, Trigger
 from dissector.flow.preamble import sniff
 from dissector.flow.tcp import Reassembler
 from dissector.pulsar.framing import FrameDecoder
 from dissector.pulsar.messages import MessageExtractor
-from dissector.pulsar.pairing import ConversationState
 from dissector.pulsar.publish import publish
 from dissector.pulsar.wire import COMMAND_TYPES
 from dissector.tls.keylog import KeyLog

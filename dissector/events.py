@@ -389,6 +389,15 @@ class Pair(NamedTuple):
     first_ack_packet: int | None = None
 
 
+class RequestIdReused(NamedTuple):
+    """A fact of dissector.facts: a request sent while an earlier one of the same
+    (direction, request_id) still waits for its answer (both keep waiting). Made once per such
+    request, right after its Frame; no table row of its own (the findings read it)."""
+
+    conn_id: int
+    request: Frame
+
+
 @dataclass(slots=True)
 class Entity:
     """A producer or consumer of the connection."""
@@ -487,7 +496,16 @@ class Conversation:
         return self.info
 
 
-PipelineEvent = ConversationOpened | Frame | FrameRun | Anomaly | Conversation | AppMessage | Pair
+PipelineEvent = (
+    ConversationOpened
+    | Frame
+    | FrameRun
+    | Anomaly
+    | Conversation
+    | AppMessage
+    | Pair
+    | RequestIdReused
+)
 
 
 # ------------------------------------------------------------ diagnoses: frames -> findings

@@ -34,7 +34,7 @@ _MARK = "/dissector/"
 
 def countable() -> bool:
     """Whether the dissector's per-packet modules run as Python (not the compiled build)."""
-    from dissector.pulsar import pairing
+    from dissector.facts import machine as pairing
 
     return (pairing.__file__ or "").endswith(".py")
 

@@ -464,10 +464,15 @@ def test_unknown_response_mid_connection_is_unknown(tmp_path: Path) -> None:
 
 
 def test_request_id_reused(tmp_path: Path) -> None:
+    """Two LOOKUPs with one id and one answer: the id is reused, and one of the two is never
+    answered before the close (as the timeline shows it: both read the facts' pairing)."""
     lookup = msg(C2B, "LOOKUP", topic=TOPIC, request_id=5)
     s = _scene((1, lookup), (1.1, lookup), (1.2, msg(B2C, "LOOKUP_RESPONSE", request_id=5)))
     s.close(2)
-    assert codes(s.write(tmp_path / "c.pcap")) == [F.REQUEST_ID_REUSED]
+    path = s.write(tmp_path / "c.pcap")
+    assert codes(path) == [F.REQUEST_ID_REUSED, F.REQUEST_UNANSWERED]
+    (unanswered,) = [r for r in findings(path) if r["code"] == F.REQUEST_UNANSWERED]
+    assert unanswered["count"] == 1
 
 
 # ------------------------------------------------------------------------------ messages

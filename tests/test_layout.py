@@ -49,6 +49,13 @@ RULES: dict[str, tuple[str, ...]] = {
     "dissector.pulsar": (*SANS_IO_FORBIDDEN, "dissector.flow", "dissector.tls"),
     # the joiner works on the pipeline's events, as the diagnosis rules do: sans-IO
     "dissector.journeys": (*SANS_IO_FORBIDDEN, "dissector.flow", "dissector.tls"),
+    # the protocol facts: one state machine per connection, on decoded frames: sans-IO
+    "dissector.facts": (
+        *SANS_IO_FORBIDDEN,
+        "dissector.flow",
+        "dissector.tls",
+        "dissector.diagnose",
+    ),
     # payload values by the capture's schemas: sans-IO (may read `pulsar/`'s wire schema)
     "dissector.values": (
         *SANS_IO_FORBIDDEN,

@@ -1,14 +1,18 @@
 """The diagnosis engine: pipeline events in, findings out. Sans-IO.
 
 Input: the events the pipeline already makes (ConversationOpened, Frame, Anomaly,
-Conversation; Pair and AppMessage are ignored), in order (`feed`); optionally the wall
-clock (`tick`, live); then `finish` at the end of the capture (or group of captures).
+Conversation, and the protocol facts: Pair, RequestIdReused; AppMessage is ignored), in
+order (`feed`); optionally the wall clock (`tick`, live); then `finish` at the end of the
+capture (or group of captures).
 Output: `Finding` records: from `feed` as episodes end (a connection closes, a late answer
 arrives), from `finish` for what spans connections; a listener, when given, is told of a
 finding as soon as it is established (a threshold passed), before its row is complete.
 Rules:
 - The engine is made only when the findings table is asked for (dissector.tables.builders):
   it costs the frames-only read nothing, and nothing in the per-frame pipeline.
+- Requests are matched with their answers once, by the facts' state machine
+  (dissector.facts): a request's completion fact comes right after its answer's Frame;
+  the request rules read those (`requests.on_pair`).
 - Each command type has a tuple of rule handlers (`DISPATCH`, built once from the rule
   modules' HANDLERS tables: connection, requests, producers, discards, consumers, chunks,
   spanning).
@@ -46,7 +50,10 @@ from dissector.events import (
     ConversationOpened,
     Finding,
     Frame,
+    Pair,
+    RequestIdReused,
 )
+from dissector.facts import is_request_pair
 from dissector.findings import Thresholds
 from dissector.pulsar.wire import COMMAND_TYPES
 
@@ -147,6 +154,13 @@ class Diagnoser:
                     conn = self._conn(ev.conn_id)
                     for handler in handlers:
                         handler(ctx, conn, ev, ev.body)
+        elif kind is Pair:
+            assert isinstance(ev, Pair)
+            if is_request_pair(ev):
+                requests.on_pair(ctx, self._conn(ev.conn_id), ev)
+        elif kind is RequestIdReused:
+            assert isinstance(ev, RequestIdReused)
+            requests.on_reused(ctx, self._conn(ev.conn_id), ev)
         elif kind is Anomaly:
             assert isinstance(ev, Anomaly)
             if ev.conn_id:

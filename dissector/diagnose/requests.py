@@ -1,20 +1,22 @@
 """Request rules on one connection: request ids and keep-alive.
 
-Input: every frame carrying a request_id (`HANDLERS`, by command type), PING and PONG, the
-sweep (`due`, `tell`: the engine's timers, Context.schedule), the connection's end.
+Input: the protocol facts (dissector.facts) of requests by request_id (`on_pair`: answered,
+unanswered, unmatched; `on_reused`), PING and PONG frames (`HANDLERS`), the sweep (`due`,
+`tell`: the engine's timers, Context.schedule), the connection's end.
 Output: findings request.unanswered, request.unknown_response, request.id_reused and
 keepalive.unanswered (one row per connection each); answers to PRODUCER, SUBSCRIBE,
 LOOKUP and SEEK are handed to the rules that learn from them (`ANSWERED`, filled by the
 engine).
 Rules:
-- A command with a request_id is a request unless its name says response (…_RESPONSE,
-  SUCCESS, ERROR, PRODUCER_SUCCESS, WATCH_TOPIC_LIST_SUCCESS); request_id -1 on
-  CLOSE_PRODUCER/CLOSE_CONSUMER is a broker's notification, not a request. A response
-  answers the request of its id sent the other way; PRODUCER_SUCCESS with producer_ready
-  false leaves it pending (the broker answers again when the producer is ready).
-- unanswered: pending when the connection closed (FIN/RST), or older than request_timeout
-  when the capture ended; unknown_response and id_reused need the connection's whole
-  history (its CONNECT captured, no bytes missing): otherwise the request may be unseen.
+- Which command is a request and which response answers it is the facts' (one state machine
+  per connection): this module matches nothing. A PRODUCER is answered by the
+  PRODUCER_SUCCESS that says ready; request_id -1 on CLOSE_PRODUCER/CLOSE_CONSUMER is no
+  request.
+- unanswered: the requests the facts report never answered, when the connection closed
+  (FIN/RST), or older than request_timeout when the capture ended; unknown_response (a
+  response the facts pair with no request) and id_reused (a request sent while its id is in
+  flight) need the connection's whole history (its CONNECT captured, no bytes missing):
+  otherwise the request may be unseen.
 - A PING is answered by the next PONG the other way. One unanswered for keepalive seconds
   (at a close: for half of it, as clients close one interval after their unanswered PING)
   is keepalive.unanswered; the summary says when the other side answers PINGs (one-way).
@@ -27,25 +29,15 @@ from collections.abc import Callable
 from typing import Any
 
 from dissector.diagnose.state import MAX_TRACKED, ConnState, Context, Evidence, RuleStep, finding
-from dissector.events import Direction, Frame
+from dissector.events import Direction, Frame, Pair, RequestIdReused
 from dissector.findings import FindingCode
-from dissector.pulsar.wire import COMMAND_NAMES, COMMAND_TYPES, types_with
+from dissector.pulsar.wire import COMMAND_TYPES
 
 T = COMMAND_TYPES
 C2B, B2C = Direction.CLIENT_TO_BROKER, Direction.BROKER_TO_CLIENT
 Answered = Callable[[Context, ConnState, Frame, Frame], None]
 #: This module's timers (Context.schedule): a connection's oldest unanswered PING.
 KIND = 0
-
-_RESPONSES = frozenset(
-    t
-    for t, n in COMMAND_NAMES.items()
-    if n.endswith("_RESPONSE")
-    or n in ("SUCCESS", "ERROR", "PRODUCER_SUCCESS", "WATCH_TOPIC_LIST_SUCCESS")
-)
-_NOTIFICATION_ID = (1 << 64) - 1
-_CLOSES = frozenset({T["CLOSE_PRODUCER"], T["CLOSE_CONSUMER"]})
-_PRODUCER_SUCCESS = T["PRODUCER_SUCCESS"]
 
 #: request type -> (the response types that answer it, what learns from the answer); the
 #: engine fills it in. Any other response to it (a stray type) teaches nothing.
@@ -56,34 +48,26 @@ def _other(direction: str) -> Direction:
     return B2C if direction == C2B else C2B
 
 
-def on_request(ctx: Context, conn: ConnState, frame: Frame, body: Any) -> None:
-    if not body.HasField("request_id"):
+def on_pair(ctx: Context, conn: ConnState, pair: Pair) -> None:
+    """A request's completion fact (dissector.facts.is_request_pair)."""
+    request, response = pair.request, pair.response
+    if response is None:
+        if request is not None and len(conn.requests) < MAX_TRACKED:
+            conn.requests.append(request)  # unanswered: judged at the connection's end
         return
-    rid = body.request_id
-    if rid == _NOTIFICATION_ID and frame.command_type in _CLOSES:
-        return
-    key = (frame.direction.value, rid)
-    if key in conn.requests and conn.trusted:
-        conn.reused.add(frame)
-    conn.requests[key] = frame
-    if len(conn.requests) > MAX_TRACKED:
-        del conn.requests[next(iter(conn.requests))]
-
-
-def on_response(ctx: Context, conn: ConnState, frame: Frame, body: Any) -> None:
-    if not body.HasField("request_id"):
-        return
-    key = (_other(frame.direction).value, body.request_id)
-    request = conn.requests.get(key)
     if request is None:
         if conn.trusted:
-            conn.unknown.add(frame)
+            conn.unknown.add(response)
         return
-    if frame.command_type != _PRODUCER_SUCCESS or body.producer_ready:
-        del conn.requests[key]
     learn = ANSWERED.get(request.command_type)
-    if learn is not None and frame.command_type in learn[0]:
-        learn[1](ctx, conn, request, frame)
+    if learn is not None and response.command_type in learn[0]:
+        learn[1](ctx, conn, request, response)
+
+
+def on_reused(ctx: Context, conn: ConnState, fact: RequestIdReused) -> None:
+    """A request sent while an earlier one of its id waits."""
+    if conn.trusted:
+        conn.reused.add(fact.request)
 
 
 def on_ping(ctx: Context, conn: ConnState, frame: Frame, body: Any) -> None:
@@ -178,7 +162,7 @@ def close(ctx: Context, conn: ConnState, horizon: int, closed: bool) -> None:
 def _requests(ctx: Context, conn: ConnState, horizon: int, closed: bool) -> None:
     limit = ctx.us["request_timeout"]
     ev, names = conn.unanswered, conn.unanswered_names
-    for request in conn.requests.values():
+    for request in conn.requests:
         if closed or horizon - request.last_ts > limit:
             ev.add(request)
             names[request.command_name] = names.get(request.command_name, 0) + 1
@@ -213,13 +197,4 @@ def _requests(ctx: Context, conn: ConnState, horizon: int, closed: bool) -> None
             )
 
 
-def _handlers() -> dict[int, RuleStep]:
-    on: dict[int, RuleStep] = {}
-    for t in types_with("request_id"):
-        on[t] = on_response if t in _RESPONSES else on_request
-    on[T["PING"]] = on_ping
-    on[T["PONG"]] = on_pong
-    return on
-
-
-HANDLERS: dict[int, RuleStep] = _handlers()
+HANDLERS: dict[int, RuleStep] = {T["PING"]: on_ping, T["PONG"]: on_pong}

@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
 from dissector.events import Finding, FlowKey, Frame
+from dissector.facts.deliveries import Deliveries
 from dissector.findings import REGISTRY, Thresholds
-from dissector.pulsar.deliveries import Deliveries
 
 #: Packet numbers kept as evidence per finding: the first ones and the last.
 MAX_EVIDENCE = 10
@@ -302,8 +302,8 @@ class ConnState:
     max_message_size: int | None = None  # CONNECTED's, when sent
     producers: dict[int, ProducerState] = field(default_factory=dict)
     consumers: dict[int, ConsumerState] = field(default_factory=dict)
-    #: (direction, request_id) -> request frame, waiting for its answer
-    requests: dict[tuple[str, int], Frame] = field(default_factory=dict)
+    #: requests the facts report never answered (requests.on_pair), judged at the end
+    requests: list[Frame] = field(default_factory=list)
     unanswered: Evidence = field(default_factory=Evidence)
     unanswered_names: dict[str, int] = field(default_factory=dict)
     unknown: Evidence = field(default_factory=Evidence)

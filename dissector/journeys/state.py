@@ -34,7 +34,7 @@ MAX_HELD = 100_000
 #: MAX_HELD (100,000 values of 1 MiB would otherwise be held until the end).
 MAX_HELD_VALUE_BYTES = 32 << 20
 #: SENDs waiting for their receipt per connection, as the timeline's pairing keeps them
-#: (dissector.pulsar.pairing.MAX_PENDING); the oldest is forgotten (its row stays).
+#: (dissector.facts.bounds.MAX_PENDING); the oldest is forgotten (its row stays).
 MAX_PENDING = 100_000
 #: Producers, consumers and PRODUCER requests per connection, subscriptions, SENDs
 #: waiting to be joined by producer name, chunked messages being sent or delivered: ids

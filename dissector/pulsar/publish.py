@@ -17,8 +17,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from dissector.events import Anomaly, Frame, FrameRun, PipelineEvent
+from dissector.facts import ConversationState
 from dissector.pulsar.messages import MessageExtractor
-from dissector.pulsar.pairing import ConversationState
 from dissector.pulsar.wire import PAYLOAD_TYPES
 
 #: A Frame with its topic set, built from a tuple: NamedTuple._replace costs several times

@@ -37,8 +37,9 @@ FRONTS = (TABLES, TEXT, EVENTS, SPANS)
 #: Tables whose rows never depend on payload decoding: reading only these skips it
 #: (findings read frames' metadata, never their payloads' contents).
 WITHOUT_PAYLOADS = frozenset({"frames", "timeline", "entities", "findings"})
-#: Tables made from request/response pairs.
-WITH_PAIRS = frozenset({"timeline"})
+#: Tables made from the protocol facts' completions (dissector.facts: requests answered,
+#: SENDs receipted, deliveries acked): a read making one has the state machine make them.
+WITH_PAIRS = frozenset({"timeline", "findings"})
 #: Tables made from frames read one by one (their rules keep state across frames): a read
 #: that makes one takes no frame runs.
 FRAME_BY_FRAME = frozenset({"findings", "journeys"})
@@ -52,7 +53,7 @@ class ReadPlan:
     tables: tuple[str, ...]  # the tables a TableBuilder makes, as asked (empty: none)
     payloads: bool  # payload decoding: a MessageExtractor (messages, their anomalies)
     values: bool  # values asked for (decoded by their schemas when payloads are decoded)
-    pairs: bool  # request/response pairing: Pair events (the timeline)
+    pairs: bool  # the facts' completions: Pair events (the timeline, the findings)
     frame_runs: bool  # frames of the commonest commands may come as FrameRun columns
     frame_bytes: bool  # frames carry their bytes as on the wire (the hex view)
     fields: bool  # the frames table's on-request `fields` column

@@ -13,11 +13,10 @@ from typing import Any
 
 import pytest
 
-import dissector.pulsar.pairing as pairing
-from dissector.events import Direction, Entity, Frame, Pair
+from dissector.events import Direction, Entity, Frame, Pair, RequestIdReused
+from dissector.facts import ConversationState, bounds, is_request_pair
 from dissector.pulsar.encoder import command, encode_frame
 from dissector.pulsar.framing import FrameDecoder
-from dissector.pulsar.pairing import ConversationState
 from dissector.pulsar.wire import BaseCommand, MessageMetadata
 from dissector.tables.builders import pair_row
 from dissector.tables.schema import TABLES
@@ -61,6 +60,7 @@ class Link:
         self.decoders = {d: FrameDecoder(conn_id=conn_id, direction=d) for d in Direction}
         self.ts = T0
         self.packet = 0
+        self.reused: list[RequestIdReused] = []  # facts of requests sent with an id in flight
 
     def send(
         self,
@@ -91,8 +91,9 @@ class Link:
             data = data[6:]
         (frame,) = decoder.feed(data, packet=self.packet, ts=self.ts)
         assert isinstance(frame, Frame), frame
-        topic, pairs = self.state.observe(frame)
-        return Sent(frame, self.ts, topic, pairs)
+        topic, facts = self.state.observe(frame)
+        self.reused.extend(f for f in facts if type(f) is RequestIdReused)
+        return Sent(frame, self.ts, topic, [f for f in facts if type(f) is Pair])
 
     def close(self) -> list[Pair]:
         return self.state.close()
@@ -960,7 +961,7 @@ def _flood(link: Link, kind: str, i: int) -> Sent:
 def test_pending_requests_are_bounded_and_the_oldest_reported_unanswered(
     monkeypatch: pytest.MonkeyPatch, kind: str, bound: int
 ) -> None:
-    monkeypatch.setattr(pairing, "MAX_PENDING", bound)
+    monkeypatch.setattr(bounds, "MAX_PENDING", bound)
     link = Link()
     total = 10 * bound
     sent: list[Sent] = []
@@ -1017,12 +1018,12 @@ def _cumulative_work(n: int) -> tuple[int, list[Pair]]:
     for i in range(n):
         ts += 1
         ack = K.body(consumer_id=1, ack_type=1, message_id=[K.mid(5, i % 10)])
-        _, pairs = state.observe(K.frame("ACK", ack, ts, n + i, C2B))
-        assert [p.outcome.value for p in pairs] == ["unmatched"]
+        _, facts = state.observe(K.frame("ACK", ack, ts, n + i, C2B))
+        assert [p.outcome.value for p in facts if type(p) is Pair] == ["unmatched"]
     work = K.Counted.calls
     ack = K.body(consumer_id=1, ack_type=1, message_id=[K.mid(5, 10 + n)])
-    _, pairs = state.observe(K.frame("ACK", ack, ts + 1, 2 * n, C2B))
-    return work, pairs
+    _, facts = state.observe(K.frame("ACK", ack, ts + 1, 2 * n, C2B))
+    return work, [p for p in facts if type(p) is Pair]
 
 
 def test_a_cumulative_ack_costs_what_it_covers_not_what_is_pending() -> None:
@@ -1035,3 +1036,37 @@ def test_a_cumulative_ack_costs_what_it_covers_not_what_is_pending() -> None:
     entries = [(i * 7919) % n + 10 for i in range(n)]  # as delivered (7919 is prime)
     assert [(p.ledger_id, p.entry_id) for p in pairs] == [(5, e) for e in entries]
     assert {p.outcome.value for p in pairs} == {"success"}
+
+
+def test_a_request_sent_with_its_id_in_flight_is_a_reused_fact_and_both_wait() -> None:
+    """Two LOOKUPs numbered 5 and one answer: one RequestIdReused (the second LOOKUP, right
+    after its frame), the answer pairs with the oldest, the other is unanswered at close;
+    every fact here is of the request_id kind (what the diagnoses read)."""
+    link = Link()
+    first = link.send(C2B, "LOOKUP", topic=TOPIC, request_id=5)
+    second = link.send(C2B, "LOOKUP", topic=TOPIC, request_id=5)
+    assert [f.request for f in link.reused] == [second.frame]
+    assert link.reused[0].conn_id == 1
+    answer = link.send(B2C, "LOOKUP_RESPONSE", request_id=5, response=1)
+    linked(one(answer.pairs), first, answer, "success")
+    (left,) = link.close()
+    assert left.request is not None and kept(left.request) == kept(second.frame)
+    assert left.outcome == "unanswered"
+    assert is_request_pair(left) and is_request_pair(one(answer.pairs))
+
+
+def test_only_request_id_pairs_are_request_pairs() -> None:
+    """SEND/receipt, MESSAGE/ACK, PING/PONG and stray acks are not request pairs; an ACK
+    carrying a request_id left unanswered is one (it waits for its ACK_RESPONSE)."""
+    link = Link()
+    link.send(C2B, "SEND", producer_id=1, sequence_id=0)
+    receipt = link.send(B2C, "SEND_RECEIPT", producer_id=1, sequence_id=0, message_id=mid(3, 0))
+    link.send(C2B, "PING")
+    pong = link.send(B2C, "PONG")
+    link.send(B2C, "MESSAGE", consumer_id=2, message_id=mid(3, 0))
+    ack = link.send(C2B, "ACK", consumer_id=2, ack_type=0, message_id=[mid(3, 0)], request_id=9)
+    stray = link.send(C2B, "ACK", consumer_id=2, ack_type=0, message_id=[mid(4, 0)])
+    for p in (one(receipt.pairs), one(pong.pairs), one(ack.pairs), one(stray.pairs)):
+        assert not is_request_pair(p), p.outcome
+    (waiting,) = link.close()  # the ACK's own request_id: no ACK_RESPONSE came
+    assert kept(waiting.request) == kept(ack.frame) and is_request_pair(waiting)

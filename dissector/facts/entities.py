@@ -1,6 +1,6 @@
 """Who is on one connection: its handshake, its producers and consumers, each frame's topic.
 
-Input: the decoded frames of one connection in order (through `ENTITY_STEPS`), the
+Input: the decoded frames of one connection in order (through `table.TRANSITIONS`), the
 request/response pairs completed (`responded`), then `close`.
 Output: the topic each frame concerns, and a `ConnectionInfo` of what the connection said about
 itself (CONNECT, CONNECTED) with its `Entity` records (producers and consumers).
@@ -12,9 +12,10 @@ Rules:
 - PRODUCER / SUBSCRIBE naming an id already used on the connection (a client re-creating
   it after the broker closed it, or retrying) start a new entity; the one it replaces keeps
   its row (its state, times and counts), up to MAX_RETIRED of them per connection (the
-  oldest dropped beyond).
+  oldest dropped beyond: bounds.py).
 - A frame's topic is that of the producer or consumer it names, else the topic it names.
-- What a command does here is a dict on its type (`ENTITY_STEPS`), built from the schema.
+- What a command does here is a step by its type (`entity_steps`), built from the schema;
+  the machine's one table (`table.TRANSITIONS`) holds them beside the pairing handlers.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from collections.abc import Callable
 from typing import Any
 
 from dissector.events import ConnectionInfo, Direction, Entity, EntityKind, EntityState, Frame
+from dissector.facts.bounds import MAX_RETIRED
 from dissector.pulsar.wire import COMMAND_TYPES, enum_name, types_with
 
 T = COMMAND_TYPES
@@ -33,8 +35,6 @@ C2B = Direction.CLIENT_TO_BROKER
 WITH_PRODUCER = types_with("producer_id")
 WITH_CONSUMER = types_with("consumer_id")
 WITH_TOPIC = types_with("topic")
-#: Replaced producers and consumers kept per connection (a client re-creating one id forever).
-MAX_RETIRED = 1024
 
 
 def _optional_enum(body: Any, name: str) -> str | None:
@@ -203,7 +203,9 @@ def _message(ents: Entities, frame: Frame, ctype: int, body: Any) -> str | None:
     return None if entity is None else entity.topic
 
 
-def _steps() -> dict[int, Step]:
+def entity_steps() -> dict[int, Step]:
+    """BaseCommand.type -> what the command does to the entities; returns the frame's topic.
+    Commands absent concern no topic."""
     steps: dict[int, Step] = dict.fromkeys(WITH_PRODUCER | WITH_CONSUMER | WITH_TOPIC, _lookup)
     steps[T["PRODUCER"]] = _new_producer
     steps[T["SUBSCRIBE"]] = _new_consumer
@@ -213,8 +215,3 @@ def _steps() -> dict[int, Step]:
     steps[T["SEND"]] = _send
     steps[T["MESSAGE"]] = _message
     return steps
-
-
-#: BaseCommand.type -> what the command does to the entities; returns the frame's topic.
-#: Commands absent here concern no topic.
-ENTITY_STEPS: dict[int, Step] = _steps()

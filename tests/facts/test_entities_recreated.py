@@ -1,6 +1,6 @@
 """A producer or consumer re-created on its id keeps both rows in the entities table.
 
-Input:  hand-encoded frames of one connection (tests/pulsar/test_pairing.py's Link), in the
+Input:  hand-encoded frames of one connection (tests.facts.test_machine.py's Link), in the
         order the Java client 4.0 sends them against Apache Pulsar 4.0 when the broker
         closes its producer and consumer (a topic unload, a seek): the broker's
         CLOSE_PRODUCER / CLOSE_CONSUMER (request_id -1), then PRODUCER / SUBSCRIBE again with
@@ -14,7 +14,7 @@ Rule:   expected states, times and counts are the frames written here, nothing e
 from __future__ import annotations
 
 from dissector.events import Entity, EntityState
-from tests.pulsar.test_pairing import B2C, C2B, TOPIC, U64, Link, err, mid
+from tests.facts.test_machine import B2C, C2B, TOPIC, U64, Link, err, mid
 
 
 def _rows(link: Link, kind: str) -> list[Entity]:

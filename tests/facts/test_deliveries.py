@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from random import Random
 
-from dissector.pulsar.deliveries import Deliveries
+from dissector.facts.deliveries import Deliveries
 
 
 def test_take_upto_is_the_scan_of_everything_pending() -> None:

@@ -1,4 +1,4 @@
-"""One timeline row per request/response pair: the `Pair` record and how it is filled in.
+"""A completion fact (one timeline row): the `Pair` record and how it is filled in.
 
 Input: a request frame and/or its response, the request_id or the (ledger, entry) acknowledged
 when the caller knows it, and the connection's entities (for the topic).
@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from dissector.events import Frame, Outcome, Pair
-from dissector.pulsar.entities import WITH_CONSUMER, WITH_PRODUCER, Entities
+from dissector.facts.entities import WITH_CONSUMER, WITH_PRODUCER, Entities
 from dissector.pulsar.wire import COMMAND_TYPES, SINGULAR_FIELDS, enum_name, types_with
 
 T = COMMAND_TYPES

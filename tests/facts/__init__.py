@@ -1,0 +1,1 @@
+"""Tests of dissector/facts: the protocol-facts state machine."""

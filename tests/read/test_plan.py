@@ -2,7 +2,7 @@
 
 The expected stages are written out here from what each table's rows are made of
 (docs/tables.md, docs/architecture.md): payloads for the tables whose rows come from decoded
-payloads or count their anomalies, pairs for the timeline, frames one by one for findings and
+payloads or count their anomalies, pairs for the timeline and the findings, frames one by one for findings and
 journeys. A frames-only read is checked by spies: it makes no MessageExtractor and pairs
 nothing, and its frames table is the full read's.
 """
@@ -32,7 +32,7 @@ ALONE = {
     "conversations": (True, False, False, False, False),  # its anomaly counts
     "timeline": (False, True, False, False, False),
     "entities": (False, False, True, False, False),
-    "findings": (False, False, False, True, False),
+    "findings": (False, True, False, True, False),  # the request rules read the pairs
     "journeys": (True, False, False, False, True),
 }
 

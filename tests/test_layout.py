@@ -38,8 +38,8 @@ SANS_IO_FORBIDDEN = (
     "dissector.tables",
     "dissector.frontends",
     "dissector.pipeline",
-    "dissector.connection",
-    "dissector.conn_records",
+    "dissector.conversation.connection",
+    "dissector.conversation.records",
     "dissector.read",
     "dissector.capture",
 )
@@ -176,7 +176,7 @@ def test_the_rules_see_real_imports() -> None:
     edges = internal_edges()
     assert "dissector.flow.tcp" in edges["dissector.pipeline"]
     assert "dissector.pulsar.framing" in edges["dissector.pipeline"]
-    assert "dissector.tls.session" in edges["dissector.connection"]
+    assert "dissector.tls.session" in edges["dissector.conversation.connection"]
     assert "dissector.tls.keyring" in edges["dissector.tls.session"]
     assert "dissector.tables.schema" in edges["dissector.read.tables"]
     assert "dissector.read.driver" in edges["dissector.read.runs"]

@@ -40,7 +40,7 @@ from dissector.capture.pcap_writer import (
     write_section,
 )
 from dissector.events import RawPacket, Segment
-from dissector.flow.net import parse_packet
+from dissector.net.headers import parse_packet
 from dissector.read.options import ReaderOptions, as_paths
 from dissector.read.tables import stream_tables
 from dissector.tables.columns import path_text

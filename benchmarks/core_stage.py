@@ -17,7 +17,7 @@ from pathlib import Path
 from benchmarks.captures import small
 from dissector.capture import open_capture
 from dissector.events import Segment
-from dissector.flow.net import parse_layers
+from dissector.net.headers import parse_layers
 from dissector.read.driver import GC_THRESHOLD
 
 

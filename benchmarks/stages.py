@@ -6,7 +6,7 @@ reads them back.
 Output: seconds and percent of the profiled total per stage (startup, capture, flow, pulsar,
 pipeline, tables, output, other), and the top functions by own time (tottime).
 Rules: a Python function belongs to the stage of its file (dissector/capture/ -> capture,
-dissector/flow/ -> flow, dissector/pulsar/ and the protobuf runtime -> pulsar,
+dissector/net/ and dissector/flow/ -> flow, dissector/pulsar/ and the protobuf runtime -> pulsar,
 dissector/tables/output.py, pyarrow and pandas -> output, ...); module bodies and importlib
 are startup. A C function (a builtin such as a protobuf parse or struct.unpack) has no file:
 its time is split among its callers' stages in proportion to what each caller spent in it.
@@ -31,6 +31,7 @@ STAGES = ("startup", "capture", "flow", "pulsar", "pipeline", "tables", "output"
 #: (path fragment, stage), first match wins.
 _RULES = (
     ("dissector/capture/", "capture"),
+    ("dissector/net/", "flow"),  # headers and IP fragments: packets -> segments
     ("dissector/flow/", "flow"),
     ("dissector/pulsar/", "pulsar"),
     ("dissector/_pb/", "pulsar"),

@@ -6,9 +6,9 @@ Output: `ConversationOpened` (once a connection is known to be Pulsar or TLS), `
 `FrameRun`, `Anomaly` and `Conversation` (when a connection ends) events.
 Rules:
 - Wiring only: headers (tunnels decapsulated) -> IP fragment reassembly -> TCP reassembly ->
-  one `connection.Connection` per TCP connection, which holds everything else (its mode by
-  `flow.classify`'s table, roles, held events, preamble sniffing, TLS, frame decoding,
-  conversation state, application messages) -> events out.
+  one `conversation.connection.Connection` per TCP connection, which holds everything else
+  (its mode by `flow.classify`'s table, roles, held events, preamble sniffing, TLS, frame
+  decoding, conversation state, application messages) -> events out.
 - Sharded (`shard`): every worker reassembles every fragmented datagram, then keeps the
   segments of its own connections, as it does with packets whose shard their bytes do not tell.
 - Idle timeout: every packet fed, of any protocol and any shard, is the flow table's clock
@@ -16,15 +16,15 @@ Rules:
   in a one-process read and in each worker of a parallel one.
 - TCP's events come in batches made before the first is routed: the events a batch still
   holds for a connection whose roles swapped while it was routed are flipped to the new
-  roles (`conn_records.flip_tcp`) before they reach it.
+  roles (`conversation.records.flip_tcp`) before they reach it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
-from dissector.conn_records import flip_tcp
-from dissector.connection import Connection, Shared
+from dissector.conversation.connection import Connection, Shared
+from dissector.conversation.records import flip_tcp
 from dissector.events import (
     Anomaly,
     ConnClosed,
@@ -37,10 +37,10 @@ from dissector.events import (
     StreamGap,
     TcpEvent,
 )
-from dissector.flow.fragments import Datagram, Fragment, FragmentReassembler
-from dissector.flow.net import parse_datagram, parse_layers
 from dissector.flow.shard import Sharder
 from dissector.flow.tcp import Reassembler
+from dissector.net.fragments import Datagram, Fragment, FragmentReassembler
+from dissector.net.headers import parse_datagram, parse_layers
 from dissector.pulsar.framing import DEFAULT_MAX_FRAME_SIZE
 from dissector.pulsar.messages import MessageExtractor
 from dissector.tls.keylog import KeyLog

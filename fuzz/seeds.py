@@ -15,8 +15,8 @@ from pathlib import Path
 
 from dissector.capture import open_capture
 from dissector.events import Frame, Segment, StreamData
-from dissector.flow.net import parse_packet
 from dissector.flow.tcp import Reassembler
+from dissector.net.headers import parse_packet
 from dissector.pulsar.framing import FrameDecoder
 from dissector.pulsar.wire import PAYLOAD_TYPES
 from fuzz.mutators import PayloadFrame, Rec

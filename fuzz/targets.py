@@ -58,9 +58,9 @@ from dissector.events import (
     StreamData,
     StreamGap,
 )
-from dissector.flow.net import parse_packet
 from dissector.flow.tcp import Reassembler
 from dissector.frontends.text import frame_text
+from dissector.net.headers import parse_packet
 from dissector.pulsar.framing import DEFAULT_MAX_FRAME_SIZE, FrameDecoder, plain
 from dissector.pulsar.messages import MessageExtractor
 from dissector.pulsar.payload import DEFAULT_MAX_UNCOMPRESSED, decompress, split_batch

@@ -33,7 +33,7 @@ import json, resource, sys
 from dissector.read import ReaderOptions
 mode, path, out = sys.argv[1:4]
 if mode == "fleet":
-    from dissector.frontends import fleet
+    from dissector.frontends.fleet import job as fleet
     output = fleet._output_filesystem(out)
     import pyarrow.compute as pc
     rows, events = {}, 0  # the joiner's input recorded leaves in batches, as in Spark

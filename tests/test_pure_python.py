@@ -4,7 +4,7 @@
   compiles every module setup.py names (HOT): they import as C extensions, built after
   their sources were last changed.
 - The pure-Python package passes the core's tests: a copy of the sources without any
-  compiled module runs tests/flow, tests/pulsar, tests/tables and the pipeline, fuzzing,
+  compiled module runs tests/net, tests/flow, tests/pulsar, tests/tables and the pipeline, fuzzing,
   crafted-capture and journeys tests (the rest of the suite runs on the installed build).
 """
 
@@ -22,6 +22,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 CORE_TESTS = [
+    "tests/net",
     "tests/flow",
     "tests/pulsar",
     "tests/tables",

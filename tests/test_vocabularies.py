@@ -33,8 +33,8 @@ SCANNED = [
     *sorted((PACKAGE / "tables").rglob("*.py")),
     *sorted((PACKAGE / "frontends").rglob("*.py")),
     PACKAGE / "pipeline.py",
-    PACKAGE / "connection.py",
-    PACKAGE / "conn_records.py",
+    PACKAGE / "conversation" / "connection.py",
+    PACKAGE / "conversation" / "records.py",
 ]
 #: Every closed vocabulary: the StrEnums of dissector.events, and the anomalies' severities.
 VOCABULARIES: list[type[StrEnum]] = [

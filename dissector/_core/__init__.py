@@ -103,7 +103,7 @@ def frames_scan() -> FrameScan | None:
     return scan
 
 
-#: What a walk gives per packet: parsed in C, or to be parsed by dissector.flow.net.
+#: What a walk gives per packet: parsed in C, or to be parsed by dissector.net.headers.
 Walked = Segment | RawPacket
 
 

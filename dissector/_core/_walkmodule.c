@@ -8,7 +8,7 @@
  * by set_types) or, with columns=True, a dict of column name -> bytes (native byte order).
  * Rule: nothing here reads packet bytes; it only turns walk.c's columns into Python objects.
  * Address text comes from inet_ntop (what socket.inet_ntop calls), cached in a dict that is
- * emptied when it holds ADDRESS_CACHE_SIZE entries (as dissector.flow.net does).
+ * emptied when it holds ADDRESS_CACHE_SIZE entries (as dissector.net.headers does).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -19,7 +19,7 @@
 
 /* Rows walked per call of walk.c: bounds the column memory of one call (about 160 KiB). */
 #define BATCH_ROWS 1024
-/* Distinct addresses whose text is cached (dissector.flow.net.ADDRESS_CACHE_SIZE). */
+/* Distinct addresses whose text is cached (dissector.net.headers.ADDRESS_CACHE_SIZE). */
 #define ADDRESS_CACHE_SIZE 65536
 /* Interfaces the pcapng walk takes per call; a file with more: the rest go to Python. */
 #define MAX_INTERFACES 4096

@@ -3,7 +3,7 @@
  * Every packet byte is read through cursor.h after a pd_need check; what the checks refuse
  * becomes a PD_RAW row (the Python path parses it) or stops the walk (the Python reader
  * takes the record). The conditions mirror dissector/capture/pcap.py, pcapng.py and
- * dissector/flow/net.py line by line; tests/core/ runs both on the same inputs.
+ * dissector/net/headers.py line by line; tests/core/ runs both on the same inputs.
  */
 #include "walk.h"
 

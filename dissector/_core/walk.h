@@ -6,13 +6,13 @@
  * where the captured bytes are, and for a plain TCP segment (Ethernet with VLAN tags or not,
  * IPv4 without fragmentation or IPv6 without extension headers) its addresses, ports,
  * sequence numbers, flags, window and where its payload is. Every other packet is a row of
- * kind PD_RAW: the Python stages (dissector.flow.net) parse it, so that tunnels, fragments,
+ * kind PD_RAW: the Python stages (dissector.net.headers) parse it, so that tunnels, fragments,
  * other link types and damaged headers keep their one implementation.
  * Rule: a walk stops before the first record it does not take as it is: incomplete in the
  * buffer, damaged, a block that changes the reader's state (pcapng section or interface
  * headers, other block types), a timestamp out of range. The Python reader handles that
  * record, then calls the walk again. The rows a walk gives are exactly those the Python
- * reader + dissector.flow.net.parse_layers give (tests/core/).
+ * reader + dissector.net.headers.parse_layers give (tests/core/).
  */
 #ifndef PD_WALK_H
 #define PD_WALK_H

@@ -11,8 +11,8 @@ Rules (docs/cli.md, "Which connections are Pulsar"):
   is PENDING: decoded, but its events are held back.
 - A client stream opening with a TLS ClientHello makes a PENDING or PULSAR connection TLS:
   reported as encrypted; its bytes go to a TLS session (handshake facts, and with a key log
-  decrypted streams: connection.py), not to the frame decoders. A PROXY header (v1 or v2)
-  changes nothing: it is skipped and what follows it decides.
+  decrypted streams: conversation/connection.py), not to the frame decoders. A PROXY header
+  (v1 or v2) changes nothing: it is skipped and what follows it decides.
 - Each side of a PENDING connection is judged once, on its first decoded event (`judge`):
   a CONNECT makes it PULSAR (if the side taken for the broker sent it, that side is the
   client: the roles swap); anything else leaves it PENDING until both sides have opened with
@@ -45,7 +45,7 @@ class Mode(Enum):
     NEW = "new"  # opened, not classified yet
     PENDING = "pending"  # off the broker ports: decoded, events held until a side says CONNECT
     PULSAR = "pulsar"  # decoded and reported
-    TLS = "tls"  # reported as encrypted; decrypted only with a key log (connection.py)
+    TLS = "tls"  # reported as encrypted; decrypted only with a key log (conversation/connection.py)
     IGNORED = "ignored"  # not Pulsar: tracked by TCP, nothing reported
 
 

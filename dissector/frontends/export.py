@@ -39,7 +39,7 @@ from dissector.capture.pcap_writer import (
     write_section,
 )
 from dissector.events import RawPacket, Segment
-from dissector.flow.net import parse_packet
+from dissector.net.headers import parse_packet
 from dissector.read.options import ReaderOptions, as_paths
 from dissector.read.plan import SPANS
 from dissector.read.tables import stream_tables

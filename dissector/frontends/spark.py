@@ -366,10 +366,12 @@ def read(
 ) -> DataFrame:
     """One table of the captures as a Spark DataFrame (registers the source if needed).
     The journeys table is joined across the captures as the fleet job joins it
-    (dissector.frontends.fleet_journeys): the data source reads each series alone."""
+    (dissector.frontends.fleet.journeys): the data source reads each series alone."""
     register(spark)
     if table == JOURNEYS:
-        from dissector.frontends import fleet_journeys  # Spark stages: imported when used
+        from dissector.frontends.fleet import (
+            journeys as fleet_journeys,
+        )  # Spark stages: imported when used
 
         given = {k: ",".join(map(str, v)) if isinstance(v, list | tuple | set | frozenset)
                  else str(v) for k, v in options.items()}  # fmt: skip

@@ -74,7 +74,7 @@ class MessageExtractor:
     ) -> None:
         self.max_uncompressed = max_uncompressed
         self.preview = preview
-        self.values = values  # fed every decoded command by dissector.pulsar.publish
+        self.values = values  # fed every decoded command by dissector.conversation.publish
         #: payload_sha256 is not made when fields are redacted: the hash of a payload whose
         #: other bytes are known (the value shows them) confirms a guess of a short secret
         self.hash_payloads = values is None or not values.redact_fields

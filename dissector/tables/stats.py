@@ -23,7 +23,7 @@ Rules:
   values sorted, x[0] <= ... <= x[n-1], the percentile p (0 to 1) is x[i] + f * (x[i+1] - x[i])
   where i + f = (n - 1) * p (i whole, 0 <= f < 1). This is numpy's default method ("linear"),
   pandas' `quantile` and Spark SQL's exact `percentile`, so the local commands (numpy, here)
-  and the fleet job (Spark, dissector.frontends.fleet, with these constants and column names)
+  and the fleet job (Spark, dissector.frontends.fleet.job, with these constants and column names)
   give the same numbers; tests/frontends/test_spark_lake.py compares them.
 - Milliseconds are microseconds / 1000 rounded to 3 decimals (whole microseconds: nothing is
   lost), after the percentile is taken in microseconds.

@@ -14,7 +14,7 @@ from scapy.utils import RawPcapReader
 
 from dissector.capture import open_capture
 from dissector.capture.pcap_writer import write_header, write_packet
-from dissector.frontends.live_files import PcapFiles
+from dissector.frontends.live.files import PcapFiles
 
 TS = 1_700_000_000_123_456  # µs: 1700000000 s = 0x6553F100, 123456 µs = 0x0001E240
 

@@ -1,7 +1,7 @@
 """The compiled stage (dissector._core) against the Python stages it stands in for.
 
 The reference is the pure reader (`CaptureReader.__iter__`, which never calls the compiled
-walk) followed by `dissector.flow.net.parse_layers`; the compiled path is
+walk) followed by `dissector.net.headers.parse_layers`; the compiled path is
 `CaptureReader.parsed()`, whose `Segment`s were made in C and whose `RawPacket`s are parsed
 by the same Python code. Both must give the same parse result per packet, the same raw
 packets where the C path hands one back, and the same capture issues: on every bundled
@@ -23,7 +23,7 @@ import pytest
 from dissector import _core
 from dissector.capture import open_capture
 from dissector.events import RawPacket, Segment
-from dissector.flow.net import parse_layers
+from dissector.net.headers import parse_layers
 from fuzz.mutators import Rec, mutate_capture
 from tests.support.core_captures import link_captures, odd_pcapng
 from tests.support.crafted import Conn, baseline_session, write_pcap

@@ -37,7 +37,7 @@ from dissector._core.frame_scan import CHECKSUMS, Has, Stop, scan_frames
 from dissector.anomalies import AnomalyCode
 from dissector.capture import open_capture
 from dissector.events import Anomaly, Frame, Segment
-from dissector.flow.net import parse_layers
+from dissector.net.headers import parse_layers
 from dissector.pulsar.framing import DEFAULT_MAX_FRAME_SIZE, FrameDecoder
 from dissector.pulsar.wire import COMMAND_TYPES, MESSAGE_ID_FIELDS, SEND, SINGULAR_FIELDS
 from fuzz.mutators import mutate_stream

@@ -21,10 +21,10 @@ import pytest
 
 from dissector.events import Anomaly, RawPacket, StreamData
 from dissector.flow import recent
-from dissector.flow.fragments import Fragment, FragmentReassembler
 from dissector.flow.reassembly import RETRANSMIT_WINDOW
 from dissector.flow.recent import RecentBytes
 from dissector.flow.tcp import C2B, Reassembler
+from dissector.net.fragments import Fragment, FragmentReassembler
 from dissector.pipeline import Pipeline
 from tests.support import floods
 

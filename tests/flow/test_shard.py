@@ -63,7 +63,7 @@ def test_the_raw_bytes_give_the_shard_of_the_parsed_packet() -> None:
     from scapy.layers.l2 import Dot1Q, Ether
 
     from dissector.events import RawPacket
-    from dissector.flow.net import parse_packet
+    from dissector.net.headers import parse_packet
 
     raw, parsed = Sharder(3), Sharder(3)
     packets = []

@@ -13,9 +13,9 @@ import pytest
 from pyspark.sql import SparkSession
 
 from dissector.capture import series as series_mod
-from dissector.frontends import fleet
-from dissector.frontends import journey_events as je
 from dissector.frontends import spark as ds
+from dissector.frontends.fleet import job as fleet
+from dissector.frontends.fleet import journey_events as je
 from dissector.frontends.spark import expand
 from dissector.pulsar.wire import MessageMetadata
 from dissector.read import ReaderOptions, read_tables

@@ -46,13 +46,13 @@ from scapy.layers.l2 import Ether
 from dissector.capture import open_capture
 from dissector.capture.bpf import default_filter_text
 from dissector.errors import InputError, UsageError
-from dissector.frontends import live as live_module
 from dissector.frontends.cli import build_parser
 from dissector.frontends.cli.read import cmd_read
-from dissector.frontends.live import run
-from dissector.frontends.live_capturer import Capturer
-from dissector.frontends.live_files import ParquetParts, PcapFiles
-from dissector.frontends.live_session import Counts, LiveOptions, Session, json_lines
+from dissector.frontends.live import loop as live_module
+from dissector.frontends.live.capturer import Capturer
+from dissector.frontends.live.files import ParquetParts, PcapFiles
+from dissector.frontends.live.loop import run
+from dissector.frontends.live.session import Counts, LiveOptions, Session, json_lines
 from dissector.read import ReaderOptions, read_tables
 from dissector.tables.filters import Filter
 from dissector.tables.schema import SCHEMAS

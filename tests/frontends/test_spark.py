@@ -14,8 +14,8 @@ import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import SparkSession
 
-from dissector.frontends import fleet
 from dissector.frontends import spark as ds
+from dissector.frontends.fleet import job as fleet
 from dissector.read import ReaderOptions, read_tables
 from dissector.tables.schema import SCHEMAS
 from tests.support.lake import journeys_as_local, lake_table, table_rows

@@ -22,9 +22,9 @@ from pyspark.sql import SparkSession
 
 from dissector.capture import series as series_mod
 from dissector.errors import InputError
-from dissector.frontends import fleet
-from dissector.frontends import journey_events as je
 from dissector.frontends import spark as ds
+from dissector.frontends.fleet import job as fleet
+from dissector.frontends.fleet import journey_events as je
 from dissector.frontends.summary import summarize as local_summary
 from dissector.read import ReaderOptions, read_tables
 from dissector.tables.schema import SCHEMAS

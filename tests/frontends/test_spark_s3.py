@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 from pyspark.sql import SparkSession
 
-from dissector.frontends import fleet
 from dissector.frontends import spark as ds
+from dissector.frontends.fleet import job as fleet
 from dissector.read import ReaderOptions, read_tables
 from tests.support.s3 import MotoS3, s3_env, sample_tree, upload
 

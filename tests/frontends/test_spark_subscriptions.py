@@ -15,9 +15,9 @@ from pathlib import Path
 import pyarrow.parquet as pq
 from pyspark.sql import SparkSession
 
-from dissector.frontends import fleet
 from dissector.frontends import spark as ds
-from dissector.frontends.fleet_subscriptions import per_subscription
+from dissector.frontends.fleet import job as fleet
+from dissector.frontends.fleet.subscriptions import per_subscription
 from dissector.read import ReaderOptions, read_capture
 from dissector.tables.stats import (
     Subscriptions,

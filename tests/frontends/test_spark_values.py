@@ -13,8 +13,8 @@ import pytest
 from pyspark.sql import SparkSession
 
 from dissector.errors import UsageError
-from dissector.frontends import fleet
 from dissector.frontends import spark as ds
+from dissector.frontends.fleet import job as fleet
 from dissector.read import ReaderOptions
 from tests.support.value_capture import CUSTOMER, ORDERS, ORDERS_TOPIC, write_value_capture
 

@@ -30,8 +30,8 @@ LIVE_IDLE_TIMEOUT = 300.0
 
 def cmd_live(args: argparse.Namespace, out: TextIO) -> int:
     """Sniff an interface and dissect its Pulsar traffic as it happens."""
-    from dissector.frontends.live import run  # imports scapy: only when capturing
-    from dissector.frontends.live_session import LiveOptions
+    from dissector.frontends.live.loop import run  # imports scapy: only when capturing
+    from dissector.frontends.live.session import LiveOptions
 
     options = LiveOptions(
         interface=args.interface,

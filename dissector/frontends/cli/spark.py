@@ -28,7 +28,8 @@ def _spark_conf(items: list[str]) -> dict[str, str]:
 def cmd_spark(args: argparse.Namespace, out: TextIO) -> int:
     """The fleet job: dissect every capture on Spark into Parquet, then summarize."""
     try:
-        from dissector.frontends import fleet, spark
+        from dissector.frontends import spark
+        from dissector.frontends.fleet import job as fleet
     except ImportError as exc:  # pyspark is an extra
         raise DissectorError(f"the spark command needs pyspark ({exc})") from None
     session = spark.session(args.master, **_spark_conf(args.conf))

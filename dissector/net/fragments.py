@@ -1,6 +1,6 @@
 """IP fragment reassembly: fragments of IPv4 and IPv6 datagrams in, whole datagrams out.
 
-Input: `Fragment`s (from `flow.net.parse_layers`) in capture order; `expire(now)` and
+Input: `Fragment`s (from `headers.parse_layers`) in capture order; `expire(now)` and
 `close()` to end datagrams that will not complete.
 Output: a `Datagram` (the reassembled payload, stamped with the packet that completed it)
 once every byte of it is known, and `NetIssue`s for faults.
@@ -32,7 +32,7 @@ from typing import NamedTuple
 
 from dissector.anomalies import AnomalyCode
 from dissector.events import NetIssue
-from dissector.flow.decap import GENEVE_PORT, VXLAN_PORTS
+from dissector.net.decap import GENEVE_PORT, VXLAN_PORTS
 
 PROTO_IPIP, PROTO_TCP, PROTO_UDP, PROTO_IPV6, PROTO_GRE = 4, 6, 17, 41, 47
 #: IP protocols whose fragments are reassembled: TCP and what may carry TCP.
@@ -66,7 +66,7 @@ class Fragment(NamedTuple):
     more: bool  # the "more fragments" flag
     data: bytes  # the captured bytes of the fragment's payload
     lost: int  # bytes of the fragment after `data`: on the wire, not captured (snap length)
-    depth: int  # encapsulation layers around it (flow.net bounds them)
+    depth: int  # encapsulation layers around it (net.headers bounds them)
 
     def issue(self, code: str = AnomalyCode.NET_IP_FRAGMENT, why: str = "") -> NetIssue:
         """This fragment as a `NetIssue` (addresses, and nothing of the datagram)."""

@@ -9,14 +9,14 @@ Rules: executors read the captures and write the Parquet files themselves, strea
 task holds one record batch per table and at most MAX_OPEN_FILES open files, never a
 series' table); the tables of an earlier run in OUT are replaced; the summary is computed
 from the written tables (per subscription from the journeys table, as `summary` shows it:
-dissector.frontends.fleet_subscriptions); its latency statistics are those of
+dissector.frontends.fleet.subscriptions); its latency statistics are those of
 dissector.tables.stats (the same percentiles, names, answered outcomes and milliseconds),
 computed by Spark: Spark SQL's
 `percentile` is exact with the linear interpolation `stats` states (numpy's default), so the
 fleet job and `pulsar-dissect summary` give the same numbers. The journeys table is not made
 by the tasks (a message's journey spans captures, and a task would hold every message of its
 series until the series ends): each task records the joiner's input instead
-(dissector.frontends.journey_events), kept by Spark (cached, shuffled), never in OUT; Spark
+(dissector.frontends.fleet.journey_events), kept by Spark (cached, shuffled), never in OUT; Spark
 then puts each topic's events of each merge group of series in the order of a local read
 of the captures together, and a second stage runs the one Joiner over each, writing the
 journeys table as the tasks write the others.
@@ -38,9 +38,9 @@ from pyspark.sql import functions as F
 from dissector.capture import series as series_mod
 from dissector.capture.locations import filesystem_for, is_local, local_path
 from dissector.events import Checksum, Conversation, ConversationOpened, MessageKind, Outcome
-from dissector.frontends import fleet_journeys as fj
-from dissector.frontends import journey_events as je
-from dissector.frontends.fleet_subscriptions import per_subscription
+from dissector.frontends.fleet import journey_events as je
+from dissector.frontends.fleet import journeys as fj
+from dissector.frontends.fleet.subscriptions import per_subscription
 from dissector.frontends.partitioned import PartitionedWriter, write_empty
 from dissector.frontends.spark import executor_errors, expand
 from dissector.frontends.terminal import printable

@@ -2,7 +2,7 @@
 
 Input: a `RawPacket` (link type + captured bytes + length on the wire).
 Output: `parse_layers` returns a `Segment` for TCP over IPv4 or IPv6, a `Fragment` for a
-fragment of an IP datagram that may carry TCP (`flow.fragments` reassembles them, then
+fragment of an IP datagram that may carry TCP (`fragments` reassembles them, then
 `parse_datagram` continues with the whole datagram), `None` for anything else (ARP, UDP,
 ICMP, non-IP link payloads), or a `NetIssue` for a fault (`.anomaly()`: its row).
 `parse_packet` is the same for one packet on its own: a TCP fragment is a `net.ip_fragment`
@@ -11,7 +11,7 @@ Rules:
 - Link types: Ethernet (1) with any stack of 802.1Q/802.1ad/QinQ tags; Linux cooked SLL (113)
   and SLL2 (276); BSD NULL (0, family in the capturing host's byte order) and LOOP (108);
   raw IP (101, 12, 14; 228 = IPv4 only, 229 = IPv6 only). Others: `net.unsupported_linktype`.
-- Encapsulations (header layouts in `flow.decap`), at any depth up to MAX_LAYERS (deeper:
+- Encapsulations (header layouts in `decap`), at any depth up to MAX_LAYERS (deeper:
   `net.encapsulation_too_deep`): VXLAN and Geneve (UDP), GRE with ERSPAN types I/II/III,
   IP in IP (4, 41), MPLS label stacks (0x8847/0x8848, with Ethernet pseudowires behind a
   control word), PPPoE sessions (0x8864); inner Ethernet frames with their VLAN tags. Plain
@@ -35,8 +35,8 @@ from socket import AF_INET, AF_INET6, inet_ntop
 
 from dissector.anomalies import AnomalyCode
 from dissector.events import NetIssue, RawPacket, Segment
-from dissector.flow import decap
-from dissector.flow.decap import (
+from dissector.net import decap
+from dissector.net.decap import (
     ETH_BRIDGED,
     ETH_IPV4,
     ETH_IPV6,
@@ -45,8 +45,8 @@ from dissector.flow.decap import (
     ETH_PPPOE_SESSION,
     HeaderFault,
 )
-from dissector.flow.decap import short as _short
-from dissector.flow.fragments import (
+from dissector.net.decap import short as _short
+from dissector.net.fragments import (
     CARRIED,
     PROTO_GRE,
     PROTO_IPIP,
@@ -447,7 +447,7 @@ def parse_layers(pkt: RawPacket) -> Parsed:
 
 
 def parse_datagram(dgram: Datagram) -> Parsed:
-    """Continue with a datagram `flow.fragments` reassembled: its TCP segment, another
+    """Continue with a datagram `fragments` reassembled: its TCP segment, another
     fragment (of a packet it tunnels), `None` or a `NetIssue`."""
     data, end = dgram.data, dgram.length
     pkt = RawPacket(dgram.number, dgram.ts, 0, data, end)

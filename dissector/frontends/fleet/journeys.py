@@ -1,4 +1,4 @@
-"""EDGE: the fleet's journeys in Spark: the stages around dissector.frontends.journey_events.
+"""EDGE: the fleet's journeys in Spark: the stages around dissector.frontends.fleet.journey_events.
 
 Input: a Spark session, the capture series of a read (expanded, grouped), what each task
 runs over its bundle of series (`staged`), the recorded rows.
@@ -8,7 +8,7 @@ Spark partition, sorted into a local read's order (what journey_events.joined ta
 `journeys_frame` -> the journeys table as a DataFrame (the data source's journeys).
 Rules: the grouping and order are journey_events' (`groups`, `ORDER`); Spark only moves and
 sorts the rows (spilling to disk when large); the join is the one Joiner's, in
-journey_events.joined. Used by the fleet job (dissector.frontends.fleet), which writes the
+journey_events.joined. Used by the fleet job (dissector.frontends.fleet.job), which writes the
 table, and by `dissector.spark.read(table="journeys")`.
 """
 
@@ -23,7 +23,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
-from dissector.frontends import journey_events as je
+from dissector.frontends.fleet import journey_events as je
 from dissector.read.options import ReaderOptions
 from dissector.tables.schema import TABLES
 

@@ -2,7 +2,7 @@
 
 Input: one network interface (a Linux packet socket, `capture.packet_socket`) and a kernel
 filter: by default built in for `tcp port P or ...` on the broker ports (no libpcap), or a
-`-f` expression compiled by libpcap. A capturing process of our own (`live_capturer`,
+`-f` expression compiled by libpcap. A capturing process of our own (`capturer`,
 capture kept apart from dissection as Wireshark does) reads the kernel's ring, writes -w
 and hands packets over through a pipe.
 Output: as packets arrive, the `read` text view (one line per frame) or one JSON line per
@@ -10,7 +10,7 @@ table row (`{"table": NAME, ...columns}`); optionally the raw packets as pcap fi
 like tcpdump's `-C/-G/-W`, and the tables as Parquet datasets; a summary line on stderr.
 Rules:
 - Packets feed the same sans-IO Pipeline as offline reading, in capture order (the dissecting
-  side is `live_session.Session`); the pcap files hold every packet captured, so reading
+  side is `session.Session`); the pcap files hold every packet captured, so reading
   them back gives the same tables.
 - Capturing never waits for dissecting: packets wait in the capturer's memory (at most
   --queue-size), not in the kernel's buffer. Every packet captured is dissected, or counted
@@ -44,9 +44,9 @@ from dissector.capture.bpf import BpfProgram, broker_port_filter
 from dissector.capture.packet_socket import LINKTYPE_NAMES, ChooseFilter, PacketSocket
 from dissector.capture.pcap_filter import compile_expression
 from dissector.errors import InputError
-from dissector.frontends.live_capturer import Capturer
-from dissector.frontends.live_files import PcapFiles, check_parquet_root
-from dissector.frontends.live_session import LiveOptions, Session
+from dissector.frontends.live.capturer import Capturer
+from dissector.frontends.live.files import PcapFiles, check_parquet_root
+from dissector.frontends.live.session import LiveOptions, Session
 
 TICK = 0.5  # seconds: longest wait before signals, time limits and flushes are looked at
 READ_BYTES = 256 << 10  # packets taken from the capturer in one go before output is flushed

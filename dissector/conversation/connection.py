@@ -18,12 +18,12 @@ Rules:
   CONNECT, `_swap_roles`, the one place roles change, swaps everything kept per side: TCP's
   (the flow table's key, halves and counts), the decoders, the midstream marks, and the
   events already made (those held, the `ConnClosed` being handled; the rest of TCP's batch is
-  flipped by the pipeline with `conn_records.flip_tcp`, for the connections
+  flipped by the pipeline with `records.flip_tcp`, for the connections
   `Shared.stale` lists).
 - TLS off the broker ports (a PENDING connection whose client said ClientHello) is held until
   its client's first decrypted frame: CONNECT makes it Pulsar, anything else leaves it not
   framed. Without a key log, TCP stops delivering once the handshake is over.
-- Its end gives its `Conversation` (`conn_records`), for PULSAR and TLS ones only.
+- Its end gives its `Conversation` (`records`), for PULSAR and TLS ones only.
 """
 
 from __future__ import annotations
@@ -31,7 +31,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from dissector.anomalies import AnomalyCode
-from dissector.conn_records import conversation, encrypted, flip, flip_closed
+from dissector.conversation.publish import publish
+from dissector.conversation.records import conversation, encrypted, flip, flip_closed
 from dissector.events import (
     Anomaly,
     ConnClosed,
@@ -54,7 +55,6 @@ from dissector.flow.preamble import sniff
 from dissector.flow.tcp import Reassembler
 from dissector.pulsar.framing import FrameDecoder
 from dissector.pulsar.messages import MessageExtractor
-from dissector.pulsar.publish import publish
 from dissector.pulsar.wire import COMMAND_TYPES
 from dissector.tls.keylog import KeyLog
 from dissector.tls.plain import Plain, PlainGap, TlsEvent

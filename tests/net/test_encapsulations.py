@@ -37,8 +37,8 @@ from scapy.packet import Packet, Raw
 
 from dissector.anomalies import REGISTRY
 from dissector.events import NetIssue, RawPacket, Segment
-from dissector.flow.fragments import Datagram, Fragment, FragmentReassembler
-from dissector.flow.net import MAX_LAYERS, parse_layers, parse_packet
+from dissector.net.fragments import Datagram, Fragment, FragmentReassembler
+from dissector.net.headers import MAX_LAYERS, parse_layers, parse_packet
 from dissector.read import read_tables
 from tests.support.cli import cli
 from tests.support.crafted import (

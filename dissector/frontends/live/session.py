@@ -7,7 +7,7 @@ Output: the `read` text view or JSON lines of table rows on `out`, Parquet parts
 summary line (`Counts.line`) on `err`; anomaly rows for kernel drops and skipped packets.
 Rules: only what is asked for is made (Parquet gets every table, jsonl its tables, the text
 view's `!` lines need messages); rows wait at most one flush interval; `close()` ends open
-conversations and writes the last rows. The capture loop, signals and stopping are `live`'s.
+conversations and writes the last rows. The capture loop, signals and stopping are `loop`'s.
 """
 
 from __future__ import annotations
@@ -34,8 +34,8 @@ from dissector.events import (
     RawPacket,
 )
 from dissector.frontends.diagnoses import finding_line, row_line
-from dissector.frontends.live_capturer import DEFAULT_QUEUE
-from dissector.frontends.live_files import ParquetParts
+from dissector.frontends.live.capturer import DEFAULT_QUEUE
+from dissector.frontends.live.files import ParquetParts
 from dissector.frontends.text import FrameLines
 from dissector.keylog_files import KeylogFiles
 from dissector.read.driver import make_pipeline

@@ -1,7 +1,7 @@
 """A Pulsar connection's decoded events, published: frames with their topics, pairs, messages.
 
 Input: the events a connection's frame decoders made (`Frame`, `FrameRun`, `Anomaly`), once
-the connection is known to be Pulsar; its `pairing.ConversationState` and the run's
+the connection is known to be Pulsar; its `facts.ConversationState` and the run's
 `messages.MessageExtractor` (or None: no application messages wanted).
 Output: the events to publish, appended to the caller's list: each frame with its topic and
 then the pairs it completes and the messages it carries, each run with its frames' topics,

@@ -3,8 +3,8 @@
 The expected stages are written out here from what each table's rows are made of
 (docs/tables.md, docs/architecture.md): payloads for the tables whose rows come from decoded
 payloads or count their anomalies, pairs for the timeline and the findings, frames one by
-one for findings and journeys. A frames-only read is checked by spies: it makes no MessageExtractor and pairs
-nothing, and its frames table is the full read's.
+one for findings and journeys. A frames-only read is checked by spies: it makes no
+MessageExtractor and pairs nothing, and its frames table is the full read's.
 """
 
 from __future__ import annotations

@@ -10,9 +10,9 @@ Output: `dump`: the files, one per (capture, view); `compare`: one line per file
         or is missing on one side, and exit 1 when any does (0 when all are equal).
 Rule:   each view is the command a user runs (`python -m dissector.frontends.cli` in a process
         of its own, with this interpreter: whatever dissector it imports is the one checked),
-        its stdout and exit code kept; crafted captures are written into DIR/captures so that
-        both dumps read the same bytes only when the writers did not change (their names and
-        the paths inside the outputs are relative to DIR). Two workers run the commands.
+        its stdout and exit code kept; every capture is in DIR/captures (the crafted ones
+        written there, the bundled ones copied), so that the paths inside the outputs are the
+        same in both dumps (relative to DIR). Two workers run the commands.
 Usage:  python -m tests.support.front dump /tmp/front-old   (at the old commit)
         python -m tests.support.front dump /tmp/front-new   (at the new one)
         python -m tests.support.front compare /tmp/front-old /tmp/front-new
@@ -21,6 +21,7 @@ Usage:  python -m tests.support.front dump /tmp/front-old   (at the old commit)
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -72,6 +73,8 @@ def dump(root: Path) -> None:
     made = corpus(root / "captures")
     jobs = []
     for name, path in sorted(made.items()):
+        if not path.is_relative_to(root):  # a bundled sample: copied, so that both dumps
+            path = Path(shutil.copy(path, root / "captures" / path.name))  # name one path
         capture = os.path.relpath(path, root)
         jobs += [(root, name, capture, view, args) for view, args in VIEWS.items()]
     with ThreadPoolExecutor(max_workers=2) as pool:

@@ -18,7 +18,6 @@ Rule:   event-driven: the sniffer is listening before the client starts (Live wa
 from __future__ import annotations
 
 import signal
-import time
 from collections import Counter
 from typing import Any
 
@@ -52,10 +51,9 @@ def run(apache_broker: ApacheBroker) -> tuple[dict[str, Any], list[dict[str, Any
     live = Live("-i", "lo", "--port", port, "--format", "jsonl")
     try:
         manifest = run_scenario(apache_broker.url, messages=MESSAGES, batching=False)
-        deadline = time.monotonic() + ROWS_TIMEOUT
-        while not _every_connection_ended(live):
-            assert time.monotonic() < deadline, f"no row for every connection: {live.stderr}"
-            time.sleep(0.05)
+        live.wait_until(
+            lambda: _every_connection_ended(live), "a row for every connection", ROWS_TIMEOUT
+        )
     finally:
         rc = live.stop(signal.SIGINT)
     assert rc == 0, live.stderr

@@ -19,6 +19,7 @@ import sys
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -67,25 +68,33 @@ class Live:
         )
         self.lines: list[tuple[float, str]] = []
         self.err: list[str] = []
+        self._printed = threading.Condition()  # notified at each line of output (an event)
         self._threads = [
             threading.Thread(target=self._pump, args=(self.proc.stdout, True), daemon=True),
             threading.Thread(target=self._pump, args=(self.proc.stderr, False), daemon=True),
         ]
         for t in self._threads:
             t.start()
-        deadline = time.monotonic() + timeout
-        while not any("listening on" in line for line in self.err):
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                self.stop()
-                pytest.fail(f"live did not start listening: {self.stderr}")
-            time.sleep(0.02)
+
+        def listening() -> bool:
+            return any("listening on" in line for line in self.err)
+
+        with self._printed:  # stderr's lines and its end (the process gone) wake this
+            self._printed.wait_for(lambda: listening() or self.proc.poll() is not None, timeout)
+        if not listening():
+            self.stop()
+            pytest.fail(f"live did not start listening: {self.stderr}")
 
     def _pump(self, stream: Any, out: bool) -> None:
         for line in stream:
-            if out:
-                self.lines.append((time.time(), line))
-            else:
-                self.err.append(line)
+            with self._printed:
+                if out:
+                    self.lines.append((time.time(), line))
+                else:
+                    self.err.append(line)
+                self._printed.notify_all()
+        with self._printed:  # the stream's end is an event too
+            self._printed.notify_all()
 
     @property
     def stderr(self) -> str:
@@ -95,10 +104,14 @@ class Live:
         return [json.loads(line) for _, line in self.lines]
 
     def wait_for(self, text: str, timeout: float = 10.0) -> None:
-        deadline = time.monotonic() + timeout
-        while not any(text in line for _, line in self.lines):
-            assert time.monotonic() < deadline, f"{text!r} never printed"
-            time.sleep(0.02)
+        self.wait_until(lambda: any(text in line for _, line in self.lines), f"{text!r}", timeout)
+
+    def wait_until(self, done: Callable[[], bool], what: str, timeout: float = 10.0) -> None:
+        """Wait until `done()` holds, checked at each line printed (no polling); `timeout`
+        bounds a hang, not the machine's speed."""
+        with self._printed:
+            if not self._printed.wait_for(done, timeout=timeout):
+                raise AssertionError(f"{what} never printed: {self.stderr}")
 
     def stop(self, sig: int = signal.SIGINT) -> int:
         if self.proc.poll() is None:

@@ -42,7 +42,7 @@ java:
 # (as the module golang.org/toolchain, sha256 checked) into /tmp/pulsar-dissector-go.
 # The product's default path needs none of them.
 testdeps:
-	@$(PYTHON) tests/support/gopeer/toolchain.py
+	@$(PYTHON) -m tests.support.gopeer.toolchain
 	@missing=""; \
 	  command -v mvn >/dev/null 2>&1 || missing="$$missing maven"; \
 	  command -v javac >/dev/null 2>&1 || missing="$$missing default-jdk-headless"; \

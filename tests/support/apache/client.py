@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
 import tempfile
 from pathlib import Path
 from typing import Any
 
 from tests.support.apache.maven import CLIENT_POM, CLIENT_SOURCE, client_classes, jars
+from tests.support.build_cache import run_checked
 
 RUN_TIMEOUT = 300.0
 
@@ -41,17 +41,9 @@ def run_class(
     with tempfile.TemporaryDirectory(prefix=f"{main}-") as tmp:
         out = Path(tmp) / "record.json"
         argv = [java, "-Xmx256m", "-cp", classpath, main, *args, str(out)]
-        done = subprocess.run(
-            argv,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
-            stdin=subprocess.DEVNULL,
-        )
-        if done.returncode != 0 or not out.exists():
-            tail = "\n".join((done.stdout + done.stderr).splitlines()[-40:])
-            raise RuntimeError(f"{main} failed (exit {done.returncode}):\n{tail}")
+        run_checked(argv, main, timeout)
+        if not out.exists():
+            raise RuntimeError(f"{main} ended without writing its record {out}")
         record: dict[str, Any] = json.loads(out.read_text(encoding="utf-8"))
     return record
 

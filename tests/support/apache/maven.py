@@ -18,16 +18,15 @@ Rule:   the cache folder is $PULSAR_DISSECTOR_APACHE_CACHE, else /tmp/pulsar-dis
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import hashlib
-import os
 import re
 import shutil
-import subprocess
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
+
+from tests.support import build_cache
+from tests.support.build_cache import locked, run_checked
 
 HERE = Path(__file__).resolve().parent
 BROKER_POM = HERE / "broker.pom.xml"
@@ -49,9 +48,7 @@ MISSING = (
 
 def cache_root() -> Path:
     """The cache folder of the Apache peers (created if missing)."""
-    root = Path(os.environ.get(CACHE_ENV) or "/tmp/pulsar-dissector-apache")
-    root.mkdir(parents=True, exist_ok=True)
-    return root
+    return build_cache.cache_root(CACHE_ENV, "/tmp/pulsar-dissector-apache")
 
 
 def pulsar_version(pom: Path = BROKER_POM) -> str:
@@ -75,29 +72,13 @@ def _digest(*paths: Path) -> str:
     return sha.hexdigest()[:16]
 
 
-@contextlib.contextmanager
-def _locked() -> Iterator[Path]:
-    root = cache_root()
-    with open(root / ".lock", "a+b") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            yield root
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
-
-
 def _run(argv: list[str], timeout: float, what: str) -> None:
-    done = subprocess.run(
-        argv, capture_output=True, text=True, timeout=timeout, check=False, stdin=subprocess.DEVNULL
-    )
-    if done.returncode != 0:
-        tail = "\n".join((done.stdout + done.stderr).splitlines()[-30:])
-        raise RuntimeError(f"{what} failed (exit {done.returncode}): {' '.join(argv)}\n{tail}")
+    run_checked(argv, what, timeout)
 
 
 def _build(name: str, make: Callable[[Path], None]) -> Path:
     """The cache folder `name`, made by `make(folder)` in a temporary folder if missing."""
-    with _locked() as root:
+    with locked(cache_root()) as root:
         final = root / name
         if final.is_dir():
             return final

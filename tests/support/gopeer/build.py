@@ -21,13 +21,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from tests.support.gopeer.toolchain import (
-    cache_root,
-    go_binary,
-    locked,
-    run_checked,
-    version_of,
-)
+from tests.support.build_cache import locked, run_checked
+from tests.support.gopeer.toolchain import cache_root, go_binary, version_of
 
 HERE = Path(__file__).resolve().parent
 SOURCES = ("main.go", "discards.go", "ids.go", "go.mod", "go.sum")

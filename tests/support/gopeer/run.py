@@ -17,8 +17,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from tests.support.build_cache import run_checked
 from tests.support.gopeer.build import binary
-from tests.support.gopeer.toolchain import run_checked
 
 RUN_TIMEOUT = 300.0
 

@@ -5,8 +5,7 @@ Input:  go.mod beside this module (its `go` line is the oldest Go that builds th
         serves each Go release as the module golang.org/toolchain.
 Output: `go_binary()`, the path of a `go` command new enough, or FileNotFoundError saying
         how to get one; `install()`, which downloads TOOLCHAIN into the cache when no such
-        `go` is found (`make testdeps` runs `python3 tests/support/gopeer/toolchain.py`);
-        `run_checked()`, a command run that raises with its output's tail; `locked()`.
+        `go` is found (`make testdeps` runs `python3 -m tests.support.gopeer.toolchain`);
 Rule:   a `go` is new enough when `go env GOVERSION` is at least go.mod's `go` line (Debian
         bookworm's golang-go 1.19 is not). The cache is $PULSAR_DISSECTOR_GO_CACHE, else
         /tmp/pulsar-dissector-go; the toolchain sits in toolchain/go<VERSION>.<os>-<arch>/,
@@ -19,8 +18,6 @@ Rule:   a `go` is new enough when `go env GOVERSION` is at least go.mod's `go` l
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import hashlib
 import os
 import platform
@@ -31,9 +28,10 @@ import sys
 import tempfile
 import urllib.request
 import zipfile
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+
+from tests.support import build_cache
+from tests.support.build_cache import locked
 
 HERE = Path(__file__).resolve().parent
 GO_MOD = HERE / "go.mod"
@@ -46,42 +44,13 @@ ARCHES = {"x86_64": "amd64", "amd64": "amd64", "aarch64": "arm64", "arm64": "arm
 DOWNLOAD_TIMEOUT = 600.0
 MISSING = (
     "no Go {need} or newer found (on PATH: {found}): `make testdeps` installs Go {version} into "
-    "{cache} (python3 tests/support/gopeer/toolchain.py)"
+    "{cache} (python3 -m tests.support.gopeer.toolchain)"
 )
 
 
 def cache_root() -> Path:
     """The cache folder of the Go peer (created if missing)."""
-    root = Path(os.environ.get(CACHE_ENV) or "/tmp/pulsar-dissector-go")
-    root.mkdir(parents=True, exist_ok=True)
-    return root
-
-
-@contextlib.contextmanager
-def locked(root: Path) -> Iterator[Path]:
-    """`root`, held under an exclusive lock (its .lock file) for the block."""
-    with open(root / ".lock", "a+b") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            yield root
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
-
-
-def run_checked(argv: list[str], what: str, timeout: float, **kwargs: Any) -> None:
-    """Run `argv` (no stdin, output kept); a non-zero exit raises with the output's tail."""
-    done = subprocess.run(
-        argv,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-        stdin=subprocess.DEVNULL,
-        **kwargs,
-    )
-    if done.returncode != 0:
-        tail = "\n".join((done.stdout + done.stderr).splitlines()[-40:])
-        raise RuntimeError(f"{what} failed (exit {done.returncode}):\n{tail}")
+    return build_cache.cache_root(CACHE_ENV, "/tmp/pulsar-dissector-go")
 
 
 def _release(text: str) -> tuple[int, ...]:

@@ -387,6 +387,11 @@ class Pair(NamedTuple):
     #: An ack of a message already acknowledged (unmatched, yet no fault: a cumulative ack
     #: covering individually acked messages, an ack sent twice): the packet of its first ack.
     first_ack_packet: int | None = None
+    #: A SEND receipted or failed: whether it was its producer's oldest SEND waiting (the
+    #: first sequence id still unanswered), and the producer's oldest SEND still waiting
+    #: after it (None: none). The diagnoses' send timeout and receipt order read them.
+    in_order: bool | None = None
+    next_waiting: Frame | None = None
 
 
 class RequestIdReused(NamedTuple):

@@ -10,9 +10,10 @@ finding as soon as it is established (a threshold passed), before its row is com
 Rules:
 - The engine is made only when the findings table is asked for (dissector.tables.builders):
   it costs the frames-only read nothing, and nothing in the per-frame pipeline.
-- Requests are matched with their answers once, by the facts' state machine
-  (dissector.facts): a request's completion fact comes right after its answer's Frame;
-  the request rules read those (`requests.on_pair`).
+- Requests are matched with their answers, and SENDs with their receipts, once, by the
+  facts' state machine (dissector.facts): a completion fact comes right after its answer's
+  Frame; the request rules (`requests.on_pair`) and the producer rules (`producers.on_pair`)
+  read those.
 - Each command type has a tuple of rule handlers (`DISPATCH`, built once from the rule
   modules' HANDLERS tables: connection, requests, producers, discards, consumers, chunks,
   spanning).
@@ -53,7 +54,7 @@ from dissector.events import (
     Pair,
     RequestIdReused,
 )
-from dissector.facts import is_request_pair
+from dissector.facts import is_request_pair, is_send_pair
 from dissector.findings import Thresholds
 from dissector.pulsar.wire import COMMAND_TYPES
 
@@ -158,6 +159,8 @@ class Diagnoser:
             assert isinstance(ev, Pair)
             if is_request_pair(ev):
                 requests.on_pair(ctx, self._conn(ev.conn_id), ev)
+            elif is_send_pair(ev):
+                producers.on_pair(ctx, self._conn(ev.conn_id), ev)
         elif kind is RequestIdReused:
             assert isinstance(ev, RequestIdReused)
             requests.on_reused(ctx, self._conn(ev.conn_id), ev)

@@ -1,19 +1,23 @@
 """Producer rules on one connection: send timeout, receipt order, sequence regression, busy.
 
-Input: the connection's PRODUCER, its answer, SEND, SEND_RECEIPT, SEND_ERROR and
-CLOSE_PRODUCER frames (through `HANDLERS`, by command type), the sweep (`due`, `tell`: the
-engine's timers, Context.schedule), its end.
+Input: the connection's PRODUCER, its answer, SEND and CLOSE_PRODUCER frames (through
+`HANDLERS`, by command type), the SENDs' completion facts (`on_pair`: receipted, failed,
+never answered; dissector.facts), the sweep (`due`, `tell`: the engine's timers,
+Context.schedule), its end.
 Output: findings producer.send_timeout, producer.receipt_out_of_order,
 producer.sequence_regression (within the connection; across reconnects: spanning.py) and
 producer.busy, each one row per producer with all its evidence (producer.busy: per
 connection and topic, as a refused producer has no producer of its own to be a row of).
 Rules:
-- A SEND is pending until a SEND_RECEIPT or SEND_ERROR of its (producer_id, sequence_id);
-  chunks of one message share a sequence id and each get a receipt. A SEND answered after
+- Which receipt answers which SEND is the facts' (one state machine per connection): a SEND
+  waits until a SEND_RECEIPT or SEND_ERROR of its (producer_id, sequence_id); chunks of one
+  message share a sequence id and each get a receipt. This module keeps no SEND waiting:
+  the facts say which is its producer's oldest (`Pair.next_waiting`, the sweep's timer)
+  and whether a receipt answered it (`Pair.in_order`). A SEND answered after
   the send timeout, left pending past it, or pending when the connection closed (FIN/RST)
   or the client closed the producer, is evidence of a timeout; at the capture's end only
   those older than the timeout count (the rest is not known).
-- A receipt for a pending sequence id other than the oldest pending is out of order; only
+- A receipt for a waiting sequence id other than the oldest waiting is out of order; only
   on a connection with no bytes missing (a receipt lost in a gap is not a broker's fault).
 - A SEND whose sequence id is at or below one already sent (a chunk repeats its message's
   id), or at or below PRODUCER_SUCCESS.last_sequence_id (deduplication on), regresses.
@@ -36,14 +40,15 @@ from dissector.diagnose.state import (
     RuleStep,
     finding,
 )
-from dissector.events import Direction, Frame
+from dissector.events import Direction, Frame, Pair
 from dissector.findings import FindingCode
 from dissector.pulsar.wire import COMMAND_TYPES, enum_name
 
 T = COMMAND_TYPES
 C2B = Direction.CLIENT_TO_BROKER
+_RECEIPT = T["SEND_RECEIPT"]
 _BUSY_ERRORS = frozenset({"ProducerBusy", "ProducerFenced"})
-#: This module's timers (Context.schedule): a producer's oldest pending SEND.
+#: This module's timers (Context.schedule): a producer's oldest SEND waiting.
 KIND = 1
 #: Producers a producer.busy row names (its `entity`); the count says how many there were.
 MAX_BUSY_NAMES = 5
@@ -53,14 +58,14 @@ def _producer(conn: ConnState, frame: Frame, pid: int) -> ProducerState:
     """The producer of `pid`, made when the capture missed its PRODUCER."""
     p = conn.producers.get(pid)
     if p is None:
-        p = conn.add_producer(ProducerState(pid, frame.topic, frame.last_ts))
+        p = conn.add_producer(ProducerState(pid, frame.topic, frame.last_ts, frame.stream_offset))
     return p
 
 
 def on_producer(ctx: Context, conn: ConnState, frame: Frame, body: Any) -> None:
     pid = body.producer_id
     old = conn.producers.get(pid)
-    p = ProducerState(pid, body.topic, frame.last_ts)
+    p = ProducerState(pid, body.topic, frame.last_ts, frame.stream_offset)
     p.name = body.producer_name if body.HasField("producer_name") else None
     if old is not None and old.open:
         detail = f"PRODUCER re-sent for producer_id {pid} without CLOSE_PRODUCER"
@@ -118,37 +123,53 @@ def on_send(ctx: Context, conn: ConnState, frame: Frame, body: Any) -> None:
         ctx.span.sent(conn, p, seq, frame)
     high = body.highest_sequence_id if body.highest_sequence_id > seq else seq
     p.highest_sent = max(p.highest_sent, high)
-    waiting = p.pending.get(seq)
-    if waiting is None:
-        p.pending[seq] = [frame]
-        if len(p.pending) > MAX_TRACKED:
-            p.pending.popitem(last=False)
-    else:
-        waiting.append(frame)
+    p.waiting += 1  # it waits in the facts until its receipt's fact comes (on_pair)
+    if p.oldest is None:
+        p.oldest = frame
     ctx.schedule(due(ctx, conn, p), KIND, conn, p, p.producer_id)
 
 
-def on_receipt(ctx: Context, conn: ConnState, frame: Frame, body: Any) -> None:
-    """SEND_RECEIPT or SEND_ERROR."""
-    p = conn.producers.get(body.producer_id)
-    if p is None:
+def on_pair(ctx: Context, conn: ConnState, pair: Pair) -> None:
+    """A SEND's completion fact (dissector.facts.is_send_pair): receipted, failed, or never
+    answered (at the connection's end, or shed by the facts' bound)."""
+    sent = pair.request
+    assert sent is not None and pair.producer_id is not None
+    p = conn.producers.get(pair.producer_id)
+    if p is None or sent.stream_offset < p.since:
+        return  # a SEND of an earlier producer of that id: its state went with it
+    if p.closed_at is not None and sent.stream_offset < p.closed_at:
+        _late(p, sent, p.closed_ts - sent.last_ts)  # waiting when the client gave up
         return
-    seq = body.sequence_id
-    waiting = p.pending.get(seq)
-    if waiting is None:
-        return  # its SEND is not in the capture: nothing known
-    oldest = next(iter(p.pending))
-    if oldest != seq and conn.intact and frame.command_type == T["SEND_RECEIPT"]:
-        p.out_of_order.add(frame)
-    sent = waiting.pop(0)
-    if not waiting:
-        del p.pending[seq]
-    if ctx.span is not None and frame.command_type == T["SEND_RECEIPT"]:
-        ctx.span.receipted(conn, p, seq)
-    wait = frame.last_ts - sent.last_ts
+    p.waiting -= 1
+    answer = pair.response
+    if answer is None:
+        p.unanswered.append(sent)  # judged when the connection ends (close)
+        return
+    after = pair.next_waiting
+    p.oldest = None if after is None or _given_up(p, after) else after
+    if answer.command_type == _RECEIPT:
+        if not pair.in_order and conn.intact:
+            p.out_of_order.add(answer)
+        if ctx.span is not None:
+            assert pair.sequence_id is not None
+            ctx.span.receipted(conn, p, pair.sequence_id)
+    wait = answer.last_ts - sent.last_ts
     if wait > ctx.us["send_timeout"]:
-        p.timeout.add(sent)
-        p.longest_wait = max(p.longest_wait, wait)
+        _late(p, sent, wait)
+
+
+def _given_up(p: ProducerState, sent: Frame) -> bool:
+    """Whether `sent` was waiting when the client closed `p` (counted then), or is an earlier
+    producer's of that id."""
+    if sent.stream_offset < p.since:
+        return True
+    return p.closed_at is not None and sent.stream_offset < p.closed_at
+
+
+def _late(p: ProducerState, sent: Frame, wait: int) -> None:
+    """`sent` is evidence of a timeout: it waited `wait` µs."""
+    p.timeout.add(sent)
+    p.longest_wait = max(p.longest_wait, wait)
 
 
 def on_close_producer(ctx: Context, conn: ConnState, frame: Frame, body: Any) -> None:
@@ -156,37 +177,28 @@ def on_close_producer(ctx: Context, conn: ConnState, frame: Frame, body: Any) ->
     if p is None:
         return
     p.open = False
-    if frame.direction is C2B:  # the client gave up on what is still pending
-        _give_up(p, frame.last_ts, None)
+    if frame.direction is C2B:  # the client gave up on what is still waiting
+        p.closed_at, p.closed_ts = frame.stream_offset, frame.last_ts
+        p.oldest, p.waiting = None, 0  # their facts, when they come, are timeouts (on_pair)
         if ctx.span is not None:
             ctx.span.closed(conn, p)
 
 
-def _give_up(p: ProducerState, now: int, older_than: int | None) -> None:
-    """Pending SENDs become timeout evidence (those older than `older_than` µs, or all)."""
-    for frames in p.pending.values():
-        for sent in frames:
-            wait = now - sent.last_ts
-            if older_than is None or wait > older_than:
-                p.timeout.add(sent)
-                p.longest_wait = max(p.longest_wait, wait)
-    p.pending.clear()
-
-
 def due(ctx: Context, conn: ConnState, p: ProducerState) -> int | None:
-    """The time after which the oldest pending SEND of `p` has passed the send timeout
-    (None: nothing pending, or already told)."""
-    if p.timeout_told or not p.pending:
+    """The time after which the oldest SEND of `p` still waiting has passed the send timeout
+    (None: nothing waiting, or already told)."""
+    if p.timeout_told or p.oldest is None:
         return None
-    return next(iter(p.pending.values()))[0].last_ts + ctx.us["send_timeout"]
+    return p.oldest.last_ts + ctx.us["send_timeout"]
 
 
 def tell(ctx: Context, conn: ConnState, p: ProducerState, now: int) -> None:
     """Tell the listener of a producer whose oldest SEND just passed the send timeout (the
     sweep calls it once `due` has passed)."""
-    sent = next(iter(p.pending.values()))[0]
+    sent = p.oldest
+    assert sent is not None
     p.timeout_told = True
-    waiting = sum(len(f) for f in p.pending.values())
+    waiting = p.waiting
     ctx.established(
         finding(
             FindingCode.PRODUCER_SEND_TIMEOUT,
@@ -208,7 +220,10 @@ def close(ctx: Context, conn: ConnState, horizon: int, closed: bool) -> None:
     """The connection ended at `horizon` (closed: by FIN/RST; else the capture ended)."""
     limit = ctx.us["send_timeout"]
     for p in conn.producers.values():
-        _give_up(p, horizon, None if closed else limit)
+        for sent in p.unanswered:  # at a close all count; at the capture's end the old ones
+            if closed or horizon - sent.last_ts > limit:
+                _late(p, sent, horizon - sent.last_ts)
+        p.unanswered.clear()
         label, topic = p.label(), p.topic
         if p.timeout:
             ctx.emit(
@@ -273,7 +288,5 @@ def close(ctx: Context, conn: ConnState, horizon: int, closed: bool) -> None:
 HANDLERS: dict[int, RuleStep] = {
     T["PRODUCER"]: on_producer,
     T["SEND"]: on_send,
-    T["SEND_RECEIPT"]: on_receipt,
-    T["SEND_ERROR"]: on_receipt,
     T["CLOSE_PRODUCER"]: on_close_producer,
 }

@@ -223,13 +223,20 @@ class ProducerState:
     producer_id: int
     topic: str | None
     created_ts: int
+    since: int  # stream offset of the frame that made it: earlier SENDs are not its
     scheduled: int | None = None  # due time of its timer entry (Context.schedule)
     order: int = 0  # its place in ConnState.producers
     name: str | None = None
     open: bool = True  # no CLOSE_PRODUCER yet
     last_sequence_id: int = -1  # PRODUCER_SUCCESS.last_sequence_id (-1: deduplication off)
-    #: sequence_id -> the SEND frame, oldest first: SENDs waiting for their receipt
-    pending: OrderedDict[int, list[Frame]] = field(default_factory=OrderedDict)
+    #: of its SENDs waiting for their receipt (in the facts): the oldest, and how many
+    oldest: Frame | None = None
+    waiting: int = 0
+    #: the client's CLOSE_PRODUCER (stream offset, time): SENDs waiting then are timeouts
+    closed_at: int | None = None
+    closed_ts: int = 0
+    #: its SENDs the facts report never answered, judged when the connection ends
+    unanswered: list[Frame] = field(default_factory=list)
     highest_sent: int = -1  # the highest sequence id sent on this connection
     timeout: Evidence = field(default_factory=Evidence)  # SENDs past the send timeout
     timeout_told: bool = False

@@ -13,7 +13,7 @@ and `acks` (the transitions), `entities`, `pairs` (a fact's fields), `deliveries
 
 from __future__ import annotations
 
-from dissector.facts.commands import is_request_pair
+from dissector.facts.commands import is_request_pair, is_send_pair
 from dissector.facts.machine import ConversationState
 
-__all__ = ["ConversationState", "is_request_pair"]
+__all__ = ["ConversationState", "is_request_pair", "is_send_pair"]

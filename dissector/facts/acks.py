@@ -6,8 +6,11 @@ is kept (the entities count SENDs and deliveries in their own steps).
 Output: the completion facts appended (`Pair`): SEND receipted or failed, MESSAGE
 acknowledged, redelivered or asked again, stray acks (unmatched, and why if known).
 Rules:
-- A SEND waits by (producer_id, sequence_id), oldest first; SEND_RECEIPT or SEND_ERROR
-  answers the oldest SEND of its key.
+- A SEND waits by producer_id, then sequence_id (keys in the order first sent), oldest
+  first; SEND_RECEIPT or SEND_ERROR answers the oldest SEND of its key. Its fact says
+  whether that key was the producer's first waiting (`Pair.in_order`) and the producer's
+  oldest SEND still waiting (`Pair.next_waiting`): what the diagnoses' send timeout and
+  receipt order read, with no pending map of their own.
 - MESSAGE waits by (consumer_id, ledger, entry) until acknowledged: individual ids,
   cumulative (everything of that consumer up to the id), or a redelivery request (all
   pending without ids). A batch-index ack (an ack_set with bits still set) acknowledges part
@@ -83,26 +86,36 @@ def on_send(state: Store, frame: Frame, ctype: int, body: Any, facts: list[Fact]
     row)."""
     if not state.pairing:
         return
-    key = (body.producer_id, body.sequence_id)
-    queue = state._sends.get(key)
+    waiting = state._sends.get(body.producer_id)
+    if waiting is None:
+        waiting = state._sends[body.producer_id] = {}
+    queue = waiting.get(body.sequence_id)
     if queue is None:
-        queue = state._sends[key] = deque()
+        queue = waiting[body.sequence_id] = deque()
     queue.append(held(frame))
     state._pending += 1
 
 
 def on_receipt(state: Store, frame: Frame, ctype: int, body: Any, facts: list[Fact]) -> None:
-    """SEND_RECEIPT or SEND_ERROR: answers the oldest SEND of its (producer, sequence)."""
+    """SEND_RECEIPT or SEND_ERROR: answers the oldest SEND of its (producer, sequence); the
+    fact says whether that SEND was its producer's oldest waiting, and which one is now."""
     if not state.pairing:
         return
-    key = (body.producer_id, body.sequence_id)
-    queue = state._sends.get(key)
-    request = queue.popleft() if queue else None
-    if request is not None:
-        state._pending -= 1
-        if not queue:  # one key per message: an emptied queue would stay for good
-            del state._sends[key]
-    facts.append(state.pair(request, frame, None))
+    waiting = state._sends.get(body.producer_id)
+    queue = waiting.get(body.sequence_id) if waiting is not None else None
+    if not queue:
+        facts.append(state.pair(None, frame, None))
+        return
+    assert waiting is not None
+    in_order = next(iter(waiting)) == body.sequence_id
+    request = queue.popleft()
+    state._pending -= 1
+    if not queue:  # one key per message: an emptied queue would stay for good
+        del waiting[body.sequence_id]
+    next_waiting = next(iter(waiting.values()))[0] if waiting else None
+    if not waiting:
+        del state._sends[body.producer_id]
+    facts.append(state.pair(request, frame, None, in_order=in_order, next_waiting=next_waiting))
 
 
 def on_message(state: Store, frame: Frame, ctype: int, body: Any, facts: list[Fact]) -> None:

@@ -61,3 +61,13 @@ def is_request_pair(pair: Pair) -> bool:
         return response.command_type in RESPONSES
     request = pair.request
     return request is not None and request.command_type in WITH_REQUEST
+
+
+_SEND = T["SEND"]
+
+
+def is_send_pair(pair: Pair) -> bool:
+    """Whether a completion fact is a SEND's (receipted, failed or never answered): what the
+    diagnoses' producer rules read (a receipt of no SEND waiting is not one)."""
+    request = pair.request
+    return request is not None and request.command_type == _SEND

@@ -103,8 +103,9 @@ class ConversationState(Store):
         pending: list[Frame] = list(self._by_request.values())
         for again in self._again.values():
             pending.extend(again)
-        for queue in self._sends.values():
-            pending.extend(queue)
+        for waiting in self._sends.values():
+            for queue in waiting.values():
+                pending.extend(queue)
         for fifo in self._fifo.values():
             pending.extend(fifo)
         for delivered in self._delivered.values():
@@ -129,8 +130,9 @@ class ConversationState(Store):
         frame: Frame
         for key, frame in self._by_request.items():
             waiting.append(((frame.last_ts, frame.stream_offset), frame, self._by_request, key))
-        for queues in (self._sends, self._fifo, self._again):
-            for queue in queues.values():
+        sends = [queue for by_seq in self._sends.values() for queue in by_seq.values()]
+        for queues in (sends, self._fifo.values(), self._again.values()):
+            for queue in queues:
                 for frame in queue:
                     waiting.append(((frame.last_ts, frame.stream_offset), frame, queue, None))
         for delivered in self._delivered.values():
@@ -145,10 +147,11 @@ class ConversationState(Store):
             else:
                 del store[where]
             pairs.append(self.pair(frame, None, None))
-        self._sends = {key: queue for key, queue in self._sends.items() if queue}
+        kept = ((pid, {seq: q for seq, q in w.items() if q}) for pid, w in self._sends.items())
+        self._sends = {pid: by_seq for pid, by_seq in kept if by_seq}
         self._again = {key: again for key, again in self._again.items() if again}
         self._promote()
-        self._pending = sum(len(q) for q in self._sends.values())
+        self._pending = sum(len(q) for w in self._sends.values() for q in w.values())
         self._pending += sum(len(q) for q in self._again.values())
         self._pending += sum(len(q) for q in self._fifo.values())
         self._pending += len(self._by_request) + sum(len(d.live) for d in self._delivered.values())

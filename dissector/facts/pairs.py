@@ -8,6 +8,8 @@ Rules:
   response is a redelivery request, error when the response reports a failure (an error /
   error_code field, an ERROR command, a Failed lookup or partitioned-metadata response), else
   success; the caller may impose one (a MESSAGE delivered again is "redelivered").
+- a SEND's fact carries what its caller knows of the producer's other SENDs waiting
+  (`in_order`, `next_waiting`: acks.on_receipt).
 - ids (request, producer, consumer, sequence) come from the request, or from the response
   alone; ledger/entry from the id acknowledged, the MESSAGE, or the SEND_RECEIPT.
 """
@@ -53,6 +55,8 @@ def make_pair(
     *,
     ack_of: tuple[int, int] | None = None,
     outcome: Outcome | None = None,
+    in_order: bool | None = None,
+    next_waiting: Frame | None = None,
 ) -> Pair:
     """The row of `request` and `response` (at least one of them given)."""
     ref = request if request is not None else response
@@ -109,4 +113,6 @@ def make_pair(
         topic,
         code,
         message,
+        in_order=in_order,
+        next_waiting=next_waiting,
     )

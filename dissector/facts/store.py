@@ -2,7 +2,7 @@
 
 Input: nothing (filled in by the transitions: `requests.py`, `acks.py`).
 Output: `Store`, the per-connection maps the transitions share (requests by (direction,
-request_id), SENDs by (producer_id, sequence_id), FIFO requests, deliveries by consumer,
+request_id), SENDs by producer_id then sequence_id, FIFO requests, deliveries by consumer,
 acked ids) with the count of what waits, and `pair`, which makes a completion fact (or a
 shared stand-in when no fact is wanted); `Fact`, what a frame may complete.
 Rule: every map is bounded by the machine (`bounds.MAX_PENDING` over all of them together,
@@ -44,7 +44,8 @@ class Store:
         self.entities = Entities()
         self._by_request: dict[tuple[Direction, int], Frame] = {}  # (direction, request_id)
         self._again: dict[tuple[Direction, int], list[Frame]] = {}  # the same key, in flight
-        self._sends: dict[tuple[int, int], deque[Frame]] = {}  # (producer_id, sequence_id)
+        # producer_id -> sequence_id -> SEND frames, keys in the order first sent
+        self._sends: dict[int, dict[int, deque[Frame]]] = {}
         self._fifo: dict[tuple[Direction, int], deque[Frame]] = {}  # (direction, type)
         # consumer_id -> (ledger, entry) -> MESSAGE frame, in delivery order (and by id)
         self._delivered: dict[int, Deliveries[Frame]] = {}

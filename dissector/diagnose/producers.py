@@ -41,6 +41,7 @@ from dissector.diagnose.state import (
     finding,
 )
 from dissector.events import Direction, Frame, Pair
+from dissector.facts.bounds import MAX_PENDING
 from dissector.findings import FindingCode
 from dissector.pulsar.wire import COMMAND_TYPES, enum_name
 
@@ -143,7 +144,8 @@ def on_pair(ctx: Context, conn: ConnState, pair: Pair) -> None:
     p.waiting -= 1
     answer = pair.response
     if answer is None:
-        p.unanswered.append(sent)  # judged when the connection ends (close)
+        if len(p.unanswered) < MAX_PENDING:
+            p.unanswered.append(sent)  # judged when the connection ends (close)
         return
     after = pair.next_waiting
     p.oldest = None if after is None or _given_up(p, after) else after

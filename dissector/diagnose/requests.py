@@ -30,6 +30,7 @@ from typing import Any
 
 from dissector.diagnose.state import MAX_TRACKED, ConnState, Context, Evidence, RuleStep, finding
 from dissector.events import Direction, Frame, Pair, RequestIdReused
+from dissector.facts.bounds import MAX_PENDING
 from dissector.findings import FindingCode
 from dissector.pulsar.wire import COMMAND_TYPES
 
@@ -52,7 +53,7 @@ def on_pair(ctx: Context, conn: ConnState, pair: Pair) -> None:
     """A request's completion fact (dissector.facts.is_request_pair)."""
     request, response = pair.request, pair.response
     if response is None:
-        if request is not None and len(conn.requests) < MAX_TRACKED:
+        if request is not None and len(conn.requests) < MAX_PENDING:
             conn.requests.append(request)  # unanswered: judged at the connection's end
         return
     if request is None:

@@ -32,9 +32,11 @@ from dissector.findings import REGISTRY, Thresholds
 
 #: Packet numbers kept as evidence per finding: the first ones and the last.
 MAX_EVIDENCE = 10
-#: Pending items (SENDs, requests, deliveries, chunked messages) remembered per producer,
-#: consumer or connection; the oldest are forgotten beyond (they no longer prove anything
-#: a newer one does not).
+#: Items of a rule's own (producers, consumers, topics refused, PINGs, deliveries, chunked
+#: messages) remembered per producer, consumer or connection; the oldest are forgotten
+#: beyond (they no longer prove anything a newer one does not). What waits for an answer
+#: (requests, SENDs) is the facts': their bound (dissector.facts.bounds.MAX_PENDING) applies,
+#: and the facts they report never answered are kept up to that bound too.
 MAX_TRACKED = 50_000
 #: Keys (producer names, subscriptions, lookup chains) remembered across connections.
 MAX_KEYS = 100_000

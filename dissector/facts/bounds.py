@@ -15,7 +15,8 @@ __all__ = ["ACKED_MEMORY", "MAX_PENDING", "MAX_RETIRED"]
 
 #: Requests, SENDs and deliveries awaiting an answer per connection before the oldest are
 #: declared unanswered: a client that never gets (or a capture that never shows) answers
-#: must not grow memory with the capture's length.
+#: must not grow memory with the capture's length. The diagnoses keep the requests and SENDs
+#: reported unanswered up to this many per connection (requests) or producer (SENDs) too.
 MAX_PENDING = 100_000
 #: Acknowledged message ids remembered per consumer, to tell a repeated ack (a cumulative ack
 #: covering individually acked messages, an ack sent twice) from a stray one.

@@ -27,6 +27,8 @@ from dissector.facts import ConversationState
 from dissector.findings import Thresholds
 from dissector.pulsar.encoder import command
 from dissector.pulsar.wire import BODY_FIELDS, COMMAND_TYPES
+from dissector.read.options import ReaderOptions
+from dissector.read.plan import plan_read
 
 C2B, B2C = Direction.CLIENT_TO_BROKER, Direction.BROKER_TO_CLIENT
 KEY = FlowKey("10.0.0.1", 40000, "10.0.0.2", 6650)
@@ -177,3 +179,11 @@ def test_the_sweep_times_the_oldest_send_the_facts_say_waits() -> None:
     scene.engine.tick(14 * S)
     assert [f.code for f in heard] == ["producer.send_timeout"]
     assert heard[0].evidence == (later,) and heard[0].count == 1
+
+
+def test_a_findings_read_has_the_facts_whatever_the_pairs_option_says() -> None:
+    """The producer and request rules keep no matching of their own: a read making findings
+    has the state machine make its completion facts even with pairs turned off."""
+    off = ReaderOptions(messages=False, pairs=False)
+    assert plan_read(off, ["findings"]).pairs
+    assert not plan_read(off, ["timeline"]).pairs  # the option still turns the timeline's off

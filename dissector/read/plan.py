@@ -15,7 +15,9 @@ Rules:
   (`FRAME_BY_FRAME`). A read does only what its tables need: `read_tables(path,
   tables=["frames"])` decodes no payload and pairs nothing.
 - `ReaderOptions.messages` and `.pairs` can turn a stage off, never on: a table that needs it
-  is then made without it (the event API takes them as they are).
+  is then made without it (the event API takes them as they are); except the facts the
+  findings' rules read (`FACTS_READ`: requests answered, SENDs receipted), made whenever the
+  findings are (a timeline made beside them then has its rows).
 - Frame runs (dissector.pulsar.frame_runs: no object per frame) are taken by a TableBuilder
   only, and only when nothing reads frames one by one: no payloads, pairs, frame bytes,
   `fields` column, findings or journeys.
@@ -40,6 +42,9 @@ WITHOUT_PAYLOADS = frozenset({"frames", "timeline", "entities", "findings"})
 #: Tables made from the protocol facts' completions (dissector.facts: requests answered,
 #: SENDs receipted, deliveries acked): a read making one has the state machine make them.
 WITH_PAIRS = frozenset({"timeline", "findings"})
+#: Tables whose rules read the facts' completions whatever `ReaderOptions.pairs` says (the
+#: findings' request and producer rules keep no matching of their own).
+FACTS_READ = frozenset({"findings"})
 #: Tables made from frames read one by one (their rules keep state across frames): a read
 #: that makes one takes no frame runs.
 FRAME_BY_FRAME = frozenset({"findings", "journeys"})
@@ -79,7 +84,7 @@ def plan_read(
         payloads = pairs = False
     else:
         payloads = options.messages and (front == TEXT or not asked <= WITHOUT_PAYLOADS)
-        pairs = options.pairs and bool(asked & WITH_PAIRS)
+        pairs = bool(asked & FACTS_READ) or (options.pairs and bool(asked & WITH_PAIRS))
     fields = options.fields and "frames" in asked
     findings, journeys = "findings" in asked, "journeys" in asked
     runs = front in (TABLES, SPANS) and not (

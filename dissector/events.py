@@ -86,6 +86,15 @@ class EntityKind(StrEnum):
     CONSUMER = "consumer"
 
 
+class SchemaStep(StrEnum):
+    """What a schema fact says (dissector.facts.schemas)."""
+
+    DECLARED = "declared"  # a client's PRODUCER / SUBSCRIBE / GET_OR_CREATE_SCHEMA (schema or none)
+    ACCEPTED = "accepted"  # the broker took the declared schema: its version, when told
+    FETCHED = "fetched"  # GET_SCHEMA answered with a schema
+    REFUSED = "refused"  # a schema request failed, or an entity declaring one (error_code)
+
+
 class EntityState(StrEnum):
     PENDING = "pending"
     CREATED = "created"
@@ -403,6 +412,24 @@ class RequestIdReused(NamedTuple):
     request: Frame
 
 
+class SchemaFact(NamedTuple):
+    """A fact of dissector.facts: a schema declared, accepted, fetched or refused on a
+    connection, per topic and version. Made only when a consumer wants them (the values'
+    schema tracker), one per schema-bearing command (rare: no hot-path cost)."""
+
+    conn_id: int
+    step: SchemaStep
+    command: str  # the command saying it: PRODUCER, PRODUCER_SUCCESS, GET_SCHEMA_RESPONSE, ...
+    topic: str  # as the client named it (a partition's name included)
+    kind: EntityKind | None  # the producer or consumer it concerns (PRODUCER, SUBSCRIBE)
+    entity_id: int | None
+    schema: Any  # the wire's Schema (protobuf) declared or fetched; None: none
+    version: bytes | None  # the version the broker told (or the one GET_SCHEMA asked for)
+    error_code: str | None  # REFUSED: the broker's code (IncompatibleSchema, TopicNotFound)
+    error_message: str | None
+    frame: Frame  # the frame that says it
+
+
 @dataclass(slots=True)
 class Entity:
     """A producer or consumer of the connection."""
@@ -425,7 +452,8 @@ class Entity:
 @dataclass(slots=True)
 class ConnectionInfo:
     """What the connection said about itself (for the conversations table): its handshake
-    (CONNECT, CONNECTED) and its producers and consumers."""
+    (CONNECT, CONNECTED: versions, features), its producers and consumers, and how many auth
+    exchanges and keep-alives it made (facts the diagnoses may read)."""
 
     client_version: str | None = None
     server_version: str | None = None
@@ -437,6 +465,15 @@ class ConnectionInfo:
     max_message_size: int | None = None
     feature_flags: list[str] = field(default_factory=list)
     entities: list[Entity] = field(default_factory=list)
+    # auth exchanges and keep-alives, counted (their pairs, when made, are timeline rows)
+    auth_challenges: int = 0  # the broker's AUTH_CHALLENGE
+    auth_responses: int = 0  # the client's AUTH_RESPONSE
+    pings: int = 0  # PING, either side
+    pongs: int = 0  # PONG, either side
+
+    def supports(self, feature: str) -> bool:
+        """Whether the client's CONNECT declared `feature` ("supports_auth_refresh")."""
+        return feature in self.feature_flags
 
 
 # ------------------------------------------------------------ the pipeline's own: conversations

@@ -122,7 +122,8 @@ class Connection:
         self.head: bytes | None = b""  # client bytes awaiting preamble sniffing; None: done
         self.preamble: Preamble | None = None
         self.held: list[PipelineEvent] = []  # events of a pending connection
-        self.state = ConversationState(opened.conn_id, pairs=shared.pairs)
+        values = self.messages is not None and self.messages.values is not None
+        self.state = ConversationState(opened.conn_id, pairs=shared.pairs, schemas=values)
         self.judged: set[Direction] = set()  # pending: sides that opened without CONNECT
         self.anomalies = 0
         self.tls: TlsSession | None = None  # TLS mode: the session

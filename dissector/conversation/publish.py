@@ -8,8 +8,8 @@ then the pairs it completes and the messages it carries, each run with its frame
 anomalies as they are; the count of anomalies among them (the connection's row counts them).
 Rule: one conversation state sees every frame of its connection, in stream order, once; a
 frame's topic is set by building the tuple (no per-frame `_replace`). With values asked for
-(`messages.values`), every other decoded command goes to it too: it learns the schemas, and
-the schema anomalies it finds follow their frame.
+(`messages.values`), the schema facts the state made of a frame go to it: it learns the
+schemas, and the schema anomalies it finds follow their frame.
 """
 
 from __future__ import annotations
@@ -52,9 +52,10 @@ def publish(
                         if type(item) is Anomaly:
                             anomalies += 1
                         out.append(item)
-                elif messages.values is not None and ev.body is not None:
-                    faults = messages.values.feed_frame(ev)  # schema.* anomalies
-                    if faults:
+                elif messages.values is not None:
+                    told = state.schemas.take()  # the frame's schema facts
+                    if told:
+                        faults = messages.values.learn(told, ev)  # schema.* anomalies
                         anomalies += len(faults)
                         out.extend(faults)
         elif type(ev) is FrameRun:

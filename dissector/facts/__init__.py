@@ -4,11 +4,13 @@ Input: a connection's decoded frames in stream order (`ConversationState.observe
 Output: typed facts (docs/architecture.md, "Protocol facts"): each frame's topic; completion
 facts (`Pair`: request answered / failed / unanswered / unmatched, SEND receipted / failed /
 unanswered, MESSAGE acknowledged / redelivered / unacknowledged, stray acks);
-`RequestIdReused`; at the end, the connection's handshake and entities (`ConnectionInfo`).
+`RequestIdReused`; schema facts (`SchemaFact`, when wanted); at the end, the connection's
+handshake, auth and keep-alive counts and entities (`ConnectionInfo`).
 Rule: nothing else pairs requests with answers, SENDs with receipts or deliveries with acks:
-the timeline, the diagnoses and the journeys read these facts. Modules: `machine` (the
-state), `table` (its one transition table), `commands` (which command is which), `requests`
-and `acks` (the transitions), `entities`, `pairs` (a fact's fields), `deliveries`, `bounds`.
+the timeline, the diagnoses, the journeys and the values' schema tracker read these facts.
+Modules: `machine` (the state), `table` (its one transition table), `commands` (which
+command is which), `requests` and `acks` (the transitions), `entities`, `schemas`, `pairs`
+(a fact's fields), `deliveries`, `bounds`.
 """
 
 from __future__ import annotations

@@ -3,7 +3,8 @@
 Input: the decoded frames of one connection in order (through `table.TRANSITIONS`), the
 request/response pairs completed (`responded`), then `close`.
 Output: the topic each frame concerns, and a `ConnectionInfo` of what the connection said about
-itself (CONNECT, CONNECTED) with its `Entity` records (producers and consumers).
+itself (CONNECT, CONNECTED) with its `Entity` records (producers and consumers) and the count
+of its auth exchanges (AUTH_CHALLENGE, AUTH_RESPONSE) and keep-alives (PING, PONG).
 Rules:
 - PRODUCER / SUBSCRIBE create an entity (pending) on the topic they name; their answer makes
   it created (failed on ERROR); CLOSE_PRODUCER / CLOSE_CONSUMER close it, by the client or by
@@ -203,6 +204,17 @@ def _message(ents: Entities, frame: Frame, ctype: int, body: Any) -> str | None:
     return None if entity is None else entity.topic
 
 
+def _counter(name: str) -> Step:
+    """A step counting the command in the connection's info (auth exchanges, keep-alives)."""
+
+    def count(ents: Entities, frame: Frame, ctype: int, body: Any) -> str | None:
+        info = ents.info
+        setattr(info, name, getattr(info, name) + 1)
+        return None
+
+    return count
+
+
 def entity_steps() -> dict[int, Step]:
     """BaseCommand.type -> what the command does to the entities; returns the frame's topic.
     Commands absent concern no topic."""
@@ -214,4 +226,8 @@ def entity_steps() -> dict[int, Step]:
     steps[T["FLOW"]] = _flow
     steps[T["SEND"]] = _send
     steps[T["MESSAGE"]] = _message
+    steps[T["AUTH_CHALLENGE"]] = _counter("auth_challenges")
+    steps[T["AUTH_RESPONSE"]] = _counter("auth_responses")
+    steps[T["PING"]] = _counter("pings")
+    steps[T["PONG"]] = _counter("pongs")
     return steps

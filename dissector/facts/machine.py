@@ -6,6 +6,8 @@ Output: per frame, its topic and the facts it completes: `Pair` records (request
 failed / unanswered / unmatched, SEND receipted / failed, MESSAGE acknowledged /
 redelivered, each with both packets) and `RequestIdReused`; at close the pairs never
 answered, and a `ConnectionInfo` of the handshake and entities (producers, consumers).
+With `schemas`, the schema facts (`SchemaFact`: declared, accepted, fetched, refused) wait
+in `schemas.told` for their consumer (`schemas.take()`).
 Rules: what each command does is ONE lookup in `table.TRANSITIONS` (its entity step, then
 its pairing handler: `requests.py`, `acks.py`); `pairs.py` fills in each completion fact.
 Bounds (`bounds.py`): pending requests, SENDs and deliveries per connection are at most
@@ -35,10 +37,11 @@ _NO_FACTS: list[Fact] = []  # shared, never mutated
 class ConversationState(Store):
     """State of one connection; see the module docstring."""
 
-    def __init__(self, conn_id: int, *, pairs: bool = True) -> None:
+    def __init__(self, conn_id: int, *, pairs: bool = True, schemas: bool = False) -> None:
         """pairs: whether facts are wanted (the timeline, the findings or the journeys are
-        made): False matches requests only, for the entities, and returns no fact."""
-        super().__init__(conn_id, pairs)
+        made): False matches requests only, for the entities, and returns no fact.
+        schemas: whether schema facts are made (`schemas.told`, taken by the values)."""
+        super().__init__(conn_id, pairs, schemas)
         self.info = self.entities.info
         self.producers = self.entities.producers
         self.consumers = self.entities.consumers

@@ -31,7 +31,7 @@ _FAILED = {T["LOOKUP_RESPONSE"]: 2, T["PARTITIONED_METADATA_RESPONSE"]: 1}  # re
 _NO_FIELDS: frozenset[str] = frozenset()
 
 
-def _error(body: Any, ctype: int) -> tuple[str | None, str | None]:
+def error_of(body: Any, ctype: int) -> tuple[str | None, str | None]:
     """(error code, message) when a response reports a failure."""
     fields = SINGULAR_FIELDS.get(ctype, _NO_FIELDS)
     code = message = None
@@ -92,7 +92,7 @@ def make_pair(
     elif response.command_type == _REDELIVER:
         outcome = Outcome.REDELIVERED
     else:
-        code, message = _error(response.body, response.command_type)
+        code, message = error_of(response.body, response.command_type)
         outcome = (
             Outcome.ERROR
             if code is not None or response.command_type == _ERROR

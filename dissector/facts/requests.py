@@ -4,7 +4,8 @@ Input: (state, frame, command type, its sub-message, the facts so far) from the 
 table (`table.TRANSITIONS`).
 Output: the completion facts appended (`Pair`: answered, failed, unmatched), a
 `RequestIdReused` for a request sent while its id is in flight; the entities told of
-answers (PRODUCER / SUBSCRIBE created or failed) and of the handshake.
+answers (PRODUCER / SUBSCRIBE created or failed) and of the handshake, the schema facts of
+answers (`schemas.py`).
 Rules (`commands.py` says which command is which):
 - A request waits by (direction, request_id); a response pairs with the request of its id
   sent the other way. An id in flight twice (a client numbering with two counters) keeps
@@ -59,7 +60,11 @@ def on_close(state: Store, frame: Frame, ctype: int, body: Any, facts: list[Fact
 
 def on_response(state: Store, frame: Frame, ctype: int, body: Any, facts: list[Fact]) -> None:
     if ctype == _PRODUCER_SUCCESS and not body.producer_ready:
-        return  # the producer waits for exclusive access: its answer is the ready one
+        # the producer waits for exclusive access: its answer is the ready one (the schema
+        # version this one may tell is a fact already)
+        key = (_opposite(frame.direction), body.request_id)
+        state.schemas.producer_answered(state._by_request.get(key), frame)
+        return
     if body.HasField("request_id"):
         rid = body.request_id
         key = (_opposite(frame.direction), rid)
@@ -71,6 +76,7 @@ def on_response(state: Store, frame: Frame, ctype: int, body: Any, facts: list[F
             state._pending -= 1
         facts.append(state.pair(request, frame, rid))
         state.entities.responded(request, frame)
+        state.schemas.answered(request, frame)
 
 
 def _answered(state: Store, key: tuple[Direction, int], ctype: int) -> Frame:

@@ -3,8 +3,9 @@
 Input: nothing (filled in by the transitions: `requests.py`, `acks.py`).
 Output: `Store`, the per-connection maps the transitions share (requests by (direction,
 request_id), SENDs by producer_id then sequence_id, FIFO requests, deliveries by consumer,
-acked ids) with the count of what waits, and `pair`, which makes a completion fact (or a
-shared stand-in when no fact is wanted); `Fact`, what a frame may complete.
+acked ids) with the count of what waits, its entities and schema facts, and `pair`, which
+makes a completion fact (or a shared stand-in when no fact is wanted); `Fact`, what a frame
+may complete.
 Rule: every map is bounded by the machine (`bounds.MAX_PENDING` over all of them together,
 `bounds.ACKED_MEMORY` per consumer); `_pending` counts what waits in them.
 """
@@ -20,6 +21,7 @@ from dissector.events import Direction, Frame, Outcome, Pair, RequestIdReused
 from dissector.facts.deliveries import Deliveries
 from dissector.facts.entities import Entities
 from dissector.facts.pairs import make_pair
+from dissector.facts.schemas import SchemaFacts
 
 __all__ = ["Fact", "Store"]
 
@@ -38,10 +40,11 @@ def _no_pair(*args: Any, **kwargs: Any) -> Pair:
 class Store:
     """One connection's pending requests, SENDs and deliveries; see the module docstring."""
 
-    def __init__(self, conn_id: int, pairs: bool) -> None:
+    def __init__(self, conn_id: int, pairs: bool, schemas: bool = False) -> None:
         self.conn_id = conn_id
         self.pairing = pairs
         self.entities = Entities()
+        self.schemas = SchemaFacts(conn_id, schemas)  # made only when wanted
         self._by_request: dict[tuple[Direction, int], Frame] = {}  # (direction, request_id)
         self._again: dict[tuple[Direction, int], list[Frame]] = {}  # the same key, in flight
         # producer_id -> sequence_id -> SEND frames, keys in the order first sent

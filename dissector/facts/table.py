@@ -1,14 +1,17 @@
 """The state machine's one transition table: what each Pulsar command does to a connection.
 
-Input: the entity steps (`entities.entity_steps`: producers, consumers, handshake, the
-frame's topic) and the pairing handlers (`requests.py`, `acks.py`), by command type.
+Input: the entity steps (`entities.entity_steps`: producers, consumers, handshake, auth
+and keep-alive counts, the frame's topic) and the pairing handlers (`requests.py`,
+`acks.py`, `schemas.py`), by command type.
 Output: `TRANSITIONS`: BaseCommand.type -> (entity step or None, pairing handler or None),
 the one lookup the machine makes per frame; commands absent do nothing.
 Rule (the pairing column, first match): a command with a request_id is a request or a
 response (`commands.RESPONSES`); CLOSE_PRODUCER/CLOSE_CONSUMER a request unless a broker's
 notification; then SEND, SEND_RECEIPT/SEND_ERROR, MESSAGE, ACK/REDELIVER, the FIFO pairs and
 CONNECT/CONNECTED, whose handlers run after the request_id one when a command has both
-(an ACK with a request_id is a request and names deliveries).
+(an ACK with a request_id is a request and names deliveries); PRODUCER, SUBSCRIBE and
+GET_OR_CREATE_SCHEMA then declare their schema (`schemas.py`; their answers' schema facts
+are made where requests pair them).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from dissector.events import Frame
 from dissector.facts import acks, requests
 from dissector.facts.commands import CLOSES, FIFO_PAIRS, FIFO_REQUESTS, RESPONSES, WITH_REQUEST
 from dissector.facts.entities import Step, entity_steps
+from dissector.facts.schemas import DECLARING
 from dissector.facts.store import Fact, Store
 from dissector.pulsar.wire import COMMAND_TYPES
 
@@ -34,6 +38,12 @@ def _then(first: Handler, second: Handler) -> Handler:
         second(state, frame, ctype, body, facts)
 
     return both
+
+
+def _declared(state: Store, frame: Frame, ctype: int, body: Any, facts: list[Fact]) -> None:
+    """PRODUCER, SUBSCRIBE, GET_OR_CREATE_SCHEMA: a schema fact (schemas.py), after their
+    request step."""
+    state.schemas.declared(frame, body)
 
 
 def _pairing() -> dict[int, Handler]:
@@ -55,6 +65,7 @@ def _pairing() -> dict[int, Handler]:
     special.update(dict.fromkeys(FIFO_PAIRS, requests.on_fifo_response))
     special[T["CONNECT"]] = requests.on_connect
     special[T["CONNECTED"]] = requests.on_connected
+    special.update(dict.fromkeys(DECLARING, _declared))
     for t, handler in special.items():
         first = on.get(t)
         on[t] = handler if first is None else _then(first, handler)

@@ -1,6 +1,7 @@
 """Message values: payloads decoded by the schemas the capture itself carries. Sans-IO.
 
-Input: the schema-bearing commands of every connection (`SchemaTracker.feed`), then each
+Input: the schema facts of every connection (`SchemaTracker.learn`: dissector.facts makes
+them from the schema-bearing commands), then each
 message's payload with its metadata's schema_version and key fields.
 Output: for each message, a `Resolution` (which schema, how chosen) and a `DecodedValue`
 (JSON text, or the reason there is none); `redact` masks the fields `--redact-fields` names;

@@ -1,14 +1,13 @@
 """The three value columns of one message row, from the stage's tracker and decoder.
 
-Input: every decoded command that is not a message (`feed_frame`, or `feed`), then per
-message row (`cells`): its
-connection, command (SEND/MESSAGE) and producer/consumer id, topic, schema_version, the
-application payload (after decompression, batch split and chunk join; None when null or not
-decoded) and its key fields.
+Input: the schema facts of each frame (`learn`: dissector.facts makes them), then per
+message row (`cells`): its connection, command (SEND/MESSAGE) and producer/consumer id,
+topic, schema_version, the application payload (after decompression, batch split and chunk
+join; None when null or not decoded) and its key fields.
 Output: `ValueCells(value, value_schema, value_error)`: the JSON text, the schema used
 ("AVRO v3", "JSON (declared)"), and why there is no value (no schema, a payload that does not
-decode, encrypted, incomplete); `redact_fields` applied to the value. `feed_frame` also
-gives the anomaly rows of the schemas its frame taught (faults.py: one that does not parse,
+decode, encrypted, incomplete); `redact_fields` applied to the value. `learn` also gives
+the anomaly rows of the schemas its frame taught (faults.py: one that does not parse,
 one too large, entries the tracker forgot).
 Rule: this is the one object the messages and journeys tables hold when values are asked for
 (docs/values.md); nothing here runs otherwise. The schema is resolved when the message is
@@ -23,9 +22,8 @@ import binascii
 import json
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
-from dissector.events import Anomaly, AppMessage, Frame, MessageKind
+from dissector.events import Anomaly, AppMessage, Frame, MessageKind, SchemaFact
 from dissector.values.decode import KeyFields, ValueDecoder
 from dissector.values.faults import SchemaFaults
 from dissector.values.redact import Path
@@ -54,14 +52,11 @@ class Values:
     def _schema_bytes(self) -> int:
         return self.schemas.definition_bytes
 
-    def feed(self, conn: Hashable, ctype: int, body: Any) -> None:
-        """Every decoded command (one dict lookup for those without a schema); the anomalies
-        of what it taught wait for the next `feed_frame`."""
-        self.schemas.feed(conn, ctype, body)
-
-    def feed_frame(self, frame: Frame) -> list[Anomaly]:
-        """A decoded command's frame: learn from it; the anomaly rows of what it taught."""
-        self.schemas.feed(frame.conn_id, frame.command_type, frame.body)
+    def learn(self, facts: Sequence[SchemaFact], frame: Frame) -> list[Anomaly]:
+        """The schema facts `frame` made (dissector.facts): learn them; the anomaly rows of
+        what they taught."""
+        for fact in facts:
+            self.schemas.learn(fact)
         return self.faults.take(frame) if self.faults.pending else []
 
     def row_cells(self, row: AppMessage, payload: bytes | None) -> ValueCells:

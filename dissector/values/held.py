@@ -1,7 +1,8 @@
 """The schemas the tracker holds: one copy of each distinct schema, bounded in bytes.
 
 Input: every schema the tracker learns from a command (`hold`, with the label of where it was
-first seen: "topic T: AVRO v3"), and each use of one to decode a message (`touch`).
+first seen: "topic T: AVRO v3"), the same schema named again by its answer (`named`), and
+each use of one to decode a message (`touch`).
 Output: a `Held` per distinct schema (type, name, definition, properties), shared by every
 map of the tracker that names it; `Held.schema` is the schema, or, once forgotten, its stub
 (`SchemaInfo.forgotten`: no definition, name or properties; its type and size kept), so a
@@ -71,6 +72,13 @@ class HeldSchemas:
         while self.bytes > MAX_HELD_SCHEMA_BYTES and len(self._held) > 1:
             self._forget(next(iter(self._held.values())))
         return held
+
+    def named(self, schema: SchemaInfo, label: str) -> Held:
+        """The Held of `schema`'s bytes as it stands, held or forgotten (its use order kept:
+        the schema is named again, not used), made (`hold`) only when unknown."""
+        digest = _digest(schema)
+        held = self._held.get(digest) or self._forgotten.get(digest)
+        return held if held is not None else self.hold(schema, label)
 
     def touch(self, held: Held) -> SchemaInfo:
         """`held`'s schema, now the most recently used (a stub stays forgotten)."""

@@ -1,9 +1,8 @@
 """Schema tracking from the wire: which schema each message was written with. Sans-IO.
 
-Input: the schema-bearing commands of every connection, fed in capture order with a
-connection key (`feed`): PRODUCER / PRODUCER_SUCCESS, SUBSCRIBE, GET_SCHEMA /
-GET_SCHEMA_RESPONSE, GET_OR_CREATE_SCHEMA / GET_OR_CREATE_SCHEMA_RESPONSE; other commands are
-ignored at the cost of one dict lookup.
+Input: the schema facts of every connection, in capture order (`learn`: dissector.facts'
+`SchemaFact`, declared / accepted / fetched / refused: the facts layer pairs the requests
+with their answers).
 Output: per topic, every schema seen (`history`: command, version when known, schema) and
 its versions (`versions`); for a message, `resolve` -> `Resolution` (the schema, how it was
 chosen, and the `value_schema` label or the reason there is none).
@@ -21,12 +20,13 @@ every connection; partitions share their topic's schemas ("-partition-N" is drop
 Every map is bounded (MAX_*), oldest entries going first; `dropped` counts what went. The
 maps name each distinct schema by one shared `Held` (held.py), whose bytes are bounded
 (MAX_HELD_SCHEMA_BYTES, least recently learnt or used first out): a forgotten schema leaves
-its stub, and its messages say so in `value_error`.
+its stub, and its messages say so in `value_error`. What only this tracker needs stays here:
+the schema each producer and consumer declared, by (connection, id), as a `Held`.
 Observers (optional, for the anomaly rows of faults.py): `on_schema(topic, version, schema)`
 once a schema is learnt for good (SUBSCRIBE, GET_SCHEMA_RESPONSE, and PRODUCER /
 GET_OR_CREATE_SCHEMA at the broker's answer, which gives the version), `on_drop(bound,
 what)` for each entry whose loss changes what decodes (a version, a topic's schema, a
-producer, a consumer, a request, a schema's bytes); a history entry going is only counted.
+producer, a consumer, a schema's bytes); a history entry going is only counted.
 """
 
 from __future__ import annotations
@@ -36,7 +36,8 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Any
 
-from dissector.pulsar.wire import BODY_FIELDS, COMMAND_TYPES
+from dissector.events import EntityKind, SchemaFact, SchemaStep
+from dissector.pulsar.wire import COMMAND_TYPES
 from dissector.values.held import Held, HeldSchemas
 from dissector.values.model import SchemaInfo, make_schema, schema_info, version_label
 
@@ -48,18 +49,9 @@ MAX_TOPICS = 10_000
 MAX_SCHEMAS_PER_TOPIC = 64
 #: Producers and consumers remembered (per connection ids): a client holds thousands at most.
 MAX_HANDLES = 65_536
-#: Schema requests awaiting their response: answered within a round trip, so few are open.
-MAX_PENDING_REQUESTS = 4096
 
 _PARTITION_SUFFIX = re.compile(r"-partition-\d+$")
 
-PRODUCER = COMMAND_TYPES["PRODUCER"]
-PRODUCER_SUCCESS = COMMAND_TYPES["PRODUCER_SUCCESS"]
-SUBSCRIBE = COMMAND_TYPES["SUBSCRIBE"]
-GET_SCHEMA = COMMAND_TYPES["GET_SCHEMA"]
-GET_SCHEMA_RESPONSE = COMMAND_TYPES["GET_SCHEMA_RESPONSE"]
-GET_OR_CREATE_SCHEMA = COMMAND_TYPES["GET_OR_CREATE_SCHEMA"]
-GET_OR_CREATE_SCHEMA_RESPONSE = COMMAND_TYPES["GET_OR_CREATE_SCHEMA_RESPONSE"]
 SEND = COMMAND_TYPES["SEND"]
 MESSAGE = COMMAND_TYPES["MESSAGE"]
 
@@ -122,34 +114,38 @@ class SchemaTracker:
         # (conn, producer_id) / (conn, consumer_id) -> (topic, declared schema or None)
         self._producers: dict[tuple[Hashable, int], tuple[str, Held | None]] = {}
         self._consumers: dict[tuple[Hashable, int], tuple[str, Held | None]] = {}
-        # (conn, request_id) -> (command, topic, schema or None, requested version or None)
-        self._pending: dict[tuple[Hashable, int], tuple[str, str, Held | None, bytes | None]] = {}
         self.held = HeldSchemas(on_forget=self._forgot)
-        self.definition_bytes = 0  # definitions read from the commands fed (ValueDecoder's budget)
+        self.definition_bytes = 0  # definitions read from the facts learnt (ValueDecoder's budget)
         self.dropped: dict[str, int] = {}
-        self._handlers = {
-            PRODUCER: self._producer,
-            PRODUCER_SUCCESS: self._producer_success,
-            SUBSCRIBE: self._subscribe,
-            GET_SCHEMA: self._get_schema,
-            GET_SCHEMA_RESPONSE: self._get_schema_response,
-            GET_OR_CREATE_SCHEMA: self._get_or_create,
-            GET_OR_CREATE_SCHEMA_RESPONSE: self._get_or_create_response,
-        }
 
     # -- input ---------------------------------------------------------------------------
 
-    def feed_command(self, conn: Hashable, command: Any) -> None:
-        """Learn from a decoded BaseCommand (any type; only schema-bearing ones matter)."""
-        handler = self._handlers.get(command.type)
-        if handler is not None:
-            handler(conn, getattr(command, BODY_FIELDS[command.type]))
-
-    def feed(self, conn: Hashable, ctype: int, body: Any) -> None:
-        """Learn from a command's sub-message, given its BaseCommand type."""
-        handler = self._handlers.get(ctype)
-        if handler is not None:
-            handler(conn, body)
+    def learn(self, fact: SchemaFact) -> None:
+        """Learn from one schema fact (a REFUSED one teaches nothing)."""
+        step, topic = fact.step, fact.topic
+        if step is SchemaStep.DECLARED:
+            schema = self._hold(fact.schema, topic)
+            if fact.kind is not None and fact.entity_id is not None:
+                consumer = fact.kind is EntityKind.CONSUMER
+                table = self._consumers if consumer else self._producers
+                self._bounded_put(table, (fact.conn_id, fact.entity_id), (topic, schema))
+            if schema is not None:
+                self._learn(topic, fact.command, None, schema)
+                if fact.kind is EntityKind.CONSUMER:  # a reader's schema: settled as declared
+                    self._settled(topic, None, schema.schema)
+        elif step is SchemaStep.ACCEPTED:
+            if fact.schema is None:
+                return
+            info = schema_info(fact.schema)  # the request's: held since it was DECLARED
+            held = self.held.named(info, f"topic {topic_key(topic)}: {schema_label(info, None)}")
+            if fact.version is not None:
+                self._learn(topic, fact.command, fact.version, held)
+            self._settled(topic, fact.version or None, held.schema)
+        elif step is SchemaStep.FETCHED:
+            schema = self._hold(fact.schema, topic, fact.version)
+            assert schema is not None  # a fetched fact has one
+            self._learn(topic, fact.command, fact.version, schema)
+            self._settled(topic, fact.version or None, schema.schema)
 
     # -- output --------------------------------------------------------------------------
 
@@ -231,83 +227,14 @@ class SchemaTracker:
         table = self._producers if ctype == SEND else self._consumers
         return table.get((conn, handle_id))
 
-    def _producer(self, conn: Hashable, body: Any) -> None:
-        schema = self._hold(body, body.topic)
-        self._bounded_put(self._producers, (conn, body.producer_id), (body.topic, schema))
-        self._bounded_put(
-            self._pending, (conn, body.request_id), ("PRODUCER", body.topic, schema, None)
-        )
-        if schema is not None:
-            self._learn(body.topic, "PRODUCER", None, schema)
-
-    def _producer_success(self, conn: Hashable, body: Any) -> None:
-        key = (conn, body.request_id)
-        if not body.HasField("schema_version"):
-            if body.producer_ready:  # not ready: a second PRODUCER_SUCCESS will follow
-                pending = self._pending.pop(key, None)
-                if pending is not None and pending[2] is not None:
-                    self._settled(pending[1], None, pending[2].schema)  # no version: declared
-            return
-        pending = self._pending.pop(key, None)
-        if pending is None:
-            return
-        _, topic, schema, _ = pending
-        if schema is not None:
-            version = bytes(body.schema_version)
-            self._learn(topic, "PRODUCER_SUCCESS", version, schema)
-            self._settled(topic, version or None, schema.schema)
-
-    def _subscribe(self, conn: Hashable, body: Any) -> None:
-        schema = self._hold(body, body.topic)
-        self._bounded_put(self._consumers, (conn, body.consumer_id), (body.topic, schema))
-        if schema is not None:
-            self._learn(body.topic, "SUBSCRIBE", None, schema)
-            self._settled(body.topic, None, schema.schema)
-
-    def _get_schema(self, conn: Hashable, body: Any) -> None:
-        version = bytes(body.schema_version) if body.HasField("schema_version") else None
-        self._bounded_put(
-            self._pending, (conn, body.request_id), ("GET_SCHEMA", body.topic, None, version)
-        )
-
-    def _get_schema_response(self, conn: Hashable, body: Any) -> None:
-        pending = self._pending.pop((conn, body.request_id), None)
-        if pending is None or not body.HasField("schema"):
-            return
-        _, topic, _, asked = pending
-        version = bytes(body.schema_version) if body.HasField("schema_version") else asked
-        schema = self._hold(body, topic, version)
-        assert schema is not None  # it has one
-        self._learn(topic, "GET_SCHEMA_RESPONSE", version, schema)
-        self._settled(topic, version or None, schema.schema)
-
-    def _get_or_create(self, conn: Hashable, body: Any) -> None:
-        schema = self._hold(body, body.topic)
-        self._bounded_put(
-            self._pending,
-            (conn, body.request_id),
-            ("GET_OR_CREATE_SCHEMA", body.topic, schema, None),
-        )
-        if schema is not None:
-            self._learn(body.topic, "GET_OR_CREATE_SCHEMA", None, schema)
-
-    def _get_or_create_response(self, conn: Hashable, body: Any) -> None:
-        pending = self._pending.pop((conn, body.request_id), None)
-        if pending is None or not body.HasField("schema_version"):
-            return
-        _, topic, schema, _ = pending
-        if schema is not None:
-            version = bytes(body.schema_version)
-            self._learn(topic, "GET_OR_CREATE_SCHEMA_RESPONSE", version, schema)
-            self._settled(topic, version or None, schema.schema)
-
     # -- state ---------------------------------------------------------------------------
 
-    def _hold(self, body: Any, topic: str, version: bytes | None = None) -> Held | None:
-        """The one Held of the command's schema (None without one), the most recently used."""
-        if not body.HasField("schema"):
+    def _hold(self, wire: Any, topic: str, version: bytes | None = None) -> Held | None:
+        """The one Held of a fact's schema (None without one), the most recently used; its
+        definition counts in `definition_bytes`."""
+        if wire is None:
             return None
-        schema = schema_info(body.schema)
+        schema = schema_info(wire)
         self.definition_bytes += len(schema.definition)
         return self.held.hold(schema, f"topic {topic_key(topic)}: {schema_label(schema, version)}")
 
@@ -342,18 +269,11 @@ class SchemaTracker:
     def _bounded_put(self, table: dict[Any, Any], key: Any, value: Any) -> None:
         table.pop(key, None)
         table[key] = value
-        pending = table is self._pending
-        if len(table) > (MAX_PENDING_REQUESTS if pending else MAX_HANDLES):
+        if len(table) > MAX_HANDLES:
             (conn, number), old = next(iter(table.items()))
             del table[(conn, number)]
-            if pending:  # (command, topic, schema, version)
-                self._drop(
-                    "MAX_PENDING_REQUESTS",
-                    f"topic {old[1]}: {old[0]} request {number} of connection {conn}",
-                )
-            else:  # (topic, declared schema)
-                side = "producer" if table is self._producers else "consumer"
-                self._drop("MAX_HANDLES", f"topic {old[0]}: {side} {number} of connection {conn}")
+            side = "producer" if table is self._producers else "consumer"
+            self._drop("MAX_HANDLES", f"topic {old[0]}: {side} {number} of connection {conn}")
 
     def _settled(self, topic: str, version: bytes | None, schema: SchemaInfo) -> None:
         """A schema learnt for good, with its version when the capture gave one."""

@@ -17,6 +17,7 @@ from dissector.pulsar.wire import COMMAND_TYPES
 from dissector.tables.filters import Filter
 from dissector.values import KeyFields, Values, parse_redact_fields
 from dissector.values.cells import ValueCells, bytes_text
+from tests.support.schema_facts import feed
 from tests.support.schema_wire import command
 
 SEND = COMMAND_TYPES["SEND"]
@@ -24,6 +25,7 @@ MESSAGE = COMMAND_TYPES["MESSAGE"]
 TOPIC = "persistent://public/default/plain"
 TEXT = "plain text é".encode()
 NOT_UTF8 = b"\x00\xff\xfe text"
+P, C = 1, 2  # the producer's and the consumer's connections
 
 
 def _b64(data: bytes) -> str:
@@ -34,13 +36,13 @@ def _values(*, declared: bool = False, redact: str = "") -> Values:
     values = Values(redact_fields=parse_redact_fields(redact) if redact else ())
     schema: tuple[str, bytes, dict[str, str]] | None = ("BYTES", b"", {}) if declared else None
     producer = command("PRODUCER", schema, topic=TOPIC, producer_id=1, request_id=1)
-    values.schemas.feed_command("p", producer)
+    feed(values, P, producer)
     subscribe = command("SUBSCRIBE", topic=TOPIC, subscription="s", consumer_id=2, request_id=2)
-    values.schemas.feed_command("c", subscribe)
+    feed(values, C, subscribe)
     return values
 
 
-def _cells(values: Values, conn: str, ctype: int, handle: int, payload: bytes) -> ValueCells:
+def _cells(values: Values, conn: int, ctype: int, handle: int, payload: bytes) -> ValueCells:
     return values.cells(
         conn=conn,
         ctype=ctype,
@@ -56,13 +58,13 @@ def test_a_producer_and_consumer_without_schema_give_bytes_values() -> None:
     values = _values()
     for payload in (TEXT, NOT_UTF8, b""):
         want = ValueCells(json.dumps(_b64(payload)), "BYTES (not declared)", None)
-        assert _cells(values, "p", SEND, 1, payload) == want
-        assert _cells(values, "c", MESSAGE, 2, payload) == want
+        assert _cells(values, P, SEND, 1, payload) == want
+        assert _cells(values, C, MESSAGE, 2, payload) == want
 
 
 def test_the_value_is_a_declared_bytes_schemas() -> None:
-    declared = _cells(_values(declared=True), "p", SEND, 1, NOT_UTF8)
-    undeclared = _cells(_values(), "p", SEND, 1, NOT_UTF8)
+    declared = _cells(_values(declared=True), P, SEND, 1, NOT_UTF8)
+    undeclared = _cells(_values(), P, SEND, 1, NOT_UTF8)
     assert declared.value == undeclared.value == json.dumps(_b64(NOT_UTF8))
     assert (declared.value_schema, undeclared.value_schema) == (
         "BYTES (declared)",
@@ -73,7 +75,7 @@ def test_the_value_is_a_declared_bytes_schemas() -> None:
 def test_a_created_before_the_capture_producer_without_version_is_bytes() -> None:
     values = Values()  # no PRODUCER seen, but the row knows its topic (another source)
     cells = values.cells(
-        conn="p",
+        conn=P,
         ctype=SEND,
         handle_id=5,
         topic=TOPIC,
@@ -88,7 +90,7 @@ def test_redaction_masks_bytes_whole() -> None:
     """Raw bytes hold no field to mask (they may be JSON text holding the very fields named):
     with --redact-fields the whole BYTES value is masked, declared or not."""
     for declared in (False, True):
-        cells = _cells(_values(declared=declared, redact="card"), "p", SEND, 1, TEXT)
+        cells = _cells(_values(declared=declared, redact="card"), P, SEND, 1, TEXT)
         shown = json.dumps(_b64(TEXT))
         assert cells.value == json.dumps(f"<redacted>({len(shown)} bytes)"), cells
         assert _b64(TEXT) not in str(cells)

@@ -15,7 +15,10 @@ import pytest
 from dissector.pulsar.wire import COMMAND_TYPES
 from dissector.values import SchemaTracker, ValueDecoder
 from dissector.values import held as held_module
+from tests.support.schema_facts import feed
 from tests.support.schema_wire import command, version
+
+P = 1  # the producers' connection
 
 SEND = COMMAND_TYPES["SEND"]
 WIDE = 1 << 20  # bytes of each definition (MAX_DEFINITION_BYTES)
@@ -31,12 +34,14 @@ def wide_definition(k: int) -> bytes:
 
 def produce(t: SchemaTracker, k: int, definition: bytes) -> None:
     topic = f"persistent://public/default/wide-{k}"
-    t.feed_command(
-        "p",
+    feed(
+        t,
+        P,
         command("PRODUCER", ("AVRO", definition, {}), topic=topic, producer_id=k, request_id=k),
     )
-    t.feed_command(
-        "p",
+    feed(
+        t,
+        P,
         command("PRODUCER_SUCCESS", request_id=k, producer_name=f"p{k}", schema_version=version(0)),
     )
 
@@ -76,7 +81,7 @@ def test_one_copy_of_a_schema_named_by_many_producers() -> None:
 
 
 def _value_error(t: SchemaTracker, k: int) -> tuple[str, str | None]:
-    res = t.resolve("p", SEND, k, version(0))
+    res = t.resolve(P, SEND, k, version(0))
     assert res.schema is not None
     return res.label, ValueDecoder().decode(b"", res.schema).error
 
@@ -94,8 +99,9 @@ def test_a_forgotten_schema_says_so_and_comes_back_when_learnt_again(monkeypatch
     assert error is not None and "forgotten at MAX_HELD_SCHEMA_BYTES" in error
     assert _value_error(t, 2) == ("AVRO v0", None)  # an empty record: {}
     # a new producer carries the same schema again: every map naming it has it back
-    t.feed_command(
-        "p",
+    feed(
+        t,
+        P,
         command(
             "PRODUCER",
             ("AVRO", definitions[0], {}),

@@ -13,8 +13,10 @@ from typing import Any
 from dissector.values import KeyFields, Values, make_schema
 from dissector.values import decode as decode_module
 from dissector.values.schemas import SEND
+from tests.support.schema_facts import feed
 from tests.support.schema_wire import command, version
 
+P = 1  # the producers' connection
 SCHEMAS = 5
 FIELDS = 1000
 
@@ -49,11 +51,11 @@ def test_going_round_wide_schemas_parses_within_the_budget(monkeypatch: Any) -> 
                 "PRODUCER_SUCCESS", request_id=k, producer_name=f"p{k}", schema_version=version(0)
             ),
         ):
-            values.schemas.feed_command("p", cmd)
+            feed(values, P, cmd)
     n = 3000
     cells = [
         values.cells(
-            conn="p",
+            conn=P,
             ctype=SEND,
             handle_id=seq % SCHEMAS,
             topic=None,

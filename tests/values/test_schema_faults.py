@@ -13,12 +13,12 @@ from typing import Any
 import pytest
 
 from dissector.anomalies import AnomalyCode
-from dissector.events import Direction, Frame
-from dissector.pulsar.wire import BODY_FIELDS
+from dissector.events import Direction
 from dissector.read import read_capture
 from dissector.values import Values
+from dissector.values import schemas as schemas_module
 from dissector.values.faults import MAX_DROP_REPORTS
-from dissector.values.schemas import MAX_PENDING_REQUESTS
+from tests.support.schema_facts import feed
 from tests.support.schema_fault_capture import (
     AVRO_TOPIC,
     DROPPED,
@@ -70,33 +70,19 @@ def test_without_values_no_schema_rows_and_nothing_else_changes(capture: Path) -
     assert [r for r in with_values if r["code"] not in SCHEMA_CODES] == plain
 
 
-def test_forgotten_requests_are_reported_up_to_a_bound() -> None:
-    """MAX_PENDING_REQUESTS + n unanswered GET_SCHEMA: n forgotten, the first
-    MAX_DROP_REPORTS one row each, then one row saying the rest are counted only."""
+def test_forgotten_producers_are_reported_up_to_a_bound(monkeypatch: Any) -> None:
+    """MAX_HANDLES + n producers: n forgotten, the first MAX_DROP_REPORTS one row each, then
+    one row saying the rest are counted only."""
+    monkeypatch.setattr(schemas_module, "MAX_HANDLES", 10)
     values = Values()
     extra = MAX_DROP_REPORTS + 5
-    rows = []
-    for rid in range(MAX_PENDING_REQUESTS + extra):
-        cmd = command("GET_SCHEMA", request_id=rid, topic="t")
-        frame = Frame(
-            conn_id=1,
-            direction=Direction.CLIENT_TO_BROKER,
-            stream_offset=0,
-            total_size=0,
-            command_size=0,
-            command_type=cmd.type,
-            command_name="GET_SCHEMA",
-            command=cmd,
-            body=getattr(cmd, BODY_FIELDS[cmd.type]),
-            checksum=None,
-            last_packet=1,
-        )
-        rows += values.feed_frame(frame)
-    assert values.schemas.dropped == {"MAX_PENDING_REQUESTS": extra}
+    producers = [
+        command("PRODUCER", topic="t", producer_id=n, request_id=n) for n in range(10 + extra)
+    ]
+    rows = feed(values, 1, *producers)
+    assert values.schemas.dropped == {"MAX_HANDLES": extra}
     assert [r.code for r in rows] == [AnomalyCode.SCHEMA_DROPPED] * (MAX_DROP_REPORTS + 1)
-    assert rows[0].detail == (
-        "MAX_PENDING_REQUESTS: topic t: GET_SCHEMA request 0 of connection 1 forgotten"
-    )
+    assert rows[0].detail == "MAX_HANDLES: topic t: producer 0 of connection 1 forgotten"
     assert rows[-1].detail.endswith(
         "further entries forgotten at this bound are counted, not reported"
     )

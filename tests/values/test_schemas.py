@@ -17,6 +17,7 @@ from dissector.values import KeyFields, SchemaTracker, ValueDecoder, make_schema
 from dissector.values import decode as decode_module
 from dissector.values import schemas as schemas_module
 from dissector.values.model import version_label
+from tests.support.schema_facts import feed
 from tests.support.schema_wire import command, version
 
 NAMES = {
@@ -31,6 +32,7 @@ NAMES = {
 SEND = COMMAND_TYPES["SEND"]
 MESSAGE = COMMAND_TYPES["MESSAGE"]
 TOPIC = "persistent://public/default/orders"
+P, C = 1, 2  # the producers' and the consumers' connections
 
 V1 = {"type": "record", "name": "Order", "fields": [{"name": "id", "type": "long"}]}
 V2 = {
@@ -53,13 +55,8 @@ def avro_schema(schema: dict[str, Any]) -> tuple[str, bytes, dict[str, str]]:
     return ("AVRO", json.dumps(schema).encode(), {})
 
 
-def feed(tracker: SchemaTracker, conn: str, *commands: Any) -> None:
-    for cmd in commands:
-        tracker.feed_command(conn, cmd)
-
-
 def value_of(
-    tracker: SchemaTracker, conn: str, ctype: int, handle: int, ver: bytes | None, payload: bytes
+    tracker: SchemaTracker, conn: int, ctype: int, handle: int, ver: bytes | None, payload: bytes
 ) -> tuple[str, Any, str | None]:
     res = tracker.resolve(conn, ctype, handle, ver)
     if res.schema is None:
@@ -72,13 +69,13 @@ def two_versions() -> SchemaTracker:
     t = SchemaTracker()
     feed(
         t,
-        "p",
+        P,
         command("PRODUCER", avro_schema(V1), topic=TOPIC, producer_id=1, request_id=10),
         command("PRODUCER_SUCCESS", request_id=10, producer_name="a", schema_version=version(0)),
         command("PRODUCER", avro_schema(V2), topic=TOPIC, producer_id=2, request_id=11),
         command("PRODUCER_SUCCESS", request_id=11, producer_name="b", schema_version=version(1)),
     )
-    feed(t, "c", command("SUBSCRIBE", topic=TOPIC, subscription="s", consumer_id=7, request_id=1))
+    feed(t, C, command("SUBSCRIBE", topic=TOPIC, subscription="s", consumer_id=7, request_id=1))
     return t
 
 
@@ -86,15 +83,15 @@ def test_schema_change_mid_topic_each_message_by_its_version() -> None:
     t = two_versions()
     m1 = avro_bytes(V1, {"id": 5})
     m2 = avro_bytes(V2, {"id": 6, "customer": "x"})
-    assert value_of(t, "p", SEND, 1, version(0), m1) == ("AVRO v0", {"id": 5}, None)
-    assert value_of(t, "p", SEND, 2, version(1), m2) == (
+    assert value_of(t, P, SEND, 1, version(0), m1) == ("AVRO v0", {"id": 5}, None)
+    assert value_of(t, P, SEND, 2, version(1), m2) == (
         "AVRO v1",
         {"id": 6, "customer": "x"},
         None,
     )
     # the consumer on another connection, declaring no schema, reads both by version
-    assert value_of(t, "c", MESSAGE, 7, version(0), m1) == ("AVRO v0", {"id": 5}, None)
-    assert value_of(t, "c", MESSAGE, 7, version(1), m2)[1] == {"id": 6, "customer": "x"}
+    assert value_of(t, C, MESSAGE, 7, version(0), m1) == ("AVRO v0", {"id": 5}, None)
+    assert value_of(t, C, MESSAGE, 7, version(1), m2)[1] == {"id": 6, "customer": "x"}
     assert [s.command for s in t.history(TOPIC)] == [
         "PRODUCER",
         "PRODUCER_SUCCESS",
@@ -106,47 +103,47 @@ def test_schema_change_mid_topic_each_message_by_its_version() -> None:
 
 def test_unknown_version_is_undecoded_and_says_why() -> None:
     t = two_versions()
-    label, value, _ = value_of(t, "c", MESSAGE, 7, version(9), b"\x02")
+    label, value, _ = value_of(t, C, MESSAGE, 7, version(9), b"\x02")
     assert value is None
     assert label == "no schema: version 9 not seen for the topic"
 
 
 def test_unknown_version_falls_back_to_the_declared_schema() -> None:
     t = SchemaTracker()
-    feed(t, "p", command("PRODUCER", ("STRING", b"", {}), topic=TOPIC, producer_id=1, request_id=1))
-    assert value_of(t, "p", SEND, 1, version(3), b"hi") == ("STRING (declared)", "hi", None)
+    feed(t, P, command("PRODUCER", ("STRING", b"", {}), topic=TOPIC, producer_id=1, request_id=1))
+    assert value_of(t, P, SEND, 1, version(3), b"hi") == ("STRING (declared)", "hi", None)
 
 
 def test_no_schema_anywhere_is_bytes_not_declared() -> None:
     """A topic without a schema is a BYTES topic (Pulsar's SchemaType.NONE is BYTES): the
     payload is its value, base64, as a declared BYTES schema gives it."""
     t = SchemaTracker()
-    feed(t, "p", command("PRODUCER", topic=TOPIC, producer_id=1, request_id=1))
+    feed(t, P, command("PRODUCER", topic=TOPIC, producer_id=1, request_id=1))
     payload = b"plain \xff\x00 bytes"
-    assert value_of(t, "p", SEND, 1, None, payload) == (
+    assert value_of(t, P, SEND, 1, None, payload) == (
         "BYTES (not declared)",
         base64.b64encode(payload).decode("ascii"),
         None,
     )
-    feed(t, "c", command("SUBSCRIBE", topic=TOPIC, subscription="s", consumer_id=3, request_id=2))
-    assert value_of(t, "c", MESSAGE, 3, None, b"hi")[:2] == ("BYTES (not declared)", "aGk=")
+    feed(t, C, command("SUBSCRIBE", topic=TOPIC, subscription="s", consumer_id=3, request_id=2))
+    assert value_of(t, C, MESSAGE, 3, None, b"hi")[:2] == ("BYTES (not declared)", "aGk=")
     # a version the capture did not teach, or a producer never seen, is still no schema
-    assert t.resolve("c", MESSAGE, 3, version(4)).label == (
+    assert t.resolve(C, MESSAGE, 3, version(4)).label == (
         "no schema: version 4 not seen for the topic"
     )
     assert (
-        t.resolve("p", SEND, 99, None).label == "no schema: the producer was not seen being created"
+        t.resolve(P, SEND, 99, None).label == "no schema: the producer was not seen being created"
     )
 
 
 def test_mismatched_payload_is_an_error_row() -> None:
     t = two_versions()
-    label, value, error = value_of(t, "p", SEND, 2, version(1), avro_bytes(V1, {"id": 5}))
+    label, value, error = value_of(t, P, SEND, 2, version(1), avro_bytes(V1, {"id": 5}))
     # V1's record is one long; V2 then wants a union index: the bytes run out
     assert (label, value) == ("AVRO v1", None)
     assert error is not None and error.startswith("AVRO payload too short")
     label, value, error = value_of(
-        t, "p", SEND, 1, version(0), avro_bytes(V2, {"id": 5, "customer": "x"})
+        t, P, SEND, 1, version(0), avro_bytes(V2, {"id": 5, "customer": "x"})
     )
     assert value is None and error == "AVRO value ends at byte 1, the payload has 4"
 
@@ -155,7 +152,7 @@ def test_schemas_learned_only_from_get_schema() -> None:
     t = SchemaTracker()
     feed(
         t,
-        "c",
+        C,
         command(
             "SUBSCRIBE", topic=TOPIC + "-partition-3", subscription="s", consumer_id=1, request_id=1
         ),
@@ -165,9 +162,9 @@ def test_schemas_learned_only_from_get_schema() -> None:
         command("GET_SCHEMA_RESPONSE", avro_schema(V2), request_id=3, schema_version=version(5)),
     )
     m = avro_bytes(V1, {"id": 1})
-    assert value_of(t, "c", MESSAGE, 1, version(4), m) == ("AVRO v4", {"id": 1}, None)
+    assert value_of(t, C, MESSAGE, 1, version(4), m) == ("AVRO v4", {"id": 1}, None)
     m = avro_bytes(V2, {"id": 2, "customer": None})
-    assert value_of(t, "c", MESSAGE, 1, version(5), m) == (
+    assert value_of(t, C, MESSAGE, 1, version(5), m) == (
         "AVRO v5",
         {"id": 2, "customer": None},
         None,
@@ -178,12 +175,12 @@ def test_get_or_create_schema_binds_its_version() -> None:
     t = SchemaTracker()
     feed(
         t,
-        "p",
+        P,
         command("GET_OR_CREATE_SCHEMA", ("INT32", b"", {}), request_id=1, topic=TOPIC),
         command("GET_OR_CREATE_SCHEMA_RESPONSE", request_id=1, schema_version=version(2)),
         command("PRODUCER", topic=TOPIC, producer_id=1, request_id=2),
     )
-    assert value_of(t, "p", SEND, 1, version(2), b"\x00\x00\x00\x07") == ("INT32 v2", 7, None)
+    assert value_of(t, P, SEND, 1, version(2), b"\x00\x00\x00\x07") == ("INT32 v2", 7, None)
 
 
 AUTO_CONSUMER = command(
@@ -198,16 +195,16 @@ AUTO_CONSUMER = command(
 
 def test_auto_consume_resolves_to_the_real_schema() -> None:
     t = two_versions()
-    feed(t, "c", AUTO_CONSUMER)
+    feed(t, C, AUTO_CONSUMER)
     # with its version: that schema; without: the newest version the capture showed
-    assert t.resolve("c", MESSAGE, 8, version(0)).label == "AVRO v0"
-    res = t.resolve("c", MESSAGE, 8, None)
+    assert t.resolve(C, MESSAGE, 8, version(0)).label == "AVRO v0"
+    res = t.resolve(C, MESSAGE, 8, None)
     assert (res.label, res.schema) == ("AVRO v1", t.versions(TOPIC)[version(1)])
     alone = SchemaTracker()
-    feed(alone, "c", AUTO_CONSUMER)
+    feed(alone, C, AUTO_CONSUMER)
     # not BYTES: an AUTO_CONSUME consumer reads a message without a version by the topic's
     # schema (fetched when it subscribed), which this capture did not show
-    assert alone.resolve("c", MESSAGE, 8, None).label == (
+    assert alone.resolve(C, MESSAGE, 8, None).label == (
         "no schema: AUTO_CONSUME and no schema of the topic seen"
     )
 
@@ -218,7 +215,7 @@ def test_versions_per_topic_are_bounded(monkeypatch: Any) -> None:
     for n in range(10):
         feed(
             t,
-            "p",
+            P,
             command(
                 "GET_OR_CREATE_SCHEMA", ("STRING", str(n).encode(), {}), request_id=n, topic=TOPIC
             ),
@@ -229,15 +226,15 @@ def test_versions_per_topic_are_bounded(monkeypatch: Any) -> None:
     assert t.dropped["MAX_SCHEMAS_PER_TOPIC"] > 0
 
 
-def test_topics_and_pending_requests_are_bounded(monkeypatch: Any) -> None:
+def test_topics_are_bounded(monkeypatch: Any) -> None:
+    """(Schema requests in flight are the facts layer's: bounded there, bounds.MAX_PENDING.)"""
     monkeypatch.setattr(schemas_module, "MAX_TOPICS", 2)
-    monkeypatch.setattr(schemas_module, "MAX_PENDING_REQUESTS", 5)
     t = SchemaTracker()
     for n in range(20):
-        feed(t, "p", command("GET_SCHEMA", request_id=n, topic=f"t{n}"))
+        feed(t, P, command("GET_SCHEMA", request_id=n, topic=f"t{n}"))
         feed(
             t,
-            "p",
+            P,
             command(
                 "SUBSCRIBE",
                 ("STRING", b"", {}),
@@ -247,7 +244,6 @@ def test_topics_and_pending_requests_are_bounded(monkeypatch: Any) -> None:
                 request_id=100 + n,
             ),
         )
-    assert len(t._pending) == 5
     assert len(t._topics) == 2
     assert t.dropped["MAX_TOPICS"] == 18
 
@@ -266,7 +262,7 @@ def test_a_producer_waiting_for_exclusive_access_learns_from_the_second_success(
     t = SchemaTracker()
     feed(
         t,
-        "p",
+        P,
         command("PRODUCER", ("INT8", b"", {}), topic=TOPIC, producer_id=1, request_id=1),
         command("PRODUCER_SUCCESS", request_id=1, producer_name="p", producer_ready=False),
         command("PRODUCER_SUCCESS", request_id=1, producer_name="p", schema_version=version(4)),
@@ -311,9 +307,9 @@ def test_any_command_sequence_resolves_without_raising(
             "GET_SCHEMA_RESPONSE",
             "GET_OR_CREATE_SCHEMA",
         )
-        t.feed_command("c", command(name, schema if takes_schema else None, **fields))
+        feed(t, C, command(name, schema if takes_schema else None, **fields))
     for ctype in (SEND, MESSAGE):
-        res = t.resolve("c", ctype, handle, ver or None)
+        res = t.resolve(C, ctype, handle, ver or None)
         if res.schema is not None:
             ValueDecoder().decode(b"\x01", res.schema)
 
@@ -322,7 +318,7 @@ def test_a_consumers_schema_decodes_only_messages_without_a_version() -> None:
     t = SchemaTracker()
     feed(
         t,
-        "c",
+        C,
         command(
             "SUBSCRIBE",
             ("STRING", b"", {}),
@@ -332,9 +328,9 @@ def test_a_consumers_schema_decodes_only_messages_without_a_version() -> None:
             request_id=1,
         ),
     )
-    assert value_of(t, "c", MESSAGE, 1, None, b"hi") == ("STRING (declared)", "hi", None)
+    assert value_of(t, C, MESSAGE, 1, None, b"hi") == ("STRING (declared)", "hi", None)
     # written with version 2, never seen: the reader's schema may not be the writer's
-    assert t.resolve("c", MESSAGE, 1, version(2)).label == (
+    assert t.resolve(C, MESSAGE, 1, version(2)).label == (
         "no schema: version 2 not seen for the topic"
     )
 
@@ -345,13 +341,13 @@ def test_odd_sized_version_label_is_shortened_as_the_text_view_shows_bytes() -> 
     t = SchemaTracker()
     feed(
         t,
-        "p",
+        P,
         command("PRODUCER", avro_schema(V1), topic=TOPIC, producer_id=1, request_id=10),
         command("PRODUCER_SUCCESS", request_id=10, producer_name="a", schema_version=odd),
     )
     # the first 40 bytes (00 01 .. 27) as hex, then "...": hand-written, not computed by us
     first40 = "".join(f"{i:02x}" for i in range(40))
-    assert t.resolve("p", SEND, 1, odd).label == f"AVRO v0x{first40}..."
+    assert t.resolve(P, SEND, 1, odd).label == f"AVRO v0x{first40}..."
     # a short odd version is shown whole, as before; the 8-byte ones as numbers
     assert version_label(b"\x01\x02") == "0x0102"
     assert version_label(b"\x00" * 7 + b"\x05") == "5"

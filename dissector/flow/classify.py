@@ -53,7 +53,7 @@ PENDING_LIMIT = 64 << 10
 MAX_HELD = 1000
 
 
-class Evidence(Enum):
+class RoleEvidence(Enum):
     """What the first packet of a connection tells of which end is the broker."""
 
     DST_BROKER_PORT = "dst_broker_port"  # its destination port is a broker port
@@ -64,12 +64,12 @@ class Evidence(Enum):
 
 
 #: evidence -> (the broker is the first packet's destination, the roles are guessed).
-ROLES: dict[Evidence, tuple[bool, bool]] = {
-    Evidence.DST_BROKER_PORT: (True, False),
-    Evidence.SRC_BROKER_PORT: (False, False),
-    Evidence.SYN: (True, False),
-    Evidence.SYN_ACK: (False, False),
-    Evidence.NOTHING: (True, True),
+ROLES: dict[RoleEvidence, tuple[bool, bool]] = {
+    RoleEvidence.DST_BROKER_PORT: (True, False),
+    RoleEvidence.SRC_BROKER_PORT: (False, False),
+    RoleEvidence.SYN: (True, False),
+    RoleEvidence.SYN_ACK: (False, False),
+    RoleEvidence.NOTHING: (True, True),
 }
 
 
@@ -78,13 +78,13 @@ def roles(
 ) -> tuple[bool, bool]:
     """(the broker is the destination, guessed) for a connection's first packet (`ROLES`)."""
     if dst_port in broker_ports:
-        evidence = Evidence.DST_BROKER_PORT
+        evidence = RoleEvidence.DST_BROKER_PORT
     elif src_port in broker_ports:
-        evidence = Evidence.SRC_BROKER_PORT
+        evidence = RoleEvidence.SRC_BROKER_PORT
     elif syn:
-        evidence = Evidence.SYN_ACK if ack else Evidence.SYN
+        evidence = RoleEvidence.SYN_ACK if ack else RoleEvidence.SYN
     else:
-        evidence = Evidence.NOTHING
+        evidence = RoleEvidence.NOTHING
     return ROLES[evidence]
 
 

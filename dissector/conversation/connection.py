@@ -177,9 +177,12 @@ class Connection:
     # ------------------------------------------------------------------ modes and roles
 
     def _step(self, event: Trigger, out: Out) -> None:
-        """Give `event` to the classification table and act on the mode it leads to."""
+        """Give `event` to the classification table and act on its answer: the sides swapped
+        when the step says so, then the mode it leads to."""
         old = self.mode
         mode = self.mode = classify.transition(old, event)
+        if (old, event) in classify.SWAPS:
+            self._swap()
         s, opened = self.shared, self.opened
         if mode is TLS_PENDING or (mode is TLS and old is not TLS_PENDING):
             self.held.clear()
@@ -198,10 +201,7 @@ class Connection:
         elif mode is PULSAR and old is Mode.NEW:
             out.append(ConversationOpened(opened.conn_id, opened.key, opened.ts, opened.packet))
         elif mode is PULSAR:  # a PENDING connection's side opened with CONNECT
-            if (old, event) in classify.SWAPS:
-                self._swap()
             held, self.held = self.held, []
-            opened = self.opened
             out.append(ConversationOpened(opened.conn_id, opened.key, opened.ts, opened.packet))
             self.anomalies += publish(self.state, self.messages, held, out)
             self._use_runs()

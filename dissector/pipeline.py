@@ -14,17 +14,17 @@ Rules:
 - Idle timeout: every packet fed, of any protocol and any shard, is the flow table's clock
   (`Reassembler.expire`) before it is parsed, so that connections end at the same packet
   in a one-process read and in each worker of a parallel one.
-- TCP's events come in batches made before the first is routed: the events a batch still
-  holds for a connection whose roles swapped while it was routed are flipped to the new
-  roles (`conversation.records.flip_tcp`) before they reach it.
+- TCP keys a connection once; when its roles are judged the other way round later
+  (`flow.classify.SWAPS`), every TCP event of it is swapped on its way in
+  (`flow.sides.swap`), those of the batch being routed when the swap came included.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
-from dissector.conversation.connection import Connection, Shared
-from dissector.conversation.records import flip_tcp
+from dissector.conversation.connection import Connection
+from dissector.conversation.shared import Shared
 from dissector.events import (
     Anomaly,
     ConnClosed,
@@ -38,6 +38,7 @@ from dissector.events import (
     TcpEvent,
 )
 from dissector.flow.shard import Sharder
+from dissector.flow.sides import swap
 from dissector.flow.tcp import Reassembler
 from dissector.net.fragments import Datagram, Fragment, FragmentReassembler
 from dissector.net.headers import parse_datagram, parse_layers
@@ -234,15 +235,14 @@ class Pipeline:
     # ------------------------------------------------------------------ routing
 
     def _route_all(self, events: list[TcpEvent], out: _Out) -> None:
-        """Route one batch of TCP events to their connections. TCP made them all before the
-        first was routed: when routing one swaps a connection's roles, the rest of its events
-        in the batch still carry the old ones, and are flipped (fuzzing finding 11)."""
-        stale = self._shared.stale
+        """Route one batch of TCP events to their connections, each as its connection's roles
+        say it: TCP's roles swapped for the connections `Shared.swapped` lists, also for the
+        rest of a batch whose routing swapped them (fuzzing finding 11)."""
+        swapped = self._shared.swapped
         for ev in events:
-            if stale and ev.conn_id in stale:
-                ev = flip_tcp(ev)
+            if swapped and ev.conn_id in swapped:
+                ev = swap(ev)
             self._route(ev, out)
-        stale.clear()
 
     def _route(self, ev: TcpEvent, out: _Out) -> None:
         if type(ev) is StreamData:

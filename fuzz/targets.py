@@ -126,7 +126,6 @@ _BUILT: dict[str, _BuiltLevel] = {
     "diagnose": level_diagnose,
 }
 
-C2B, B2C = Direction.CLIENT_TO_BROKER, Direction.BROKER_TO_CLIENT
 #: One pipeline input in this many also runs through the command line / the reader API.
 CLI_EVERY = 40
 API_EVERY = 25
@@ -178,7 +177,6 @@ class Harness:
             "ports": rng.choice(((6650, 6651), (6650, 6651), (6651,), (8080,))),
             "idle": rng.choice((None, None, None, 1, 1000, 100_000)),
             "ignore": rng.random() < 0.2,
-            "swap": rng.random() < 0.2,
         }
         return Case("tcp", sum(len(r.data) for r in recs), ops, recs, settings)
 
@@ -274,7 +272,7 @@ class Harness:
         opened: set[int] = set()
         closed: set[int] = set()
         ignored: set[int] = set()
-        fresh: list[tuple[int, bool]] = []  # connections opened by the latest packet
+        fresh: list[int] = []  # connections opened by the latest packet
         payload = delivered = 0
 
         def take(events: Iterable[Any]) -> None:
@@ -296,7 +294,7 @@ class Harness:
                 elif kind is ConnOpened:
                     require(ev.conn_id not in opened, "opened_twice", ev.conn_id)
                     opened.add(ev.conn_id)
-                    fresh.append((ev.conn_id, ev.guessed))
+                    fresh.append(ev.conn_id)
                 elif kind is ConnClosed:
                     require(ev.conn_id in opened, "close_before_open", ev.conn_id)
                     require(ev.conn_id not in closed, "closed_twice", ev.conn_id)
@@ -319,14 +317,10 @@ class Harness:
             require(isinstance(seg, Segment), "segment_type", type(seg))
             payload += len(seg.payload)
             take(tcp.feed(seg))
-            for conn_id, guessed in fresh:  # what the pipeline may do once it has looked
+            for conn_id in fresh:  # what the pipeline may do once it has looked
                 if conn_id in closed:
                     continue
-                if guessed and settings["swap"]:  # a CONNECT from the side taken for the broker
-                    tcp.swap_roles(conn_id)
-                    c2b, b2c = stream.pop((conn_id, C2B), 0), stream.pop((conn_id, B2C), 0)
-                    stream[(conn_id, C2B)], stream[(conn_id, B2C)] = b2c, c2b
-                elif settings["ignore"] and conn_id % 2:  # not Pulsar
+                if settings["ignore"] and conn_id % 2:  # not Pulsar
                     tcp.ignore(conn_id)
                     ignored.add(conn_id)
             fresh.clear()

@@ -357,8 +357,9 @@ def _connect_decided_at_the_end(held_behind_a_hole: bool) -> tuple[Session, Msg,
 @pytest.mark.parametrize("held_behind_a_hole", [True, False])
 def test_roles_swapped_when_the_connection_ends(tmp_path: Path, held_behind_a_hole: bool) -> None:
     """Fuzzing (atheris, capture target): the swap asked TCP for a connection it had just
-    closed: `KeyError` in `Reassembler.swap_roles`, the whole read lost. The roles are now
-    swapped in the pipeline alone, and the closing counts follow."""
+    closed: `KeyError` in `Reassembler.swap_roles`, the whole read lost. TCP is no longer
+    asked (it keys a connection once): the pipeline swaps what it says of the connection,
+    and the closing counts follow."""
     s, connect, connected = _connect_decided_at_the_end(held_behind_a_hole)
     tables = read_tables(write_pcap(tmp_path / "t.pcap", s.segs).path)
     (c,) = tables["conversations"].to_pylist()
@@ -375,3 +376,19 @@ def test_roles_swapped_when_the_connection_ends(tmp_path: Path, held_behind_a_ho
         {"command": "CONNECT", "direction": "client_to_broker", "stream_offset": hole,
          "complete": held_behind_a_hole},
     ]  # fmt: skip
+
+
+def test_data_after_a_reset_that_swapped_the_roles_is_the_clients(tmp_path: Path) -> None:
+    """The roles swapped by what a reset releases (the client's CONNECT, held behind a hole
+    until the RST ends the connection), then the client sends again: TCP reports data after
+    the close on the client's side, as every other record of the connection says it. (When
+    TCP itself was swapped, a swap at the end found it closed: this record kept the old
+    roles, broker_to_client.)"""
+    s, _, _ = _connect_decided_at_the_end(held_behind_a_hole=True)
+    s.send(C2B, b"", flags="R")  # the client resets: the hole becomes a gap, CONNECT is read
+    s.send(C2B, b"late")  # beyond every byte seen: data after the close
+    tables = read_tables(write_pcap(tmp_path / "t.pcap", s.segs).path)
+    (c,) = tables["conversations"].to_pylist()
+    assert (c["client_port"], c["broker_port"], c["ended"]) == (40000, 16650, "rst")
+    late = [a for a in tables["anomalies"].to_pylist() if a["code"] == "tcp.data_after_close"]
+    assert [(a["direction"], a["detail"]) for a in late] == [("client_to_broker", "4 bytes")]

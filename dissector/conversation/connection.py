@@ -7,32 +7,31 @@ Output: the events it publishes, appended to the caller's list: `ConversationOpe
 is known to be Pulsar or TLS), `Frame`s and `FrameRun`s with their topics, pairs, messages,
 `Anomaly`s, and `Conversation` at its end.
 Rules:
-- The mode changes only by `flow.classify`'s table: `_step` gives it a `Trigger` (the port
-  the connection opened on, the client stream's first bytes, each side's first frame, a
-  bound, the end) and acts on the mode returned: PENDING: decoded, events held; PULSAR:
-  published; TLS: bytes to a `tls.session.TlsSession`; IGNORED: dropped, TCP told to deliver
-  nothing more.
+- The mode and the roles change only by `flow.classify`'s table: `_step` gives it a
+  `Trigger` (the port the connection opened on, the client stream's first bytes, each side's
+  first frame or first decrypted frame, a bound, the end) and acts on the mode returned:
+  PENDING: decoded, events held; PULSAR: published; TLS modes: bytes to a
+  `tls.session.TlsSession`; IGNORED: dropped, TCP told to deliver nothing more.
 - The client stream's first bytes are sniffed (`flow.preamble`): a TLS ClientHello, a PROXY
   header (skipped; an invalid one reported, then frames are resynchronised), or Pulsar.
-- Roles are decided once: when the side taken for the broker opens a PENDING connection with
-  CONNECT, `_swap_roles`, the one place roles change, swaps everything kept per side: TCP's
-  (the flow table's key, halves and counts), the decoders, the midstream marks, and the
-  events already made (those held, the `ConnClosed` being handled; the rest of TCP's batch is
-  flipped by the pipeline with `records.flip_tcp`, for the connections
-  `Shared.stale` lists).
-- TLS off the broker ports (a PENDING connection whose client said ClientHello) is held until
-  its client's first decrypted frame: CONNECT makes it Pulsar, anything else leaves it not
-  framed. Without a key log, TCP stops delivering once the handshake is over.
+- A step the table says swaps the sides (`classify.SWAPS`: the side taken for the broker
+  opened a PENDING connection with CONNECT) swaps everything kept per side with
+  `flow.sides.swap`: the key, the decoders, the midstream marks, the events held and the
+  `ConnClosed` being handled; the connection joins `Shared.swapped`, so that the pipeline
+  swaps what TCP says of it from then on.
+- TLS off the broker ports (TLS_PENDING) is held until its client's first decrypted frame
+  (`classify.judge_decrypted`): CONNECT makes its frames published (TLS), anything else
+  leaves it not framed (TLS_OTHER). Without a key log, TCP stops delivering once the
+  handshake is over.
 - Its end gives its `Conversation` (`records`), for PULSAR and TLS ones only.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 from dissector.anomalies import AnomalyCode
 from dissector.conversation.publish import publish
-from dissector.conversation.records import conversation, encrypted, flip, flip_closed
+from dissector.conversation.records import conversation, encrypted
+from dissector.conversation.shared import Shared
 from dissector.events import (
     Anomaly,
     ConnClosed,
@@ -40,7 +39,6 @@ from dissector.events import (
     ConversationOpened,
     Decoded,
     Direction,
-    FlowKey,
     Frame,
     PipelineEvent,
     Preamble,
@@ -52,43 +50,18 @@ from dissector.facts import ConversationState
 from dissector.flow import classify
 from dissector.flow.classify import Mode, Trigger
 from dissector.flow.preamble import sniff
-from dissector.flow.tcp import Reassembler
+from dissector.flow.sides import swap
 from dissector.pulsar.framing import FrameDecoder
-from dissector.pulsar.messages import MessageExtractor
 from dissector.pulsar.wire import COMMAND_TYPES
-from dissector.tls.keylog import KeyLog
 from dissector.tls.plain import Plain, PlainGap, TlsEvent
-from dissector.tls.session import TlsSession, WaitingPool
+from dissector.tls.session import TlsSession
 
 C2B, B2C = Direction.CLIENT_TO_BROKER, Direction.BROKER_TO_CLIENT
 _CONNECT = COMMAND_TYPES["CONNECT"]
 PENDING, PULSAR, TLS, IGNORED = Mode.PENDING, Mode.PULSAR, Mode.TLS, Mode.IGNORED
+TLS_PENDING, TLS_OTHER = Mode.TLS_PENDING, Mode.TLS_OTHER
 
 Out = list[PipelineEvent]  # where a method appends the events it emits
-
-
-@dataclass
-class Shared:
-    """What the connections of one pipeline share: its settings, its TCP flow table (told to
-    ignore a connection or swap its roles), the TLS key log and the records waiting for keys,
-    and what they report back."""
-
-    tcp: Reassembler
-    broker_ports: frozenset[int]
-    tls_ports: frozenset[int]
-    max_frame_size: int
-    messages: MessageExtractor | None
-    pairs: bool
-    frame_bytes: bool
-    frame_runs: bool
-    keylog: KeyLog | None
-    tls_waiting: WaitingPool = field(default_factory=WaitingPool)  # of all sessions together
-    #: TCP connections found not to be Pulsar, by server port (what a user may have meant
-    #: with --port when no Pulsar traffic is found).
-    other_ports: dict[int, int] = field(default_factory=dict)
-    #: Connections whose roles swapped while a TCP batch was routed: that batch's later
-    #: events of theirs carry the old roles (the pipeline flips them).
-    stale: set[int] = field(default_factory=set)
 
 
 class Connection:
@@ -109,7 +82,6 @@ class Connection:
         "shared",
         "state",
         "tls",
-        "tls_judge",
     )
 
     def __init__(self, opened: ConnOpened, shared: Shared) -> None:
@@ -126,10 +98,7 @@ class Connection:
         self.state = ConversationState(opened.conn_id, pairs=shared.pairs, schemas=values)
         self.judged: set[Direction] = set()  # pending: sides that opened without CONNECT
         self.anomalies = 0
-        self.tls: TlsSession | None = None  # TLS mode: the session
-        # TLS off the broker ports: None (a broker port, or judged Pulsar), True (its
-        # client's first decrypted frame must be CONNECT), False (it was not: not framed).
-        self.tls_judge: bool | None = None
+        self.tls: TlsSession | None = None  # TLS modes: the session
         self.closing: ConnClosed | None = None  # the end being handled (`close`)
 
     # ------------------------------------------------------------------ TCP's events
@@ -209,15 +178,17 @@ class Connection:
     # ------------------------------------------------------------------ modes and roles
 
     def _step(self, event: Trigger, out: Out) -> None:
-        """Give `event` to the classification table and act on the mode it leads to."""
+        """Give `event` to the classification table and act on its answer: the sides swapped
+        when the step says so, then the mode it leads to."""
         old = self.mode
         mode = self.mode = classify.transition(old, event)
+        if (old, event) in classify.SWAPS:
+            self._swap()
         s, opened = self.shared, self.opened
-        if mode is TLS:
+        if mode is TLS_PENDING or (mode is TLS and old is not TLS_PENDING):
             self.held.clear()
             self.decoders.clear()
             self.tls = TlsSession(opened.conn_id, s.keylog, s.tls_waiting)
-            self.tls_judge = True if old is PENDING else None
             why = "TLS port" if event is Trigger.TLS_PORT else "TLS ClientHello"
             out.append(ConversationOpened(opened.conn_id, opened.key, opened.ts, opened.packet))
             if s.keylog is None:  # else reported at its end if nothing was decrypted
@@ -231,14 +202,17 @@ class Connection:
         elif mode is PULSAR and old is Mode.NEW:
             out.append(ConversationOpened(opened.conn_id, opened.key, opened.ts, opened.packet))
         elif mode is PULSAR:  # a PENDING connection's side opened with CONNECT
-            if event is Trigger.CONNECT_FROM_BROKER:
-                self._swap_roles()
             held, self.held = self.held, []
-            opened = self.opened
             out.append(ConversationOpened(opened.conn_id, opened.key, opened.ts, opened.packet))
             self.anomalies += publish(self.state, self.messages, held, out)
-            if self.tls_judge is None:
-                self._use_runs()
+            self._use_runs()
+        elif mode is TLS:  # TLS_PENDING: its client's first decrypted frame is CONNECT
+            held, self.held = self.held, []
+            self.anomalies += publish(self.state, self.messages, held, out)
+            self._use_runs()
+        elif mode is TLS_OTHER:  # TLS_PENDING: its client's is not: not framed
+            self.held = []
+            self.decoders.clear()
 
     def _use_runs(self) -> None:
         """Roles and protocol are known: decoders made before (the client side of a broker
@@ -248,25 +222,16 @@ class Connection:
             for dec in self.decoders.values():
                 dec.use_runs()
 
-    def _swap_roles(self) -> None:
+    def _swap(self) -> None:
         """The side taken for the broker is the client: swap everything kept per side, and the
-        events made with the old roles (see the module docstring)."""
-        s, conn_id = self.shared, self.opened.conn_id
-        if s.tcp.is_open(conn_id):
-            key = s.tcp.swap_roles(conn_id)
-        else:  # TCP ended it in this batch: its ConnClosed is being handled, or follows
-            k = self.opened.key
-            key = FlowKey(k.broker_ip, k.broker_port, k.client_ip, k.client_port)
-        s.stale.add(conn_id)
-        self.opened = self.opened._replace(key=key)
-        old = self.decoders
-        self.decoders = {C2B: old[B2C], **({B2C: old[C2B]} if C2B in old else {})}
-        for direction, dec in self.decoders.items():
-            dec.relabel(direction)
-        self.midstream = {C2B: self.midstream[B2C], B2C: self.midstream[C2B]}
-        self.held = [flip(e) for e in self.held]
+        events made with the old roles; TCP's are swapped by the pipeline from now on."""
+        self.shared.swapped.add(self.opened.conn_id)
+        self.opened = swap(self.opened)
+        self.decoders = swap(self.decoders)
+        self.midstream = swap(self.midstream)
+        self.held = [swap(e) for e in self.held]
         if self.closing is not None:
-            self.closing = flip_closed(self.closing)
+            self.closing = swap(self.closing)
 
     def _decide(self, events: list[Decoded], out: Out) -> None:
         """A PENDING connection's decoded events: held, and each side judged on its first."""
@@ -300,7 +265,7 @@ class Connection:
                 offset=offset,
                 keep_raw=s.frame_bytes,
                 # runs only where no role or protocol is left to judge from frames
-                runs=s.frame_runs and self.mode is not PENDING and self.tls_judge is None,
+                runs=s.frame_runs and self.mode not in classify.JUDGING,
             )
             self.decoders[direction] = dec
         return dec
@@ -317,7 +282,7 @@ class Connection:
             self._decide(list(events), out)
         elif self.mode is PULSAR:
             self.anomalies += publish(self.state, self.messages, events, out)
-        elif self.mode is TLS and events:
+        elif events and (self.mode is TLS or self.mode is TLS_PENDING):
             self._tls_deliver(events, out)
 
     # ------------------------------------------------------------------ TLS
@@ -329,7 +294,7 @@ class Connection:
         for ev in events:
             if type(ev) is Anomaly:
                 self._emit(ev, out)
-            elif self.tls_judge is False:
+            elif self.mode is TLS_OTHER:
                 continue  # decrypted, but not Pulsar
             elif type(ev) is Plain:
                 dec = self._decoder(ev.direction, 0, synced=True)  # decrypted: whole
@@ -344,35 +309,28 @@ class Connection:
     def _tls_deliver(self, events: list[Decoded], out: Out) -> None:
         """A decrypted stream's events; off the broker ports, held until the client's first
         decrypted event says whether it is Pulsar (CONNECT)."""
-        if self.tls_judge is None:
+        if self.mode is TLS:
             self.anomalies += publish(self.state, self.messages, events, out)
-            return
-        if self.tls_judge is False:
             return
         self.held.extend(events)
         first: PipelineEvent | None = next(
             (e for e in self.held if isinstance(e, Frame | Anomaly) and e.direction is C2B), None
         )
+        client_spoke = first is not None
         if first is None:
             if len(self.held) > classify.MAX_HELD:
                 first = self.held[0]  # the client says nothing: not Pulsar
             else:
                 return
-        held, self.held = self.held, []
-        if type(first) is Frame and first.command_type == _CONNECT:
-            self.tls_judge = None
-            self.anomalies += publish(self.state, self.messages, held, out)
-            self._use_runs()
-        else:
-            self.tls_judge = False
-            self.decoders.clear()
+        connect = type(first) is Frame and first.command_type == _CONNECT
+        self._step(classify.judge_decrypted(client_spoke, connect), out)
 
     # ------------------------------------------------------------------ out
 
     def close(self, ev: ConnClosed, out: Out) -> None:
         """The connection ended: what its decoders and TLS session held back, then (Pulsar or
         TLS) its pending state and its `Conversation`."""
-        self.closing = ev  # flipped by `_swap_roles` if what is held back swaps the roles
+        self.closing = ev  # swapped by `_swap` if what is held back swaps the roles
         if self.mode in classify.DECODED:
             self._unsniffed(out, 0, 0)  # their packets are no longer known
         tls = self.tls
@@ -398,7 +356,7 @@ class Connection:
             ev,
             self.decoders,
             self.preamble,
-            encrypted=self.mode is TLS,
+            encrypted=self.mode in classify.ENCRYPTED,
             info=self.state.info,
             anomalies=self.anomalies,
             tls=tls_info,

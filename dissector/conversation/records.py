@@ -1,16 +1,11 @@
-"""The records a connection makes apart from its frames: its end, and events made twice.
+"""The records a connection makes apart from its frames: its end, and why it is not decoded.
 
 Input: what a `connection.Connection` knows when it ends (its `ConnOpened` and `ConnClosed`,
-its decoders, preamble, conversation info, anomaly count, TLS facts), or an event made before
-its roles were swapped.
-Output: its `Conversation`; the `pulsar.encrypted` anomaly; an event as made with the swapped
-roles (`flip_tcp`, `flip`, `flip_closed`).
-Rules:
-- Per direction, preamble + frame + skipped + gap bytes add up to the stream's length (for
-  TLS: the decrypted stream's, whose gap bytes include what could not be decrypted); a side
-  that never had a decoder counts its preamble bytes only.
-- A flip swaps what an event says per side and nothing else: a direction, or the counts of
-  packets and bytes of each side.
+its decoders, preamble, conversation info, anomaly count, TLS facts).
+Output: its `Conversation`; the `pulsar.encrypted` anomaly.
+Rule: per direction, preamble + frame + skipped + gap bytes add up to the stream's length
+(for TLS: the decrypted stream's, whose gap bytes include what could not be decrypted); a
+side that never had a decoder counts its preamble bytes only.
 """
 
 from __future__ import annotations
@@ -24,12 +19,7 @@ from dissector.events import (
     Conversation,
     Direction,
     DirectionStats,
-    Frame,
-    PipelineEvent,
     Preamble,
-    StreamData,
-    StreamGap,
-    TcpEvent,
     TlsInfo,
 )
 from dissector.pulsar.framing import FrameDecoder, StreamStats
@@ -93,30 +83,4 @@ def encrypted(opened: ConnOpened, detail: str) -> Anomaly:
         detail=detail,
         packet=opened.packet,
         ts=opened.ts,
-    )
-
-
-def flip_tcp(ev: TcpEvent) -> TcpEvent:
-    """A TCP event made before its connection's roles were swapped, as made after."""
-    if type(ev) is ConnClosed:
-        return flip_closed(ev)
-    if isinstance(ev, StreamData | StreamGap | Anomaly) and ev.direction is not None:
-        return ev._replace(direction=B2C if ev.direction is C2B else C2B)
-    return ev
-
-
-def flip(ev: PipelineEvent) -> PipelineEvent:
-    """A decoded event (held) made before its connection's roles were swapped, as made after."""
-    if isinstance(ev, Frame | Anomaly) and ev.direction is not None:
-        return ev._replace(direction=B2C if ev.direction is C2B else C2B)
-    return ev
-
-
-def flip_closed(ev: ConnClosed) -> ConnClosed:
-    """A connection's end made before its roles were swapped, as made after."""
-    return ev._replace(
-        packets_c2b=ev.packets_b2c,
-        packets_b2c=ev.packets_c2b,
-        bytes_c2b=ev.bytes_b2c,
-        bytes_b2c=ev.bytes_c2b,
     )

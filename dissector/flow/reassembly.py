@@ -143,10 +143,6 @@ class HalfStream:
         """Bytes kept to compare retransmissions with."""
         return self.recent.kept
 
-    def relabel(self, direction: Direction) -> None:
-        """The connection's roles were swapped: this half now carries `direction`."""
-        self.direction = direction
-
     def segment(self, seq: int, data: bytes, missing: int, seg: Segment, out: EventSink) -> None:
         """Bytes at sequence number `seq` (general case: out of order, overlapping, lost)."""
         assert self.next_seq is not None

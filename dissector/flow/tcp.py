@@ -4,9 +4,11 @@ Input: `Segment`s (one per captured TCP packet) in capture order, then `close()`
 Output: `ConnOpened`, `StreamData` (in-order bytes of one direction), `StreamGap` (bytes
 missing from the capture, with their exact size), `ConnClosed`, and `Anomaly` events.
 Rules:
-- Connections are keyed by a normalised FlowKey (client side, broker side). The broker side
-  is the one on a configured broker port, else the SYN receiver, else the first packet's
-  destination (`ConnOpened.guessed` tells the caller it may `swap_roles`, e.g. on CONNECT).
+- Connections are keyed once, by a normalised FlowKey (client side, broker side), as
+  `flow.classify.roles` judges the first packet: the side on a configured broker port, else
+  the SYN's receiver, else the first packet's destination (`ConnOpened.guessed`). The key
+  stays: when a CONNECT later judges the roles the other way round, the caller swaps the
+  sides of what this table says of the connection (`flow.sides.swap`).
 - Each direction is reassembled by its own `reassembly.HalfStream` (sequence arithmetic,
   reordering, retransmissions, gaps); this module finds the connection and its direction,
   handles SYN/FIN/RST/ACK, and bounds the table (MAX_OPEN_FLOWS, MAX_CLOSED_KEPT).
@@ -45,6 +47,7 @@ from dissector.events import (
 )
 from dissector.events import StreamData as StreamData  # re-exported: tcp's output
 from dissector.events import StreamGap as StreamGap
+from dissector.flow.classify import roles
 from dissector.flow.reassembly import NEVER, HalfStream, RetransmitWindow
 from dissector.flow.reassembly import seq_diff as seq_diff
 
@@ -251,30 +254,6 @@ class Reassembler:
             for half in conn.halves.values():
                 half.ignore()
 
-    def is_open(self, conn_id: int) -> bool:
-        """Whether the connection is open: not ended by FIN, RST, the capture's end, eviction,
-        port reuse or the idle timeout (`swap_roles` needs an open one)."""
-        return conn_id in self._conns
-
-    def swap_roles(self, conn_id: int) -> FlowKey:
-        """The side taken for the client is the broker: swap them; returns the new key."""
-        conn = self._conns[conn_id]
-        k = conn.key
-        conn.key = FlowKey(k.broker_ip, k.broker_port, k.client_ip, k.client_port)
-        c2b, b2c = conn.halves[C2B], conn.halves[B2C]
-        c2b.relabel(B2C)
-        b2c.relabel(C2B)
-        conn.halves = {C2B: b2c, B2C: c2b}
-        conn.counts = {C2B: conn.counts[B2C], B2C: conn.counts[C2B]}
-        flows = self._flows
-        for tup, now in (
-            ((k.client_ip, k.client_port, k.broker_ip, k.broker_port), B2C),
-            ((k.broker_ip, k.broker_port, k.client_ip, k.client_port), C2B),
-        ):
-            if flows.get(tup, (None,))[0] is conn:
-                flows[tup] = (conn, now)
-        return conn.key
-
     # ------------------------------------------------------------------ internals
 
     def _is_new_syn(self, conn: _Conn, seg: Segment) -> bool:
@@ -283,16 +262,11 @@ class Reassembler:
     def _open(self, seg: Segment, out: list[TcpEvent]) -> tuple[_Conn, Direction]:
         src = (seg.src_ip, seg.src_port)
         dst = (seg.dst_ip, seg.dst_port)
-        guessed = False
-        if seg.dst_port in self.broker_ports:
-            client, broker = src, dst
-        elif seg.src_port in self.broker_ports:
-            client, broker = dst, src
-        elif seg.flags & SYN:
-            client, broker = (dst, src) if seg.flags & ACK else (src, dst)
-        else:
-            client, broker = src, dst
-            guessed = True
+        flags = seg.flags
+        to_broker, guessed = roles(
+            seg.src_port, seg.dst_port, bool(flags & SYN), bool(flags & ACK), self.broker_ports
+        )
+        client, broker = (src, dst) if to_broker else (dst, src)
         if len(self._conns) >= MAX_OPEN_FLOWS:
             self._evict(seg, out)
         conn = _Conn(self._next_id, FlowKey(*client, *broker), seg.ts, self._window)

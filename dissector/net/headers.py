@@ -1,4 +1,4 @@
-"""Link, IP and TCP headers of one raw packet -> a TCP segment (pure: no I/O).
+"""IP and TCP headers of one raw packet, and the layers around them -> a TCP segment.
 
 Input: a `RawPacket` (link type + captured bytes + length on the wire).
 Output: `parse_layers` returns a `Segment` for TCP over IPv4 or IPv6, a `Fragment` for a
@@ -7,10 +7,8 @@ fragment of an IP datagram that may carry TCP (`fragments` reassembles them, the
 ICMP, non-IP link payloads), or a `NetIssue` for a fault (`.anomaly()`: its row).
 `parse_packet` is the same for one packet on its own: a TCP fragment is a `net.ip_fragment`
 issue, any other fragment `None`.
-Rules:
-- Link types: Ethernet (1) with any stack of 802.1Q/802.1ad/QinQ tags; Linux cooked SLL (113)
-  and SLL2 (276); BSD NULL (0, family in the capturing host's byte order) and LOOP (108);
-  raw IP (101, 12, 14; 228 = IPv4 only, 229 = IPv6 only). Others: `net.unsupported_linktype`.
+Rules (pure: no I/O):
+- The link layer is read by `link` (its types, and `net.unsupported_linktype` for others).
 - Encapsulations (header layouts in `decap`), at any depth up to MAX_LAYERS (deeper:
   `net.encapsulation_too_deep`): VXLAN and Geneve (UDP), GRE with ERSPAN types I/II/III,
   IP in IP (4, 41), MPLS label stacks (0x8847/0x8848, with Ethernet pseudowires behind a
@@ -30,7 +28,6 @@ Rules:
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable
 from socket import AF_INET, AF_INET6, inet_ntop
 
 from dissector.anomalies import AnomalyCode
@@ -56,24 +53,20 @@ from dissector.net.fragments import (
     Datagram,
     Fragment,
 )
+from dissector.net.link import LINK_PARSERS, VLAN_TYPES, vlan_walk
 
-VLAN_TYPES = frozenset({0x8100, 0x88A8, 0x9100, 0x9200})
 #: Encapsulation layers (tunnel headers, label stacks, inner Ethernet frames, reassembled
 #: datagrams) decoded around one TCP segment; a packet with more is hostile or broken.
 MAX_LAYERS = 8
 #: IPv6 extension headers walked to find the upper-layer protocol.
 IPV6_HOP, IPV6_ROUTING, IPV6_FRAGMENT, IPV6_AH, IPV6_DSTOPTS = 0, 43, 44, 51, 60
 _IPV6_EXT = frozenset({IPV6_HOP, IPV6_ROUTING, IPV6_FRAGMENT, IPV6_AH, IPV6_DSTOPTS})
-#: BSD NULL/LOOP address families that carry IPv6 (OpenBSD/NetBSD, FreeBSD, macOS).
-_BSD_IPV6 = frozenset({24, 28, 30})
 
 #: Distinct addresses whose text form is cached; the cache is emptied when full, which bounds
 #: its memory on captures of scans or of very many peers.
 ADDRESS_CACHE_SIZE = 65536
 
 _U16 = struct.Struct("!H")
-_U32_LE = struct.Struct("<I")
-_U32_BE = struct.Struct("!I")
 _IPV4 = struct.Struct("!BxHxxHxB2x4s4s")  # ver/ihl, total length, flags/frag, proto, src, dst
 _IPV6 = struct.Struct("!BxxxHBx16s16s")  # version byte, payload length, next header, src, dst
 _IPV6_FRAG = struct.Struct("!BxHI")  # next header, offset/flags, identification
@@ -84,95 +77,6 @@ _new_tuple = tuple.__new__
 
 Parsed = Segment | NetIssue | Fragment | None
 
-
-# --- link layers: captured bytes -> (ethertype of the payload, offset of the payload) ---
-
-
-def _vlan_walk(data: bytes, etype: int, off: int) -> tuple[int, int]:
-    """Skip 802.1Q/802.1ad tags; `off` points just after the ethertype `etype`."""
-    while etype in VLAN_TYPES:
-        if len(data) < off + 4:
-            raise _short("VLAN tag", off + 4, len(data))
-        etype = _U16.unpack_from(data, off + 2)[0]
-        off += 4
-    return etype, off
-
-
-def _ethernet(data: bytes) -> tuple[int, int]:
-    if len(data) < 14:
-        raise _short("Ethernet header", 14, len(data))
-    etype = _U16.unpack_from(data, 12)[0]
-    if etype in VLAN_TYPES:
-        return _vlan_walk(data, etype, 14)
-    return etype, 14
-
-
-def _sll(data: bytes) -> tuple[int, int]:
-    if len(data) < 16:
-        raise _short("Linux cooked (SLL) header", 16, len(data))
-    return _vlan_walk(data, _U16.unpack_from(data, 14)[0], 16)
-
-
-def _sll2(data: bytes) -> tuple[int, int]:
-    if len(data) < 20:
-        raise _short("Linux cooked v2 (SLL2) header", 20, len(data))
-    return _vlan_walk(data, _U16.unpack_from(data, 0)[0], 20)
-
-
-def _bsd_family(family: int) -> tuple[int, int]:
-    if family == 2:
-        return ETH_IPV4, 4
-    if family in _BSD_IPV6:
-        return ETH_IPV6, 4
-    return 0, 4
-
-
-def _null(data: bytes) -> tuple[int, int]:
-    if len(data) < 4:
-        raise _short("loopback (NULL) header", 4, len(data))
-    family = _U32_LE.unpack_from(data)[0]
-    if family > 0xFFFF:  # written by a big-endian host
-        family = _U32_BE.unpack_from(data)[0]
-    return _bsd_family(family)
-
-
-def _loop(data: bytes) -> tuple[int, int]:
-    if len(data) < 4:
-        raise _short("loopback (LOOP) header", 4, len(data))
-    return _bsd_family(_U32_BE.unpack_from(data)[0])
-
-
-def _raw(data: bytes) -> tuple[int, int]:
-    if not data:
-        raise _short("IP header", 1, 0)
-    version = data[0] >> 4
-    if version == 4:
-        return ETH_IPV4, 0
-    if version == 6:
-        return ETH_IPV6, 0
-    raise HeaderFault(AnomalyCode.NET_BAD_HEADER, f"raw IP packet with IP version {version}")
-
-
-def _raw4(data: bytes) -> tuple[int, int]:
-    return ETH_IPV4, 0
-
-
-def _raw6(data: bytes) -> tuple[int, int]:
-    return ETH_IPV6, 0
-
-
-LINK_PARSERS: dict[int, Callable[[bytes], tuple[int, int]]] = {
-    0: _null,
-    1: _ethernet,
-    12: _raw,
-    14: _raw,
-    101: _raw,
-    108: _loop,
-    113: _sll,
-    228: _raw4,
-    229: _raw6,
-    276: _sll2,
-}
 
 # --- addresses ---
 
@@ -379,13 +283,13 @@ def _inner(pkt: RawPacket, data: bytes, etype: int, off: int, depth: int) -> Par
         if etype == ETH_BRIDGED:
             if len(data) < off + 14:
                 raise _short("inner Ethernet header", off + 14, len(data))
-            etype, off = _vlan_walk(data, _U16.unpack_from(data, off + 12)[0], off + 14)
+            etype, off = vlan_walk(data, _U16.unpack_from(data, off + 12)[0], off + 14)
         elif etype in (ETH_MPLS, ETH_MPLS_MULTICAST):
             etype, off = decap.mpls(data, off)
         elif etype == ETH_PPPOE_SESSION:
             etype, off = decap.pppoe(data, off)
         elif etype in VLAN_TYPES:  # a tag right after a tunnel header
-            etype, off = _vlan_walk(data, etype, off)
+            etype, off = vlan_walk(data, etype, off)
         else:
             return None
 

@@ -88,11 +88,6 @@ class FrameEmitter:
         self._skip_start = -1  # stream offset where the current run of skipped bytes began
         self._skip_len = 0
 
-    def relabel(self, direction: Direction) -> None:
-        """The side this decoder reads turned out to be the other one: later frames and
-        anomalies carry `direction`."""
-        self.direction = direction
-
     def _where(self, offset: int) -> tuple[int, int]:
         """(packet, ts) of the piece that carried stream byte `offset`."""
         marks = self._marks

@@ -2,9 +2,12 @@
 
 docs/cli.md, "Which connections are Pulsar": those on a broker port (6650, 6651 and every
 `--port`), and on any other port those whose client opens with a decodable CONNECT. Port
-6651 and connections opening with a TLS ClientHello are reported as encrypted, not decoded.
-A PROXY header before CONNECT is parsed (it is not a mode change). The expected table below
-is written from those sentences, not read from the module.
+6651 and connections opening with a TLS ClientHello are reported as encrypted, not decoded
+(docs/tls.md: off the broker ports, with a key log, one is Pulsar when its client's first
+decrypted frame is CONNECT). A PROXY header before CONNECT is parsed (it is not a mode
+change). Which end is the broker: the one on a broker port, else the SYN's receiver, else a
+guess that a CONNECT may overturn (docs/cli.md). The expected tables below are written from
+those sentences, not read from the module.
 """
 
 from __future__ import annotations
@@ -17,12 +20,17 @@ from dissector.errors import UsageError
 from dissector.events import Direction
 from dissector.flow.classify import (
     DECODED,
+    ENCRYPTED,
+    JUDGING,
     REPORTED,
+    SWAPS,
     TRANSITIONS,
     Mode,
     Trigger,
     judge,
+    judge_decrypted,
     on_open,
+    roles,
     transition,
 )
 
@@ -37,9 +45,13 @@ EXPECTED: dict[tuple[Mode, Trigger], Mode] = {
     (M.NEW, E.TLS_PORT): M.TLS,
     (M.NEW, E.BROKER_PORT): M.PULSAR,
     (M.NEW, E.OTHER_PORT): M.PENDING,
-    # A TLS ClientHello first: encrypted, whatever the port.
-    (M.PENDING, E.CLIENT_HELLO): M.TLS,
+    # A TLS ClientHello first: encrypted, whatever the port; off the broker ports the
+    # client's first decrypted frame still has to be CONNECT for its frames to count.
+    (M.PENDING, E.CLIENT_HELLO): M.TLS_PENDING,
     (M.PULSAR, E.CLIENT_HELLO): M.TLS,
+    (M.TLS_PENDING, E.CONNECT): M.TLS,
+    (M.TLS_PENDING, E.CLIENT_OTHER): M.TLS_OTHER,
+    (M.TLS_PENDING, E.OVER_LIMIT): M.TLS_OTHER,  # the client says nothing decrypted
     # Off the broker ports: a side opening with CONNECT is the client, the connection Pulsar.
     (M.PENDING, E.CONNECT): M.PULSAR,
     (M.PENDING, E.CONNECT_FROM_BROKER): M.PULSAR,
@@ -52,6 +64,8 @@ EXPECTED: dict[tuple[Mode, Trigger], Mode] = {
     (M.PENDING, E.CLOSED): M.IGNORED,
     (M.PULSAR, E.CLOSED): M.PULSAR,
     (M.TLS, E.CLOSED): M.TLS,
+    (M.TLS_PENDING, E.CLOSED): M.TLS_PENDING,
+    (M.TLS_OTHER, E.CLOSED): M.TLS_OTHER,
     (M.IGNORED, E.CLOSED): M.IGNORED,
 }
 REFUSED = [pair for pair in itertools.product(Mode, Trigger) if pair not in EXPECTED]
@@ -74,8 +88,9 @@ def test_the_table_is_exactly_the_rules() -> None:
 
 
 def test_final_modes() -> None:
-    """Nothing leaves TLS or IGNORED but the end; PULSAR only turns TLS on a ClientHello."""
-    for mode in (M.TLS, M.IGNORED):
+    """Nothing leaves TLS, TLS_OTHER or IGNORED but the end; PULSAR only turns TLS on a
+    ClientHello."""
+    for mode in (M.TLS, M.TLS_OTHER, M.IGNORED):
         assert {e for (m, e) in EXPECTED if m is mode} == {E.CLOSED}
     assert {e for (m, e) in EXPECTED if m is M.PULSAR} == {E.CLIENT_HELLO, E.CLOSED}
     assert {m for (m, e) in EXPECTED if e is E.CLOSED} == set(Mode) - {M.NEW}
@@ -83,7 +98,38 @@ def test_final_modes() -> None:
 
 def test_decoded_and_reported() -> None:
     assert {M.PENDING, M.PULSAR} == DECODED  # TLS is not decoded, IGNORED is dropped
-    assert {M.PULSAR, M.TLS} == REPORTED  # an undecided or other connection is not reported
+    # an undecided or other connection is not reported; TLS is, as encrypted
+    assert {M.PULSAR, M.TLS, M.TLS_PENDING, M.TLS_OTHER} == REPORTED
+    assert {M.TLS, M.TLS_PENDING, M.TLS_OTHER} == ENCRYPTED
+    assert {M.PENDING, M.TLS_PENDING} == JUDGING  # roles or protocol still judged from frames
+
+
+def test_only_a_connect_from_the_side_taken_for_the_broker_swaps() -> None:
+    assert {(M.PENDING, E.CONNECT_FROM_BROKER)} == SWAPS
+
+
+@pytest.mark.parametrize(
+    ("src", "dst", "syn", "ack", "judged"),
+    [
+        (40000, 6650, False, False, (True, False)),  # to a broker port: the destination
+        (6650, 40000, False, False, (False, False)),  # from one: the source
+        (6650, 6651, False, False, (True, False)),  # both: the destination's port wins
+        (40000, 8080, True, False, (True, False)),  # a SYN: its receiver
+        (8080, 40000, True, True, (False, False)),  # a SYN+ACK: its sender
+        (40000, 8080, False, False, (True, True)),  # nothing: the destination, guessed
+        (8080, 40000, False, True, (True, True)),  # a bare ACK tells nothing either
+    ],
+)
+def test_roles_at_the_first_packet(
+    src: int, dst: int, syn: bool, ack: bool, judged: tuple[bool, bool]
+) -> None:
+    assert roles(src, dst, syn, ack, BROKER_PORTS) == judged
+
+
+def test_judge_decrypted() -> None:
+    assert judge_decrypted(True, True) is E.CONNECT
+    assert judge_decrypted(True, False) is E.CLIENT_OTHER
+    assert judge_decrypted(False, False) is E.OVER_LIMIT  # MAX_HELD, the client silent
 
 
 @pytest.mark.parametrize(
@@ -140,7 +186,9 @@ def walk(*events: Trigger) -> Mode:
         ((E.OTHER_PORT, E.NOT_CONNECT, E.CONNECT, E.CLOSED), M.PULSAR),
         ((E.OTHER_PORT, E.CLOSED), M.IGNORED),  # no complete frame before the end
         ((E.OTHER_PORT, E.OVER_LIMIT, E.CLOSED), M.IGNORED),
-        ((E.OTHER_PORT, E.CLIENT_HELLO, E.CLOSED), M.TLS),
+        ((E.OTHER_PORT, E.CLIENT_HELLO, E.CLOSED), M.TLS_PENDING),  # no key log
+        ((E.OTHER_PORT, E.CLIENT_HELLO, E.CONNECT, E.CLOSED), M.TLS),  # decrypted CONNECT
+        ((E.OTHER_PORT, E.CLIENT_HELLO, E.CLIENT_OTHER, E.CLOSED), M.TLS_OTHER),  # HTTPS
         ((E.BROKER_PORT, E.CLIENT_HELLO, E.CLOSED), M.TLS),  # TLS on 6650
         ((E.TLS_PORT, E.CLOSED), M.TLS),
         ((E.BROKER_PORT, E.CLOSED), M.PULSAR),

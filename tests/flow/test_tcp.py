@@ -249,13 +249,14 @@ def test_ignored_connection_delivers_nothing() -> None:
     assert not [e for e in r.feed(seg(1001, b"secret")) if isinstance(e, StreamData)]
 
 
-def test_swap_roles() -> None:
+def test_roles_are_taken_once_at_the_first_packet() -> None:
+    """No broker port, no SYN: the first packet's destination is taken for the broker, a
+    guess; TCP keeps it (the caller swaps what TCP says when a CONNECT tells otherwise)."""
     r = Reassembler(broker_ports=set())
     out = r.feed(seg(1, b"a", frm=("1.1.1.1", 5555), to=("2.2.2.2", 7777)))
-    conn_id = next(e.conn_id for e in out if isinstance(e, ConnOpened))
-    key = r.swap_roles(conn_id)
-    assert key == ("2.2.2.2", 7777, "1.1.1.1", 5555)
-    (data,) = [e for e in r.feed(seg(2, b"b", frm=("1.1.1.1", 5555), to=("2.2.2.2", 7777)))
+    (opened,) = [e for e in out if isinstance(e, ConnOpened)]
+    assert opened.key == ("1.1.1.1", 5555, "2.2.2.2", 7777) and opened.guessed
+    (data,) = [e for e in r.feed(seg(2, b"b", frm=("2.2.2.2", 7777), to=("1.1.1.1", 5555)))
                if isinstance(e, StreamData)]  # fmt: skip
     assert data.direction is B2C
 

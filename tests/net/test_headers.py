@@ -22,7 +22,8 @@ from scapy.layers.l2 import ARP, CookedLinux, CookedLinuxV2, Dot1AD, Dot1Q, Ethe
 from scapy.packet import Packet, Padding, Raw
 
 from dissector.events import NetIssue, RawPacket, Segment
-from dissector.net.headers import LINK_PARSERS, parse_packet
+from dissector.net.headers import parse_packet
+from dissector.net.link import LINK_PARSERS
 
 TS = 1_700_000_000_123_456
 V4 = IP(src="192.0.2.10", dst="198.51.100.7")

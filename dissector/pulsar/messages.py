@@ -31,7 +31,12 @@ from dissector.pulsar.payload import (
 )
 from dissector.pulsar.text_fields import describe, repair, repair_metadata
 from dissector.pulsar.trace_context import Malformed, Trace, trace_context
-from dissector.pulsar.wire import COMMAND_TYPES
+from dissector.pulsar.wire import (
+    COMMAND_TYPES,
+    BrokerEntryMetadata,
+    MessageMetadata,
+    SingleMessageMetadata,
+)
 
 if TYPE_CHECKING:  # made and imported only when values are asked for
     from dissector.values.cells import Values
@@ -41,6 +46,11 @@ _NO_TRACE: tuple[Trace | None, tuple[Malformed, ...]] = (None, ())
 #: Builds a NamedTuple from a tuple without its keyword-aware __new__ (several times faster).
 _new_row = tuple.__new__
 assert len(AppMessage._fields) == 48, "MessageExtractor._row builds AppMessage by position"
+#: Each class's HasField, called unbound: looking it up on a message costs more than the
+#: call (the protobuf runtime tries the name as a field first).
+_meta_has = MessageMetadata.HasField
+_single_has = SingleMessageMetadata.HasField
+_be_has = BrokerEntryMetadata.HasField
 
 
 class _Shared(NamedTuple):
@@ -171,12 +181,12 @@ class MessageExtractor:
         of its frame (or chunked message), `why` when one was found before."""
         frame = shared.frame
         encrypted = len(meta.encryption_keys) > 0
-        batched = meta.HasField("num_messages_in_batch")
+        batched = _meta_has(meta, "num_messages_in_batch")
         count = meta.num_messages_in_batch if batched else 1
         plain: bytes | None = None
         if data is not None and not encrypted:
             limit = self.max_uncompressed if chunked is None else self.chunks.max_message
-            size = meta.uncompressed_size if meta.HasField("uncompressed_size") else None
+            size = meta.uncompressed_size if _meta_has(meta, "uncompressed_size") else None
             if meta.compression == 0:
                 size = None
             plain, problems = decompress(meta.compression, data, size, limit)
@@ -255,8 +265,8 @@ class MessageExtractor:
         keyword-aware constructor costs several times more, once per message."""
         frame = shared.frame
         src = single if single is not None else meta
-        has = meta.HasField
-        src_has = src.HasField
+        has = _meta_has
+        src_has = _meta_has if single is None else _single_has
         properties = [(kv.key, kv.value) for kv in src.properties]
         trace, faults = trace_context(properties) if properties else _NO_TRACE
         if faults:
@@ -269,16 +279,16 @@ class MessageExtractor:
         sequence_id = meta.sequence_id
         if single is not None:
             sequence_id = (
-                single.sequence_id if single.HasField("sequence_id") else sequence_id + index
+                single.sequence_id if _single_has(single, "sequence_id") else sequence_id + index
             )
         be = frame.broker_entry
         entry_ts = entry_index = None
         if be is not None:
-            if be.HasField("broker_timestamp"):
+            if _be_has(be, "broker_timestamp"):
                 entry_ts = be.broker_timestamp
             # the broker's index is the entry's last message's; a batch entry's own is as
             # the Java client's Message.getIndex() gives it
-            if be.HasField("index"):
+            if _be_has(be, "index"):
                 entry_index = be.index if index is None else be.index - count + index + 1
         codec = meta.compression
         start = shared.first or frame
@@ -292,15 +302,15 @@ class MessageExtractor:
                 frame.topic,
                 shared.producer_id,
                 shared.consumer_id,
-                meta.producer_name if has("producer_name") else None,
+                meta.producer_name if has(meta, "producer_name") else None,
                 sequence_id,
                 index,  # batch_index
                 count,  # batch_size
-                meta.publish_time if has("publish_time") else None,
+                meta.publish_time if has(meta, "publish_time") else None,
                 src.event_time or None,  # event_time
-                src.partition_key if src_has("partition_key") else None,  # key
+                src.partition_key if src_has(src, "partition_key") else None,  # key
                 src.partition_key_b64_encoded,  # key_base64
-                src.ordering_key if src_has("ordering_key") else None,
+                src.ordering_key if src_has(src, "ordering_key") else None,
                 properties,
                 CODEC_NAMES.get(codec) or str(codec),  # compression
                 compressed,  # compressed_size
@@ -312,7 +322,7 @@ class MessageExtractor:
                 None if chunked is None else chunked.num_chunks,
                 encrypted,
                 [k.key for k in meta.encryption_keys] if encrypted else [],
-                meta.schema_version if has("schema_version") else None,
+                meta.schema_version if has(meta, "schema_version") else None,
                 shared.ledger_id,
                 shared.entry_id,
                 shared.partition,

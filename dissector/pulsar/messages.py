@@ -31,13 +31,26 @@ from dissector.pulsar.payload import (
 )
 from dissector.pulsar.text_fields import describe, repair, repair_metadata
 from dissector.pulsar.trace_context import Malformed, Trace, trace_context
-from dissector.pulsar.wire import COMMAND_TYPES
+from dissector.pulsar.wire import (
+    COMMAND_TYPES,
+    BrokerEntryMetadata,
+    MessageMetadata,
+    SingleMessageMetadata,
+)
 
 if TYPE_CHECKING:  # made and imported only when values are asked for
     from dissector.values.cells import Values
 
 _SEND = COMMAND_TYPES["SEND"]
 _NO_TRACE: tuple[Trace | None, tuple[Malformed, ...]] = (None, ())
+#: Builds a NamedTuple from a tuple without its keyword-aware __new__ (several times faster).
+_new_row = tuple.__new__
+assert len(AppMessage._fields) == 48, "MessageExtractor._row builds AppMessage by position"
+#: Each class's HasField, called unbound: looking it up on a message costs more than the
+#: call (the protobuf runtime tries the name as a field first).
+_meta_has = MessageMetadata.HasField
+_single_has = SingleMessageMetadata.HasField
+_be_has = BrokerEntryMetadata.HasField
 
 
 class _Shared(NamedTuple):
@@ -168,12 +181,12 @@ class MessageExtractor:
         of its frame (or chunked message), `why` when one was found before."""
         frame = shared.frame
         encrypted = len(meta.encryption_keys) > 0
-        batched = meta.HasField("num_messages_in_batch")
+        batched = _meta_has(meta, "num_messages_in_batch")
         count = meta.num_messages_in_batch if batched else 1
         plain: bytes | None = None
         if data is not None and not encrypted:
             limit = self.max_uncompressed if chunked is None else self.chunks.max_message
-            size = meta.uncompressed_size if meta.HasField("uncompressed_size") else None
+            size = meta.uncompressed_size if _meta_has(meta, "uncompressed_size") else None
             if meta.compression == 0:
                 size = None
             plain, problems = decompress(meta.compression, data, size, limit)
@@ -191,9 +204,9 @@ class MessageExtractor:
         compressed = None if data is None else len(data)
         if plain is None or not batched:
             row = self._row(
-                shared, meta, None, None, count, plain, compressed, chunked, encrypted, out
+                shared, meta, None, None, count, plain, compressed, chunked, encrypted, out, why
             )
-            self._add(out, row, why, plain)
+            self._add(out, row, plain)
             return
         entries, problems = split_batch(plain, count)
         for entry in entries:  # strings of each entry made text once, as framing does
@@ -215,24 +228,17 @@ class MessageExtractor:
                 chunked,
                 encrypted,
                 out,
+                why,
             )
-            self._add(out, row, why, entry.payload)
+            self._add(out, row, entry.payload)
         if problems and not entries:
             row = self._row(
-                shared, meta, None, None, count, None, compressed, chunked, encrypted, out
+                shared, meta, None, None, count, None, compressed, chunked, encrypted, out, why
             )
-            self._add(out, row, why, None)
+            self._add(out, row, None)
 
-    def _add(
-        self,
-        out: list[AppMessage | Anomaly],
-        row: AppMessage,
-        why: str | None,
-        payload: bytes | None,
-    ) -> None:
-        """Append `row` with its problem and, when values are asked for, its value."""
-        if why:
-            row = row._replace(problem=why)
+    def _add(self, out: list[AppMessage | Anomaly], row: AppMessage, payload: bytes | None) -> None:
+        """Append `row` with, when values are asked for, its value."""
         if self.values is not None:
             cells = self.values.row_cells(row, payload)
             row = row._replace(
@@ -252,10 +258,15 @@ class MessageExtractor:
         chunked: ChunkedMessage | None,
         encrypted: bool,
         out: list[AppMessage | Anomaly],
+        why: str | None,
     ) -> AppMessage:
-        """The message's row; its malformed trace context properties as anomalies (to `out`)."""
+        """The message's row, `why` its problem; its malformed trace context properties as
+        anomalies (to `out`). Built from a tuple in AppMessage's field order: its
+        keyword-aware constructor costs several times more, once per message."""
         frame = shared.frame
         src = single if single is not None else meta
+        has = _meta_has
+        src_has = _meta_has if single is None else _single_has
         properties = [(kv.key, kv.value) for kv in src.properties]
         trace, faults = trace_context(properties) if properties else _NO_TRACE
         if faults:
@@ -268,67 +279,72 @@ class MessageExtractor:
         sequence_id = meta.sequence_id
         if single is not None:
             sequence_id = (
-                single.sequence_id if single.HasField("sequence_id") else sequence_id + index
+                single.sequence_id if _single_has(single, "sequence_id") else sequence_id + index
             )
-        event_time = src.event_time or None
         be = frame.broker_entry
-        return AppMessage(
-            ts=frame.last_ts,
-            conn_id=frame.conn_id,
-            direction=frame.direction,
-            kind=shared.kind,
-            topic=frame.topic,
-            producer_id=shared.producer_id,
-            consumer_id=shared.consumer_id,
-            producer_name=meta.producer_name if meta.HasField("producer_name") else None,
-            sequence_id=sequence_id,
-            batch_index=index,
-            batch_size=count,
-            publish_time=meta.publish_time if meta.HasField("publish_time") else None,
-            event_time=event_time,
-            key=src.partition_key if src.HasField("partition_key") else None,
-            key_base64=src.partition_key_b64_encoded,
-            ordering_key=src.ordering_key if src.HasField("ordering_key") else None,
-            properties=properties,
-            compression=CODEC_NAMES.get(meta.compression, str(meta.compression)),
-            compressed_size=compressed,
-            payload_size=None if payload is None else len(payload),
-            payload_sha256=(
-                None
-                if payload is None or not self.hash_payloads
-                else hashlib.sha256(payload).hexdigest()
-            ),
-            chunked=chunked is not None,
-            num_chunks=None if chunked is None else chunked.num_chunks,
-            encrypted=encrypted,
-            encryption_keys=[k.key for k in meta.encryption_keys] if encrypted else [],
-            schema_version=meta.schema_version if meta.HasField("schema_version") else None,
-            ledger_id=shared.ledger_id,
-            entry_id=shared.entry_id,
-            partition=shared.partition,
-            redelivery_count=shared.redelivery_count,
-            broker_entry_timestamp=be.broker_timestamp
-            if be is not None and be.HasField("broker_timestamp")
-            else None,
+        entry_ts = entry_index = None
+        if be is not None:
+            if _be_has(be, "broker_timestamp"):
+                entry_ts = be.broker_timestamp
             # the broker's index is the entry's last message's; a batch entry's own is as
             # the Java client's Message.getIndex() gives it
-            broker_entry_index=(
-                None
-                if be is None or not be.HasField("index")
-                else be.index
-                if index is None
-                else be.index - count + index + 1
+            if _be_has(be, "index"):
+                entry_index = be.index if index is None else be.index - count + index + 1
+        codec = meta.compression
+        start = shared.first or frame
+        row: AppMessage = _new_row(
+            AppMessage,
+            (
+                frame.last_ts,  # ts
+                frame.conn_id,
+                frame.direction,
+                shared.kind,
+                frame.topic,
+                shared.producer_id,
+                shared.consumer_id,
+                meta.producer_name if has(meta, "producer_name") else None,
+                sequence_id,
+                index,  # batch_index
+                count,  # batch_size
+                meta.publish_time if has(meta, "publish_time") else None,
+                src.event_time or None,  # event_time
+                src.partition_key if src_has(src, "partition_key") else None,  # key
+                src.partition_key_b64_encoded,  # key_base64
+                src.ordering_key if src_has(src, "ordering_key") else None,
+                properties,
+                CODEC_NAMES.get(codec) or str(codec),  # compression
+                compressed,  # compressed_size
+                None if payload is None else len(payload),  # payload_size
+                None  # payload_sha256
+                if payload is None or not self.hash_payloads
+                else hashlib.sha256(payload).hexdigest(),
+                chunked is not None,  # chunked
+                None if chunked is None else chunked.num_chunks,
+                encrypted,
+                [k.key for k in meta.encryption_keys] if encrypted else [],
+                meta.schema_version if has(meta, "schema_version") else None,
+                shared.ledger_id,
+                shared.entry_id,
+                shared.partition,
+                shared.redelivery_count,
+                entry_ts,  # broker_entry_timestamp
+                entry_index,  # broker_entry_index
+                src.null_value,
+                src.null_partition_key,  # null_key
+                bool(single is not None and single.compacted_out),  # compacted_out
+                payload is not None,  # complete
+                start.first_packet,
+                frame.last_packet,
+                start.stream_offset,
+                None if payload is None else _preview(payload, self.preview),
+                why or None,  # problem
+                None if trace is None else trace.trace_id,
+                None if trace is None else trace.span_id,
+                None if trace is None else trace.format,
+                None if trace is None else trace.state,
+                None,  # value
+                None,  # value_schema
+                None,  # value_error
             ),
-            null_value=src.null_value,
-            null_key=src.null_partition_key,
-            compacted_out=bool(single is not None and single.compacted_out),
-            complete=payload is not None,
-            first_packet=(shared.first or frame).first_packet,
-            last_packet=frame.last_packet,
-            stream_offset=(shared.first or frame).stream_offset,
-            preview=None if payload is None else _preview(payload, self.preview),
-            trace_id=None if trace is None else trace.trace_id,
-            span_id=None if trace is None else trace.span_id,
-            trace_format=None if trace is None else trace.format,
-            trace_state=None if trace is None else trace.state,
         )
+        return row

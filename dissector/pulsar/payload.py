@@ -32,7 +32,12 @@ import cramjam
 
 from dissector.anomalies import AnomalyCode
 from dissector.pulsar.sections import parse
-from dissector.pulsar.wire import COMPRESSION_NAMES, COMPRESSION_TYPES, SingleMessageMetadata
+from dissector.pulsar.wire import (
+    COMPRESSION_NAMES,
+    COMPRESSION_TYPES,
+    MessageMetadata,
+    SingleMessageMetadata,
+)
 
 #: Largest decompressed payload by default: Pulsar's 5 MiB message limit plus framing slack.
 DEFAULT_MAX_UNCOMPRESSED = 5 * 1024 * 1024 + 64 * 1024
@@ -282,14 +287,19 @@ class ChunkedMessage(NamedTuple):
     first_frame: Any  # whatever the caller attached to chunk 0 (e.g. its Frame)
 
 
+#: MessageMetadata's HasField, called unbound: looking it up on a message costs more than the
+#: call (the protobuf runtime tries the name as a field first).
+_meta_has = MessageMetadata.HasField
+
+
 def is_chunk(meta: Any) -> bool:
     """Whether a payload frame's MessageMetadata makes it one chunk of a chunked message:
     uuid and num_chunks_from_msg present, other than the trivial single chunk (1 chunk,
     chunk 0). Out-of-range counts (0, wrapped negative) count as chunks, so that
     ChunkAssembler reports them instead of them passing for whole messages."""
     return bool(
-        meta.HasField("uuid")
-        and meta.HasField("num_chunks_from_msg")
+        _meta_has(meta, "uuid")
+        and _meta_has(meta, "num_chunks_from_msg")
         and (meta.num_chunks_from_msg != 1 or meta.chunk_id != 0)
     )
 

@@ -101,11 +101,17 @@ class _Batches:
 
     def add(self, row: tuple[Any, ...], size: int = 0) -> None:
         """A row; `size`: the bytes of its large cells, if it has any (BATCH_BYTES)."""
-        if self.runs.count:
-            self.places.append(self.pending)
-        self.rows.append(row)
-        self.size += size
-        if len(self.rows) + self.runs.count >= BATCH_ROWS or self.size >= BATCH_BYTES:
+        rows = self.rows
+        ran = self.runs.count
+        if ran:
+            self.places.append(len(rows) + ran)
+        rows.append(row)
+        if size:
+            self.size += size
+            if self.size >= BATCH_BYTES:
+                self.flush()
+                return
+        if len(rows) + ran >= BATCH_ROWS:
             self.flush()
 
     def add_run(self, run: FrameRun, conn: ConnInfo) -> None:
@@ -268,14 +274,18 @@ class TableBuilder:
 
             return add_watched
 
-        def add_watched_all(ev: PipelineEvent) -> None:
-            add(ev)
-            for feed, made_rows in watchers:
-                made = feed(ev)
-                if made:
-                    made_rows(made)
+        (feed1, made_rows1), (feed2, made_rows2) = watchers  # one call each, no loop
 
-        return add_watched_all
+        def add_watched_both(ev: PipelineEvent) -> None:
+            add(ev)
+            made = feed1(ev)
+            if made:
+                made_rows1(made)
+            made = feed2(ev)
+            if made:
+                made_rows2(made)
+
+        return add_watched_both
 
     def _found(self, found: list[Finding]) -> None:
         assert self.findings is not None

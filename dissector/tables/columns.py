@@ -52,7 +52,10 @@ def i64(value: int) -> int:
 
 
 def opt64(value: int | None) -> int | None:
-    return None if value is None else i64(value)
+    """i64, None kept (one call a cell: i64 written out)."""
+    if value is None or value < _I64:
+        return value
+    return value - (1 << 64)
 
 
 def ms(value: int | None) -> int | None:

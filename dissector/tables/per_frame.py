@@ -17,7 +17,7 @@ import pyarrow as pa
 from dissector.anomalies import Severity
 from dissector.events import Checksum, Direction, MessageKind, TraceFormat
 from dissector.pulsar.field_values import message_dict
-from dissector.pulsar.wire import BODY_FIELDS, COMMAND_NAMES, MESSAGE_ID_FIELDS, SINGULAR_FIELDS
+from dissector.pulsar.wire import BrokerEntryMetadata
 from dissector.tables.columns import (
     BIN,
     BOOL,
@@ -34,28 +34,15 @@ from dissector.tables.columns import (
     one_of,
     value_columns,
 )
+from dissector.tables.frame_ids import IDS
 
 # ------------------------------------------------------------------------------------ frames
 
-_ID_COLUMNS = ("request_id", "producer_id", "consumer_id", "sequence_id")
-
-
-def _id_fields() -> dict[int, tuple[frozenset[str], str | None, bool]]:
-    """type -> (id columns its body has, message-id field, repeated), from `wire`'s
-    descriptor tables: per frame only the fields a command has are read."""
-    return {
-        ctype: (
-            SINGULAR_FIELDS[ctype] & set(_ID_COLUMNS),
-            *MESSAGE_ID_FIELDS.get(ctype, (None, False)),
-        )
-        for ctype in BODY_FIELDS
-    }
-
 
 def _body_id(name: str, doc: str) -> Column:
-    """An id column: the body's field of that name, when the command has it and it is set."""
-    value = f"_i64(body.{name}) if {name!r} in ids and has({name!r}) else None"
-    return col(name, I64, value, doc)
+    """An id column: the body's field of that name, when the command has it and it is set
+    (read by the prelude, dissector.tables.frame_ids)."""
+    return col(name, I64, name, doc)
 
 
 #: Row function frames_row(f, conn): f is a Frame, conn its connection's FlowKey fields and
@@ -63,33 +50,20 @@ def _body_id(name: str, doc: str) -> Column:
 _FRAME_PRELUDE = """
     client_ip, client_port, broker_ip, broker_port, community_id = conn
     body = f.body
-    ctype = f.command_type
-    ids = _NO_IDS
-    ledger_id = entry_id = num_messages = None
-    if body is not None:
-        ids, mid_field, repeated = _ID_FIELDS[ctype]
-        has = body.HasField
-        if mid_field is not None:
-            if repeated:
-                mids = getattr(body, mid_field)
-                num_messages = len(mids)
-                mid = mids[0] if mids else None
-            else:
-                mid = getattr(body, mid_field) if has(mid_field) else None
-            if mid is not None:
-                ledger_id, entry_id = _i64(mid.ledgerId), _i64(mid.entryId)
     meta = f.metadata
-    if meta is not None:
-        if ctype == _SEND and body is not None and body.HasField("num_messages"):
-            num_messages = body.num_messages
-        else:
-            num_messages = meta.num_messages_in_batch
+    if body is not None:
+        request_id, producer_id, consumer_id, sequence_id, ledger_id, entry_id, num_messages = (
+            _IDS[f.command_type](body, meta)
+        )
+    else:
+        request_id = producer_id = consumer_id = sequence_id = ledger_id = entry_id = None
+        num_messages = None if meta is None else meta.num_messages_in_batch
     entry_ts = entry_index = None
     be = f.broker_entry
     if be is not None:
-        if be.HasField("broker_timestamp"):
+        if _be_has(be, "broker_timestamp"):
             entry_ts = _ms(be.broker_timestamp)
-        if be.HasField("index"):
+        if _be_has(be, "index"):
             entry_index = _i64(be.index)
 """
 
@@ -164,9 +138,8 @@ FRAMES = Table(
     prelude=_FRAME_PRELUDE,
     env={
         "_json": lambda body: orjson.dumps(message_dict(body)).decode(),
-        "_ID_FIELDS": _id_fields(),
-        "_NO_IDS": frozenset(),
-        "_SEND": next(t for t, n in COMMAND_NAMES.items() if n == "SEND"),
+        "_IDS": IDS,
+        "_be_has": BrokerEntryMetadata.HasField,  # unbound: see dissector.tables.frame_ids
     },
 )
 

@@ -20,6 +20,7 @@ Rules:
 from __future__ import annotations
 
 import heapq
+from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 
 from dissector.events import Frame
@@ -54,7 +55,10 @@ class Index:
         self.ids: dict[tuple[int, int], Stored | list[Stored]] = {}
         self.names: dict[NameKey, Stored] = {}
         self.subs: dict[SubKey, Sub] = {}
-        self.held: dict[Stored, None] = {}
+        #: the stored messages held, oldest first: an OrderedDict, whose oldest is found at
+        #: once (a dict's first key is found past every key deleted before it, which the
+        #: bound's evictions made a quadratic walk)
+        self.held: OrderedDict[Stored, None] = OrderedDict()
         self.held_msgs = 0
         self.held_value_bytes = 0  # of the held messages' values (MAX_HELD_VALUE_BYTES)
         self.serial = 0

@@ -10,7 +10,7 @@ the payload faults; the values capture) is read once with every table, and each 
 tests/support/agreement.py computes both sides from their own tables: the expected value is
 the other table's row. The samples' receipts are also tied to the client's own record.
 A disagreement found is an xfail(strict) naming the rows and the side the spec says is
-wrong, until the protocol-facts layer (issue 38, next stage) makes every table agree.
+wrong (`KNOWN`), until it is fixed: none is open.
 """
 
 from __future__ import annotations
@@ -41,16 +41,8 @@ FAULTS = "payload faults"  # every capture of tests/support/payload_faults.py bu
 INVALID_BATCH = "fault:invalid_batch"
 GROUPS = [*SAMPLES, *SCENES, FAULTS, INVALID_BATCH]
 
-#: (capture, claim) -> the disagreement, which side is wrong and why.
-KNOWN: dict[tuple[str, str], str] = {
-    (INVALID_BATCH, "sends"): (
-        "a SEND claiming a batch of 3 whose payload is not a batch: messages give one "
-        "incomplete row (sequence id 0, batch_index null), journeys three (sequence ids 0, 1, "
-        "2: the claim capped by the bytes, docs/journeys.md rule 5); the two tables count the "
-        "SEND's messages by different rules (the spec's num_messages_in_batch sides with the "
-        "journeys' count, the payload holds none of them)"
-    ),
-}
+#: (capture, claim) -> the disagreement, which side is wrong and why (none open).
+KNOWN: dict[tuple[str, str], str] = {}
 
 
 @pytest.fixture(scope="module")
@@ -116,6 +108,9 @@ def test_a_planted_disagreement_is_found(captures: dict[str, list[Capture]]) -> 
     assert agreement.deliveries(_altered(cap, "journeys", "delivered_packet", 1))
     assert agreement.acks(_altered(cap, "journeys", "acked_packet", 1))
     assert agreement.entities(_altered(cap, "entities", "entity_id", 7))
+    (invalid,) = captures[INVALID_BATCH]
+    assert not agreement.sends(invalid)  # the claim's journeys, the payload's message row
+    assert agreement.sends(_altered(invalid, "anomalies", "packet", 1))  # the SEND unmarked
     (sends,) = captures["sends"]
     assert agreement_findings.send_timeouts(_altered(sends, "timeline", "request_packet", 1))
     (requests,) = captures["requests"]

@@ -27,12 +27,12 @@ from collections.abc import Callable
 from typing import Any
 
 from dissector.events import Frame
-from dissector.journeys.batches import ClaimedBatch, plain_bound
+from dissector.facts.batches import bounded, claimed, plain_bound
+from dissector.journeys.batches import ClaimedBatch
 from dissector.journeys.index import Index
-from dissector.journeys.produce import batch_size, entries, facts
+from dissector.journeys.produce import entries, facts
 from dissector.journeys.state import (
     ACK_WORD,
-    MAX_BATCH,
     Conn,
     Consumer,
     Msg,
@@ -106,7 +106,7 @@ def on_message(ix: Index, conn: Conn, frame: Frame, body: Any) -> Stored | None:
         n = None
     else:
         s = _found(ix, topic, mid, meta)
-        n = batch_size(meta) if meta is not None else s.batch_size
+        n = claimed(meta) if meta is not None else s.batch_size
     be = frame.broker_entry
     if be is not None and be.HasField("broker_timestamp"):
         s.broker_ts = be.broker_timestamp
@@ -204,7 +204,7 @@ def _unseen(ix: Index, topic: str | None, mid: Any, partial: bool) -> Stored | N
     s = ix.stored(topic)
     ix.identify(s, mid.ledgerId, mid.entryId, mid.partition)
     if partial:
-        s.batch_size = min(mid.batch_size, MAX_BATCH)
+        s.batch_size = bounded(mid.batch_size)
         s.span = min(s.batch_size, ACK_WORD * len(mid.ack_set))
     else:
         ix.msg(s, None)

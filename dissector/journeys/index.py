@@ -20,16 +20,16 @@ Rules:
 from __future__ import annotations
 
 import heapq
-from collections import deque
+from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 
+from dissector.events import Frame
 from dissector.journeys.batches import ClaimedBatch
 from dissector.journeys.state import (
     MAX_CHUNK_IDS,
     MAX_HELD,
     MAX_HELD_VALUE_BYTES,
     MAX_NAMES,
-    MAX_PENDING,
     Conn,
     Delivery,
     Msg,
@@ -55,7 +55,10 @@ class Index:
         self.ids: dict[tuple[int, int], Stored | list[Stored]] = {}
         self.names: dict[NameKey, Stored] = {}
         self.subs: dict[SubKey, Sub] = {}
-        self.held: dict[Stored, None] = {}
+        #: the stored messages held, oldest first: an OrderedDict, whose oldest is found at
+        #: once (a dict's first key is found past every key deleted before it, which the
+        #: bound's evictions made a quadratic walk)
+        self.held: OrderedDict[Stored, None] = OrderedDict()
         self.held_msgs = 0
         self.held_value_bytes = 0  # of the held messages' values (MAX_HELD_VALUE_BYTES)
         self.serial = 0
@@ -208,52 +211,35 @@ class Index:
 
     # ------------------------------------------------------------------ finding by name
 
-    def wait(self, conn: Conn, s: Stored, producer_id: int, sequence_id: int) -> None:
-        """`s` waits for a receipt under (producer, sequence id) (one more, for a chunk of
-        a message already waiting), and for a delivery under (topic, producer name,
-        sequence id)."""
+    def wait(self, conn: Conn, s: Stored, frame: Frame, producer_id: int, sequence_id: int) -> None:
+        """`s` waits for the facts' answer to its SEND `frame` (one more, for a chunk of a
+        message already waiting), and for a delivery under (topic, producer name, sequence
+        id)."""
         key = (conn.conn_id, producer_id, sequence_id)
         if s.waiting != key:
             self.unwait(s)
-            queue = conn.sends.get(key[1:])
-            if queue is None:
-                queue = conn.sends[key[1:]] = deque()
-            queue.append(s)
             s.waiting = key
+        conn.sends[frame.stream_offset] = s
         s.due += 1
-        conn.pending += 1
-        while conn.pending > MAX_PENDING:  # the oldest waiting SEND is forgotten
-            self.unwait(next(iter(conn.sends.values()))[0])
         if s.topic is not None and s.producer_name is not None and s.sequence_id is not None:
             bounded_put(self.names, (s.topic, s.producer_name, s.sequence_id), s)
 
-    def receipted(self, conn: Conn, producer_id: int, sequence_id: int) -> Stored | None:
-        """The oldest SEND waiting for this receipt (waiting no more when it was its last
-        due)."""
-        queue = conn.sends.get((producer_id, sequence_id))
-        if not queue:
+    @staticmethod
+    def answered(conn: Conn, send: int | None) -> Stored | None:
+        """The stored message still waiting for the answer to the SEND at stream offset
+        `send` (None: the facts found no SEND for it); waiting no more when it was its
+        last due."""
+        s = None if send is None else conn.sends.pop(send, None)
+        if s is None or s.waiting is None or s.waiting[0] != conn.conn_id:
             return None
-        s = queue[0]
         s.due -= 1
-        conn.pending -= 1
         if s.due <= 0:
-            self.unwait(s)
-        self.unname(s)
+            s.waiting, s.due = None, 0
         return s
 
     def unwait(self, s: Stored) -> None:
-        """`s` waits for no receipt any more."""
-        if s.waiting is not None:
-            conn = self.conns.get(s.waiting[0])
-            queue = None if conn is None else conn.sends.get(s.waiting[1:])
-            if conn is not None and queue is not None:
-                if queue and queue[0] is s:  # the oldest: as receipts and the bound take them
-                    queue.popleft()
-                elif s in queue:
-                    queue.remove(s)
-                conn.pending -= s.due
-                if not queue:
-                    del conn.sends[s.waiting[1:]]
+        """`s` waits for no receipt any more (its SENDs' answers, when they come, find
+        nothing: `answered`)."""
         s.waiting, s.due = None, 0
         self.unname(s)
 

@@ -1,16 +1,20 @@
 """The joiner: pipeline events in, message journeys out. Sans-IO.
 
 Input: the events the pipeline already makes, in order (`feed`): frames (PRODUCER,
-PRODUCER_SUCCESS, SEND, SEND_RECEIPT, SEND_ERROR, SUBSCRIBE, MESSAGE, ACK; the others are
-passed over), the messages extractor's `AppMessage`s (batch entries' own sequence ids,
-each message's trace context from its properties),
-connections opening and ending; then `finish` at the end of the capture (or group).
+PRODUCER_SUCCESS, SEND, SUBSCRIBE, MESSAGE, ACK; the others are passed over), the protocol
+facts' answers to SENDs (`Pair`s of dissector.facts whose request or response is a SEND,
+SEND_RECEIPT or SEND_ERROR: receipted, failed, never answered), the messages extractor's
+`AppMessage`s (batch entries' own sequence ids, each message's trace context from its
+properties), connections opening and ending; then `finish` at the end of the capture (or
+group).
 Output: `Journey` records (dissector.events): from `feed` for messages the bound pushed
 out, from `finish` for every other message, in the order their messages were first seen.
 Rules (docs/journeys.md says them with the wire's reasons):
 - Made only when the journeys table is asked for (dissector.tables.builders): it costs the
   other reads nothing. It reads frames one by one: a read that makes it takes no frame runs
   (FrameRun events are passed over).
+- Which SEND a receipt or SEND_ERROR answers is the facts' (`answer`; the read plan makes
+  them when journeys are asked for): the joiner keeps no queue of SENDs of its own.
 - Each command type has one handler (`DISPATCH`, from the HANDLERS of dissector.journeys.
   produce and .consume); a handler returns the stored message its frame concerns, and the
   `AppMessage`s that follow that frame (the pipeline publishes a frame's messages right
@@ -27,7 +31,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from dissector.events import AppMessage, Conversation, ConversationOpened, Frame, Journey
+from dissector.events import AppMessage, Conversation, ConversationOpened, Frame, Journey, Pair
 from dissector.journeys import consume, produce
 from dissector.journeys.index import Index
 from dissector.journeys.rows import journeys
@@ -36,6 +40,11 @@ from dissector.journeys.state import Conn, Stored
 #: What a command handler does with one frame: the stored message it concerns, if any.
 CommandStep = Callable[[Index, Conn, Frame, Any], Stored | None]
 DISPATCH: dict[int, CommandStep] = {**produce.HANDLERS, **consume.HANDLERS}
+#: The frames the joiner reads: those it handles, and the answers to SENDs (their facts
+#: follow them).
+ANSWERS = produce.ANSWERS
+COMMANDS = frozenset(DISPATCH) | ANSWERS
+_SEND = produce.T["SEND"]
 #: Events that come after every row of the frame before them (anomalies of a frame come
 #: among its rows: they settle nothing).
 _SETTLING = (Frame, ConversationOpened, Conversation)
@@ -49,6 +58,7 @@ class Joiner:
         self.values = values  # asked for: a message without one says why (rows.NO_VALUE)
         self._current: Stored | None = None  # the stored message of the latest frame
         self._current_conn = 0
+        self._frame: Frame | None = None  # the latest frame (a SEND's answer: its fact follows)
 
     def feed(self, ev: object) -> list[Journey]:
         """One pipeline event; the journeys of messages the bound pushed out."""
@@ -59,9 +69,13 @@ class Joiner:
             return []
         if self.ix.batch is not None and kind in _SETTLING:
             self._settle()
+        if kind is Pair:
+            assert isinstance(ev, Pair)
+            return self._pair(ev)
         if kind is Frame:
             assert isinstance(ev, Frame)
             self._current = None
+            self._frame = ev
             handler = DISPATCH.get(ev.command_type)
             if handler is not None and ev.body is not None:
                 self._current = handler(self.ix, self.ix.conn(ev.conn_id), ev, ev.body)
@@ -77,6 +91,27 @@ class Joiner:
             self.ended(ev.conn_id)
         return []
 
+    @property
+    def latest(self) -> Frame | None:
+        """The latest frame fed (the facts of a frame follow it)."""
+        return self._frame
+
+    def answer(self, conn_id: int, send: int | None, frame: Frame | None) -> list[Journey]:
+        """The facts' answer to a SEND of connection `conn_id` at stream offset `send` (None:
+        the facts found no SEND for it): `frame`, its SEND_RECEIPT or SEND_ERROR, or None
+        when none came (the SEND is unanswered); the journeys of messages the bound pushed
+        out."""
+        if frame is None:
+            known = self.ix.conns.get(conn_id)
+            if known is not None:
+                Index.answered(known, send)  # waits no more (a bound, its connection's end)
+            return []
+        conn = self.ix.conn(conn_id)
+        self._current = produce.answered(self.ix, conn, frame, send)
+        self._current_conn = conn_id
+        self.ix.check_bound()
+        return self._evicted() if self.ix.evicted else []
+
     def finish(self) -> Iterator[Journey]:
         """The capture ended: every message still held makes its rows, made as they are
         read (each stored message let go once its rows are made)."""
@@ -84,7 +119,7 @@ class Joiner:
         out = self._evicted()
         held = self.ix.drain()
         self.ix.conns.clear()
-        self._current = None
+        self._current = self._frame = None
         yield from out
         held.reverse()
         while held:
@@ -96,8 +131,8 @@ class Joiner:
         conn = self.ix.conns.pop(conn_id, None)
         if conn is None:
             return
-        for queue in conn.sends.values():  # their receipts can no longer come
-            for s in queue:
+        for s in conn.sends.values():  # their receipts can no longer come
+            if s.waiting is not None and s.waiting[0] == conn_id:
                 s.waiting, s.due = None, 0
 
     # ------------------------------------------------------------------ internals
@@ -107,6 +142,22 @@ class Joiner:
         batch, self.ix.batch = self.ix.batch, None
         if batch is not None:
             batch.settle()
+
+    def _pair(self, pair: Pair) -> list[Journey]:
+        """A completion fact: those of a SEND are its answer (`answer`), the others are
+        passed over (deliveries and acks are read from their frames)."""
+        request, response = pair.request, pair.response
+        if response is not None:
+            if response.command_type not in ANSWERS:
+                return []
+            frame = self._frame  # the published answer, its topic set
+            if frame is None or frame[:3] != response[:3]:  # conn_id, direction, offset
+                frame = response._replace(topic=pair.topic)
+            send = None if request is None else request.stream_offset
+            return self.answer(pair.conn_id, send, frame)
+        if request is not None and request.command_type == _SEND:
+            return self.answer(pair.conn_id, request.stream_offset, None)
+        return []
 
     def _evicted(self) -> list[Journey]:
         out: list[Journey] = []

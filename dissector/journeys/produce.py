@@ -1,17 +1,18 @@
-"""The producer's side of a journey: PRODUCER, SEND, SEND_RECEIPT, SEND_ERROR.
+"""The producer's side of a journey: PRODUCER, SEND, and the facts' answers to SENDs.
 
-Input: those frames of one connection (`HANDLERS`), with the joiner's index and the
-connection's state.
+Input: those frames of one connection (`HANDLERS`), and the protocol facts' answer to each
+SEND (`answered`: the SEND_RECEIPT or SEND_ERROR frame and the SEND it answers, as
+dissector.facts pairs them), with the joiner's index and the connection's state.
 Output: stored messages made (one per SEND, its batch entries as messages) and given their
 id by the receipt; each handler returns the stored message the frame concerns, so the
 messages extractor's entries that follow it can complete its messages.
 Rules:
-- A SEND waits for its receipt under (producer_id, sequence_id) on its connection; the
-  receipt (or SEND_ERROR) of that key ends the oldest wait (the chunks of one message share
-  a sequence id and get one receipt each).
-- A batch (metadata num_messages_in_batch = n) is the messages its payload holds (at most n,
-  dissector.journeys.batches), indexes 0 .. n-1, sequence ids the first's + index until the
-  extractor gives the entries' own.
+- Which SEND a receipt answers is the facts' to say (dissector.facts.acks: by producer and
+  sequence id, oldest first); a SEND waits for that answer by its stream offset (the chunks
+  of one message are one stored message with one answer due per chunk SEND).
+- A batch (metadata num_messages_in_batch = n) is the messages its payload holds, else the
+  claim bounded by its bytes (dissector.journeys.batches, dissector.facts.batches), indexes
+  0 .. n-1, sequence ids the first's + index until the extractor gives the entries' own.
 - A chunked message is one stored message from its first chunk's SEND; its id is the first
   chunk's receipt's, every chunk's id finds it, and its receipt time is its last chunk's.
 - A receipt whose SEND the capture missed still makes a stored message (send unknown).
@@ -24,22 +25,15 @@ from collections.abc import Callable
 from typing import Any
 
 from dissector.events import Frame
-from dissector.journeys.batches import ClaimedBatch, plain_bound
+from dissector.facts.batches import claimed, plain_bound
+from dissector.journeys.batches import ClaimedBatch
 from dissector.journeys.index import Index
-from dissector.journeys.state import MAX_BATCH, Conn, Producer, Stored, bounded_put
+from dissector.journeys.state import Conn, Producer, Stored, bounded_put
 from dissector.pulsar.payload import is_chunk
 from dissector.pulsar.wire import COMMAND_TYPES, enum_name
 
 T = COMMAND_TYPES
-
-
-def batch_size(meta: Any) -> int | None:
-    """Messages of a batch (at most MAX_BATCH), None when the entry is not a batch (or
-    claims no message: it is one message still, as the messages extractor's row says)."""
-    if meta is None or not meta.HasField("num_messages_in_batch"):
-        return None
-    count: int = meta.num_messages_in_batch
-    return None if count < 1 else min(count, MAX_BATCH)
+_SEND_ERROR = T["SEND_ERROR"]
 
 
 def facts(ix: Index, s: Stored, meta: Any) -> None:
@@ -53,7 +47,7 @@ def facts(ix: Index, s: Stored, meta: Any) -> None:
     if s.publish_time is None and meta.HasField("publish_time"):
         s.publish_time = meta.publish_time
     if s.batch_size is None:
-        s.batch_size = batch_size(meta)
+        s.batch_size = claimed(meta)
 
 
 def entries(ix: Index, s: Stored) -> None:
@@ -98,7 +92,7 @@ def on_send(ix: Index, conn: Conn, frame: Frame, body: Any) -> Stored | None:
         entries(ix, s)
     else:
         batch_entries(ix, conn, frame, s)
-    ix.wait(conn, s, body.producer_id, body.sequence_id)
+    ix.wait(conn, s, frame, body.producer_id, body.sequence_id)
     return s
 
 
@@ -116,14 +110,26 @@ def _chunk(ix: Index, conn: Conn, frame: Frame, body: Any, meta: Any) -> Stored:
         s.batch_size = None
         entries(ix, s)
         ix.inflight(conn, False, key, s)
-    ix.wait(conn, s, body.producer_id, body.sequence_id)
+    ix.wait(conn, s, frame, body.producer_id, body.sequence_id)
     if meta.chunk_id >= meta.num_chunks_from_msg - 1:
         conn.sending.pop(key, None)
     return s
 
 
-def on_receipt(ix: Index, conn: Conn, frame: Frame, body: Any) -> Stored:
-    s = ix.receipted(conn, body.producer_id, body.sequence_id)
+def answered(ix: Index, conn: Conn, frame: Frame, send: int | None) -> Stored | None:
+    """The facts' answer to a SEND: `frame` (SEND_RECEIPT or SEND_ERROR) answers the SEND at
+    stream offset `send` (None: a receipt whose SEND the capture missed); the stored message
+    it concerns."""
+    body = frame.body
+    s = Index.answered(conn, send)
+    if s is not None:
+        ix.unname(s)
+    if frame.command_type == _SEND_ERROR:
+        if s is None:
+            return None
+        s.error = enum_name(body, "error")
+        ix.unwait(s)  # every chunk of it failed
+        return s
     if s is None:  # its SEND is not in the capture
         s = ix.stored(frame.topic)
         s.produced = True
@@ -153,15 +159,6 @@ def _chunk_id(ix: Index, s: Stored, mid: Any) -> None:
         ix.alias(s, mid.ledgerId, mid.entryId)
 
 
-def on_send_error(ix: Index, conn: Conn, frame: Frame, body: Any) -> Stored | None:
-    s = ix.receipted(conn, body.producer_id, body.sequence_id)
-    if s is None:
-        return None
-    s.error = enum_name(body, "error")
-    ix.unwait(s)  # every chunk of it failed
-    return s
-
-
 def on_producer(ix: Index, conn: Conn, frame: Frame, body: Any) -> None:
     name = body.producer_name if body.HasField("producer_name") else None
     bounded_put(conn.producers, body.producer_id, Producer(name))
@@ -180,6 +177,6 @@ HANDLERS: dict[int, Callable[..., Stored | None]] = {
     T["PRODUCER"]: on_producer,
     T["PRODUCER_SUCCESS"]: on_producer_success,
     T["SEND"]: on_send,
-    T["SEND_RECEIPT"]: on_receipt,
-    T["SEND_ERROR"]: on_send_error,
 }
+#: The answers to a SEND: the facts pair each with its SEND (`answered`).
+ANSWERS = frozenset({T["SEND_RECEIPT"], _SEND_ERROR})

@@ -13,7 +13,6 @@ out makes its rows at once (`Stored.evicted`).
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
@@ -33,17 +32,10 @@ MAX_HELD = 100_000
 #: keep for their rows: past it the oldest stored message makes its rows at once, as past
 #: MAX_HELD (100,000 values of 1 MiB would otherwise be held until the end).
 MAX_HELD_VALUE_BYTES = 32 << 20
-#: SENDs waiting for their receipt per connection, as the timeline's pairing keeps them
-#: (dissector.facts.bounds.MAX_PENDING); the oldest is forgotten (its row stays).
-MAX_PENDING = 100_000
 #: Producers, consumers and PRODUCER requests per connection, subscriptions, SENDs
 #: waiting to be joined by producer name, chunked messages being sent or delivered: ids
 #: and names come from the wire, so a flood of them must not grow memory without bound.
 MAX_KEYS = 100_000
-#: Entries one batch may make rows for: clients batch 1,000 messages at most by default
-#: (batchingMaxMessages); a batch claiming more (a damaged or hostile count) makes this many
-#: at most, and never more than its payload holds (dissector.journeys.batches).
-MAX_BATCH = 10_000
 #: Bits of one `ack_set` word (Java's BitSet.toLongArray(): 64-bit words): a batch-index ack
 #: of a batch the capture did not show acknowledges entries of the words it carries only.
 ACK_WORD = 64
@@ -202,7 +194,7 @@ class Stored:
         self.broker_ts: int | None = None  # broker entry metadata's timestamp, ms
         self._msgs: Msg | dict[int | None, Msg] | None = None
         # (conn_id, producer_id, sequence_id) while it waits for its receipt(s), and how
-        # many are due (one per chunk sent)
+        # many are due (one per chunk sent: the facts answer each SEND, `Conn.sends`)
         self.waiting: tuple[int, int, int] | None = None
         self.due = 0
         # where a chunked message waits for its next chunk: (conn_id, receiving, key) of
@@ -313,10 +305,10 @@ class Conn:
     producers: dict[int, Producer] = field(default_factory=dict)
     consumers: dict[int, Consumer] = field(default_factory=dict)
     requests: dict[int, int] = field(default_factory=dict)  # PRODUCER request_id -> id
-    #: (producer_id, sequence_id) -> SENDs waiting for a receipt, oldest first (the chunks
-    #: of one message share a sequence id: it waits once, with one receipt due per chunk)
-    sends: dict[tuple[int, int], deque[Stored]] = field(default_factory=dict)
-    pending: int = 0  # receipts due in `sends`
+    #: stream offset of a SEND -> its stored message, until the protocol facts answer that
+    #: SEND (receipted, failed or unanswered: dissector.facts pairs them, bounded there);
+    #: a message that stopped waiting (`Stored.waiting` None) is found by none of them
+    sends: dict[int, Stored] = field(default_factory=dict)
     #: (producer_id, uuid) -> the chunked message being sent; (consumer_id, uuid) -> the
     #: chunked message being delivered
     sending: dict[tuple[int, str], Stored] = field(default_factory=dict)

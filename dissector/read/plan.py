@@ -10,14 +10,15 @@ runs, frame bytes, the frames' `fields` column, the findings and journeys consum
 shows it (generated).
 Rules:
 - What each table needs is said here once: payload decoding (decompression, batches,
-  chunks, and the anomalies they find) by every table but `WITHOUT_PAYLOADS`; pairing by the
-  timeline only; frames one by one (no frame runs) by the findings and journeys
-  (`FRAME_BY_FRAME`). A read does only what its tables need: `read_tables(path,
-  tables=["frames"])` decodes no payload and pairs nothing.
+  chunks, and the anomalies they find) by every table but `WITHOUT_PAYLOADS`; the facts'
+  completions (`WITH_PAIRS`) by the timeline, the findings and the journeys; frames one by
+  one (no frame runs) by the findings and journeys (`FRAME_BY_FRAME`). A read does only what
+  its tables need: `read_tables(path, tables=["frames"])` decodes no payload and pairs
+  nothing.
 - `ReaderOptions.messages` and `.pairs` can turn a stage off, never on: a table that needs it
   is then made without it (the event API takes them as they are); except the facts the
-  findings' rules read (`FACTS_READ`: requests answered, SENDs receipted), made whenever the
-  findings are (a timeline made beside them then has its rows).
+  findings' rules and the journeys read (`FACTS_READ`: requests answered, SENDs receipted),
+  made whenever those tables are (a timeline made beside them then has its rows).
 - Frame runs (dissector.pulsar.frame_runs: no object per frame) are taken by a TableBuilder
   only, and only when nothing reads frames one by one: no payloads, pairs, frame bytes,
   `fields` column, findings or journeys.
@@ -40,11 +41,13 @@ FRONTS = (TABLES, TEXT, EVENTS, SPANS)
 #: (findings read frames' metadata, never their payloads' contents).
 WITHOUT_PAYLOADS = frozenset({"frames", "timeline", "entities", "findings"})
 #: Tables made from the protocol facts' completions (dissector.facts: requests answered,
-#: SENDs receipted, deliveries acked): a read making one has the state machine make them.
-WITH_PAIRS = frozenset({"timeline", "findings"})
+#: SENDs receipted, deliveries acked): a read making one has the state machine make them
+#: (the journeys read which SEND each receipt answers from them).
+WITH_PAIRS = frozenset({"timeline", "findings", "journeys"})
 #: Tables whose rules read the facts' completions whatever `ReaderOptions.pairs` says (the
-#: findings' request and producer rules keep no matching of their own).
-FACTS_READ = frozenset({"findings"})
+#: findings' request and producer rules and the journeys' SEND side keep no matching of
+#: their own).
+FACTS_READ = frozenset({"findings", "journeys"})
 #: Tables made from frames read one by one (their rules keep state across frames): a read
 #: that makes one takes no frame runs.
 FRAME_BY_FRAME = frozenset({"findings", "journeys"})
@@ -58,7 +61,7 @@ class ReadPlan:
     tables: tuple[str, ...]  # the tables a TableBuilder makes, as asked (empty: none)
     payloads: bool  # payload decoding: a MessageExtractor (messages, their anomalies)
     values: bool  # values asked for (decoded by their schemas when payloads are decoded)
-    pairs: bool  # the facts' completions: Pair events (the timeline, the findings)
+    pairs: bool  # the facts' completions: Pair events (the timeline, findings, journeys)
     frame_runs: bool  # frames of the commonest commands may come as FrameRun columns
     frame_bytes: bool  # frames carry their bytes as on the wire (the hex view)
     fields: bool  # the frames table's on-request `fields` column

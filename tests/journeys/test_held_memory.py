@@ -15,9 +15,9 @@ from __future__ import annotations
 import gc
 from collections import Counter
 
-from dissector.journeys import Joiner
 from dissector.journeys.state import Delivery, Msg, Stored
 from dissector.pulsar.wire import MessageMetadata
+from tests.journeys.fed import Fed
 from tests.journeys.test_joiner import frame
 
 N = 2_000
@@ -30,7 +30,7 @@ def _alive() -> Counter[type]:
 
 
 def test_a_held_message_is_three_records_and_no_container() -> None:
-    joiner = Joiner()
+    joiner = Fed()
     joiner.feed(frame(1, "PRODUCER", 0, topic="t", producer_id=1, request_id=1))
     before = _alive()
     for i in range(N):

@@ -1,4 +1,5 @@
-"""The joiner fed events directly: its bounds, counted, not timed.
+"""The joiner fed events as the pipeline feeds it (each frame, then its facts: tests.journeys.
+fed): its bounds, counted, not timed.
 
 Each test feeds a flood larger than a bound (monkeypatched small, so that the test is
 quick) and checks the structure the bound limits after every event: messages held, SENDs
@@ -13,11 +14,12 @@ from typing import Any
 import pytest
 
 from dissector.events import Direction, Frame, Journey
-from dissector.journeys import Joiner
+from dissector.facts import bounds
 from dissector.journeys import index as index_module
 from dissector.journeys.state import Stored
 from dissector.pulsar.encoder import command
 from dissector.pulsar.wire import BODY_FIELDS, COMMAND_TYPES, MessageMetadata
+from tests.journeys.fed import Fed
 
 C2B, B2C = Direction.CLIENT_TO_BROKER, Direction.BROKER_TO_CLIENT
 
@@ -29,7 +31,7 @@ def frame(
     ctype = COMMAND_TYPES[name]
     direction = C2B if name in ("PRODUCER", "SEND", "SUBSCRIBE", "ACK") else B2C
     return Frame(
-        conn_id, direction, 0, 10, 5, ctype, name, cmd, getattr(cmd, BODY_FIELDS[ctype]), None,
+        conn_id, direction, ts, 10, 5, ctype, name, cmd, getattr(cmd, BODY_FIELDS[ctype]), None,
         metadata=meta, last_ts=ts, last_packet=ts, topic="t",
     )  # fmt: skip
 
@@ -43,7 +45,7 @@ def test_messages_held_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     """3,000 SENDs with a bound of 1,000 messages: never more than 1,000 held; the 2,000
     oldest make their rows as they are pushed out (evicted), the rest at the end."""
     monkeypatch.setattr(index_module, "MAX_HELD", 1_000)
-    joiner = Joiner()
+    joiner = Fed()
     rows: list[Journey] = []
     for seq in range(3_000):
         rows += joiner.feed(send(seq))
@@ -56,21 +58,22 @@ def test_messages_held_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_waiting_sends_are_bounded_per_connection(monkeypatch: pytest.MonkeyPatch) -> None:
-    """SENDs never receipted: at most MAX_PENDING wait per connection; the oldest stop
-    waiting (their rows stay)."""
-    monkeypatch.setattr(index_module, "MAX_PENDING", 100)
-    joiner = Joiner()
+    """SENDs never receipted: the facts' bound (dissector.facts.bounds.MAX_PENDING) declares
+    the oldest unanswered, and they stop waiting in the joiner too (their rows stay)."""
+    monkeypatch.setattr(bounds, "MAX_PENDING", 100)
+    joiner = Fed()
     for seq in range(1_000):
         joiner.feed(send(seq))
         conn = joiner.ix.conns[1]
-        assert conn.pending <= 100 and sum(len(q) for q in conn.sends.values()) == conn.pending
+        assert len(conn.sends) <= 100
+        assert sum(s.due for s in conn.sends.values()) == len(conn.sends)
     assert len(list(joiner.finish())) == 1_000
 
 
 def test_individual_acks_keep_the_heap_small() -> None:
     """A Shared subscription acks one by one: its heap (for cumulative acks) is rebuilt
     whenever it holds more than twice the unacknowledged messages (plus 64)."""
-    joiner = Joiner()
+    joiner = Fed()
     joiner.feed(frame(2, "SUBSCRIBE", 0, topic="t", subscription="s", subType=1,
                       consumer_id=1, request_id=1))  # fmt: skip
     meta = MessageMetadata(producer_name="p", sequence_id=0, publish_time=1)
@@ -110,7 +113,7 @@ def _chunk_flood(n: int, bound: int, monkeypatch: pytest.MonkeyPatch) -> int:
     """First chunks of n chunked messages never finished, `bound` held at most: the
     entries of the connection's table of chunked messages being sent looked at."""
     monkeypatch.setattr(index_module, "MAX_HELD", bound)
-    joiner = Joiner()
+    joiner = Fed()
     joiner.feed(frame(1, "PRODUCER", 0, topic="t", producer_id=1, request_id=1))
     joiner.ix.conns[1].sending = _CountedDict()
     _CountedDict.looked = 0
@@ -146,24 +149,31 @@ def _searched(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 def test_sends_of_one_sequence_id_are_answered_without_a_search(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """5,000 SENDs of one (producer, sequence id), past the bound of 1,000 waiting, then
-    their receipts: oldest first, each taken from the head of its queue, no search."""
-    monkeypatch.setattr(index_module, "MAX_PENDING", 1_000)
+    """5,000 SENDs of one (producer, sequence id), past the facts' bound of 1,000 waiting,
+    then 1,000 receipts: each answers the oldest SEND still waiting (the facts' pairing),
+    found by its offset, no search; the receipts left over make messages of their own."""
+    monkeypatch.setattr(bounds, "MAX_PENDING", 1_000)
     searched = _searched(monkeypatch)
-    joiner = Joiner()
+    joiner = Fed()
     for t in range(5_000):
         joiner.feed(frame(1, "SEND", t, MessageMetadata(producer_name="p", sequence_id=0,
                                                          publish_time=1),
                           producer_id=1, sequence_id=0))  # fmt: skip
+    waiting = sorted(s.send_ts or 0 for s in joiner.ix.conns[1].sends.values())
+    # past the bound the oldest are shed down to 9/10 of it: between 900 and 1,000 wait,
+    # the newest
+    assert 900 <= len(waiting) <= 1_000 and waiting == list(range(5_000 - len(waiting), 5_000))
     for t in range(1_000):
         mid = {"ledgerId": 1, "entryId": t}
         joiner.feed(frame(1, "SEND_RECEIPT", 10_000 + t, producer_id=1, sequence_id=0,
                           message_id=mid))  # fmt: skip
-    assert searched[0] == 0 and joiner.ix.conns[1].pending == 0
+    assert searched[0] == 0 and not joiner.ix.conns[1].sends
     rows = list(joiner.finish())
-    receipted = [j for j in rows if j.receipt_ts is not None]
-    assert [j.send_ts for j in receipted] == list(range(4_000, 5_000))  # the 1,000 newest
-    assert [j.entry_id for j in receipted] == list(range(1_000))
+    receipted = [j for j in rows if j.receipt_ts is not None and j.send_ts is not None]
+    assert [j.send_ts for j in receipted] == waiting
+    assert [j.entry_id for j in receipted] == list(range(len(waiting)))
+    unknown = [j for j in rows if j.send_ts is None]
+    assert [j.entry_id for j in unknown] == list(range(len(waiting), 1_000))
 
 
 def test_with_values_a_message_without_value_cells_says_why() -> None:
@@ -175,7 +185,7 @@ def test_with_values_a_message_without_value_cells_says_why() -> None:
     )
     not_seen = "payload not seen: only its receipt or acks are in the capture"
 
-    def fed(joiner: Joiner) -> list[Journey]:
+    def fed(joiner: Fed) -> list[Journey]:
         # a SEND whose metadata did not decode (no AppMessage follows it), receipted
         rows = joiner.feed(frame(1, "PRODUCER", 1, producer_id=1, request_id=1, topic="t"))
         rows += joiner.feed(frame(1, "SEND", 2, None, producer_id=1, sequence_id=0))
@@ -196,12 +206,12 @@ def test_with_values_a_message_without_value_cells_says_why() -> None:
         rows += joiner.feed(frame(2, "ACK", 5, **ack))
         return rows + list(joiner.finish())
 
-    rows = {(j.ledger_id, j.entry_id): j for j in fed(Joiner(values=True))}
+    rows = {(j.ledger_id, j.entry_id): j for j in fed(Fed(values=True))}
     assert rows[(5, 1)].value_error == not_decoded
     assert rows[(9, 9)].value_error == not_seen
     assert all(j.value is None and j.value_schema is None for j in rows.values())
     # without values, nothing of a value appears
-    assert all(j.value_error is None for j in fed(Joiner()))
+    assert all(j.value_error is None for j in fed(Fed()))
 
 
 def test_values_held_are_bounded_in_bytes(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -213,7 +223,7 @@ def test_values_held_are_bounded_in_bytes(monkeypatch: pytest.MonkeyPatch) -> No
     bound = 10_000
     monkeypatch.setattr(index_module, "MAX_HELD_VALUE_BYTES", bound)
     blank: dict[str, Any] = dict.fromkeys(AppMessage._fields)
-    joiner = Joiner(values=True)
+    joiner = Fed(values=True)
     rows: list[Journey] = []
     for seq in range(100):
         rows += joiner.feed(send(seq))

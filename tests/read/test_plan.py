@@ -33,7 +33,7 @@ ALONE = {
     "timeline": (False, True, False, False, False),
     "entities": (False, False, True, False, False),
     "findings": (False, True, False, True, False),  # the request rules read the pairs
-    "journeys": (True, False, False, False, True),
+    "journeys": (True, True, False, False, True),  # receipts: the facts pair them
 }
 
 
@@ -100,7 +100,7 @@ def test_the_docs_table_is_the_plan() -> None:
     lines = table.splitlines()
     assert lines[0] == "| asked | `payloads` | `pairs` | `frame_runs` | `findings` | `journeys` |"
     assert "| `frames` | - | - | yes | - | - |" in lines
-    assert "| `journeys` | yes | - | - | - | yes |" in lines
+    assert "| `journeys` | yes | yes | - | - | yes |" in lines
     assert table in (Path(__file__).resolve().parents[2] / "docs" / "architecture.md").read_text()
 
 

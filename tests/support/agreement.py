@@ -7,7 +7,9 @@ Output: one function per claim, each giving the disagreements it found as senten
 the capture's rows (an empty list: the tables agree):
 - `sends`: each SEND pair of the timeline is the same SEND and receipt in journeys (producer,
   sequence id, send/receipt times and packets, message id, error) and in messages (produced
-  rows of its packet), and each journey's send and receipt are timeline SEND pairs;
+  rows of its packet), and each journey's send and receipt are timeline SEND pairs; a batch
+  whose payload does not hold what it claims (`payload.batch_invalid`) has a journey per
+  claimed batch index (dissector.facts.batches), each of its message rows among them;
 - `deliveries`: each delivered message is a delivery of its journey (first delivery's
   consumer and packet, the count of deliveries);
 - `acks`: each MESSAGE the timeline pairs with an ACK is acked in its journeys at that ACK;
@@ -52,7 +54,7 @@ def label(row: Row, *cols: str) -> str:
 
 _SIDE = (
     "producer_conn_id", "producer_id", "sequence_id", "send_ts", "send_packet", "receipt_ts",
-    "receipt_packet", "ledger_id", "entry_id", "error", "chunks",
+    "receipt_packet", "ledger_id", "entry_id", "error", "chunks", "batch_index", "batch_size",
 )  # fmt: skip
 
 
@@ -74,6 +76,11 @@ def sends(cap: Capture) -> list[str]:
     for s in sides:
         by_send[s["producer_conn_id"], s["send_packet"]].append(s)
     chunked = [m for m in produced if m["chunked"]]
+    invalid = {
+        (a["conn_id"], a["packet"])
+        for a in rows(cap, "anomalies")
+        if a["code"] == "payload.batch_invalid"
+    }
     bad: list[str] = []
     for p in pairs:
         where = label(p, "conn_id", "request_packet", "producer_id", "sequence_id")
@@ -100,13 +107,31 @@ def sends(cap: Capture) -> list[str]:
             m for m in produced
             if (m["conn_id"], m["last_packet"], m["producer_id"]) == (conn, packet, pid)
         ]  # fmt: skip
-        if not chunk_of and _seqs(frame) != _seqs(mine):
+        if not chunk_of and _seqs(frame) != _seqs(mine) and not _claimed(frame, mine, invalid):
             bad.append(
                 f"timeline SEND {where}: messages' sequence ids {_seqs(frame)}, "
                 f"journeys' {_seqs(mine)}"
             )
     bad.extend(_sides_are_pairs(sides, pairs, chunked))
     return bad
+
+
+def _claimed(frame: list[Row], mine: list[Row], invalid: set[tuple[int, int]]) -> bool:
+    """A batch whose payload does not hold what it claims (dissector.facts.batches): its
+    journeys are the claim (a batch index each, below the claimed size), its message rows
+    what the payload holds, each of them a journey, and the SEND marked
+    `payload.batch_invalid`."""
+    marked = all((m["conn_id"], m["last_packet"]) in invalid for m in frame)
+    indexes = sorted(j["batch_index"] for j in mine if j["batch_index"] is not None)
+    size = {j["batch_size"] for j in mine}
+    return (
+        bool(frame)
+        and marked
+        and set(_seqs(frame)) <= set(_seqs(mine))
+        and len(size) == 1
+        and indexes == list(range(len(mine)))
+        and len(mine) <= (size.pop() or 0)
+    )
 
 
 def _seqs(rs: Iterable[Row]) -> list[int]:

@@ -3,8 +3,9 @@
 Input: (task side) one capture series' pipeline events and the packets they came from;
 (join side) the recorded events of a group of series, in their order keys' order.
 Output: `Recorder` -> Arrow batches of `STAGE` rows: one `event` row per event the joiner
-reads (the frames it handles, without payload or frame bytes; the messages extractor's
-entries, without preview; a connection's broker, once per topic it carries; its end), a
+reads (the frames it handles, without payload or frame bytes; the protocol facts' answer to
+each SEND, as the SEND's stream offset; the messages extractor's entries, without preview;
+a connection's broker, once per topic it carries; its end), a
 `span` row per series (first and latest packet time, whether any event's topic is
 unknown); `groups` -> each series' merge group, as a local read merges series; `Replay` ->
 the journeys of recorded events, made by the one Joiner (dissector.journeys).
@@ -15,7 +16,8 @@ Rules:
   the merge does), `seq` counts the series' events; events of a series' end (connections
   still open) sort after every packet of the group (`END`), as a merged read ends them.
 - An event's `topic` is that of its frame (named by it, or of its producer or consumer),
-  a PRODUCER_SUCCESS's that of its PRODUCER, an entry's that of its frame; a connection's
+  a PRODUCER_SUCCESS's that of its PRODUCER, an entry's or a SEND's answer that of its
+  frame (a SEND never answered: the fact's topic, its producer's); a connection's
   broker and end go to every topic it carried. Frames of one topic never join another
   topic's messages, unless a topic is unknown (docs/journeys.md rule 2): a merge group
   holding an event of unknown topic is joined as one (`groups`).
@@ -41,11 +43,12 @@ from dissector.events import (
     FlowKey,
     Frame,
     Journey,
+    Pair,
     RawPacket,
     Segment,
 )
 from dissector.journeys import Joiner
-from dissector.journeys.joiner import DISPATCH
+from dissector.journeys.joiner import ANSWERS, COMMANDS
 from dissector.pulsar.wire import (
     BODY_FIELDS,
     COMMAND_TYPES,
@@ -85,6 +88,7 @@ STAGE = pa.schema(
 
 _PRODUCER = COMMAND_TYPES["PRODUCER"]
 _PRODUCER_SUCCESS = COMMAND_TYPES["PRODUCER_SUCCESS"]
+_SEND = COMMAND_TYPES["SEND"]
 _COMMAND = Frame._fields.index("command")
 _BODY = Frame._fields.index("body")
 _BROKER_ENTRY = Frame._fields.index("broker_entry")
@@ -121,8 +125,9 @@ def _frame(fields: tuple[Any, ...]) -> Frame:
 
 
 def decode(blob: bytes) -> tuple[str, Any]:
-    """A recorded event: ("F", Frame), ("M", AppMessage), ("O", (conn_id, FlowKey)) a
-    connection's broker, ("E", conn_id) its end."""
+    """A recorded event: ("F", Frame), ("M", AppMessage), ("A", (conn_id, SEND's stream
+    offset or None, answered)) the facts' answer to a SEND (answered: by the frame before),
+    ("O", (conn_id, FlowKey)) a connection's broker, ("E", conn_id) its end."""
     kind, value = pickle.loads(blob)
     if kind == "F":
         return kind, _frame(value)
@@ -169,8 +174,11 @@ class Recorder:
         kind = type(ev)
         if kind is Frame:
             assert isinstance(ev, Frame)
-            if ev.command_type in DISPATCH:
+            if ev.command_type in COMMANDS:
                 self._frame(ev)
+        elif kind is Pair:
+            assert isinstance(ev, Pair)
+            self._pair(ev)
         elif kind is AppMessage:
             assert isinstance(ev, AppMessage)
             if ev.conn_id in self.conns:
@@ -211,6 +219,23 @@ class Recorder:
             self._add(topic, pickle.dumps(("O", (frame.conn_id, conn.key)), protocol=5))
         self._topic = topic
         self._add(topic, encode_frame(frame))
+
+    def _pair(self, pair: Pair) -> None:
+        """The facts' answer to a SEND (the joiner reads no other fact): after its answer's
+        frame, under its topic; a SEND never answered under its producer's topic."""
+        request, response = pair.request, pair.response
+        conn = self.conns.get(pair.conn_id)
+        if conn is None:
+            return
+        if response is not None:
+            if response.command_type not in ANSWERS:
+                return
+            send = None if request is None else request.stream_offset
+            fact = (pair.conn_id, send, True)
+            self._add(self._topic, pickle.dumps(("A", fact), protocol=5))
+        elif request is not None and request.command_type == _SEND and pair.topic in conn.topics:
+            fact = (pair.conn_id, request.stream_offset, False)
+            self._add(pair.topic, pickle.dumps(("A", fact), protocol=5))
 
     def _add(self, topic: str | None, blob: bytes) -> None:
         self._rows.append((topic, self.ts, self.seq, blob))
@@ -299,6 +324,11 @@ class Replay:
         kind, value = decode(blob)
         if kind == "F" or kind == "M":
             rows = self.joiner.feed(value)
+            if rows:
+                self.made(rows)
+        elif kind == "A":
+            conn_id, send, answered = value
+            rows = self.joiner.answer(conn_id, send, self.joiner.latest if answered else None)
             if rows:
                 self.made(rows)
         elif kind == "O":

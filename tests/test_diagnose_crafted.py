@@ -345,6 +345,22 @@ def test_ack_hole(tmp_path: Path) -> None:
     assert row["code"] == F.CONSUMER_ACK_HOLE and abs(row["value"] - 70) < 0.01
 
 
+def test_a_hole_asked_again_and_redelivered_is_as_old_as_its_first_delivery(
+    tmp_path: Path,
+) -> None:
+    """The client asks for message 1 again (REDELIVER_UNACKNOWLEDGED_MESSAGES) and gets it at
+    3 s; it acknowledges message 2, never 1: message 1 is unacknowledged from its first
+    delivery at 1 s to the end at 71 s (70 s), its first MESSAGE the evidence."""
+    s = _consumer_scene((1, message(1)), (1, message(2)), _redeliver(2))
+    s.at(3, message(1, redelivery_count=1)).at(4, ack(2))
+    _keepalive(s, 70)
+    s.close(71)
+    path = s.write(tmp_path / "c.pcap")
+    (row,) = findings(path)
+    assert row["code"] == F.CONSUMER_ACK_HOLE and abs(row["value"] - 70) < 0.01
+    assert abs(row["first_ts"].timestamp() - (T0_US / 1e6 + 1)) < 1e-3  # its first delivery
+
+
 def test_every_delivery_acked_is_no_hole(tmp_path: Path) -> None:
     s = _consumer_scene((1, message(1)), (1, message(2)), (2, ack(2)), (3, ack(1)))
     _keepalive(s, 70)

@@ -434,6 +434,9 @@ class Acked(NamedTuple):
     done: tuple[tuple[tuple[int, int], Delivered], ...]
     #: with a validation_error: the unacknowledged deliveries of the ids it names, in order
     discarded: tuple[Delivered, ...] = ()
+    #: a cumulative ACK: the highest id it acknowledges everything up to (a batch it names in
+    #: part, an ack_set with bits still set: the entry before it); None: individual
+    upto: tuple[int, int] | None = None
 
 
 @dataclass(slots=True)

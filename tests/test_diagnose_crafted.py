@@ -258,6 +258,26 @@ def test_redelivered_after_ack(tmp_path: Path) -> None:
     assert row["entity"] == f"subscription {SUB}" and row["count"] == 1
 
 
+def test_the_rest_of_a_batch_acked_in_part_cumulatively_is_no_redelivery_after_ack(
+    tmp_path: Path,
+) -> None:
+    """A cumulative ACK naming a batch with an ack_set whose bits are still set (batch index
+    ack: slot 2 of 3 unacknowledged, bitset 0b100) acknowledges what comes before the batch
+    and part of it, not the batch: the broker delivering the batch again (with its ack_set)
+    delivers no acknowledged message."""
+    meta = MessageMetadata(
+        producer_name="p", sequence_id=0, publish_time=1, num_messages_in_batch=3
+    )
+    part = [{"ledgerId": 9, "entryId": 3, "batch_index": 1, "ack_set": [4]}]
+    s = _consumer_scene(
+        (1, message(3, metadata=meta)),
+        (1.1, msg(C2B, "ACK", consumer_id=2, ack_type=1, message_id=part)),
+        (5, message(3, metadata=meta, ack_set=[4], redelivery_count=1)),
+    )
+    s.at(5.1, ack(3)).close(6)
+    assert codes(s.write(tmp_path / "c.pcap")) == []
+
+
 def test_next_message_after_ack_is_no_redelivery(tmp_path: Path) -> None:
     s = _consumer_scene((1, message(3)), (1.1, ack(3)), (5, message(4)), (5.1, ack(4)))
     s.close(6)

@@ -45,7 +45,6 @@ from dissector.findings import FindingCode
 from dissector.pulsar.wire import COMMAND_TYPES
 
 T = COMMAND_TYPES
-_CUMULATIVE = 1
 #: This module's timers (Context.schedule): a consumer without permits or first FLOW.
 KIND = 2
 #: REDELIVER_UNACKNOWLEDGED_MESSAGES within this many µs of a burst's first are one request
@@ -153,12 +152,8 @@ def on_acked(ctx: Context, conn: ConnState, fact: Acked) -> None:
     # only acks of deliveries the capture holds count for the subscription: an id acked
     # before it was delivered (or delivered before the capture began) proves nothing
     if done and span is not None:
-        if body.ack_type == _CUMULATIVE:
-            lowest = min(key for key, _ in done)
-            for mid in body.message_id:  # each id that covers a delivery
-                upto = (mid.ledgerId, mid.entryId)
-                if lowest <= upto:
-                    span.acked(c, upto, cumulative=True)
+        if fact.upto is not None:  # cumulative
+            span.acked(c, fact.upto, cumulative=True)
         else:
             for key, _ in done:
                 span.acked(c, key, cumulative=False)

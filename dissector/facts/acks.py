@@ -195,6 +195,7 @@ def _acked(state: Store, frame: Frame, body: Any) -> list[Fact]:
         discarded = tuple(record for record in named if record is not None)
     pairs: list[Fact] = []
     done: list[tuple[tuple[int, int], Delivered]] = []
+    highest: tuple[int, int] | None = None
     if body.ack_type == 1:  # cumulative: all up to the id
         partial = False
         for mid in body.message_id:
@@ -203,6 +204,8 @@ def _acked(state: Store, frame: Frame, body: Any) -> list[Fact]:
                 record = live.get(upto)
                 partial = partial or (record is not None and record.waiting)
                 upto = (mid.ledgerId, mid.entryId - 1)
+            if highest is None or upto > highest:
+                highest = upto
             for key, record in found.take_upto(upto):
                 state._pending -= 1
                 done.append((key, record))
@@ -227,7 +230,7 @@ def _acked(state: Store, frame: Frame, body: Any) -> list[Fact]:
                 _remember_ack(done_ids, key, frame)
                 pairs.append(state.pair(record.frame, frame, None, ack_of=key))
     left = next(iter(live.values()), None)
-    pairs.append(Acked(state.conn_id, frame, cid, oldest, left, tuple(done), discarded))
+    pairs.append(Acked(state.conn_id, frame, cid, oldest, left, tuple(done), discarded, highest))
     return pairs
 
 

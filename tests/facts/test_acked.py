@@ -77,7 +77,7 @@ def test_a_cumulative_ack_of_part_of_a_batch_acknowledges_what_comes_before_it()
     # slot 2 of the batch still unacknowledged (bitset 0b100)
     link.send(C2B, "ACK", consumer_id=1, ack_type=1, message_id=[mid(3, 2, ack_set=[4])])
     fact = _last(link)
-    assert [key for key, _ in fact.done] == [(3, 1)]
+    assert [key for key, _ in fact.done] == [(3, 1)] and fact.upto == (3, 1)
     assert fact.left is not None and (fact.left.first_ts, fact.left.first_packet) == _first(link, b)
     assert fact.oldest is not None and fact.oldest.first_ts == a.ts
 
@@ -87,7 +87,7 @@ def test_an_individual_batch_index_ack_acknowledges_nothing_yet() -> None:
     link.send(B2C, "MESSAGE", consumer_id=1, message_id=mid(3, 2), metadata=_BATCH)
     link.send(C2B, "ACK", consumer_id=1, ack_type=0, message_id=[mid(3, 2, ack_set=[4])])
     fact = _last(link)
-    assert fact.done == () and fact.left is fact.oldest is not None
+    assert fact.done == () and fact.left is fact.oldest is not None and fact.upto is None
 
 
 def test_an_ack_with_a_validation_error_names_the_deliveries_it_discards() -> None:

@@ -15,11 +15,13 @@ from dissector._lazy import lazy_names
 from dissector.anomalies import REGISTRY, Severity
 from dissector.errors import DissectorError, InputError, UsageError
 from dissector.events import (
+    Acked,
     Anomaly,
     AppMessage,
     Checksum,
     Conversation,
     ConversationOpened,
+    Delivered,
     Direction,
     Event,
     Finding,
@@ -27,6 +29,7 @@ from dissector.events import (
     Frame,
     Pair,
     PipelineEvent,
+    RequestIdReused,
 )
 
 if TYPE_CHECKING:
@@ -58,12 +61,14 @@ if not TYPE_CHECKING:  # type checkers see the imports above
 __all__ = [
     "DEFAULT_MAX_FRAME_SIZE",
     "REGISTRY",
+    "Acked",
     "Anomaly",
     "AppMessage",
     "Capture",
     "Checksum",
     "Conversation",
     "ConversationOpened",
+    "Delivered",
     "Diagnoser",
     "Direction",
     "DissectorError",
@@ -76,6 +81,7 @@ __all__ = [
     "Pair",
     "PipelineEvent",
     "ReaderOptions",
+    "RequestIdReused",
     "Severity",
     "StreamStats",
     "Thresholds",

@@ -430,6 +430,42 @@ class SchemaFact(NamedTuple):
     frame: Frame  # the frame that says it
 
 
+class Delivered:
+    """A fact of dissector.facts: one message delivered to a consumer and not acknowledged
+    yet, as its first delivery made it (a redelivery keeps its place, time and number):
+    `frame` is its latest MESSAGE as it waits (`facts.acks.held`), `waiting` whether a
+    completion fact still waits for it (False once a REDELIVER_UNACKNOWLEDGED_MESSAGES asked
+    for it again: still unacknowledged, its pair made)."""
+
+    __slots__ = ("first_packet", "first_ts", "frame", "number", "waiting")
+
+    def __init__(self, frame: Frame, number: int) -> None:
+        self.frame = frame
+        self.first_ts, self.first_packet = frame.last_ts, frame.last_packet
+        self.number = number  # first deliveries of its consumer are numbered in order
+        self.waiting = True
+
+
+class Acked(NamedTuple):
+    """A fact of dissector.facts, made once per ACK right after its Frame and Pairs (no table
+    row of its own; the findings read it): what the ACK did to its consumer's
+    unacknowledged deliveries (`Delivered`)."""
+
+    conn_id: int
+    ack: Frame
+    consumer_id: int
+    #: the consumer's oldest unacknowledged delivery before the ACK, and after it
+    oldest: Delivered | None
+    left: Delivered | None
+    #: the deliveries it acknowledged: (ledger, entry), record
+    done: tuple[tuple[tuple[int, int], Delivered], ...]
+    #: with a validation_error: the unacknowledged deliveries of the ids it names, in order
+    discarded: tuple[Delivered, ...] = ()
+    #: a cumulative ACK: the highest id it acknowledges everything up to (a batch it names in
+    #: part, an ack_set with bits still set: the entry before it); None: individual
+    upto: tuple[int, int] | None = None
+
+
 @dataclass(slots=True)
 class Entity:
     """A producer or consumer of the connection."""
@@ -547,6 +583,7 @@ PipelineEvent = (
     | AppMessage
     | Pair
     | RequestIdReused
+    | Acked
 )
 
 

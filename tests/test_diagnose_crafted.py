@@ -258,6 +258,26 @@ def test_redelivered_after_ack(tmp_path: Path) -> None:
     assert row["entity"] == f"subscription {SUB}" and row["count"] == 1
 
 
+def test_the_rest_of_a_batch_acked_in_part_cumulatively_is_no_redelivery_after_ack(
+    tmp_path: Path,
+) -> None:
+    """A cumulative ACK naming a batch with an ack_set whose bits are still set (batch index
+    ack: slot 2 of 3 unacknowledged, bitset 0b100) acknowledges what comes before the batch
+    and part of it, not the batch: the broker delivering the batch again (with its ack_set)
+    delivers no acknowledged message."""
+    meta = MessageMetadata(
+        producer_name="p", sequence_id=0, publish_time=1, num_messages_in_batch=3
+    )
+    part = [{"ledgerId": 9, "entryId": 3, "batch_index": 1, "ack_set": [4]}]
+    s = _consumer_scene(
+        (1, message(3, metadata=meta)),
+        (1.1, msg(C2B, "ACK", consumer_id=2, ack_type=1, message_id=part)),
+        (5, message(3, metadata=meta, ack_set=[4], redelivery_count=1)),
+    )
+    s.at(5.1, ack(3)).close(6)
+    assert codes(s.write(tmp_path / "c.pcap")) == []
+
+
 def test_next_message_after_ack_is_no_redelivery(tmp_path: Path) -> None:
     s = _consumer_scene((1, message(3)), (1.1, ack(3)), (5, message(4)), (5.1, ack(4)))
     s.close(6)
@@ -343,6 +363,22 @@ def test_ack_hole(tmp_path: Path) -> None:
     s.close(71)
     (row,) = findings(s.write(tmp_path / "c.pcap"))
     assert row["code"] == F.CONSUMER_ACK_HOLE and abs(row["value"] - 70) < 0.01
+
+
+def test_a_hole_asked_again_and_redelivered_is_as_old_as_its_first_delivery(
+    tmp_path: Path,
+) -> None:
+    """The client asks for message 1 again (REDELIVER_UNACKNOWLEDGED_MESSAGES) and gets it at
+    3 s; it acknowledges message 2, never 1: message 1 is unacknowledged from its first
+    delivery at 1 s to the end at 71 s (70 s), its first MESSAGE the evidence."""
+    s = _consumer_scene((1, message(1)), (1, message(2)), _redeliver(2))
+    s.at(3, message(1, redelivery_count=1)).at(4, ack(2))
+    _keepalive(s, 70)
+    s.close(71)
+    path = s.write(tmp_path / "c.pcap")
+    (row,) = findings(path)
+    assert row["code"] == F.CONSUMER_ACK_HOLE and abs(row["value"] - 70) < 0.01
+    assert abs(row["first_ts"].timestamp() - (T0_US / 1e6 + 1)) < 1e-3  # its first delivery
 
 
 def test_every_delivery_acked_is_no_hole(tmp_path: Path) -> None:

@@ -18,9 +18,11 @@ import pytest
 
 from dissector.diagnose import Diagnoser, consumers, requests
 from dissector.diagnose.engine import _SWEPT, _TIMED
-from dissector.diagnose.state import ConnState, Context
-from dissector.events import Direction, Frame
+from dissector.events import Acked, Direction, Frame
+from dissector.facts import acks
+from dissector.facts.store import Fact, Store
 from dissector.findings import Thresholds
+from dissector.pulsar.wire import COMMAND_TYPES
 from dissector.read import iter_events
 from tests.support import counted as K
 from tests.support.crafted import Conn, msg
@@ -38,22 +40,27 @@ from tests.support.scenes import (
 
 C2B, B2C = Direction.CLIENT_TO_BROKER, Direction.BROKER_TO_CLIENT
 T0 = 1_700_000_000_000_000
+_MESSAGE, _ACK = COMMAND_TYPES["MESSAGE"], COMMAND_TYPES["ACK"]
 
 
-def _acks_over_pending(n: int) -> tuple[int, ConnState]:
-    """n deliveries, then n cumulative acks below them all: the comparisons the acks made."""
-    ctx, conn = Context(Thresholds()), ConnState(1, None)
+def _acks_over_pending(n: int) -> tuple[int, Store]:
+    """n deliveries, then n cumulative acks below them all: the comparisons the acks made
+    (the facts match deliveries with acks for the consumer rules: events.Acked)."""
+    state = Store(1, True)
     for i in range(n):
         msg = K.body(consumer_id=1, message_id=K.mid(5, 10 + i), ack_set=[], redelivery_count=0)
-        consumers.on_message(ctx, conn, K.frame("MESSAGE", msg, T0 + i, i, B2C), msg)
+        acks.on_message(state, K.frame("MESSAGE", msg, T0 + i, i, B2C), _MESSAGE, msg, [])
     K.Counted.calls = 0
     for i in range(n):
         ack = K.body(consumer_id=1, ack_type=1, message_id=[K.mid(5, i % 10)])
-        consumers.on_ack(ctx, conn, K.frame("ACK", ack, T0 + n + i, n + i, C2B), ack)
+        acks.on_ack(state, K.frame("ACK", ack, T0 + n + i, n + i, C2B), _ACK, ack, [])
     work = K.Counted.calls
     ack = K.body(consumer_id=1, ack_type=1, message_id=[K.mid(5, 10 + n)])
-    consumers.on_ack(ctx, conn, K.frame("ACK", ack, T0 + 2 * n, 2 * n, C2B), ack)
-    return work, conn
+    facts: list[Fact] = []
+    acks.on_ack(state, K.frame("ACK", ack, T0 + 2 * n, 2 * n, C2B), _ACK, ack, facts)
+    acked = facts[-1]
+    assert isinstance(acked, Acked) and len(acked.done) == n and acked.left is None
+    return work, state
 
 
 def test_a_cumulative_ack_visits_what_it_covers() -> None:
@@ -61,9 +68,9 @@ def test_a_cumulative_ack_visits_what_it_covers() -> None:
     id with every pending one (n²); now a few comparisons each, and the last ack, covering
     everything, leaves nothing unacknowledged."""
     n = 400
-    work, conn = _acks_over_pending(n)
+    work, state = _acks_over_pending(n)
     assert work <= 10 * n  # a scan: about 3 n² (480,000)
-    assert len(conn.consumers[1].unacked.live) == 0
+    assert len(state._delivered[1].live) == 0
 
 
 # ------------------------------------------------------------------ the sweep

@@ -1,8 +1,11 @@
 """Consumer rules on one connection: FLOW and permits, acks, holes, redeliveries.
 
-Input: the connection's SUBSCRIBE, its answer, FLOW, MESSAGE, ACK,
-REDELIVER_UNACKNOWLEDGED_MESSAGES and CLOSE_CONSUMER frames (`HANDLERS`), the clock
-(the sweep: `due`, `tell`, the engine's timers, Context.schedule), its end.
+Input: the connection's SUBSCRIBE, its answer, FLOW, MESSAGE,
+REDELIVER_UNACKNOWLEDGED_MESSAGES and CLOSE_CONSUMER frames (`HANDLERS`), the facts of its
+ACKs (`on_acked`: events.Acked, the deliveries each acknowledged, numbered in first-delivery
+order, and its consumer's oldest unacknowledged one before and after; the facts keep them,
+a redelivery keeping its first place), the clock (the sweep: `due`, `tell`, the engine's
+timers, Context.schedule), its end.
 Output: findings flow.no_flow_after_subscribe, flow.starved, flow.overshoot,
 consumer.ack_hole and consumer.redelivery_storm, one row per consumer; deliveries and acks
 are also handed to dissector.diagnose.spanning (consumer.redelivered_after_ack is per
@@ -30,7 +33,6 @@ from __future__ import annotations
 from typing import Any
 
 from dissector.diagnose.state import (
-    MAX_TRACKED,
     ConnState,
     ConsumerState,
     Context,
@@ -38,12 +40,11 @@ from dissector.diagnose.state import (
     RuleStep,
     finding,
 )
-from dissector.events import Frame
+from dissector.events import Acked, Delivered, Frame
 from dissector.findings import FindingCode
 from dissector.pulsar.wire import COMMAND_TYPES
 
 T = COMMAND_TYPES
-_ACK, _CUMULATIVE = T["ACK"], 1
 #: This module's timers (Context.schedule): a consumer without permits or first FLOW.
 KIND = 2
 #: REDELIVER_UNACKNOWLEDGED_MESSAGES within this many µs of a burst's first are one request
@@ -135,50 +136,37 @@ def on_message(ctx: Context, conn: ConnState, frame: Frame, body: Any) -> None:
     if body.redelivery_count > 0:
         c.redelivered.add(frame)
         c.max_redelivery_count = max(c.max_redelivery_count, body.redelivery_count)
-    mid = body.message_id
-    key = (mid.ledgerId, mid.entryId)
-    if key not in c.unacked.live:
-        c.deliveries += 1
-        c.unacked.add(key, (ts, frame.last_packet, c.deliveries))
-        if len(c.unacked.live) > MAX_TRACKED:
-            c.unacked.live.popitem(last=False)
     if ctx.span is not None:
-        ctx.span.delivered(conn, c, key, frame)
+        mid = body.message_id
+        ctx.span.delivered(conn, c, (mid.ledgerId, mid.entryId), frame)
 
 
-def on_ack(ctx: Context, conn: ConnState, frame: Frame, body: Any) -> None:
-    c = consumer_of(conn, frame, body.consumer_id)
-    unacked = c.unacked.live
-    oldest = next(iter(unacked.items()), None)
-    done: list[tuple[tuple[int, int], tuple[int, int, int]]] = []
+def on_acked(ctx: Context, conn: ConnState, fact: Acked) -> None:
+    """An ACK's fact: the deliveries it acknowledged, its consumer's oldest before and after."""
+    frame, body = fact.ack, fact.ack.body
+    c = consumer_of(conn, frame, fact.consumer_id)
+    oldest, done = fact.oldest, fact.done
     # an ack in a transaction holds only if the transaction commits: an abort makes the
     # broker deliver those messages again, so the subscription is not told of it
     span = None if _transactional(body) else ctx.span
     # only acks of deliveries the capture holds count for the subscription: an id acked
     # before it was delivered (or delivered before the capture began) proves nothing
-    if body.ack_type == _CUMULATIVE:
-        ids = [(mid.ledgerId, mid.entryId) for mid in body.message_id]
-        done = c.unacked.take_upto(max(ids)) if ids else []
-        if done and span is not None:
-            lowest = min(key for key, _ in done)
-            for upto in ids:  # each id that covers a delivery
-                if lowest <= upto:
-                    span.acked(c, upto, cumulative=True)
-    else:
-        for mid in body.message_id:
-            if len(mid.ack_set) and any(mid.ack_set):
-                continue  # a batch-index ack: entries of the batch are still unacked
-            key = (mid.ledgerId, mid.entryId)
-            delivered = unacked.pop(key, None)
-            if delivered is not None:
-                done.append((key, delivered))
-                if span is not None:
-                    span.acked(c, key, cumulative=False)
-    for key, delivered in done:
-        if oldest is not None and key != oldest[0]:
-            c.acked_after = max(c.acked_after, delivered[2])
-    if oldest is not None and any(key == oldest[0] for key, _ in done):
-        _hole_closed(ctx, c, oldest[1], frame.last_ts, frame)
+    if done and span is not None:
+        if fact.upto is not None:  # cumulative
+            span.acked(c, fact.upto, cumulative=True)
+        else:
+            for key, _ in done:
+                span.acked(c, key, cumulative=False)
+    closed = False
+    for _, delivered in done:
+        if delivered is oldest:
+            closed = True
+        else:
+            c.acked_after = max(c.acked_after, delivered.number)
+    if closed:
+        assert oldest is not None
+        _hole_closed(ctx, c, oldest, frame.last_ts, frame)
+    c.oldest = fact.left
 
 
 def _transactional(body: Any) -> bool:
@@ -186,13 +174,13 @@ def _transactional(body: Any) -> bool:
 
 
 def _hole_closed(
-    ctx: Context, c: ConsumerState, oldest: tuple[int, int, int], now: int, frame: Frame | None
+    ctx: Context, c: ConsumerState, oldest: Delivered, now: int, frame: Frame | None
 ) -> None:
     """The oldest unacked delivery was acked (or the consumer ended): was it a hole?"""
-    delivered_ts, packet, order = oldest
+    delivered_ts = oldest.first_ts
     age = now - delivered_ts
-    if c.acked_after > order and age > ctx.us["ack_timeout"]:
-        c.hole.add_at(packet, delivered_ts)
+    if c.acked_after > oldest.number and age > ctx.us["ack_timeout"]:
+        c.hole.add_at(oldest.first_packet, delivered_ts)
         if frame is not None:
             c.hole.add_at(frame.last_packet, frame.last_ts, count=0)
         c.hole_age = max(c.hole_age, age)
@@ -217,9 +205,8 @@ def on_close_consumer(ctx: Context, conn: ConnState, frame: Frame, body: Any) ->
 def _end(ctx: Context, conn: ConnState, c: ConsumerState, now: int) -> None:
     """A consumer ends (closed, or its connection ended at `now`)."""
     _fed(ctx, c, now, None)
-    oldest = next(iter(c.unacked.live.values()), None)
-    if oldest is not None:
-        _hole_closed(ctx, c, oldest, now, None)
+    if c.oldest is not None:
+        _hole_closed(ctx, c, c.oldest, now, None)
     waited = now - (c.subscribed_ts if c.subscribed_ts is not None else now)
     if c.known and not c.flows and waited > ctx.us["flow_wait"]:
         c.no_flow = waited
@@ -375,7 +362,6 @@ HANDLERS: dict[int, RuleStep] = {
     T["SUBSCRIBE"]: on_subscribe,
     T["FLOW"]: on_flow,
     T["MESSAGE"]: on_message,
-    T["ACK"]: on_ack,
     T["REDELIVER_UNACKNOWLEDGED_MESSAGES"]: on_redeliver,
     T["CLOSE_CONSUMER"]: on_close_consumer,
 }

@@ -1,7 +1,7 @@
 """Messages a consumer discarded as corrupt: ACKs that carry a validation error.
 
-Input: the connection's ACK frames (`HANDLERS`; run before dissector.diagnose.consumers'
-handler, so the deliveries they name are still its consumer's unacknowledged ones), the
+Input: the facts of the connection's ACKs (`on_acked`: events.Acked, whose `discarded` are
+the unacknowledged deliveries its ids named, as the facts had them before the ACK), the
 connection's end (`close`).
 Output: consumer.discarded_corrupt, one row per consumer: the messages it discarded, the
 validation errors and their counts (in its summary), and as evidence the ACKs and the
@@ -18,27 +18,23 @@ Rules:
 
 from __future__ import annotations
 
-from typing import Any
-
 from dissector.diagnose.consumers import consumer_of
-from dissector.diagnose.state import ConnState, Context, RuleStep, finding
-from dissector.events import Frame
+from dissector.diagnose.state import ConnState, Context, finding
+from dissector.events import Acked
 from dissector.findings import FindingCode
-from dissector.pulsar.wire import COMMAND_TYPES, enum_name
-
-T = COMMAND_TYPES
+from dissector.pulsar.wire import enum_name
 
 
-def on_ack(ctx: Context, conn: ConnState, frame: Frame, body: Any) -> None:
+def on_acked(ctx: Context, conn: ConnState, fact: Acked) -> None:
+    """An ACK's fact: with a validation_error, the messages it discarded."""
+    frame, body = fact.ack, fact.ack.body
     if not body.HasField("validation_error"):
         return
-    c = consumer_of(conn, frame, body.consumer_id)
+    c = consumer_of(conn, frame, fact.consumer_id)
     kind = enum_name(body, "validation_error")
     ids = len(body.message_id)
-    for mid in body.message_id:
-        delivered = c.unacked.live.get((mid.ledgerId, mid.entryId))
-        if delivered is not None:  # the MESSAGE it discarded: (ts, packet, order)
-            c.discarded.add_at(delivered[1], delivered[0], count=0)
+    for delivered in fact.discarded:  # the MESSAGEs it discarded
+        c.discarded.add_at(delivered.first_packet, delivered.first_ts, count=0)
     c.discarded.add_at(frame.last_packet, frame.last_ts, count=ids)
     c.discard_kinds[kind] = c.discard_kinds.get(kind, 0) + ids
 
@@ -63,6 +59,3 @@ def close(ctx: Context, conn: ConnState, horizon: int, closed: bool) -> None:
                 unit="messages",
             )
         )
-
-
-HANDLERS: dict[int, RuleStep] = {T["ACK"]: on_ack}

@@ -1,7 +1,7 @@
 """The diagnosis engine: pipeline events in, findings out. Sans-IO.
 
 Input: the events the pipeline already makes (ConversationOpened, Frame, Anomaly,
-Conversation, and the protocol facts: Pair, RequestIdReused; AppMessage is ignored), in
+Conversation, and the protocol facts: Pair, RequestIdReused, Acked; AppMessage is ignored), in
 order (`feed`); optionally the wall clock (`tick`, live); then `finish` at the end of the
 capture (or group of captures).
 Output: `Finding` records: from `feed` as episodes end (a connection closes, a late answer
@@ -13,10 +13,11 @@ Rules:
 - Requests are matched with their answers, and SENDs with their receipts, once, by the
   facts' state machine (dissector.facts): a completion fact comes right after its answer's
   Frame; the request rules (`requests.on_pair`) and the producer rules (`producers.on_pair`)
-  read those.
+  read those. Deliveries are matched with their acks there too: an ACK's fact (`Acked`)
+  follows its Frame; the discard and consumer rules (`discards.on_acked`,
+  `consumers.on_acked`) read it.
 - Each command type has a tuple of rule handlers (`DISPATCH`, built once from the rule
-  modules' HANDLERS tables: connection, requests, producers, discards, consumers, chunks,
-  spanning).
+  modules' HANDLERS tables: connection, requests, producers, consumers, chunks, spanning).
 - Time is the capture's: the latest event time seen. About every SWEEP_US of it, the timers
   that are due are checked (`_sweep`), so the listener learns of a stall while it lasts;
   rows are made when the connection ends (FIN/RST: pending things count; the capture's end:
@@ -45,6 +46,7 @@ from dissector.diagnose import (
 )
 from dissector.diagnose.state import ConnState, Context, Listener, RuleStep
 from dissector.events import (
+    Acked,
     Anomaly,
     CloseReason,
     Conversation,
@@ -75,7 +77,6 @@ def _dispatch() -> dict[int, tuple[RuleStep, ...]]:
         connection.HANDLERS,
         requests.HANDLERS,
         producers.HANDLERS,
-        discards.HANDLERS,  # before consumers': an ACK's deliveries are still unacked then
         consumers.HANDLERS,
         chunks.HANDLERS,
         spanning.HANDLERS,
@@ -161,6 +162,11 @@ class Diagnoser:
                 requests.on_pair(ctx, self._conn(ev.conn_id), ev)
             elif is_send_pair(ev):
                 producers.on_pair(ctx, self._conn(ev.conn_id), ev)
+        elif kind is Acked:
+            assert isinstance(ev, Acked)
+            conn = self._conn(ev.conn_id)
+            discards.on_acked(ctx, conn, ev)  # creates the consumer first, as ever
+            consumers.on_acked(ctx, conn, ev)
         elif kind is RequestIdReused:
             assert isinstance(ev, RequestIdReused)
             requests.on_reused(ctx, self._conn(ev.conn_id), ev)

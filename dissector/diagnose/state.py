@@ -26,17 +26,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
-from dissector.events import Finding, FlowKey, Frame
-from dissector.facts.deliveries import Deliveries
+from dissector.events import Delivered, Finding, FlowKey, Frame
 from dissector.findings import REGISTRY, Thresholds
 
 #: Packet numbers kept as evidence per finding: the first ones and the last.
 MAX_EVIDENCE = 10
-#: Items of a rule's own (producers, consumers, topics refused, PINGs, deliveries, chunked
-#: messages) remembered per producer, consumer or connection; the oldest are forgotten
-#: beyond (they no longer prove anything a newer one does not). What waits for an answer
-#: (requests, SENDs) is the facts': their bound (dissector.facts.bounds.MAX_PENDING) applies,
-#: and the facts they report never answered are kept up to that bound too.
+#: Items of a rule's own (producers, consumers, topics refused, PINGs, chunked messages)
+#: remembered per producer, consumer or connection; the oldest are forgotten beyond (they no
+#: longer prove anything a newer one does not). What waits for an answer (requests, SENDs,
+#: deliveries not acknowledged) is the facts': their bound (dissector.facts.bounds.MAX_PENDING)
+#: applies, and the facts they report never answered are kept up to that bound too.
 MAX_TRACKED = 50_000
 #: Keys (producer names, subscriptions, lookup chains) remembered across connections.
 MAX_KEYS = 100_000
@@ -275,10 +274,9 @@ class ConsumerState:
     starved_told: bool = False
     overshoot: Evidence = field(default_factory=Evidence)
     overshoot_worst: int = 0
-    #: (ledger, entry) -> (ts, packet, delivery number) of deliveries not acknowledged yet,
-    #: oldest first (`.live`), and by id for cumulative acks
-    unacked: Deliveries[tuple[int, int, int]] = field(default_factory=Deliveries)
-    deliveries: int = 0  # first deliveries numbered
+    #: its oldest delivery not acknowledged, as the facts' latest ACK left it (events.Acked;
+    #: None: none then, and none delivered since can be a hole yet)
+    oldest: Delivered | None = None
     acked_after: int = 0  # delivery number of the latest-delivered message acknowledged
     hole: Evidence = field(default_factory=Evidence)
     hole_age: int = 0

@@ -18,7 +18,8 @@ Rules:
   pending (its connection dropped) forgets them too, the seek having perhaps been done. An
   ack after the answer counts as any other; a redelivery found before a seek stays found.
 Memory: at most MAX_KEYS subscriptions and pending SEEKs; acked ids (and acks held) at most
-MAX_ACKED per subscription.
+dissector.facts.bounds.MAX_PENDING per subscription (as many as the facts keep deliveries
+unacknowledged on a connection: an id acked longer ago is no longer told apart).
 """
 
 from __future__ import annotations
@@ -36,9 +37,9 @@ from dissector.diagnose.state import (
     finding,
 )
 from dissector.events import Frame
+from dissector.facts.bounds import MAX_PENDING
 from dissector.findings import FindingCode
 
-MAX_ACKED = 100_000
 Id = tuple[int, int]  # (ledger, entry)
 AckedSubKey = tuple[str | None, str]  # (topic, subscription)
 
@@ -65,7 +66,7 @@ class _Sub:
                 self.cumulative = key
             return
         self.acked[key] = None
-        if len(self.acked) > MAX_ACKED:
+        if len(self.acked) > MAX_PENDING:
             self.acked.popitem(last=False)
 
 
@@ -92,7 +93,7 @@ class AckedSubscriptions:
         st = bounded(self.subs, (c.topic, c.subscription), _Sub)
         if not st.seeking:
             st.record(key, cumulative)
-        elif len(st.held) < MAX_ACKED:
+        elif len(st.held) < MAX_PENDING:
             st.held.append((key, cumulative))
 
     def seek(self, conn: ConnState, c: ConsumerState, request_id: int) -> None:

@@ -4,8 +4,9 @@ Input: a connection's decoded frames in stream order (`ConversationState.observe
 Output: typed facts (docs/architecture.md, "Protocol facts"): each frame's topic; completion
 facts (`Pair`: request answered / failed / unanswered / unmatched, SEND receipted / failed /
 unanswered, MESSAGE acknowledged / redelivered / unacknowledged, stray acks);
-`RequestIdReused`; schema facts (`SchemaFact`, when wanted); at the end, the connection's
-handshake, auth and keep-alive counts and entities (`ConnectionInfo`).
+`RequestIdReused`; per ACK, `Acked` (the deliveries it acknowledged, its consumer's oldest
+unacknowledged one before and after); schema facts (`SchemaFact`, when wanted); at the end,
+the connection's handshake, auth and keep-alive counts and entities (`ConnectionInfo`).
 Rule: nothing else pairs requests with answers, SENDs with receipts or deliveries with acks:
 the timeline, the diagnoses, the journeys and the values' schema tracker read these facts.
 Modules: `machine` (the state), `table` (its one transition table), `commands` (which

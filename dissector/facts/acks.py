@@ -4,18 +4,24 @@ Input: (state, frame, command type, its sub-message, the facts so far) from the 
 table (`table.TRANSITIONS`), only when facts are wanted (`state.pairing`): otherwise nothing
 is kept (the entities count SENDs and deliveries in their own steps).
 Output: the completion facts appended (`Pair`): SEND receipted or failed, MESSAGE
-acknowledged, redelivered or asked again, stray acks (unmatched, and why if known).
+acknowledged, redelivered or asked again, stray acks (unmatched, and why if known); after an
+ACK's pairs, its `Acked` fact: the consumer's oldest unacknowledged delivery before and after
+it, the deliveries it acknowledged, and (with a validation_error) those its ids named (what
+the diagnoses' consumer and discard rules read, with no delivery map of their own).
 Rules:
 - A SEND waits by producer_id, then sequence_id (keys in the order first sent), oldest
   first; SEND_RECEIPT or SEND_ERROR answers the oldest SEND of its key. Its fact says
   whether that key was the producer's first waiting (`Pair.in_order`) and the producer's
   oldest SEND still waiting (`Pair.next_waiting`): what the diagnoses' send timeout and
   receipt order read, with no pending map of their own.
-- MESSAGE waits by (consumer_id, ledger, entry) until acknowledged: individual ids,
-  cumulative (everything of that consumer up to the id), or a redelivery request (all
-  pending without ids). A batch-index ack (an ack_set with bits still set) acknowledges part
-  of a batch and completes nothing yet (a cumulative one completes what comes before that
-  batch). A MESSAGE delivered again before any ack is `redelivered`.
+- A MESSAGE is unacknowledged (`Delivered`, by (consumer_id, ledger, entry), in the order
+  first delivered and numbered so) until an ACK names it: individual ids, or cumulative
+  (everything of that consumer up to the id). A batch-index ack (an ack_set with bits still
+  set) acknowledges part of a batch and completes nothing yet (a cumulative one completes
+  what comes before that batch). A MESSAGE delivered again keeps its first place, time and
+  number; before any ack or redelivery request it is `redelivered` (a pair).
+- A delivery's pair waits until an ACK or a redelivery request (all pending without ids)
+  names it: the request makes its pair (redelivered), it stays unacknowledged.
 - An ack of nothing pending is unmatched; one acknowledged before (remembered up to
   ACKED_MEMORY per consumer) names the packet of its first ack.
 - What waits is `held`: ids as plain ints, no decoded command, metadata, payload or bytes.
@@ -26,14 +32,17 @@ from __future__ import annotations
 from collections import OrderedDict, deque
 from typing import Any
 
-from dissector.events import Frame, Outcome, Pair
+from dissector.events import Acked, Delivered, Frame, Outcome, Pair
 from dissector.facts import bounds
 from dissector.facts.deliveries import Deliveries
 from dissector.facts.store import Fact, Store
 from dissector.pulsar.wire import COMMAND_TYPES, SINGULAR_FIELDS
 
 T = COMMAND_TYPES
-_ACK, _REDELIVER = T["ACK"], T["REDELIVER_UNACKNOWLEDGED_MESSAGES"]
+_ACK = T["ACK"]
+_REDELIVERED = Outcome.REDELIVERED
+#: The deliveries of a consumer none was delivered to (shared, never added to).
+_NOTHING: Deliveries[Delivered] = Deliveries()
 
 
 class _Id:
@@ -119,7 +128,7 @@ def on_receipt(state: Store, frame: Frame, ctype: int, body: Any, facts: list[Fa
 
 
 def on_message(state: Store, frame: Frame, ctype: int, body: Any, facts: list[Fact]) -> None:
-    """A delivery (counted by the entity step): pending until acknowledged."""
+    """A delivery (counted by the entity step): unacknowledged until an ACK names it."""
     if not state.pairing:
         return
     mid = body.message_id
@@ -127,61 +136,101 @@ def on_message(state: Store, frame: Frame, ctype: int, body: Any, facts: list[Fa
     if delivered is None:
         delivered = state._delivered[body.consumer_id] = Deliveries()
     key = (mid.ledgerId, mid.entryId)
-    old = delivered.add(key, held(frame))
-    if old is not None:  # delivered again before any ack: the broker redelivered it
-        facts.append(state.pair(old, frame, None, ack_of=key, outcome=Outcome.REDELIVERED))
-    else:
+    record = delivered.live.get(key)
+    if record is None:
+        delivered.add(key, Delivered(held(frame), delivered.next_serial))
         state._pending += 1
+        return
+    if record.waiting:  # delivered again before any ack: the broker redelivered it
+        facts.append(state.pair(record.frame, frame, None, ack_of=key, outcome=_REDELIVERED))
+    record.frame, record.waiting = held(frame), True
+    delivered.add(key, record)  # its latest delivery; its first keeps its place
 
 
 def on_ack(state: Store, frame: Frame, ctype: int, body: Any, facts: list[Fact]) -> None:
-    """ACK or REDELIVER_UNACKNOWLEDGED_MESSAGES: completes the deliveries it names."""
+    """ACK or REDELIVER_UNACKNOWLEDGED_MESSAGES: completes the deliveries it names; an ACK's
+    effect on its consumer's unacknowledged deliveries follows its pairs (`Acked`)."""
     if not state.pairing:
         return
-    facts.extend(_acked(state, frame, ctype, body))
+    if ctype == _ACK:
+        facts.extend(_acked(state, frame, body))
+    else:
+        facts.extend(_asked_again(state, frame, body))
 
 
-def _acked(state: Store, frame: Frame, ctype: int, body: Any) -> list[Pair]:
+def _asked_again(state: Store, frame: Frame, body: Any) -> list[Fact]:
+    """REDELIVER_UNACKNOWLEDGED_MESSAGES: the deliveries it names (all without ids) are
+    redelivered, their pairs made; they stay unacknowledged."""
     cid = body.consumer_id
     found = state._delivered.get(cid)
-    delivered = found.live if found is not None else OrderedDict()
-    done = state._acked_ids.setdefault(cid, OrderedDict())
-    ids = body.message_id if ctype == _ACK else body.message_ids
-    pairs = []
-    if ctype == _ACK and body.ack_type == 1:  # cumulative: all up to the id
+    pairs: list[Fact] = []
+    if body.message_ids:
+        done = state._acked_ids.setdefault(cid, OrderedDict())
+        for mid in body.message_ids:
+            key = (mid.ledgerId, mid.entryId)
+            record = found.live.get(key) if found is not None else None
+            if record is None or not record.waiting:
+                pairs.append(_stray(state, frame, key, done))
+                continue
+            record.waiting = False
+            pairs.append(state.pair(record.frame, frame, None, ack_of=key))
+    elif found is not None:
+        for key, record in found.latest():
+            if record.waiting:
+                record.waiting = False
+                pairs.append(state.pair(record.frame, frame, None, ack_of=key))
+    return pairs
+
+
+def _acked(state: Store, frame: Frame, body: Any) -> list[Fact]:
+    """An ACK: its pairs, then its `Acked` fact."""
+    cid = body.consumer_id
+    found = state._delivered.get(cid, _NOTHING)
+    live = found.live
+    done_ids = state._acked_ids.setdefault(cid, OrderedDict())
+    oldest = next(iter(live.values()), None)
+    discarded: tuple[Delivered, ...] = ()
+    if body.HasField("validation_error"):
+        named = (live.get((mid.ledgerId, mid.entryId)) for mid in body.message_id)
+        discarded = tuple(record for record in named if record is not None)
+    pairs: list[Fact] = []
+    done: list[tuple[tuple[int, int], Delivered]] = []
+    highest: tuple[int, int] | None = None
+    if body.ack_type == 1:  # cumulative: all up to the id
         partial = False
-        for mid in ids:
+        for mid in body.message_id:
             upto = (mid.ledgerId, mid.entryId)
             if len(mid.ack_set) > 0 and any(mid.ack_set):  # its batch only in part
-                partial = partial or upto in delivered
+                record = live.get(upto)
+                partial = partial or (record is not None and record.waiting)
                 upto = (mid.ledgerId, mid.entryId - 1)
-            covered = found.take_upto(upto) if found else []
-            for key, delivery in covered:
-                pairs.append(state.pair(delivery, frame, None, ack_of=key))
+            if highest is None or upto > highest:
+                highest = upto
+            for key, record in found.take_upto(upto):
                 state._pending -= 1
-                _remember_ack(done, key, frame)
-        if not pairs and ids and not partial:
-            key = (ids[0].ledgerId, ids[0].entryId)
-            pairs.append(_stray(state, frame, key, done))
-        return pairs
-    if ctype == _REDELIVER and not ids:  # redeliver everything unacked
-        for key in list(delivered):
-            pairs.append(state.pair(delivered.pop(key), frame, None, ack_of=key))
+                done.append((key, record))
+                if record.waiting:
+                    pairs.append(state.pair(record.frame, frame, None, ack_of=key))
+                    _remember_ack(done_ids, key, frame)
+        if not pairs and body.message_id and not partial:
+            first = body.message_id[0]
+            pairs.append(_stray(state, frame, (first.ledgerId, first.entryId), done_ids))
+    else:
+        for mid in body.message_id:
+            key = (mid.ledgerId, mid.entryId)
+            record = live.get(key)
+            if record is None or not record.waiting:
+                pairs.append(_stray(state, frame, key, done_ids))
+            if record is None or (len(mid.ack_set) > 0 and any(mid.ack_set)):
+                continue  # a batch-index ack of part of the batch: it stays unacknowledged
+            del live[key]
             state._pending -= 1
-        return pairs
-    for mid in ids:
-        key = (mid.ledgerId, mid.entryId)
-        request = delivered.get(key)
-        if request is None:
-            pairs.append(_stray(state, frame, key, done))
-            continue
-        if ctype == _ACK and len(mid.ack_set) > 0 and any(mid.ack_set):
-            continue  # batch-index ack of part of the batch: the delivery stays pending
-        del delivered[key]
-        state._pending -= 1
-        if ctype == _ACK:
-            _remember_ack(done, key, frame)
-        pairs.append(state.pair(request, frame, None, ack_of=key))
+            done.append((key, record))
+            if record.waiting:
+                _remember_ack(done_ids, key, frame)
+                pairs.append(state.pair(record.frame, frame, None, ack_of=key))
+    left = next(iter(live.values()), None)
+    pairs.append(Acked(state.conn_id, frame, cid, oldest, left, tuple(done), discarded, highest))
     return pairs
 
 

@@ -13,10 +13,12 @@ from __future__ import annotations
 
 __all__ = ["ACKED_MEMORY", "MAX_PENDING", "MAX_RETIRED"]
 
-#: Requests, SENDs and deliveries awaiting an answer per connection before the oldest are
-#: declared unanswered: a client that never gets (or a capture that never shows) answers
-#: must not grow memory with the capture's length. The diagnoses keep the requests and SENDs
-#: reported unanswered up to this many per connection (requests) or producer (SENDs) too.
+#: Requests and SENDs awaiting an answer, and deliveries not acknowledged, per connection
+#: before the oldest are declared unanswered (a delivery a redelivery request already paired
+#: is just forgotten): a client that never gets (or a capture that never shows) answers must
+#: not grow memory with the capture's length. The diagnoses keep the requests and SENDs
+#: reported unanswered up to this many per connection (requests) or producer (SENDs) too, and
+#: the acked ids of a subscription (across connections).
 MAX_PENDING = 100_000
 #: Acknowledged message ids remembered per consumer, to tell a repeated ack (a cumulative ack
 #: covering individually acked messages, an ack sent twice) from a stray one.

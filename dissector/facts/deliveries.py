@@ -3,9 +3,10 @@
 Input: deliveries (`add`: a message id (ledger, entry) and what is kept of it), removals (the
 caller deletes from `live` as it likes: an individual ack, a bound, the end), and cumulative
 acks (`take_upto`: every pending id at or below an id).
-Output: `live`, the pending deliveries by id in delivery order (a redelivery moves its id to
-the end); from `take_upto`, the (id, value) pairs it covers, taken out of `live`, in
-delivery order: exactly what scanning `live` for ids <= the acked one would give.
+Output: `live`, the pending deliveries by id in first-delivery order (a redelivery keeps its
+id's place); `latest`, them in latest-delivery order; from `take_upto`, the (id, value)
+pairs it covers, taken out of `live`, in latest-delivery order: exactly what scanning
+`latest` for ids <= the acked one would give.
 Rule: beside `live`, a heap of (ledger, entry, serial) with lazy deletion: a heap entry counts
 only while its id is in `live` and `serials` gives it that serial (the serial of its latest
 delivery). Removals and redeliveries leave entries behind that are skipped when they come up,
@@ -40,9 +41,10 @@ class Deliveries(Generic[V]):
         return len(self.live)
 
     def add(self, key: tuple[int, int], value: V) -> V | None:
-        """A delivery of `key`, last in delivery order; the value it replaces, if pending."""
+        """A delivery of `key`, last in latest-delivery order (in `live`, a pending id keeps
+        its place); the value it replaces, if pending."""
         live = self.live
-        old = live.pop(key, None)
+        old = live.get(key)
         live[key] = value
         serial = self.next_serial
         self.next_serial = serial + 1
@@ -52,8 +54,14 @@ class Deliveries(Generic[V]):
             self._compact()
         return old
 
+    def latest(self) -> list[tuple[tuple[int, int], V]]:
+        """The pending (id, value) pairs in latest-delivery order."""
+        serials = self.serials
+        return sorted(self.live.items(), key=lambda item: serials[item[0]])
+
     def take_upto(self, upto: tuple[int, int]) -> list[tuple[tuple[int, int], V]]:
-        """Take out of `live` every id <= `upto`; (id, value) pairs in delivery order."""
+        """Take out of `live` every id <= `upto`; (id, value) pairs in latest-delivery
+        order."""
         heap, live, serials = self.heap, self.live, self.serials
         found: list[tuple[int, tuple[int, int]]] = []
         while heap and (heap[0][0], heap[0][1]) <= upto:

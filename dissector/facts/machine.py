@@ -4,7 +4,8 @@ Input: the decoded frames of one connection in order (`observe`; or `observe_run
 scanned columns of a frame run, made only when no completion fact is wanted), then `close`.
 Output: per frame, its topic and the facts it completes: `Pair` records (request answered /
 failed / unanswered / unmatched, SEND receipted / failed, MESSAGE acknowledged /
-redelivered, each with both packets) and `RequestIdReused`; at close the pairs never
+redelivered, each with both packets), `RequestIdReused` and, per ACK, `Acked` (what it did
+to its consumer's unacknowledged deliveries); at close the pairs never
 answered, and a `ConnectionInfo` of the handshake and entities (producers, consumers).
 With `schemas`, the schema facts (`SchemaFact`: declared, accepted, fetched, refused) wait
 in `schemas.told` for their consumer (`schemas.take()`).
@@ -112,7 +113,7 @@ class ConversationState(Store):
         for fifo in self._fifo.values():
             pending.extend(fifo)
         for delivered in self._delivered.values():
-            pending.extend(delivered.live.values())
+            pending.extend(d.frame for d in delivered.live.values() if d.waiting)
         pending.sort(key=lambda f: (f.last_ts, f.stream_offset))
         self._by_request.clear()
         self._again.clear()
@@ -129,7 +130,8 @@ class ConversationState(Store):
     def _shed(self) -> list[Pair]:
         """Too much pending: the oldest requests of every kind are declared unanswered."""
         self.overflowed += 1
-        waiting: list[tuple[tuple[int, int], Frame, Any, Any]] = []
+        # (when, the frame to report unanswered (None: none), where it is kept, its key)
+        waiting: list[tuple[tuple[int, int], Frame | None, Any, Any]] = []
         frame: Frame
         for key, frame in self._by_request.items():
             waiting.append(((frame.last_ts, frame.stream_offset), frame, self._by_request, key))
@@ -139,17 +141,19 @@ class ConversationState(Store):
                 for frame in queue:
                     waiting.append(((frame.last_ts, frame.stream_offset), frame, queue, None))
         for delivered in self._delivered.values():
-            for mid, frame in delivered.live.items():
-                waiting.append(((frame.last_ts, frame.stream_offset), frame, delivered.live, mid))
+            for mid, d in delivered.live.items():
+                when = (d.frame.last_ts, d.frame.stream_offset)
+                waiting.append((when, d.frame if d.waiting else None, delivered.live, mid))
         waiting.sort(key=lambda w: w[0])
         target = bounds.MAX_PENDING * 9 // 10
         pairs = []
-        for _, frame, store, where in waiting[: max(1, len(waiting) - target)]:
+        for _, shed, store, where in waiting[: max(1, len(waiting) - target)]:
             if where is None:
-                store.remove(frame)
+                store.remove(shed)
             else:
                 del store[where]
-            pairs.append(self.pair(frame, None, None))
+            if shed is not None:  # a delivery asked for again has had its pair
+                pairs.append(self.pair(shed, None, None))
         kept = ((pid, {seq: q for seq, q in w.items() if q}) for pid, w in self._sends.items())
         self._sends = {pid: by_seq for pid, by_seq in kept if by_seq}
         self._again = {key: again for key, again in self._again.items() if again}

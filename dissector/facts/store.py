@@ -17,7 +17,7 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
-from dissector.events import Direction, Frame, Outcome, Pair, RequestIdReused
+from dissector.events import Acked, Delivered, Direction, Frame, Outcome, Pair, RequestIdReused
 from dissector.facts.deliveries import Deliveries
 from dissector.facts.entities import Entities
 from dissector.facts.pairs import make_pair
@@ -25,8 +25,9 @@ from dissector.facts.schemas import SchemaFacts
 
 __all__ = ["Fact", "Store"]
 
-#: What a frame completes: a completion fact, or a request sent with its id in flight.
-Fact = Pair | RequestIdReused
+#: What a frame completes: a completion fact, a request sent with its id in flight, or what
+#: an ACK did to its consumer's unacknowledged deliveries.
+Fact = Pair | RequestIdReused | Acked
 #: Made in place of a Pair when no fact is wanted (pairs=False).
 _NO_PAIR = Pair(
     0, None, None, Outcome.SUCCESS, None, None, None, None, None, None, None, None, None
@@ -50,8 +51,9 @@ class Store:
         # producer_id -> sequence_id -> SEND frames, keys in the order first sent
         self._sends: dict[int, dict[int, deque[Frame]]] = {}
         self._fifo: dict[tuple[Direction, int], deque[Frame]] = {}  # (direction, type)
-        # consumer_id -> (ledger, entry) -> MESSAGE frame, in delivery order (and by id)
-        self._delivered: dict[int, Deliveries[Frame]] = {}
+        # consumer_id -> (ledger, entry) -> its unacknowledged delivery, in first-delivery
+        # order (and by id)
+        self._delivered: dict[int, Deliveries[Delivered]] = {}
         # consumer_id -> (ledger, entry) -> packet number of the ACK that acknowledged it
         self._acked_ids: dict[int, OrderedDict[tuple[int, int], int]] = {}
         self._pending = 0

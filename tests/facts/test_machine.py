@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from dissector.events import Direction, Entity, Frame, Pair, RequestIdReused
+from dissector.events import Acked, Direction, Entity, Frame, Pair, RequestIdReused
 from dissector.facts import ConversationState, bounds, is_request_pair
 from dissector.pulsar.encoder import command, encode_frame
 from dissector.pulsar.framing import FrameDecoder
@@ -61,6 +61,7 @@ class Link:
         self.ts = T0
         self.packet = 0
         self.reused: list[RequestIdReused] = []  # facts of requests sent with an id in flight
+        self.acked: list[Acked] = []  # facts of ACKs: what each did to the unacknowledged
 
     def send(
         self,
@@ -93,6 +94,7 @@ class Link:
         assert isinstance(frame, Frame), frame
         topic, facts = self.state.observe(frame)
         self.reused.extend(f for f in facts if type(f) is RequestIdReused)
+        self.acked.extend(f for f in facts if type(f) is Acked)
         return Sent(frame, self.ts, topic, [f for f in facts if type(f) is Pair])
 
     def close(self) -> list[Pair]:

@@ -27,7 +27,7 @@ from dissector.events import Frame
 from dissector.journeys.batches import ClaimedBatch, plain_bound
 from dissector.journeys.index import Index
 from dissector.journeys.state import MAX_BATCH, Conn, Producer, Stored, bounded_put
-from dissector.pulsar.payload import is_chunk
+from dissector.pulsar.chunks import is_chunk
 from dissector.pulsar.wire import COMMAND_TYPES, enum_name
 
 T = COMMAND_TYPES

@@ -30,9 +30,9 @@ from typing import Any, NamedTuple
 import cramjam
 
 from dissector.capture._source import MAX_RECORD_SIZE, MAX_TS_US
+from dissector.pulsar.decompression import DEFAULT_MAX_UNCOMPRESSED, decompress
 from dissector.pulsar.encoder import command, encode_frame
 from dissector.pulsar.framing import DEFAULT_MAX_FRAME_SIZE
-from dissector.pulsar.payload import DEFAULT_MAX_UNCOMPRESSED, decompress
 from dissector.pulsar.wire import (
     COMMAND_TYPES,
     COMPRESSION_TYPES,

@@ -61,9 +61,10 @@ from dissector.events import (
 from dissector.flow.tcp import Reassembler
 from dissector.frontends.text import frame_text
 from dissector.net.headers import parse_packet
+from dissector.pulsar.batches import split_batch
+from dissector.pulsar.decompression import DEFAULT_MAX_UNCOMPRESSED, decompress
 from dissector.pulsar.framing import DEFAULT_MAX_FRAME_SIZE, FrameDecoder, plain
 from dissector.pulsar.messages import MessageExtractor
-from dissector.pulsar.payload import DEFAULT_MAX_UNCOMPRESSED, decompress, split_batch
 from dissector.read import ReaderOptions, read_tables
 from dissector.read.tables import stream_tables
 from dissector.tables.builders import TableBuilder

@@ -26,8 +26,8 @@ import pytest
 
 from dissector.anomalies import REGISTRY
 from dissector.flow.tcp import MAX_OPEN_FLOWS
+from dissector.pulsar.decompression import LZ4, SNAPPY, ZLIB, ZSTD
 from dissector.pulsar.encoder import command, encode_frame
-from dissector.pulsar.payload import LZ4, SNAPPY, ZLIB, ZSTD
 from dissector.pulsar.wire import MessageMetadata
 from dissector.read import read_tables
 from tests.support.crafted import C2B, T0_US, Conn, Session, msg, write_pcap

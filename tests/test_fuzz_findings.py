@@ -20,8 +20,8 @@ import cramjam
 import pytest
 
 from dissector.events import Direction
+from dissector.pulsar.decompression import DEFAULT_MAX_UNCOMPRESSED, decompress
 from dissector.pulsar.encoder import command, encode_frame
-from dissector.pulsar.payload import DEFAULT_MAX_UNCOMPRESSED, decompress
 from dissector.pulsar.wire import (
     COMPRESSION_TYPES,
     BaseCommand,

@@ -39,7 +39,7 @@ from dissector.journeys.state import (
     Stored,
     bounded_put,
 )
-from dissector.pulsar.payload import is_chunk
+from dissector.pulsar.chunks import is_chunk
 from dissector.pulsar.wire import COMMAND_TYPES, enum_name
 
 T = COMMAND_TYPES

@@ -29,7 +29,7 @@ from dissector.facts.batches import claimed, plain_bound
 from dissector.journeys.batches import ClaimedBatch
 from dissector.journeys.index import Index
 from dissector.journeys.state import Conn, Producer, Stored, bounded_put
-from dissector.pulsar.payload import is_chunk
+from dissector.pulsar.chunks import is_chunk
 from dissector.pulsar.wire import COMMAND_TYPES, enum_name
 
 T = COMMAND_TYPES

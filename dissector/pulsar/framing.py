@@ -10,14 +10,8 @@ Rules:
 - Faults are anomalies, never exceptions. A frame whose sizes are plausible and whose command
   decodes is emitted even when later sections are wrong (bad checksum, bad metadata).
 - After an impossible header, an undecodable command, a gap, or a mid-stream start, the
-  decoder resynchronises: it scans forward for an offset where the sizes are plausible, the
-  command decodes with its sub-message present, and for payload frames the metadata decodes
-  and the CRC32C (when present) matches. Skipped bytes are reported, never zero-filled.
-- Resync work is linear in the input: offsets that cannot start a frame are passed over by a
-  C-level search; a candidate is checked cheapest part first (command, then where its
-  metadata lies and whether it decodes, then the checksum), each from the bytes present; and
-  the bytes all candidates may decode, checksum or wait for are bounded by
-  RESYNC_WORK_PER_BYTE times the bytes received (gaps excluded).
+  decoder resynchronises (`resync.Resync`: where a frame may start again, within a work
+  budget linear in the input). Skipped bytes are reported, never zero-filled.
 - Every byte is accounted for: frame_bytes + skipped_bytes + gap_bytes == stream length.
 - Where the compiled stage is active (dissector._core.frames_scan), runs of whole frames
   in sync are scanned in C (sizes, command, payload layout, checksum); the scan stops
@@ -37,19 +31,15 @@ from dissector.errors import UsageError
 from dissector.events import Decoded, Direction, Event, FrameRun
 from dissector.pulsar.frame_events import FrameEmitter, StreamStats
 from dissector.pulsar.frame_runs import RUN_TYPES
+from dissector.pulsar.resync import Resync
 from dissector.pulsar.sections import (
     HEADER,
     MAGIC_BROKER_ENTRY,
     MAGIC_CHECKSUM,
     MIN_COMMAND_SIZE,
     Reject,
-    candidate_type,
     header_problem,
-    payload_layout,
-    resync_pattern,
-    sections_decode,
 )
-from dissector.pulsar.wire import PAYLOAD_TYPES
 
 __all__ = [
     "DEFAULT_MAX_FRAME_SIZE",
@@ -64,12 +54,6 @@ __all__ = [
 #: It also bounds the bytes buffered while waiting for one frame.
 DEFAULT_MAX_FRAME_SIZE = 5 * 1024 * 1024 + 10 * 1024
 
-#: Resync work budget: all resync candidates of a stream together may decode, checksum or
-#: wait for at most this many bytes per byte received up to the furthest byte they look at.
-#: A frame after ordinary garbage always fits (its own checks cost at most its length); a
-#: flood of candidates that pass the cheap checks and fail the checksum cannot make resync
-#: quadratic (fuzzing finding 5: 5 MiB checksummed per 22-byte fake header).
-RESYNC_WORK_PER_BYTE = 4
 #: Shortest possible frame: totalSize, commandSize, type tag and a one-byte type.
 _MIN_FRAME = 10
 #: Why the compiled scan stopped (frames.h PD_STOP_*) where the decoder tells them apart:
@@ -117,12 +101,7 @@ class FrameDecoder(FrameEmitter):
         self._syncing = not synced
         self._discard = 0  # bytes still to drop: the rest of a frame cut by a gap
         self._closed = False
-        self._pattern = resync_pattern(max_frame_size)
-        self._origin = offset
-        self._work = 0  # bytes resync candidates have looked at (see RESYNC_WORK_PER_BYTE)
-        self._cand = -1  # stream offset of the candidate whose reach is charged
-        self._reach = 0  # stream offset up to which that candidate has been charged
-        self._checked = -1  # stream offset of the candidate whose cheap checks passed
+        self._resync = Resync(max_frame_size, offset)
         self.keep_raw = keep_raw
         # The compiled scan of whole frames (C), or None: pure Python, or switched off.
         scan = _core.frames_scan() if max_frame_size < _SCAN_LIMIT else None
@@ -270,21 +249,21 @@ class FrameDecoder(FrameEmitter):
         scan = self._scan
         runs = self._runs
         declined = -1  # where the compiled scan last stopped short: Python's turn there
+        resync = self._resync
         while n - pos >= 8:
             if self._syncing:
-                nxt = buf.find(b"\x08", pos + 8)  # the type tag: C speed over most garbage
-                m = self._pattern.search(buf, nxt - 8) if nxt >= 0 else None
-                if m is None:
+                at = resync.find(buf, pos)
+                if at < 0:
                     stop = n if final else max(pos, n - _MIN_FRAME + 1)
                     self._skip(base + pos, stop - pos)
                     pos = stop
                     wait = _MIN_FRAME
                     break
-                if m.start() > pos:
-                    self._skip(base + pos, m.start() - pos)
-                    pos = m.start()
+                if at > pos:
+                    self._skip(base + pos, at - pos)
+                    pos = at
                 total, csize = HEADER.unpack_from(buf, pos)
-                need = self._candidate(buf, mv, pos, total, csize, final)
+                need = resync.check(buf, mv, pos, total, csize, base, self.stats.gap_bytes, final)
                 if need > 0:
                     wait = need - pos
                     break
@@ -367,64 +346,6 @@ class FrameDecoder(FrameEmitter):
     def _start_sync(self, reason: str) -> None:
         self._syncing = True
         self._sync_reason = reason
-
-    def _candidate(
-        self, buf: bytes, mv: memoryview, pos: int, total: int, csize: int, final: bool
-    ) -> int:
-        """Resync: check the candidate frame at buf[pos], cheapest part first, each from the
-        bytes present; every look further ahead is charged to the work budget first.
-
-        Returns 0 when the frame is whole and its command (and metadata) decode, leaving the
-        checksum to the full decode; -1 when the candidate is wrong; else the buffer length
-        needed to go on.
-        """
-        if total > self.max_frame_size or csize < MIN_COMMAND_SIZE or csize + 4 > total:
-            return -1
-        n = len(buf)
-        start = self._base + pos
-        end = pos + 4 + total
-        if self._checked != start:
-            cend = pos + 8 + csize
-            more = self._look(start, cend, n, final)
-            if more:
-                return more
-            ctype = candidate_type(mv[pos + 8 : cend])
-            if ctype < 0:
-                return -1
-            if ctype in PAYLOAD_TYPES:
-                layout = payload_layout(buf, cend, end)
-                if isinstance(layout, int):
-                    return -1 if layout < 0 else self._look(start, layout, n, final)
-                bstart, bend, mstart, mend = layout
-                more = self._look(start, mend, n, final)
-                if more:
-                    return more
-                if not sections_decode(mv, bstart, bend, mstart, mend):
-                    return -1
-            elif end != cend:
-                return -1  # a simple command fills its frame
-            self._checked = start
-        return self._look(start, end, n, final)
-
-    def _look(self, start: int, upto: int, n: int, final: bool) -> int:
-        """May the candidate at stream offset `start` look at the buffer up to `upto`?
-
-        -1 if the budget says no or those bytes will never come, 0 if they are here,
-        else `upto` (wait for them).
-        """
-        if upto > n and final:
-            return -1
-        reach = self._base + upto
-        if self._cand != start:
-            self._cand = self._reach = start
-        extra = reach - self._reach
-        if extra > 0:
-            received = reach - self._origin - self.stats.gap_bytes  # gaps earn nothing
-            if self._work + extra > RESYNC_WORK_PER_BYTE * received:
-                return -1
-            self._work += extra
-            self._reach = reach
-        return upto if upto > n else 0
 
     def _keep(self, buf: bytes, pos: int, need: int) -> None:
         """Keep buf[pos:] as pending bytes; parse again once `need` of them are here."""

@@ -18,16 +18,18 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from dissector.anomalies import AnomalyCode
 from dissector.events import Anomaly, AppMessage, Frame, MessageKind
-from dissector.pulsar.payload import (
-    CODEC_NAMES,
+from dissector.pulsar.batches import split_batch
+from dissector.pulsar.chunks import (
     DEFAULT_MAX_CHUNKED_MESSAGE,
-    DEFAULT_MAX_UNCOMPRESSED,
     ChunkAssembler,
     ChunkedMessage,
+    is_chunk,
+)
+from dissector.pulsar.decompression import (
+    CODEC_NAMES,
+    DEFAULT_MAX_UNCOMPRESSED,
     Problem,
     decompress,
-    is_chunk,
-    split_batch,
 )
 from dissector.pulsar.text_fields import describe, repair, repair_metadata
 from dissector.pulsar.trace_context import Malformed, Trace, trace_context

@@ -19,8 +19,8 @@ from dissector.capture.listing import expand_captures
 from dissector.errors import UsageError
 from dissector.findings import Thresholds
 from dissector.pipeline import DEFAULT_TLS_PORTS
+from dissector.pulsar.decompression import DEFAULT_MAX_UNCOMPRESSED
 from dissector.pulsar.framing import DEFAULT_MAX_FRAME_SIZE
-from dissector.pulsar.payload import DEFAULT_MAX_UNCOMPRESSED
 from dissector.read.options import KeylogPath, PathLike, ReaderOptions, as_paths
 from dissector.read.tables import read_tables
 from dissector.tables.schema import TABLES

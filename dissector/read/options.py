@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Any
 from dissector.errors import UsageError
 from dissector.findings import Thresholds
 from dissector.pipeline import DEFAULT_BROKER_PORTS, DEFAULT_TLS_PORTS
+from dissector.pulsar.decompression import DEFAULT_MAX_UNCOMPRESSED
 from dissector.pulsar.framing import DEFAULT_MAX_FRAME_SIZE
-from dissector.pulsar.payload import DEFAULT_MAX_UNCOMPRESSED
 
 if TYPE_CHECKING:
     from dissector.diagnose import Diagnoser

@@ -12,17 +12,10 @@ import pytest
 
 from dissector import FrameDecoder, command, encode_frame
 from dissector.events import Anomaly, AppMessage, Frame
+from dissector.pulsar.batches import split_batch
+from dissector.pulsar.chunks import ChunkAssembler
+from dissector.pulsar.decompression import LZ4, NONE, SNAPPY, ZLIB, ZSTD, decompress
 from dissector.pulsar.messages import MessageExtractor
-from dissector.pulsar.payload import (
-    LZ4,
-    NONE,
-    SNAPPY,
-    ZLIB,
-    ZSTD,
-    ChunkAssembler,
-    decompress,
-    split_batch,
-)
 from dissector.pulsar.wire import MessageMetadata, SingleMessageMetadata
 
 TEXT = b"pulsar dissector payload " * 200

@@ -20,17 +20,9 @@ import pytest
 from dissector import FrameDecoder, command, encode_frame
 from dissector.anomalies import REGISTRY, Severity
 from dissector.events import Anomaly, AppMessage, Frame
+from dissector.pulsar.chunks import MAX_CHUNKS, ChunkAssembler, is_chunk
+from dissector.pulsar.decompression import LZ4, SNAPPY, ZLIB, ZSTD, decompress
 from dissector.pulsar.messages import MessageExtractor
-from dissector.pulsar.payload import (
-    LZ4,
-    MAX_CHUNKS,
-    SNAPPY,
-    ZLIB,
-    ZSTD,
-    ChunkAssembler,
-    decompress,
-    is_chunk,
-)
 from dissector.pulsar.wire import MessageMetadata
 
 LIMIT = 4096

@@ -19,8 +19,8 @@ from dissector.errors import UsageError
 from dissector.findings import THRESHOLDS, Thresholds
 from dissector.frontends.progress import ReadProgress
 from dissector.frontends.terminal import printable
+from dissector.pulsar.decompression import DEFAULT_MAX_UNCOMPRESSED
 from dissector.pulsar.framing import DEFAULT_MAX_FRAME_SIZE
-from dissector.pulsar.payload import DEFAULT_MAX_UNCOMPRESSED
 from dissector.pulsar.wire import COMMAND_TYPES
 from dissector.read.inputs import capture_bytes, no_pulsar_hint
 from dissector.read.options import ReaderOptions

@@ -239,6 +239,7 @@ def _compressed(codec: str, size: int) -> tuple[int, bytes]:
     return SNAPPY, bytes(cramjam.snappy.compress_raw(zeros))
 
 
+@pytest.mark.slow  # several seconds: in make test, not in make check's quick tier
 @pytest.mark.parametrize("codec", ["LZ4", "ZLIB", "ZSTD", "SNAPPY"])
 def test_a_decompression_bomb_with_a_lying_size_is_not_expanded(tmp_path: Path, codec: str) -> None:
     """A payload of zeros that inflates to 200 MB (60 MB for Snappy, whose ratio is lower)

@@ -118,6 +118,7 @@ def test_an_object_store_url_without_a_bucket(url: str) -> None:
                                         f"({url.split(':')[0]}://BUCKET/PATH)"]  # fmt: skip
 
 
+@pytest.mark.slow  # several seconds: in make test, not in make check's quick tier
 @pytest.mark.parametrize(
     ("bound", "value", "rows"),
     [("--since", "1e20", 0), ("--since", "-1e30", None), ("--until", "inf", None),

@@ -145,6 +145,7 @@ def test_samples_and_crafted_captures(
     assert counted.frames > (30 if setting in SHARDED else 600), counted.frames
 
 
+@pytest.mark.slow  # several seconds: in make test, not in make check's quick tier
 @pytest.mark.parametrize("setting", ["default", "shard1of2", "idle", "idle-shard"])
 def test_tcp_scenarios(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, counted: Counted, setting: str

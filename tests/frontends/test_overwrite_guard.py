@@ -52,6 +52,7 @@ CASES = [
 ]
 
 
+@pytest.mark.slow  # several seconds: in make test, not in make check's quick tier
 @pytest.mark.parametrize("args", CASES, ids=[" ".join(c[1:]) for c in CASES])
 def test_an_output_onto_an_input_is_refused(work: Path, args: list[str]) -> None:
     args = [a.replace("{abs}", str(work)) for a in args]

@@ -40,6 +40,7 @@ def hostile(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return hostile_capture(tmp_path_factory.mktemp("hostile") / "hostile.pcap")
 
 
+@pytest.mark.slow  # several seconds: in make test, not in make check's quick tier
 @pytest.mark.parametrize(
     "args",
     [

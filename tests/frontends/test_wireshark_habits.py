@@ -238,6 +238,7 @@ def pcapng_packets(path: Path) -> tuple[bytes, list[tuple[int, int, bytes]]]:
     return path.read_bytes()[:4], packets
 
 
+@pytest.mark.slow  # several seconds: in make test, not in make check's quick tier
 def test_w_writes_pcapng_for_captures_of_several_link_types(tmp_path: Path) -> None:
     """A pcapng whose client side was captured on Ethernet and broker side on a raw-IP
     interface (the campaign rerun's outputs input 80: a UsageError after the whole read):

@@ -30,6 +30,7 @@ def _device() -> tuple[int, int]:
     return st.st_mode, st.st_rdev
 
 
+@pytest.mark.slow  # several seconds: in make test, not in make check's quick tier
 @pytest.mark.parametrize(
     "args",
     [
@@ -59,6 +60,7 @@ def test_standard_output_on_a_full_device(args: list[str]) -> None:
     assert len(lines) == 1 and "no space left on device" in lines[0], done.stderr
 
 
+@pytest.mark.slow  # several seconds: in make test, not in make check's quick tier
 @pytest.mark.parametrize(
     "args",
     [

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pyarrow as pa
@@ -27,6 +27,7 @@ from dissector.events import Anomaly, Conversation, Direction, Frame
 from dissector.frontends.text import FrameLines
 from dissector.read import ReaderOptions, iter_events
 from dissector.read.options import PathLike, as_paths, diagnoser
+from dissector.read.plan import plan_read
 from dissector.tables.builders import TableBuilder
 from dissector.tables.filters import Filter
 from dissector.tables.schema import TABLES
@@ -165,6 +166,9 @@ def read_checked(
     TableBuilder, and the text view of every event), with the invariants above checked;
     `seen` gets the anomaly codes, and `rejected` when the input is not a capture."""
     files = as_paths(paths)
+    # the facts the read of every table makes (its plan: the findings' and journeys' facts
+    # whatever `options.pairs` says), so that this loop is the reader's own
+    options = replace(options, pairs=plan_read(options).pairs)
     builder = TableBuilder(
         capture=files[0] if files else "", diagnoser=diagnoser(options), values=options.values
     )

@@ -19,11 +19,9 @@ from dissector.diagnose import Diagnoser
 from dissector.diagnose.state import MAX_EVIDENCE, MAX_TRACKED
 from dissector.events import (
     CloseReason,
-    ConnectionInfo,
     Conversation,
     ConversationOpened,
     Direction,
-    DirectionStats,
     Finding,
     FlowKey,
     Frame,
@@ -31,6 +29,7 @@ from dissector.events import (
 from dissector.findings import REGISTRY, Thresholds
 from dissector.pulsar.encoder import command
 from dissector.pulsar.wire import BODY_FIELDS, COMMAND_TYPES, MessageMetadata
+from tests.support.ended import ended
 
 C2B, B2C = Direction.CLIENT_TO_BROKER, Direction.BROKER_TO_CLIENT
 KEYS = {n: FlowKey("10.0.0.1", 40000 + n, "10.0.0.2", 6650) for n in range(1, 4)}
@@ -136,19 +135,8 @@ def frames(draw: st.DrawFn) -> Frame:
     )  # fmt: skip
 
 
-def _stats() -> DirectionStats:
-    return DirectionStats(
-        packets=0, wire_bytes=0, stream_bytes=0, preamble_bytes=0, frames=0, frame_bytes=0,
-        skipped_bytes=0, gap_bytes=0,
-    )  # fmt: skip
-
-
 def _ended(conn_id: int, reason: CloseReason) -> Conversation:
-    return Conversation(
-        conn_id=conn_id, key=KEYS[conn_id], start_ts=0, end_ts=200_000_000, first_packet=1,
-        last_packet=1000, ended=reason, syn_seen=True, encrypted=False, proxied_client=None,
-        c2b=_stats(), b2c=_stats(), info=ConnectionInfo(), anomalies=0,
-    )  # fmt: skip
+    return ended(conn_id, KEYS[conn_id], end_ts=200_000_000, last_packet=1000, reason=reason)
 
 
 def _check(found: list[Finding]) -> None:

@@ -14,11 +14,8 @@ from typing import Any
 from dissector.diagnose import Diagnoser
 from dissector.events import (
     CloseReason,
-    ConnectionInfo,
-    Conversation,
     ConversationOpened,
     Direction,
-    DirectionStats,
     Finding,
     FlowKey,
     Frame,
@@ -29,6 +26,7 @@ from dissector.pulsar.encoder import command
 from dissector.pulsar.wire import BODY_FIELDS, COMMAND_TYPES
 from dissector.read.options import ReaderOptions
 from dissector.read.plan import plan_read
+from tests.support.ended import ended
 
 C2B, B2C = Direction.CLIENT_TO_BROKER, Direction.BROKER_TO_CLIENT
 KEY = FlowKey("10.0.0.1", 40000, "10.0.0.2", 6650)
@@ -69,33 +67,8 @@ class Scene:
         for fact in self.state.close():
             self.facts.append(fact)
             self.found += self.engine.feed(fact)
-        stats = DirectionStats(
-            packets=0,
-            wire_bytes=0,
-            stream_bytes=0,
-            preamble_bytes=0,
-            frames=0,
-            frame_bytes=0,
-            skipped_bytes=0,
-            gap_bytes=0,
-        )
         self.found += self.engine.feed(
-            Conversation(
-                conn_id=1,
-                key=KEY,
-                start_ts=0,
-                end_ts=ts,
-                first_packet=1,
-                last_packet=self.packet,
-                ended=reason,
-                syn_seen=True,
-                encrypted=False,
-                proxied_client=None,
-                c2b=stats,
-                b2c=stats,
-                info=ConnectionInfo(),
-                anomalies=0,
-            )
+            ended(1, KEY, end_ts=ts, last_packet=self.packet, reason=reason)
         )
         self.found += self.engine.finish()
         return self.found

@@ -138,7 +138,7 @@ def on_pair(ctx: Context, conn: ConnState, pair: Pair) -> None:
     p = conn.producers.get(pair.producer_id)
     if p is None or sent.stream_offset < p.since:
         return  # a SEND of an earlier producer of that id: its state went with it
-    if p.closed_at is not None and sent.stream_offset < p.closed_at:
+    if _closed_on(p, sent):
         _late(p, sent, p.closed_ts - sent.last_ts)  # waiting when the client gave up
         return
     p.waiting -= 1
@@ -160,12 +160,15 @@ def on_pair(ctx: Context, conn: ConnState, pair: Pair) -> None:
         _late(p, sent, wait)
 
 
-def _given_up(p: ProducerState, sent: Frame) -> bool:
-    """Whether `sent` was waiting when the client closed `p` (counted then), or is an earlier
-    producer's of that id."""
-    if sent.stream_offset < p.since:
-        return True
+def _closed_on(p: ProducerState, sent: Frame) -> bool:
+    """Whether `sent` was waiting when the client closed `p` (a timeout, counted then)."""
     return p.closed_at is not None and sent.stream_offset < p.closed_at
+
+
+def _given_up(p: ProducerState, sent: Frame) -> bool:
+    """Whether `sent` was waiting when the client closed `p`, or is an earlier producer's of
+    that id."""
+    return sent.stream_offset < p.since or _closed_on(p, sent)
 
 
 def _late(p: ProducerState, sent: Frame, wait: int) -> None:

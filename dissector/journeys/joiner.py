@@ -42,9 +42,7 @@ CommandStep = Callable[[Index, Conn, Frame, Any], Stored | None]
 DISPATCH: dict[int, CommandStep] = {**produce.HANDLERS, **consume.HANDLERS}
 #: The frames the joiner reads: those it handles, and the answers to SENDs (their facts
 #: follow them).
-ANSWERS = produce.ANSWERS
-COMMANDS = frozenset(DISPATCH) | ANSWERS
-_SEND = produce.T["SEND"]
+COMMANDS = frozenset(DISPATCH) | produce.ANSWERS
 #: Events that come after every row of the frame before them (anomalies of a frame come
 #: among its rows: they settle nothing).
 _SETTLING = (Frame, ConversationOpened, Conversation)
@@ -146,18 +144,18 @@ class Joiner:
     def _pair(self, pair: Pair) -> list[Journey]:
         """A completion fact: those of a SEND are its answer (`answer`), the others are
         passed over (deliveries and acks are read from their frames)."""
-        request, response = pair.request, pair.response
-        if response is not None:
-            if response.command_type not in ANSWERS:
-                return []
-            frame = self._frame  # the published answer, its topic set
-            if frame is None or frame[:3] != response[:3]:  # conn_id, direction, offset
-                frame = response._replace(topic=pair.topic)
-            send = None if request is None else request.stream_offset
-            return self.answer(pair.conn_id, send, frame)
-        if request is not None and request.command_type == _SEND:
-            return self.answer(pair.conn_id, request.stream_offset, None)
-        return []
+        told = produce.send_answer(pair)
+        if told is None:
+            return []
+        send, came = told
+        if not came:
+            return self.answer(pair.conn_id, send, None)
+        response = pair.response
+        assert response is not None  # an answer came
+        frame = self._frame  # the published answer, its topic set
+        if frame is None or frame[:3] != response[:3]:  # conn_id, direction, offset
+            frame = response._replace(topic=pair.topic)
+        return self.answer(pair.conn_id, send, frame)
 
     def _evicted(self) -> list[Journey]:
         out: list[Journey] = []

@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from dissector.events import Frame
+from dissector.events import Frame, Pair
 from dissector.facts.batches import claimed, plain_bound
 from dissector.journeys.batches import ClaimedBatch
 from dissector.journeys.index import Index
@@ -33,7 +33,7 @@ from dissector.pulsar.chunks import is_chunk
 from dissector.pulsar.wire import COMMAND_TYPES, enum_name
 
 T = COMMAND_TYPES
-_SEND_ERROR = T["SEND_ERROR"]
+_SEND, _SEND_ERROR = T["SEND"], T["SEND_ERROR"]
 
 
 def facts(ix: Index, s: Stored, meta: Any) -> None:
@@ -180,3 +180,18 @@ HANDLERS: dict[int, Callable[..., Stored | None]] = {
 }
 #: The answers to a SEND: the facts pair each with its SEND (`answered`).
 ANSWERS = frozenset({T["SEND_RECEIPT"], _SEND_ERROR})
+
+
+def send_answer(pair: Pair) -> tuple[int | None, bool] | None:
+    """What a completion fact tells the journeys (the joiner, and the fleet's recorder of
+    its events): (the stream offset of the SEND answered, None when the facts found no SEND
+    for the answer; whether an answer came: False for a SEND never answered), or None for a
+    fact of no SEND."""
+    request, response = pair.request, pair.response
+    if response is not None:
+        if response.command_type not in ANSWERS:
+            return None
+        return (None if request is None else request.stream_offset), True
+    if request is not None and request.command_type == _SEND:
+        return request.stream_offset, False
+    return None

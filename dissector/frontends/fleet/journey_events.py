@@ -48,7 +48,8 @@ from dissector.events import (
     Segment,
 )
 from dissector.journeys import Joiner
-from dissector.journeys.joiner import ANSWERS, COMMANDS
+from dissector.journeys.joiner import COMMANDS
+from dissector.journeys.produce import send_answer
 from dissector.pulsar.wire import (
     BODY_FIELDS,
     COMMAND_TYPES,
@@ -88,7 +89,6 @@ STAGE = pa.schema(
 
 _PRODUCER = COMMAND_TYPES["PRODUCER"]
 _PRODUCER_SUCCESS = COMMAND_TYPES["PRODUCER_SUCCESS"]
-_SEND = COMMAND_TYPES["SEND"]
 _COMMAND = Frame._fields.index("command")
 _BODY = Frame._fields.index("body")
 _BROKER_ENTRY = Frame._fields.index("broker_entry")
@@ -223,19 +223,16 @@ class Recorder:
     def _pair(self, pair: Pair) -> None:
         """The facts' answer to a SEND (the joiner reads no other fact): after its answer's
         frame, under its topic; a SEND never answered under its producer's topic."""
-        request, response = pair.request, pair.response
         conn = self.conns.get(pair.conn_id)
-        if conn is None:
+        told = None if conn is None else send_answer(pair)
+        if told is None:
             return
-        if response is not None:
-            if response.command_type not in ANSWERS:
-                return
-            send = None if request is None else request.stream_offset
-            fact = (pair.conn_id, send, True)
-            self._add(self._topic, pickle.dumps(("A", fact), protocol=5))
-        elif request is not None and request.command_type == _SEND and pair.topic in conn.topics:
-            fact = (pair.conn_id, request.stream_offset, False)
-            self._add(pair.topic, pickle.dumps(("A", fact), protocol=5))
+        assert conn is not None
+        send, came = told
+        if came:
+            self._add(self._topic, pickle.dumps(("A", (pair.conn_id, send, True)), protocol=5))
+        elif pair.topic in conn.topics:
+            self._add(pair.topic, pickle.dumps(("A", (pair.conn_id, send, False)), protocol=5))
 
     def _add(self, topic: str | None, blob: bytes) -> None:
         self._rows.append((topic, self.ts, self.seq, blob))

@@ -648,3 +648,22 @@ def test_tls_on_the_plain_port_and_not_on_the_tls_port(tmp_path: Path) -> None:
         s.raw(0.1, TLS_CLIENT_HELLO, conn).close(1, conn)
     rows = findings(s.write(tmp_path / "c.pcap"))
     assert [(r["code"], r["broker_port"]) for r in rows] == [(F.CONNECTION_WRONG_PROTOCOL, 6650)]
+
+
+def test_an_ack_while_the_consumer_is_subscribing_again_is_no_ack(tmp_path: Path) -> None:
+    """Seen on Apache's broker (a topic unloaded): the broker closes the consumer
+    (CLOSE_CONSUMER), the client subscribes again and sends its ACK before the SUBSCRIBE's
+    SUCCESS; the broker has no consumer of that id yet, drops the ACK and delivers the message
+    again: no acknowledged message was delivered again."""
+    again = subscribe(rid=5)
+    s = _consumer_scene(
+        (1, message(3)),
+        (1.1, msg(B2C, "CLOSE_CONSUMER", consumer_id=2, request_id=(1 << 64) - 1)),
+        (1.2, again[0]),
+        (1.3, ack(3)),
+        (1.4, again[1]),
+        (1.5, flow(100)),
+        (2, message(3, redelivery_count=1)),
+    )
+    s.at(2.1, ack(3)).close(6)
+    assert codes(s.write(tmp_path / "c.pcap")) == []

@@ -78,6 +78,7 @@ def on_subscribe(ctx: Context, conn: ConnState, frame: Frame, body: Any) -> None
     cid = body.consumer_id
     c = ConsumerState(cid, body.topic, body.subscription, frame.last_ts)
     c.known = conn.intact
+    c.subscribing = True
     conn.add_consumer(c)
 
 
@@ -86,6 +87,7 @@ def answered(ctx: Context, conn: ConnState, request: Frame, response: Frame) -> 
     c = conn.consumers.get(request.body.consumer_id)
     if c is None:
         return
+    c.subscribing = False
     if response.command_type == T["SUCCESS"]:
         c.subscribed_ts, c.subscribed_packet = response.last_ts, response.last_packet
         ctx.schedule(due(ctx, conn, c), KIND, conn, c, c.consumer_id)
@@ -149,6 +151,10 @@ def on_acked(ctx: Context, conn: ConnState, fact: Acked) -> None:
     # an ack in a transaction holds only if the transaction commits: an abort makes the
     # broker deliver those messages again, so the subscription is not told of it
     span = None if _transactional(body) else ctx.span
+    # an ACK for a consumer the broker does not hold (its SUBSCRIBE not answered yet, or
+    # closed) is dropped by the broker: it acknowledges nothing for the subscription
+    if c.subscribing or not c.open:
+        span = None
     # only acks of deliveries the capture holds count for the subscription: an id acked
     # before it was delivered (or delivered before the capture began) proves nothing
     if done and span is not None:

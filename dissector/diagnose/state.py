@@ -261,6 +261,7 @@ class ConsumerState:
     known: bool = True  # SUBSCRIBE seen: its permits are known from the start
     subscribed_ts: int | None = None  # SUCCESS answered the SUBSCRIBE
     subscribed_packet: int = 0
+    subscribing: bool = False  # its SUBSCRIBE not answered yet: the broker has no such consumer
     no_flow: int = 0  # µs it waited for a first FLOW, when longer than flow_wait
     no_flow_packet: int = 0  # the late first FLOW's packet
     open: bool = True

@@ -264,9 +264,10 @@ class ConsumerState:
     no_flow: int = 0  # µs it waited for a first FLOW, when longer than flow_wait
     no_flow_packet: int = 0  # the late first FLOW's packet
     open: bool = True
+    #: of its permits, as the facts' latest (events.Permits) said: FLOWs sent, the largest
+    #: batch delivered (the overshoot a broker may make)
     flows: int = 0
-    permits: int = 0  # FLOW permits granted - messages delivered
-    max_batch: int = 1  # largest batch delivered (the overshoot a broker may make)
+    max_batch: int = 1
     starved_since: int | None = None  # permits reached 0 then (no FLOW since)
     starved_packet: int = 0
     starved: Evidence = field(default_factory=Evidence)

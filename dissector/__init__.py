@@ -28,6 +28,7 @@ from dissector.events import (
     FlowKey,
     Frame,
     Pair,
+    Permits,
     PipelineEvent,
     RequestIdReused,
 )
@@ -79,6 +80,7 @@ __all__ = [
     "FrameDecoder",
     "InputError",
     "Pair",
+    "Permits",
     "PipelineEvent",
     "ReaderOptions",
     "RequestIdReused",

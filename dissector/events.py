@@ -466,6 +466,24 @@ class Acked(NamedTuple):
     upto: tuple[int, int] | None = None
 
 
+class Permits(NamedTuple):
+    """A fact of dissector.facts (no table row of its own; the findings read it), made right
+    after its Frame: a consumer's FLOW permits after a FLOW, or after a MESSAGE that left it
+    none (or delivered its largest batch yet): what the flow rules read, with no permit
+    count of their own (dissector.facts.permits)."""
+
+    conn_id: int
+    frame: Frame  # the FLOW or MESSAGE
+    consumer_id: int
+    #: FLOWs its consumer sent so far, this one included (0: a consumer not created on this
+    #: connection, its permits unknown)
+    flows: int
+    #: permits left: its FLOWs' messagePermits minus the entries delivered to it
+    left: int
+    #: the largest batch delivered to it so far (1 before any)
+    max_batch: int
+
+
 @dataclass(slots=True)
 class Entity:
     """A producer or consumer of the connection."""
@@ -483,6 +501,11 @@ class Entity:
     permits: int = 0  # consumers: FLOW permits granted
     delivered: int = 0  # consumers: messages delivered (batch entries counted)
     sent: int = 0  # producers: messages sent (batch entries counted)
+    # consumers, counted with facts only (dissector.facts.permits): FLOWs sent, permits
+    # used (entries delivered, an ack_set applied), the largest batch delivered (1 before)
+    flows: int = 0
+    used: int = 0
+    max_batch: int = 1
 
 
 @dataclass(slots=True)
@@ -584,6 +607,7 @@ PipelineEvent = (
     | Pair
     | RequestIdReused
     | Acked
+    | Permits
 )
 
 

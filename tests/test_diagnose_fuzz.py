@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dissector.diagnose import Diagnoser
-from dissector.diagnose.state import MAX_EVIDENCE, MAX_TRACKED
+from dissector.diagnose.state import MAX_EVIDENCE
 from dissector.events import (
     CloseReason,
     Conversation,
@@ -26,6 +26,7 @@ from dissector.events import (
     FlowKey,
     Frame,
 )
+from dissector.facts.bounds import MAX_ENTITIES, MAX_PENDING
 from dissector.findings import REGISTRY, Thresholds
 from dissector.pulsar.encoder import command
 from dissector.pulsar.wire import BODY_FIELDS, COMMAND_TYPES, MessageMetadata
@@ -187,14 +188,16 @@ def test_a_response_of_the_wrong_type_teaches_nothing() -> None:
 
 
 def test_a_flood_of_producers_is_bounded() -> None:
-    """PRODUCER commands with ever new ids: the engine keeps at most MAX_TRACKED of them."""
+    """PRODUCER commands with ever new ids: the engine keeps at most MAX_ENTITIES of them
+    (the facts' bound)."""
     engine = Diagnoser()
     engine.feed(ConversationOpened(1, KEYS[1], 0, 1))
-    for pid in range(MAX_TRACKED + 100):
+    for pid in range(MAX_ENTITIES + 100):
         cmd = command("PRODUCER", topic="t", producer_id=pid, request_id=pid)
         ctype = COMMAND_TYPES["PRODUCER"]
         engine.feed(
             Frame(1, C2B, 0, 10, 5, ctype, "PRODUCER", cmd, cmd.producer, None, last_ts=pid)
         )
     conn = engine.conns[1]
-    assert len(conn.producers) == MAX_TRACKED and len(conn.requests) <= MAX_TRACKED
+    assert len(conn.producers) == MAX_ENTITIES and next(iter(conn.producers)) == 100
+    assert len(conn.requests) <= MAX_PENDING

@@ -1,19 +1,20 @@
 """Consumer rules on one connection: FLOW and permits, acks, holes, redeliveries.
 
-Input: the connection's SUBSCRIBE, its answer, FLOW, MESSAGE,
-REDELIVER_UNACKNOWLEDGED_MESSAGES and CLOSE_CONSUMER frames (`HANDLERS`), the facts of its
-ACKs (`on_acked`: events.Acked, the deliveries each acknowledged, numbered in first-delivery
-order, and its consumer's oldest unacknowledged one before and after; the facts keep them,
-a redelivery keeping its first place), the clock (the sweep: `due`, `tell`, the engine's
-timers, Context.schedule), its end.
+Input: the connection's SUBSCRIBE, its answer, MESSAGE, REDELIVER_UNACKNOWLEDGED_MESSAGES
+and CLOSE_CONSUMER frames (`HANDLERS`), the facts of its consumers' permits (`on_permits`:
+events.Permits, after each FLOW and each MESSAGE that left its consumer none or was its
+largest batch yet), the facts of its ACKs (`on_acked`: events.Acked, the deliveries each
+acknowledged, numbered in first-delivery order, and its consumer's oldest unacknowledged one
+before and after; the facts keep them, a redelivery keeping its first place), the clock (the
+sweep: `due`, `tell`, the engine's timers, Context.schedule), its end.
 Output: findings flow.no_flow_after_subscribe, flow.starved, flow.overshoot,
 consumer.ack_hole and consumer.redelivery_storm, one row per consumer; deliveries and acks
 are also handed to dissector.diagnose.spanning (consumer.redelivered_after_ack is per
 subscription, across connections).
 Rules:
-- Permits are known only for a consumer whose SUBSCRIBE was captured on an intact
-  connection: + FLOW messagePermits, - each MESSAGE's entries (num_messages_in_batch, or
-  the entries its ack_set leaves unacknowledged, set bits being those still to deliver).
+- Permits are counted by the facts (dissector.facts.permits: + FLOW messagePermits, - each
+  MESSAGE's entries, its ack_set applied); this module counts none. They are judged only
+  for a consumer whose SUBSCRIBE was captured on an intact connection.
 - no FLOW within flow_wait of the SUBSCRIBE's SUCCESS (the first one later, or none until
   the consumer or connection ended): flow.no_flow_after_subscribe.
 - permits at 0 (after at least one FLOW) for longer than flow_wait without a FLOW:
@@ -40,11 +41,12 @@ from dissector.diagnose.state import (
     RuleStep,
     finding,
 )
-from dissector.events import Acked, Delivered, Frame
+from dissector.events import Acked, Delivered, Frame, Permits
 from dissector.findings import FindingCode
 from dissector.pulsar.wire import COMMAND_TYPES
 
 T = COMMAND_TYPES
+_FLOW = T["FLOW"]
 #: This module's timers (Context.schedule): a consumer without permits or first FLOW.
 KIND = 2
 #: REDELIVER_UNACKNOWLEDGED_MESSAGES within this many µs of a burst's first are one request
@@ -59,19 +61,6 @@ def consumer_of(conn: ConnState, frame: Frame, cid: int) -> ConsumerState:
         c = conn.add_consumer(ConsumerState(cid, frame.topic, None, frame.last_ts))
         c.known = False
     return c
-
-
-def _entries(n: int, ack_set: Any) -> int:
-    """Entries of a batch of n still to deliver: set bits of ack_set (all when it is empty)."""
-    if not ack_set:
-        return n
-    left = 0
-    for i, word in enumerate(ack_set):
-        bits = word & ((1 << 64) - 1)
-        if n - 64 * i < 64:
-            bits &= (1 << max(0, n - 64 * i)) - 1
-        left += bits.bit_count()
-    return left
 
 
 def on_subscribe(ctx: Context, conn: ConnState, frame: Frame, body: Any) -> None:
@@ -95,15 +84,30 @@ def answered(ctx: Context, conn: ConnState, request: Frame, response: Frame) -> 
         c.open = False
 
 
-def on_flow(ctx: Context, conn: ConnState, frame: Frame, body: Any) -> None:
-    c = consumer_of(conn, frame, body.consumer_id)
-    if not c.flows and c.known and c.subscribed_ts is not None:  # its first FLOW: late?
-        waited = frame.last_ts - c.subscribed_ts
-        if waited > ctx.us["flow_wait"]:
-            c.no_flow, c.no_flow_packet = waited, frame.last_packet
-    c.flows += 1
-    c.permits += body.messagePermits
-    _fed(ctx, c, frame.last_ts, frame)
+def on_permits(ctx: Context, conn: ConnState, fact: Permits) -> None:
+    """A consumer's permits after a FLOW, or after a MESSAGE that left it none (or was its
+    largest batch yet): a late first FLOW, a starvation's start or end, an overshoot."""
+    frame = fact.frame
+    c = consumer_of(conn, frame, fact.consumer_id)
+    if frame.command_type == _FLOW:
+        if fact.flows == 1 and c.known and c.subscribed_ts is not None:  # first: late?
+            waited = frame.last_ts - c.subscribed_ts
+            if waited > ctx.us["flow_wait"]:
+                c.no_flow, c.no_flow_packet = waited, frame.last_packet
+        c.flows = fact.flows
+        _fed(ctx, c, frame.last_ts, frame)
+        return
+    c.max_batch = fact.max_batch
+    if c.known and conn.intact:
+        left = fact.left
+        if left < -c.max_batch:
+            if not c.overshoot:
+                c.overshoot_worst = 0
+            c.overshoot.add(frame)
+            c.overshoot_worst = min(c.overshoot_worst, left)
+        if left <= 0 and c.flows and c.starved_since is None:
+            c.starved_since, c.starved_packet = frame.last_ts, frame.last_packet
+            ctx.schedule(due(ctx, conn, c), KIND, conn, c, c.consumer_id)
 
 
 def _fed(ctx: Context, c: ConsumerState, now: int, frame: Frame | None) -> None:
@@ -120,21 +124,8 @@ def _fed(ctx: Context, c: ConsumerState, now: int, frame: Frame | None) -> None:
 
 
 def on_message(ctx: Context, conn: ConnState, frame: Frame, body: Any) -> None:
+    """A delivery: redelivered, and handed to the subscription (its permits: `on_permits`)."""
     c = consumer_of(conn, frame, body.consumer_id)
-    meta = frame.metadata
-    n = meta.num_messages_in_batch if meta is not None else 1
-    c.max_batch = max(c.max_batch, n)
-    c.permits -= _entries(n, body.ack_set)
-    ts = frame.last_ts
-    if c.known and conn.intact:
-        if c.permits < -c.max_batch:
-            if not c.overshoot:
-                c.overshoot_worst = 0
-            c.overshoot.add(frame)
-            c.overshoot_worst = min(c.overshoot_worst, c.permits)
-        if c.permits <= 0 and c.flows and c.starved_since is None:
-            c.starved_since, c.starved_packet = ts, frame.last_packet
-            ctx.schedule(due(ctx, conn, c), KIND, conn, c, c.consumer_id)
     if body.redelivery_count > 0:
         c.redelivered.add(frame)
         c.max_redelivery_count = max(c.max_redelivery_count, body.redelivery_count)
@@ -366,7 +357,6 @@ def _storm(ctx: Context, conn: ConnState, c: ConsumerState) -> None:
 
 HANDLERS: dict[int, RuleStep] = {
     T["SUBSCRIBE"]: on_subscribe,
-    T["FLOW"]: on_flow,
     T["MESSAGE"]: on_message,
     T["REDELIVER_UNACKNOWLEDGED_MESSAGES"]: on_redeliver,
     T["CLOSE_CONSUMER"]: on_close_consumer,

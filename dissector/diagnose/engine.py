@@ -1,7 +1,8 @@
 """The diagnosis engine: pipeline events in, findings out. Sans-IO.
 
 Input: the events the pipeline already makes (ConversationOpened, Frame, Anomaly,
-Conversation, and the protocol facts: Pair, RequestIdReused, Acked; AppMessage is ignored), in
+Conversation, and the protocol facts: Pair, RequestIdReused, Acked, Permits; AppMessage is
+ignored), in
 order (`feed`); optionally the wall clock (`tick`, live); then `finish` at the end of the
 capture (or group of captures).
 Output: `Finding` records: from `feed` as episodes end (a connection closes, a late answer
@@ -15,7 +16,9 @@ Rules:
   Frame; the request rules (`requests.on_pair`) and the producer rules (`producers.on_pair`)
   read those. Deliveries are matched with their acks there too: an ACK's fact (`Acked`)
   follows its Frame; the discard and consumer rules (`discards.on_acked`,
-  `consumers.on_acked`) read it.
+  `consumers.on_acked`) read it. Consumers' permits are counted there as well: a FLOW's
+  fact (`Permits`), or a MESSAGE's that left its consumer none, follows its Frame; the flow
+  rules (`consumers.on_permits`) read it.
 - Each command type has a tuple of rule handlers (`DISPATCH`, built once from the rule
   modules' HANDLERS tables: connection, requests, producers, consumers, chunks, spanning).
 - Time is the capture's: the latest event time seen. About every SWEEP_US of it, the timers
@@ -54,6 +57,7 @@ from dissector.events import (
     Finding,
     Frame,
     Pair,
+    Permits,
     RequestIdReused,
 )
 from dissector.facts import is_request_pair, is_send_pair
@@ -167,6 +171,9 @@ class Diagnoser:
             conn = self._conn(ev.conn_id)
             discards.on_acked(ctx, conn, ev)  # creates the consumer first, as ever
             consumers.on_acked(ctx, conn, ev)
+        elif kind is Permits:
+            assert isinstance(ev, Permits)
+            consumers.on_permits(ctx, self._conn(ev.conn_id), ev)
         elif kind is RequestIdReused:
             assert isinstance(ev, RequestIdReused)
             requests.on_reused(ctx, self._conn(ev.conn_id), ev)

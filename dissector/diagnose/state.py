@@ -9,7 +9,8 @@ Rules: ids (producer_id, consumer_id, request_id) are only unique per connection
 state lives in its ConnState; what spans connections lives in dissector.diagnose.spanning.
 A connection is `whole` once its CONNECT was seen and stays `intact` until bytes go missing
 (a TCP gap): rules that need the whole history ask for both and otherwise say nothing
-(unknown, not wrong). Every collection here is bounded (MAX_TRACKED, MAX_EVIDENCE).
+(unknown, not wrong). Every collection here is bounded (MAX_TRACKED, MAX_EVIDENCE, and the
+facts' MAX_ENTITIES and MAX_PENDING).
 Timers: a rule that may have something to tell the listener later (a PING, a SEND, a
 consumer waiting for FLOW) puts its due time in `Context.timers` (`schedule`), a heap the
 engine's sweep takes only what is due from; a connection, producer or consumer has at most one
@@ -27,15 +28,18 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
 from dissector.events import Delivered, Finding, FlowKey, Frame
+from dissector.facts.bounds import MAX_ENTITIES
 from dissector.findings import REGISTRY, Thresholds
 
 #: Packet numbers kept as evidence per finding: the first ones and the last.
 MAX_EVIDENCE = 10
-#: Items of a rule's own (producers, consumers, topics refused, PINGs, chunked messages)
-#: remembered per producer, consumer or connection; the oldest are forgotten beyond (they no
-#: longer prove anything a newer one does not). What waits for an answer (requests, SENDs,
-#: deliveries not acknowledged) is the facts': their bound (dissector.facts.bounds.MAX_PENDING)
-#: applies, and the facts they report never answered are kept up to that bound too.
+#: Items only a rule keeps, per connection: topics whose producers were refused
+#: (producer.busy), PINGs waiting for their PONG (keepalive.unanswered), chunked messages
+#: being reassembled (chunk rules); the oldest are forgotten beyond (they no longer prove
+#: anything a newer one does not). The facts' bounds (dissector.facts.bounds) apply to the
+#: rest: the rules' producers and consumers are kept up to MAX_ENTITIES, as the facts keep
+#: theirs; what waits for an answer (requests, SENDs, deliveries not acknowledged) is the
+#: facts' (MAX_PENDING), and what they report never answered is kept up to that bound too.
 MAX_TRACKED = 50_000
 #: Keys (producer names, subscriptions, lookup chains) remembered across connections.
 MAX_KEYS = 100_000
@@ -265,9 +269,10 @@ class ConsumerState:
     no_flow: int = 0  # µs it waited for a first FLOW, when longer than flow_wait
     no_flow_packet: int = 0  # the late first FLOW's packet
     open: bool = True
+    #: of its permits, as the facts' latest (events.Permits) said: FLOWs sent, the largest
+    #: batch delivered (the overshoot a broker may make)
     flows: int = 0
-    permits: int = 0  # FLOW permits granted - messages delivered
-    max_batch: int = 1  # largest batch delivered (the overshoot a broker may make)
+    max_batch: int = 1
     starved_since: int | None = None  # permits reached 0 then (no FLOW since)
     starved_packet: int = 0
     starved: Evidence = field(default_factory=Evidence)
@@ -340,11 +345,11 @@ class ConnState:
     chunk_detail: str = ""
 
     def add_producer(self, p: ProducerState) -> ProducerState:
-        """Keep `p`; beyond MAX_TRACKED producers the oldest is forgotten (ids come from
-        the wire: a flood of PRODUCER commands must not grow memory without bound)."""
+        """Keep `p`; beyond MAX_ENTITIES producers the oldest is forgotten (the facts'
+        bound: ids come from the wire)."""
         self._place(self.producers.get(p.producer_id), p)
         self.producers[p.producer_id] = p
-        if len(self.producers) > MAX_TRACKED:
+        if len(self.producers) > MAX_ENTITIES:
             del self.producers[next(iter(self.producers))]
         return p
 
@@ -352,7 +357,7 @@ class ConnState:
         """As add_producer, for consumers."""
         self._place(self.consumers.get(c.consumer_id), c)
         self.consumers[c.consumer_id] = c
-        if len(self.consumers) > MAX_TRACKED:
+        if len(self.consumers) > MAX_ENTITIES:
             del self.consumers[next(iter(self.consumers))]
         return c
 

@@ -13,7 +13,7 @@ Rules:
 - PRODUCER / SUBSCRIBE naming an id already used on the connection (a client re-creating
   it after the broker closed it, or retrying) start a new entity; the one it replaces keeps
   its row (its state, times and counts), up to MAX_RETIRED of them per connection (the
-  oldest dropped beyond: bounds.py).
+  oldest dropped beyond: bounds.py); so does the oldest live one beyond MAX_ENTITIES.
 - A frame's topic is that of the producer or consumer it names, else the topic it names.
 - What a command does here is a step by its type (`entity_steps`), built from the schema;
   the machine's one table (`table.TRANSITIONS`) holds them beside the pairing handlers.
@@ -26,7 +26,7 @@ from collections.abc import Callable
 from typing import Any
 
 from dissector.events import ConnectionInfo, Direction, Entity, EntityKind, EntityState, Frame
-from dissector.facts.bounds import MAX_RETIRED
+from dissector.facts.bounds import MAX_ENTITIES, MAX_RETIRED
 from dissector.pulsar.wire import COMMAND_TYPES, enum_name, types_with
 
 T = COMMAND_TYPES
@@ -54,11 +54,14 @@ class Entities:
         self.retired: deque[Entity] = deque(maxlen=MAX_RETIRED)
 
     def add(self, table: dict[int, Entity], entity: Entity) -> None:
-        """A new producer or consumer; one it replaces (same id) is retired, keeping its row."""
+        """A new producer or consumer; one it replaces (same id) is retired, keeping its row,
+        and so is the oldest beyond MAX_ENTITIES."""
         old = table.get(entity.entity_id)
         if old is not None:
             self.retired.append(old)
         table[entity.entity_id] = entity
+        if len(table) > MAX_ENTITIES:
+            self.retired.append(table.pop(next(iter(table))))
 
     def lookup(self, ctype: int, body: Any) -> str | None:
         """Topic of a command: of the producer or consumer it names, else the one it names."""

@@ -4,13 +4,15 @@ Input: the decoded frames of one connection in order (`observe`; or `observe_run
 scanned columns of a frame run, made only when no completion fact is wanted), then `close`.
 Output: per frame, its topic and the facts it completes: `Pair` records (request answered /
 failed / unanswered / unmatched, SEND receipted / failed, MESSAGE acknowledged /
-redelivered, each with both packets), `RequestIdReused` and, per ACK, `Acked` (what it did
-to its consumer's unacknowledged deliveries); at close the pairs never
+redelivered, each with both packets), `RequestIdReused`, per ACK, `Acked` (what it did
+to its consumer's unacknowledged deliveries), and per FLOW (and MESSAGE leaving its consumer
+no permits), `Permits` (`permits.py`); at close the pairs never
 answered, and a `ConnectionInfo` of the handshake and entities (producers, consumers).
 With `schemas`, the schema facts (`SchemaFact`: declared, accepted, fetched, refused) wait
 in `schemas.told` for their consumer (`schemas.take()`).
 Rules: what each command does is ONE lookup in `table.TRANSITIONS` (its entity step, then
-its pairing handler: `requests.py`, `acks.py`); `pairs.py` fills in each completion fact.
+its pairing handler: `requests.py`, `acks.py`, `permits.py`); `pairs.py` fills in each
+completion fact.
 Bounds (`bounds.py`): pending requests, SENDs and deliveries per connection are at most
 MAX_PENDING; beyond, the oldest are reported unanswered.
 Without facts wanted (`pairs=False`: a read of frames, messages or conversations only)

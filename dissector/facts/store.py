@@ -17,7 +17,16 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
-from dissector.events import Acked, Delivered, Direction, Frame, Outcome, Pair, RequestIdReused
+from dissector.events import (
+    Acked,
+    Delivered,
+    Direction,
+    Frame,
+    Outcome,
+    Pair,
+    Permits,
+    RequestIdReused,
+)
 from dissector.facts.deliveries import Deliveries
 from dissector.facts.entities import Entities
 from dissector.facts.pairs import make_pair
@@ -25,9 +34,9 @@ from dissector.facts.schemas import SchemaFacts
 
 __all__ = ["Fact", "Store"]
 
-#: What a frame completes: a completion fact, a request sent with its id in flight, or what
-#: an ACK did to its consumer's unacknowledged deliveries.
-Fact = Pair | RequestIdReused | Acked
+#: What a frame completes: a completion fact, a request sent with its id in flight, what
+#: an ACK did to its consumer's unacknowledged deliveries, or a consumer's permits.
+Fact = Pair | RequestIdReused | Acked | Permits
 #: Made in place of a Pair when no fact is wanted (pairs=False).
 _NO_PAIR = Pair(
     0, None, None, Outcome.SUCCESS, None, None, None, None, None, None, None, None, None

@@ -13,7 +13,10 @@ Rule:   expected states, times and counts are the frames written here, nothing e
 
 from __future__ import annotations
 
+import pytest
+
 from dissector.events import Entity, EntityState
+from dissector.facts import entities
 from tests.facts.test_machine import B2C, C2B, TOPIC, U64, Link, err, mid
 
 
@@ -71,3 +74,22 @@ def test_a_producer_refused_on_its_retry_keeps_the_row_of_its_first_creation() -
         EntityState.CLOSED_BY_BROKER,
         EntityState.FAILED,
     ]
+
+
+def test_beyond_the_bound_the_oldest_live_producer_is_retired_keeping_its_row(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """bounds.MAX_ENTITIES live producers per connection (3 here): a fourth retires the
+    first, whose row stays; a SEND naming it then concerns no topic."""
+    monkeypatch.setattr(entities, "MAX_ENTITIES", 3)
+    link = Link()
+    made = [
+        link.send(C2B, "PRODUCER", topic=f"{TOPIC}-{pid}", producer_id=pid, request_id=pid)
+        for pid in range(4)
+    ]
+    assert sorted(link.state.producers) == [1, 2, 3]
+    assert link.send(C2B, "SEND", producer_id=0, sequence_id=0).topic is None
+    assert link.send(C2B, "SEND", producer_id=1, sequence_id=0).topic == f"{TOPIC}-1"
+    link.close()
+    rows = [(e.entity_id, e.created_ts) for e in _rows(link, "producer")]
+    assert rows == [(pid, sent.ts) for pid, sent in enumerate(made)]

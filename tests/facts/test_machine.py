@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from dissector.events import Acked, Direction, Entity, Frame, Pair, RequestIdReused
+from dissector.events import Acked, Direction, Entity, Frame, Pair, Permits, RequestIdReused
 from dissector.facts import ConversationState, bounds, is_request_pair
 from dissector.pulsar.encoder import command, encode_frame
 from dissector.pulsar.framing import FrameDecoder
@@ -55,13 +55,14 @@ class Sent:
 class Link:
     """One connection: encodes frames, decodes them per direction, feeds ConversationState."""
 
-    def __init__(self, conn_id: int = 1) -> None:
-        self.state = ConversationState(conn_id)
+    def __init__(self, conn_id: int = 1, *, pairs: bool = True) -> None:
+        self.state = ConversationState(conn_id, pairs=pairs)
         self.decoders = {d: FrameDecoder(conn_id=conn_id, direction=d) for d in Direction}
         self.ts = T0
         self.packet = 0
         self.reused: list[RequestIdReused] = []  # facts of requests sent with an id in flight
         self.acked: list[Acked] = []  # facts of ACKs: what each did to the unacknowledged
+        self.permits: list[Permits] = []  # facts of consumers' permits (FLOW, some MESSAGEs)
 
     def send(
         self,
@@ -95,6 +96,7 @@ class Link:
         topic, facts = self.state.observe(frame)
         self.reused.extend(f for f in facts if type(f) is RequestIdReused)
         self.acked.extend(f for f in facts if type(f) is Acked)
+        self.permits.extend(f for f in facts if type(f) is Permits)
         return Sent(frame, self.ts, topic, [f for f in facts if type(f) is Pair])
 
     def close(self) -> list[Pair]:

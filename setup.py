@@ -77,6 +77,7 @@ HOT = [
     "dissector/flow/tcp.py",
     "dissector/facts/acks.py",
     "dissector/facts/commands.py",
+    "dissector/facts/consumed.py",
     "dissector/facts/deliveries.py",
     "dissector/facts/entities.py",
     "dissector/facts/machine.py",

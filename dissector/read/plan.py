@@ -12,9 +12,10 @@ Rules:
 - What each table needs is said here once: payload decoding (decompression, batches,
   chunks, and the anomalies they find) by every table but `WITHOUT_PAYLOADS`; the facts'
   completions (`WITH_PAIRS`) by the timeline, the findings and the journeys; frames one by
-  one (no frame runs) by the findings and journeys (`FRAME_BY_FRAME`). A read does only what
-  its tables need: `read_tables(path, tables=["frames"])` decodes no payload and pairs
-  nothing.
+  one (no frame runs) by the findings and journeys (`FRAME_BY_FRAME`); the facts of what each
+  MESSAGE and ACK says of its consumer's messages (dissector.facts.consumed) by the journeys
+  alone (`journeys`: the pipeline makes them then). A read does only what its tables need:
+  `read_tables(path, tables=["frames"])` decodes no payload and pairs nothing.
 - `ReaderOptions.messages` and `.pairs` can turn a stage off, never on: a table that needs it
   is then made without it (the event API takes them as they are); except the facts the
   findings' rules and the journeys read (`FACTS_READ`: requests answered, SENDs receipted),

@@ -86,7 +86,7 @@ def make_pipeline(
         frame_bytes=plan.frame_bytes,
         keylog=keylog,
         frame_runs=plan.frame_runs,
-        consumed=plan.journeys,
+        consumed=plan.consumed,
     )
 
 

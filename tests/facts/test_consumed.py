@@ -19,7 +19,7 @@ from dissector.pulsar.framing import FrameDecoder
 from dissector.pulsar.wire import MessageMetadata
 from dissector.read.driver import make_pipeline
 from dissector.read.options import ReaderOptions
-from dissector.read.plan import plan_read
+from dissector.read.plan import EVENTS, TABLES, TEXT, plan_read
 
 C2B, B2C = Direction.CLIENT_TO_BROKER, Direction.BROKER_TO_CLIENT
 TOPIC = "persistent://public/default/consumed"
@@ -133,8 +133,17 @@ def test_a_redelivery_request_is_no_ack() -> None:
     assert not [f for f in got if type(f) is AckedIds]
 
 
-def test_the_read_plan_makes_them_for_the_journeys_alone() -> None:
-    options = ReaderOptions()
-    for tables, wanted in ((["journeys"], True), (["timeline", "findings"], False)):
-        pipe = make_pipeline(options, plan_read(options, tables))
-        assert pipe._shared.consumed is wanted
+def test_the_read_plan_makes_them_for_the_journeys_and_the_event_api() -> None:
+    """Tables: for the journeys alone; the event API: whenever it has pairs (its caller may
+    join journeys of its own)."""
+    on, off = ReaderOptions(), ReaderOptions(pairs=False)
+    for options, tables, front, wanted in (
+        (on, ["journeys"], TABLES, True),
+        (off, ["journeys"], TABLES, True),  # the journeys read facts whatever pairs says
+        (on, ["timeline", "findings"], TABLES, False),
+        (on, ["journeys"], TEXT, True),  # live: a journeys table made beside the text
+        (on, None, EVENTS, True),
+        (off, None, EVENTS, False),
+    ):
+        pipe = make_pipeline(options, plan_read(options, tables, front))
+        assert pipe._shared.consumed is wanted, (tables, front)

@@ -484,6 +484,56 @@ class Permits(NamedTuple):
     max_batch: int
 
 
+class Delivering(NamedTuple):
+    """A fact of dissector.facts, made right after a MESSAGE's Frame and Pairs when the
+    journeys read deliveries (`ConversationState(consumed=True)`; no table row of its own):
+    the message delivered and to which consumer, as the protocol means it
+    (dissector.facts.consumed)."""
+
+    conn_id: int
+    consumer_id: int
+    #: its consumer as the connection's SUBSCRIBE made it (topic, subscription, sub_type,
+    #: name); None: the capture missed that SUBSCRIBE
+    consumer: Entity | None
+    ledger: int
+    entry: int
+    partition: int
+    #: the batch indexes it delivers, as its ack_set's words (set bits delivered:
+    #: dissector.facts.consumed.has); (): every entry of it
+    ack_set: tuple[int, ...]
+    redelivery_count: int
+
+
+class AckedId(NamedTuple):
+    """One message id an ACK names, as the protocol means it (`AckedIds`)."""
+
+    ledger: int
+    entry: int
+    partition: int
+    #: a chunked message's: its first chunk's (ledger, entry) (the id names its last
+    #: chunk's); None: not said
+    first_chunk: tuple[int, int] | None
+    #: a batch-index ack: its ack_set's words (clear bits acknowledged, set bits left:
+    #: dissector.facts.consumed.has); (): the whole entry
+    ack_set: tuple[int, ...]
+    #: its batch's size as the ack says it, at most facts.batches.MAX_BATCH; None: not said
+    batch_size: int | None
+
+
+class AckedIds(NamedTuple):
+    """A fact of dissector.facts, made right after an ACK's Frame, Pairs and `Acked` fact
+    when the journeys read deliveries (no table row of its own): the message ids it
+    acknowledges and whose consumer, as the protocol means them (dissector.facts.consumed)."""
+
+    conn_id: int
+    consumer_id: int
+    #: as in `Delivering`
+    consumer: Entity | None
+    #: ack_type Cumulative: every message of its subscription before each id is acknowledged
+    cumulative: bool
+    ids: tuple[AckedId, ...]
+
+
 @dataclass(slots=True)
 class Entity:
     """A producer or consumer of the connection."""
@@ -608,6 +658,8 @@ PipelineEvent = (
     | RequestIdReused
     | Acked
     | Permits
+    | Delivering
+    | AckedIds
 )
 
 

@@ -69,6 +69,7 @@ class Pipeline:
         frame_bytes: bool = False,
         keylog: KeyLog | None = None,
         frame_runs: bool = False,
+        consumed: bool = False,
     ) -> None:
         """messages: the extractor of application messages, or None not to extract them.
 
@@ -78,6 +79,9 @@ class Pipeline:
         object per frame; dissector.pulsar.frame_runs), for a reader of the frames and
         entities tables only: never with pairs, messages or frame bytes, which read every
         frame (a read's plan decides, dissector.read.plan; ValueError if asked with them).
+
+        consumed: with pairs, the journeys' facts of deliveries and acks follow each MESSAGE
+        and ACK (`Delivering`, `AckedIds`: dissector.facts.consumed).
 
         keylog: TLS secrets (NSS key log) to decrypt TLS connections with; it may gain
         secrets while the pipeline runs (live), sessions waiting for theirs then retry.
@@ -115,6 +119,7 @@ class Pipeline:
             frame_bytes=frame_bytes,
             frame_runs=self.frame_runs,
             keylog=keylog,
+            consumed=consumed,
         )
         self._convs: dict[int, Connection] = {}  # the open connections, by id
         self.tls_waiting = self._shared.tls_waiting  # records waiting for a key

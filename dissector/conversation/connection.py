@@ -95,7 +95,9 @@ class Connection:
         self.preamble: Preamble | None = None
         self.held: list[PipelineEvent] = []  # events of a pending connection
         values = self.messages is not None and self.messages.values is not None
-        self.state = ConversationState(opened.conn_id, pairs=shared.pairs, schemas=values)
+        self.state = ConversationState(
+            opened.conn_id, pairs=shared.pairs, schemas=values, consumed=shared.consumed
+        )
         self.judged: set[Direction] = set()  # pending: sides that opened without CONNECT
         self.anomalies = 0
         self.tls: TlsSession | None = None  # TLS modes: the session

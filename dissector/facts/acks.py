@@ -33,7 +33,7 @@ from collections import OrderedDict, deque
 from typing import Any
 
 from dissector.events import Acked, Delivered, Frame, Outcome, Pair
-from dissector.facts import bounds
+from dissector.facts import bounds, consumed
 from dissector.facts.deliveries import Deliveries
 from dissector.facts.store import Fact, Store
 from dissector.pulsar.wire import COMMAND_TYPES, SINGULAR_FIELDS
@@ -200,7 +200,7 @@ def _acked(state: Store, frame: Frame, body: Any) -> list[Fact]:
         partial = False
         for mid in body.message_id:
             upto = (mid.ledgerId, mid.entryId)
-            if len(mid.ack_set) > 0 and any(mid.ack_set):  # its batch only in part
+            if consumed.partial(mid.ack_set):  # its batch only in part
                 record = live.get(upto)
                 partial = partial or (record is not None and record.waiting)
                 upto = (mid.ledgerId, mid.entryId - 1)
@@ -221,7 +221,7 @@ def _acked(state: Store, frame: Frame, body: Any) -> list[Fact]:
             record = live.get(key)
             if record is None or not record.waiting:
                 pairs.append(_stray(state, frame, key, done_ids))
-            if record is None or (len(mid.ack_set) > 0 and any(mid.ack_set)):
+            if record is None or consumed.partial(mid.ack_set):
                 continue  # a batch-index ack of part of the batch: it stays unacknowledged
             del live[key]
             state._pending -= 1

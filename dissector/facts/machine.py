@@ -8,6 +8,8 @@ redelivered, each with both packets), `RequestIdReused`, per ACK, `Acked` (what 
 to its consumer's unacknowledged deliveries), and per FLOW (and MESSAGE leaving its consumer
 no permits), `Permits` (`permits.py`); at close the pairs never
 answered, and a `ConnectionInfo` of the handshake and entities (producers, consumers).
+With `consumed`, per MESSAGE and ACK the journeys' fact of it (`Delivering`, `AckedIds`:
+consumed.py), after its other facts.
 With `schemas`, the schema facts (`SchemaFact`: declared, accepted, fetched, refused) wait
 in `schemas.told` for their consumer (`schemas.take()`).
 Rules: what each command does is ONE lookup in `table.TRANSITIONS` (its entity step, then
@@ -40,11 +42,15 @@ _NO_FACTS: list[Fact] = []  # shared, never mutated
 class ConversationState(Store):
     """State of one connection; see the module docstring."""
 
-    def __init__(self, conn_id: int, *, pairs: bool = True, schemas: bool = False) -> None:
+    def __init__(
+        self, conn_id: int, *, pairs: bool = True, schemas: bool = False, consumed: bool = False
+    ) -> None:
         """pairs: whether facts are wanted (the timeline, the findings or the journeys are
         made): False matches requests only, for the entities, and returns no fact.
-        schemas: whether schema facts are made (`schemas.told`, taken by the values)."""
-        super().__init__(conn_id, pairs, schemas)
+        schemas: whether schema facts are made (`schemas.told`, taken by the values).
+        consumed: whether the journeys' facts of deliveries and acks are made (with pairs:
+        `Delivering`, `AckedIds`, consumed.py)."""
+        super().__init__(conn_id, pairs, schemas, consumed)
         self.info = self.entities.info
         self.producers = self.entities.producers
         self.consumers = self.entities.consumers

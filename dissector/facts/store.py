@@ -3,7 +3,8 @@
 Input: nothing (filled in by the transitions: `requests.py`, `acks.py`).
 Output: `Store`, the per-connection maps the transitions share (requests by (direction,
 request_id), SENDs by producer_id then sequence_id, FIFO requests, deliveries by consumer,
-acked ids) with the count of what waits, its entities and schema facts, and `pair`, which
+acked ids) with the count of what waits, its entities and schema facts, whether the
+journeys' facts are made (`consumed`), and `pair`, which
 makes a completion fact (or a shared stand-in when no fact is wanted); `Fact`, what a frame
 may complete.
 Rule: every map is bounded by the machine (`bounds.MAX_PENDING` over all of them together,
@@ -19,7 +20,9 @@ from typing import Any
 
 from dissector.events import (
     Acked,
+    AckedIds,
     Delivered,
+    Delivering,
     Direction,
     Frame,
     Outcome,
@@ -35,8 +38,10 @@ from dissector.facts.schemas import SchemaFacts
 __all__ = ["Fact", "Store"]
 
 #: What a frame completes: a completion fact, a request sent with its id in flight, what
-#: an ACK did to its consumer's unacknowledged deliveries, or a consumer's permits.
-Fact = Pair | RequestIdReused | Acked | Permits
+#: an ACK did to its consumer's unacknowledged deliveries, or a consumer's permits; and
+#: what a MESSAGE or ACK says of its consumer's messages (the journeys' facts:
+#: consumed.py).
+Fact = Pair | RequestIdReused | Acked | Permits | Delivering | AckedIds
 #: Made in place of a Pair when no fact is wanted (pairs=False).
 _NO_PAIR = Pair(
     0, None, None, Outcome.SUCCESS, None, None, None, None, None, None, None, None, None
@@ -50,9 +55,12 @@ def _no_pair(*args: Any, **kwargs: Any) -> Pair:
 class Store:
     """One connection's pending requests, SENDs and deliveries; see the module docstring."""
 
-    def __init__(self, conn_id: int, pairs: bool, schemas: bool = False) -> None:
+    def __init__(
+        self, conn_id: int, pairs: bool, schemas: bool = False, consumed: bool = False
+    ) -> None:
         self.conn_id = conn_id
         self.pairing = pairs
+        self.consumed = consumed and pairs  # the journeys' facts (consumed.py) are made
         self.entities = Entities()
         self.schemas = SchemaFacts(conn_id, schemas)  # made only when wanted
         self._by_request: dict[tuple[Direction, int], Frame] = {}  # (direction, request_id)

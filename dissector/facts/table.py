@@ -2,16 +2,17 @@
 
 Input: the entity steps (`entities.entity_steps`: producers, consumers, handshake, auth
 and keep-alive counts, the frame's topic) and the pairing handlers (`requests.py`,
-`acks.py`, `permits.py`, `schemas.py`), by command type.
+`acks.py`, `permits.py`, `consumed.py`, `schemas.py`), by command type.
 Output: `TRANSITIONS`: BaseCommand.type -> (entity step or None, pairing handler or None),
 the one lookup the machine makes per frame; commands absent do nothing.
 Rule (the pairing column, first match): a command with a request_id is a request or a
 response (`commands.RESPONSES`); CLOSE_PRODUCER/CLOSE_CONSUMER a request unless a broker's
-notification; then SEND, SEND_RECEIPT/SEND_ERROR, MESSAGE (its delivery, then its permits),
-FLOW, ACK/REDELIVER, the FIFO pairs and CONNECT/CONNECTED, whose handlers run after the
-request_id one when a command has both (an ACK with a request_id is a request and names
-deliveries); PRODUCER, SUBSCRIBE and GET_OR_CREATE_SCHEMA then declare their schema
-(`schemas.py`; their answers' schema facts are made where requests pair them).
+notification; then SEND, SEND_RECEIPT/SEND_ERROR, MESSAGE (its delivery, its permits, then
+its journeys' fact: `consumed.py`), FLOW, ACK (then its journeys' fact), REDELIVER, the
+FIFO pairs and CONNECT/CONNECTED, whose handlers run after the request_id one when a
+command has both (an ACK with a request_id is a request and names deliveries); PRODUCER,
+SUBSCRIBE and GET_OR_CREATE_SCHEMA then declare their schema (`schemas.py`; their
+answers' schema facts are made where requests pair them).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 from dissector.events import Frame
-from dissector.facts import acks, permits, requests
+from dissector.facts import acks, consumed, permits, requests
 from dissector.facts.commands import CLOSES, FIFO_PAIRS, FIFO_REQUESTS, RESPONSES, WITH_REQUEST
 from dissector.facts.entities import Step, entity_steps
 from dissector.facts.schemas import DECLARING
@@ -57,9 +58,9 @@ def _pairing() -> dict[int, Handler]:
         T["SEND"]: acks.on_send,
         T["SEND_RECEIPT"]: acks.on_receipt,
         T["SEND_ERROR"]: acks.on_receipt,
-        T["MESSAGE"]: _then(acks.on_message, permits.on_message),
+        T["MESSAGE"]: _then(_then(acks.on_message, permits.on_message), consumed.on_message),
         T["FLOW"]: permits.on_flow,
-        T["ACK"]: acks.on_ack,
+        T["ACK"]: _then(acks.on_ack, consumed.on_ack),
         T["REDELIVER_UNACKNOWLEDGED_MESSAGES"]: acks.on_ack,
     }
     special.update(dict.fromkeys(FIFO_REQUESTS, requests.on_fifo_request))

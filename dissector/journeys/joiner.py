@@ -3,7 +3,8 @@
 Input: the events the pipeline already makes, in order (`feed`): frames (PRODUCER,
 PRODUCER_SUCCESS, SEND, SUBSCRIBE, MESSAGE, ACK; the others are passed over), the protocol
 facts' answers to SENDs (`Pair`s of dissector.facts whose request or response is a SEND,
-SEND_RECEIPT or SEND_ERROR: receipted, failed, never answered), the messages extractor's
+SEND_RECEIPT or SEND_ERROR: receipted, failed, never answered) and of what each MESSAGE and
+ACK says of its consumer's messages (`Delivering`, `AckedIds`), the messages extractor's
 `AppMessage`s (batch entries' own sequence ids, each message's trace context from its
 properties), connections opening and ending; then `finish` at the end of the capture (or
 group).
@@ -14,9 +15,13 @@ Rules (docs/journeys.md says them with the wire's reasons):
   other reads nothing. It reads frames one by one: a read that makes it takes no frame runs
   (FrameRun events are passed over).
 - Which SEND a receipt or SEND_ERROR answers is the facts' (`answer`; the read plan makes
-  them when journeys are asked for): the joiner keeps no queue of SENDs of its own.
+  them when journeys are asked for): the joiner keeps no queue of SENDs of its own. What a
+  MESSAGE or ACK delivers or acknowledges, and to which consumer's subscription, is the
+  facts' too (dissector.facts.consumed): the joiner reads no consumer id, message id or
+  ack_set from a frame; it joins those facts across connections (dissector.journeys.consume).
 - Each command type has one handler (`DISPATCH`, from the HANDLERS of dissector.journeys.
-  produce and .consume); a handler returns the stored message its frame concerns, and the
+  produce and .consume), and each fact of a MESSAGE or ACK (`consume.FACTS`, given its
+  frame: the latest); a handler returns the stored message its frame concerns, and the
   `AppMessage`s that follow that frame (the pipeline publishes a frame's messages right
   after it) give its batch entries their own sequence ids, each message its trace
   context (read once, by the messages extractor: the first frame that has one gives it),
@@ -31,7 +36,16 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from dissector.events import AppMessage, Conversation, ConversationOpened, Frame, Journey, Pair
+from dissector.events import (
+    AckedIds,
+    AppMessage,
+    Conversation,
+    ConversationOpened,
+    Delivering,
+    Frame,
+    Journey,
+    Pair,
+)
 from dissector.journeys import consume, produce
 from dissector.journeys.index import Index
 from dissector.journeys.rows import journeys
@@ -40,9 +54,9 @@ from dissector.journeys.state import Conn, Stored
 #: What a command handler does with one frame: the stored message it concerns, if any.
 CommandStep = Callable[[Index, Conn, Frame, Any], Stored | None]
 DISPATCH: dict[int, CommandStep] = {**produce.HANDLERS, **consume.HANDLERS}
-#: The frames the joiner reads: those it handles, and the answers to SENDs (their facts
-#: follow them).
-COMMANDS = frozenset(DISPATCH) | produce.ANSWERS
+#: The frames the joiner reads: those it handles, the answers to SENDs and the MESSAGEs and
+#: ACKs (their facts follow them).
+COMMANDS = frozenset(DISPATCH) | produce.ANSWERS | consume.FRAMES
 #: Events that come after every row of the frame before them (anomalies of a frame come
 #: among its rows: they settle nothing).
 _SETTLING = (Frame, ConversationOpened, Conversation)
@@ -70,6 +84,9 @@ class Joiner:
         if kind is Pair:
             assert isinstance(ev, Pair)
             return self._pair(ev)
+        if kind is Delivering or kind is AckedIds:
+            assert isinstance(ev, (Delivering, AckedIds))
+            return self._consumed(ev)
         if kind is Frame:
             assert isinstance(ev, Frame)
             self._current = None
@@ -156,6 +173,18 @@ class Joiner:
         if frame is None or frame[:3] != response[:3]:  # conn_id, direction, offset
             frame = response._replace(topic=pair.topic)
         return self.answer(pair.conn_id, send, frame)
+
+    def _consumed(self, fact: Delivering | AckedIds) -> list[Journey]:
+        """The fact of the latest frame, a MESSAGE or ACK; the journeys of messages the
+        bound pushed out."""
+        frame = self._frame
+        if frame is None or frame.conn_id != fact.conn_id:  # not its frame's: nothing to read
+            return []
+        conn = self.ix.conn(fact.conn_id)
+        self._current = consume.FACTS[type(fact)](self.ix, conn, frame, fact)
+        self._current_conn = fact.conn_id
+        self.ix.check_bound()
+        return self._evicted() if self.ix.evicted else []
 
     def _evicted(self) -> list[Journey]:
         out: list[Journey] = []

@@ -3,10 +3,11 @@
 Input: nothing (records filled in by dissector.journeys.index, .produce and .consume).
 Output: `Stored` (one SEND or one stored entry: what its batch entries share), `Msg` (one
 application message: a batch entry, or the whole entry when not batched), `Delivery` (a
-message's way to one subscription), `Sub` (a subscription), `Consumer`, `Producer`, `Conn`
-(what one connection's ids mean), and the bounds.
-Rules: producer and consumer ids are only unique on their connection, so they live in its
-`Conn`; subscriptions and stored messages span connections. Every collection is bounded
+message's way to one subscription), `Sub` (a subscription), `Producer`, `Conn` (what one
+connection's ids mean), and the bounds.
+Rules: producer ids are only unique on their connection, so they live in its `Conn` (a
+consumer id's subscription is the protocol facts' to say: dissector.facts.consumed);
+subscriptions and stored messages span connections. Every collection is bounded
 (the constants below): past a bound the oldest is forgotten, and a stored message pushed
 out makes its rows at once (`Stored.evicted`).
 """
@@ -32,13 +33,10 @@ MAX_HELD = 100_000
 #: keep for their rows: past it the oldest stored message makes its rows at once, as past
 #: MAX_HELD (100,000 values of 1 MiB would otherwise be held until the end).
 MAX_HELD_VALUE_BYTES = 32 << 20
-#: Producers, consumers and PRODUCER requests per connection, subscriptions, SENDs
+#: Producers and PRODUCER requests per connection, subscriptions, SENDs
 #: waiting to be joined by producer name, chunked messages being sent or delivered: ids
 #: and names come from the wire, so a flood of them must not grow memory without bound.
 MAX_KEYS = 100_000
-#: Bits of one `ack_set` word (Java's BitSet.toLongArray(): 64-bit words): a batch-index ack
-#: of a batch the capture did not show acknowledges entries of the words it carries only.
-ACK_WORD = 64
 #: Producer names kept as one copy each however many messages name them (the latest ones).
 MAX_NAMES = 1_000
 #: Chunk ids that find one chunked message (each chunk is stored as an entry of its own):
@@ -287,12 +285,6 @@ class Stored:
 
 
 @dataclass(slots=True)
-class Consumer:
-    sub: Sub
-    name: str | None  # consumer_name of its SUBSCRIBE
-
-
-@dataclass(slots=True)
 class Producer:
     name: str | None  # PRODUCER's producer_name, else PRODUCER_SUCCESS's
 
@@ -303,7 +295,6 @@ class Conn:
 
     conn_id: int
     producers: dict[int, Producer] = field(default_factory=dict)
-    consumers: dict[int, Consumer] = field(default_factory=dict)
     requests: dict[int, int] = field(default_factory=dict)  # PRODUCER request_id -> id
     #: stream offset of a SEND -> its stored message, until the protocol facts answer that
     #: SEND (receipted, failed or unanswered: dissector.facts pairs them, bounded there);

@@ -60,7 +60,8 @@ def make_pipeline(
     keylog: KeyLog | None = None,
 ) -> Pipeline:
     """A pipeline with the reader's settings running the stages of `plan` (payload
-    decoding, pairing, frame runs, frame bytes), numbering connections from `first_conn_id`.
+    decoding, pairing, the journeys' facts, frame runs, frame bytes), numbering connections
+    from `first_conn_id`.
 
     keylog: the TLS secrets to use (live passes one it keeps feeding); by default those of
     the files in `options.tls_keylog`, read now (None without files).
@@ -85,6 +86,7 @@ def make_pipeline(
         frame_bytes=plan.frame_bytes,
         keylog=keylog,
         frame_runs=plan.frame_runs,
+        consumed=plan.consumed,
     )
 
 

@@ -2,8 +2,9 @@
 
 Input: events (frames made by the tests, the messages extractor's entries), one by one.
 Output: `Fed`, a Joiner's stand-in: `feed` hands the joiner each frame and then the facts
-one `dissector.facts.ConversationState` per connection makes of it (as
-dissector.conversation.publish does), `finish` the joiner's end, `ix` its index.
+one `dissector.facts.ConversationState` per connection makes of it, the journeys' facts of
+deliveries and acks among them (as dissector.conversation.publish does for a read of the
+journeys), `finish` the joiner's end, `ix` its index.
 Rule: the facts are the product's own state machine's, never made up by the test.
 """
 
@@ -34,7 +35,7 @@ class Fed:
         assert isinstance(ev, Frame)
         state = self.states.get(ev.conn_id)
         if state is None:
-            state = self.states[ev.conn_id] = ConversationState(ev.conn_id)
+            state = self.states[ev.conn_id] = ConversationState(ev.conn_id, consumed=True)
         _, facts = state.observe(ev)
         rows = self.joiner.feed(ev)
         for fact in facts:

@@ -77,7 +77,7 @@ def test_individual_acks_keep_the_heap_small() -> None:
     joiner.feed(frame(2, "SUBSCRIBE", 0, topic="t", subscription="s", subType=1,
                       consumer_id=1, request_id=1))  # fmt: skip
     meta = MessageMetadata(producer_name="p", sequence_id=0, publish_time=1)
-    sub = joiner.ix.conns[2].consumers[1].sub
+    sub = joiner.ix.subs[("t", "s")]
     for entry in range(5_000):
         mid = {"ledgerId": 1, "entryId": entry}
         joiner.feed(frame(2, "MESSAGE", entry, meta, consumer_id=1, message_id=mid))

@@ -4,7 +4,8 @@ Input: (task side) one capture series' pipeline events and the packets they came
 (join side) the recorded events of a group of series, in their order keys' order.
 Output: `Recorder` -> Arrow batches of `STAGE` rows: one `event` row per event the joiner
 reads (the frames it handles, without payload or frame bytes; the protocol facts' answer to
-each SEND, as the SEND's stream offset; the messages extractor's entries, without preview;
+each SEND, as the SEND's stream offset; the facts of what each MESSAGE and ACK says of its
+consumer's messages, as they are; the messages extractor's entries, without preview;
 a connection's broker, once per topic it carries; its end), a
 `span` row per series (first and latest packet time, whether any event's topic is
 unknown); `groups` -> each series' merge group, as a local read merges series; `Replay` ->
@@ -16,11 +17,11 @@ Rules:
   the merge does), `seq` counts the series' events; events of a series' end (connections
   still open) sort after every packet of the group (`END`), as a merged read ends them.
 - An event's `topic` is that of its frame (named by it, or of its producer or consumer),
-  a PRODUCER_SUCCESS's that of its PRODUCER, an entry's or a SEND's answer that of its
-  frame (a SEND never answered: the fact's topic, its producer's); a connection's
-  broker and end go to every topic it carried. Frames of one topic never join another
-  topic's messages, unless a topic is unknown (docs/journeys.md rule 2): a merge group
-  holding an event of unknown topic is joined as one (`groups`).
+  a PRODUCER_SUCCESS's that of its PRODUCER, an entry's, a SEND's answer's or a MESSAGE's
+  or ACK's fact's that of its frame (a SEND never answered: the fact's topic, its
+  producer's); a connection's broker and end go to every topic it carried. Frames of one
+  topic never join another topic's messages, unless a topic is unknown (docs/journeys.md
+  rule 2): a merge group holding an event of unknown topic is joined as one (`groups`).
 - Bounded: per open connection the topics it carried (at most MAX_TOPICS) and its
   PRODUCER requests awaiting their answer (at most MAX_REQUESTS); rows leave in batches of
   BATCH_EVENTS.
@@ -37,9 +38,11 @@ import pyarrow.compute as pc
 
 from dissector.capture.merge import Item
 from dissector.events import (
+    AckedIds,
     AppMessage,
     Conversation,
     ConversationOpened,
+    Delivering,
     FlowKey,
     Frame,
     Journey,
@@ -127,7 +130,8 @@ def _frame(fields: tuple[Any, ...]) -> Frame:
 def decode(blob: bytes) -> tuple[str, Any]:
     """A recorded event: ("F", Frame), ("M", AppMessage), ("A", (conn_id, SEND's stream
     offset or None, answered)) the facts' answer to a SEND (answered: by the frame before),
-    ("O", (conn_id, FlowKey)) a connection's broker, ("E", conn_id) its end."""
+    ("C", Delivering or AckedIds) the fact of the frame before (a MESSAGE or ACK), ("O",
+    (conn_id, FlowKey)) a connection's broker, ("E", conn_id) its end."""
     kind, value = pickle.loads(blob)
     if kind == "F":
         return kind, _frame(value)
@@ -179,6 +183,10 @@ class Recorder:
         elif kind is Pair:
             assert isinstance(ev, Pair)
             self._pair(ev)
+        elif kind is Delivering or kind is AckedIds:
+            assert isinstance(ev, (Delivering, AckedIds))
+            if ev.conn_id in self.conns:  # its frame recorded
+                self._add(self._topic, pickle.dumps(("C", ev), protocol=5))
         elif kind is AppMessage:
             assert isinstance(ev, AppMessage)
             if ev.conn_id in self.conns:
@@ -319,7 +327,7 @@ class Replay:
 
     def feed(self, blob: bytes) -> None:
         kind, value = decode(blob)
-        if kind == "F" or kind == "M":
+        if kind == "F" or kind == "M" or kind == "C":
             rows = self.joiner.feed(value)
             if rows:
                 self.made(rows)

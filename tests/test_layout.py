@@ -351,3 +351,20 @@ def test_every_module_says_what_it_does() -> None:
         if path.stat().st_size and ast.get_docstring(ast.parse(path.read_text())) is None
     ]
     assert not missing, missing
+
+
+def test_records_are_named_through_dissector_events() -> None:
+    """The records' modules (dissector/events/) are where each is defined; every other
+    module names them as dissector.events.X, so a record can move between those modules
+    without an importer changing (dissector/events/__init__.py's rule)."""
+    known = modules()
+    inside = [name for name in known if name.startswith("dissector.events.")]
+    assert inside, "dissector/events/ is a package of modules"
+    reaching = sorted(
+        f"{name} imports {target}"
+        for name, path in known.items()
+        if not name.startswith("dissector.events")
+        for target in imported_modules(path, known)
+        if target.startswith("dissector.events.")
+    )
+    assert not reaching, "\n".join(reaching)

@@ -41,7 +41,7 @@ VOCABULARIES: list[type[StrEnum]] = [
     *(
         v
         for v in vars(events).values()
-        if isinstance(v, type) and issubclass(v, StrEnum) and v.__module__ == events.__name__
+        if isinstance(v, type) and issubclass(v, StrEnum) and v.__module__.startswith("dissector.")
     ),
     Severity,
 ]

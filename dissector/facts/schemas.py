@@ -4,7 +4,7 @@ Input: from the machine's table (`table.TRANSITIONS`), the commands declaring a 
 (PRODUCER, SUBSCRIBE, GET_OR_CREATE_SCHEMA: `declared`); from `requests.py`, each answer
 with the request it answers (`answered`), and a PRODUCER_SUCCESS that is not ready yet with
 the request it will answer (`producer_answered`).
-Output: `SchemaFact`s (events.py), in wire order, in `told`, taken by their consumer
+Output: `SchemaFact`s (dissector.events), in wire order, in `told`, taken by their consumer
 (`take`; the values' schema tracker); none are made unless wanted (`told` None).
 Rules, per topic as the client named it:
 - DECLARED: every PRODUCER and SUBSCRIBE (their schema, or None: a producer of plain bytes

@@ -121,6 +121,9 @@ class Pipeline:
             keylog=keylog,
             consumed=consumed,
         )
+        # a swapped connection's id is kept until TCP forgets the connection: no event of
+        # it comes after (the anomalies of data after its close come before)
+        self.tcp.on_forget = self._shared.swapped.discard
         self._convs: dict[int, Connection] = {}  # the open connections, by id
         self.tls_waiting = self._shared.tls_waiting  # records waiting for a key
         # TCP conversations found not to be Pulsar, by server port (what a user may have

@@ -262,3 +262,22 @@ def test_a_lone_pending_side_is_dropped_at_the_end() -> None:
     s.handshake()
     s.exchange([msg(C2B, "PING")])
     assert run(s.segs) == []
+
+
+def test_a_swapped_connection_is_forgotten_with_tcp() -> None:
+    """The pipeline keeps the id of a connection whose roles swapped (to swap TCP's later
+    events of it) until TCP forgets the connection: an idle timeout forgets it at once, so
+    the set does not grow with every swapped connection of a long capture or live run."""
+    msgs = baseline_msgs()
+    s = Session(OTHER)
+    s.exchange([msgs[1], msgs[0], *msgs[2:]])
+    pipe = Pipeline(idle_timeout=1_000_000)
+    events: list[PipelineEvent] = []
+    for pkt in packets(s.segs):
+        events += pipe.feed(pkt)
+    assert frames(events) == expected_frames(s)  # swapped: every frame with its true side
+    assert pipe._shared.swapped == {1}
+    last = max(e.last_ts for e in events if type(e) is Frame)
+    ended = pipe.expire(last + 2_000_000)
+    assert [type(e).__name__ for e in ended][-1] == "Conversation"
+    assert pipe._shared.swapped == set()

@@ -42,5 +42,6 @@ class Shared:
     #: Connections whose sides were swapped (`flow.classify.SWAPS`): TCP keeps the roles it
     #: took at their first packet, so the pipeline swaps every TCP event of theirs, those
     #: already made when the swap came included (`flow.sides.swap`). One id per connection
-    #: that started without a SYN off the broker ports and whose broker spoke first.
+    #: that started without a SYN off the broker ports and whose broker spoke first, until
+    #: TCP forgets it (`Reassembler.on_forget`: at most MAX_CLOSED_KEPT closed ones kept).
     swapped: set[int] = field(default_factory=set)

@@ -28,11 +28,15 @@ Rules:
   (`HalfStream.acked`); a connection keeps the earliest deadline of its two directions, so
   that every packet of it checks it with one comparison (`HalfStream.overdue`).
 - A connection the caller `ignore`s is still tracked (its end is reported) but delivers nothing.
+- A connection forgotten (its packets no longer found: timed out, or past MAX_CLOSED_KEPT
+  closed ones) is told to `on_forget` when given: no event of its id comes after, so what a
+  caller keeps per connection beyond its close can go then.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict, deque
+from collections.abc import Callable
 
 from dissector.anomalies import AnomalyCode
 from dissector.events import (
@@ -104,10 +108,13 @@ class Reassembler:
         broker_ports: frozenset[int] | set[int] = frozenset({6650, 6651}),
         first_id: int = 1,
         idle_timeout: int | None = None,
+        on_forget: Callable[[int], None] | None = None,
     ) -> None:
-        """idle_timeout: microseconds without a packet after which a connection is closed."""
+        """idle_timeout: microseconds without a packet after which a connection is closed.
+        on_forget: told the conn_id of each connection forgotten (module docstring)."""
         self.broker_ports = frozenset(broker_ports)
         self.idle_timeout = idle_timeout
+        self.on_forget = on_forget
         self._flows: dict[tuple[str, int, str, int], tuple[_Conn, Direction]] = {}
         # Open connections, least recently active first (moved to the end on every packet).
         self._conns: OrderedDict[int, _Conn] = OrderedDict()
@@ -295,6 +302,8 @@ class Reassembler:
         self._close(oldest, CloseReason.EVICTED, seg, out)
 
     def _forget(self, conn: _Conn) -> None:
+        if self.on_forget is not None:
+            self.on_forget(conn.conn_id)
         k = conn.key
         for tup in (
             (k.client_ip, k.client_port, k.broker_ip, k.broker_port),

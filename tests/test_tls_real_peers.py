@@ -17,7 +17,6 @@ from __future__ import annotations
 import base64
 import json
 import ssl
-import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -356,18 +355,23 @@ def test_live_decrypts_with_keys_written_during_the_run(tmp_path: Path, peer: Pe
     live = Live("-i", "lo", *ports, "--tls-keylog", str(keylog), "--format", "jsonl")
     try:
         rec = record_tls(out, port=port, broker=peer.broker)
-        live.wait_for('"table":"conversations"')
-        deadline = time.monotonic() + 10
-        while sum('"table":"conversations"' in line for _, line in live.lines) < 2:
-            assert time.monotonic() < deadline, "a conversation row never came"
-            time.sleep(0.05)
+        ours = {c.client_port for c in rec.connections}  # the terminator's own record
+
+        def ended() -> set[int]:
+            rows = (json.loads(line) for _, line in live.lines)
+            return {r["client_port"] for r in rows if r["table"] == "conversations"}
+
+        live.wait_until(lambda: ours <= ended(), "a conversation row of each connection")
     finally:
         rc = live.stop()
     assert rc == 0, live.stderr
     rows = live.rows()
-    convs = [r for r in rows if r["table"] == "conversations"]
-    assert len(convs) == 2 and all(c["tls_decrypted"] for c in convs)
-    msgs = pd.DataFrame([r for r in rows if r["table"] == "messages"])
+    # only the terminator's connections: another program's traffic on lo may use the port
+    convs = [r for r in rows if r["table"] == "conversations" and r["client_port"] in ours]
+    assert len(convs) == len(rec.connections) == len(rec.manifest["runs"])
+    assert all(c["tls_decrypted"] for c in convs)
+    conns = {c["conn_id"] for c in convs}
+    msgs = pd.DataFrame([r for r in rows if r["table"] == "messages" and r["conn_id"] in conns])
     check_messages(msgs, rec.manifest)
     printed = live.stderr + "".join(line for _, line in live.lines)
     assert not any(secret.hex() in printed for secret in secrets_of(rec))

@@ -56,8 +56,8 @@ FRAMES = Extension(
 )
 
 #: The per-packet path: packet records, headers (tunnels, IP fragments), TCP, framing,
-#: decoding, conversation state, the pipeline and the table builder (mypyc needs their type
-#: hints to be exact).
+#: decoding, conversation state, the pipeline, the table builder and the journeys' joiner
+#: (mypyc needs their type hints to be exact).
 HOT = [
     "dissector/capture/_source.py",
     "dissector/capture/pcap.py",
@@ -76,6 +76,7 @@ HOT = [
     "dissector/flow/sides.py",
     "dissector/flow/tcp.py",
     "dissector/facts/acks.py",
+    "dissector/facts/batches.py",
     "dissector/facts/commands.py",
     "dissector/facts/consumed.py",
     "dissector/facts/deliveries.py",
@@ -97,6 +98,13 @@ HOT = [
     "dissector/pulsar/sections.py",
     "dissector/pulsar/text_fields.py",
     "dissector/pulsar/trace_context.py",
+    "dissector/journeys/batches.py",
+    "dissector/journeys/consume.py",
+    "dissector/journeys/index.py",
+    "dissector/journeys/joiner.py",
+    "dissector/journeys/produce.py",
+    "dissector/journeys/rows.py",
+    "dissector/journeys/state.py",
     "dissector/pipeline.py",
     "dissector/tables/builders.py",
 ]

@@ -211,4 +211,4 @@ FACTS: dict[type, Callable[..., Stored | None]] = {
     AckedIds: on_acked,
 }
 #: The frames whose facts `FACTS` reads: the joiner keeps each (metadata, times, packet).
-FRAMES = frozenset({T["MESSAGE"], T["ACK"]})
+FRAMES: frozenset[int] = frozenset({T["MESSAGE"], T["ACK"]})

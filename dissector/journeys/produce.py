@@ -179,7 +179,7 @@ HANDLERS: dict[int, Callable[..., Stored | None]] = {
     T["SEND"]: on_send,
 }
 #: The answers to a SEND: the facts pair each with its SEND (`answered`).
-ANSWERS = frozenset({T["SEND_RECEIPT"], _SEND_ERROR})
+ANSWERS: frozenset[int] = frozenset({T["SEND_RECEIPT"], _SEND_ERROR})
 
 
 def send_answer(pair: Pair) -> tuple[int | None, bool] | None:

@@ -26,6 +26,7 @@ from dissector.events import (
     FlowKey,
     Frame,
 )
+from dissector.facts import ConversationState
 from dissector.facts.bounds import MAX_ENTITIES, MAX_PENDING
 from dissector.findings import REGISTRY, Thresholds
 from dissector.pulsar.encoder import command
@@ -188,16 +189,18 @@ def test_a_response_of_the_wrong_type_teaches_nothing() -> None:
 
 
 def test_a_flood_of_producers_is_bounded() -> None:
-    """PRODUCER commands with ever new ids: the engine keeps at most MAX_ENTITIES of them
-    (the facts' bound)."""
+    """PRODUCER commands with ever new ids (each frame, then its facts, as the pipeline
+    feeds them): the engine keeps at most MAX_ENTITIES of them (the facts' bound)."""
     engine = Diagnoser()
     engine.feed(ConversationOpened(1, KEYS[1], 0, 1))
+    state = ConversationState(1, lifecycles=True)
     for pid in range(MAX_ENTITIES + 100):
         cmd = command("PRODUCER", topic="t", producer_id=pid, request_id=pid)
         ctype = COMMAND_TYPES["PRODUCER"]
-        engine.feed(
-            Frame(1, C2B, 0, 10, 5, ctype, "PRODUCER", cmd, cmd.producer, None, last_ts=pid)
-        )
+        frame = Frame(1, C2B, 0, 10, 5, ctype, "PRODUCER", cmd, cmd.producer, None, last_ts=pid)
+        _, facts = state.observe(frame)
+        for ev in (frame, *facts):
+            engine.feed(ev)
     conn = engine.conns[1]
     assert len(conn.producers) == MAX_ENTITIES and next(iter(conn.producers)) == 100
     assert len(conn.requests) <= MAX_PENDING

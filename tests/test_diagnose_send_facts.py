@@ -37,7 +37,8 @@ class Scene:
     """One connection: frames through its state machine, then the engine."""
 
     def __init__(self) -> None:
-        self.state = ConversationState(1)
+        plan = plan_read(ReaderOptions(), ["findings"])  # the facts a findings read makes
+        self.state = ConversationState(1, lifecycles=plan.lifecycles)
         self.engine = Diagnoser(Thresholds(send_timeout=10.0))
         self.packet = 0
         self.offset = {C2B: 0, B2C: 0}

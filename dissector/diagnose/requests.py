@@ -4,9 +4,9 @@ Input: the protocol facts (dissector.facts) of requests by request_id (`on_pair`
 unanswered, unmatched; `on_reused`), PING and PONG frames (`HANDLERS`), the sweep (`due`,
 `tell`: the engine's timers, Context.schedule), the connection's end.
 Output: findings request.unanswered, request.unknown_response, request.id_reused and
-keepalive.unanswered (one row per connection each); answers to PRODUCER, SUBSCRIBE,
-LOOKUP and SEEK are handed to the rules that learn from them (`ANSWERED`, filled by the
-engine).
+keepalive.unanswered (one row per connection each); answers to LOOKUP and SEEK are handed
+to the rules that learn from them (`ANSWERED`, filled by the engine; producers and consumers
+learn theirs from their lifecycle facts).
 Rules:
 - Which command is a request and which response answers it is the facts' (one state machine
   per connection): this module matches nothing. A PRODUCER is answered by the

@@ -12,15 +12,15 @@ Rules:
   it costs the frames-only read nothing, and nothing in the per-frame pipeline.
 - Requests are matched with their answers, and SENDs with their receipts, once, by the
   facts' state machine (dissector.facts): a completion fact comes right after its answer's
-  Frame; the request rules (`requests.on_pair`) and the producer rules (`producers.on_pair`)
-  read those. Deliveries are matched with their acks there too: an ACK's fact (`Acked`)
-  follows its Frame; the discard and consumer rules (`discards.on_acked`,
-  `consumers.on_acked`) read it. Consumers' permits are counted there as well: a FLOW's
-  fact (`Permits`), or a MESSAGE's that left its consumer none, follows its Frame; the flow
-  rules (`consumers.on_permits`) read it. So are producers' and consumers' lives: a
-  PRODUCER's or SUBSCRIBE's, their answer's, a CLOSE_*'s or a TOPIC_MIGRATED's fact
-  (`Lifecycle`) follows its Frame; the producer, consumer and spanning rules (`on_life`)
-  read it.
+  Frame; the request rules (`requests.on_pair`), the producer rules (`producers.on_pair`)
+  and the keep-alive rule (`requests.on_keepalive`: a PONG's) read those. Deliveries are
+  matched with their acks there too: an ACK's fact (`Acked`) follows its Frame; the discard
+  and consumer rules (`discards.on_acked`, `consumers.on_acked`) read it. Consumers' permits
+  are counted there as well: a FLOW's fact (`Permits`), or a MESSAGE's that left its
+  consumer none, follows its Frame; the flow rules (`consumers.on_permits`) read it. So are
+  producers' and consumers' lives: a PRODUCER's or SUBSCRIBE's, their answer's, a CLOSE_*'s
+  or a TOPIC_MIGRATED's fact (`Lifecycle`) follows its Frame; the producer, consumer and
+  spanning rules (`on_life`) read it.
 - Each command type has a tuple of rule handlers (`DISPATCH`, built once from the rule
   modules' HANDLERS tables: connection, requests, producers, consumers, chunks, spanning).
 - Time is the capture's: the latest event time seen. About every SWEEP_US of it, the timers
@@ -168,6 +168,8 @@ class Diagnoser:
                 requests.on_pair(ctx, self._conn(ev.conn_id), ev)
             elif is_send_pair(ev):
                 producers.on_pair(ctx, self._conn(ev.conn_id), ev)
+            elif requests.is_keepalive_pair(ev):
+                requests.on_keepalive(ctx, self._conn(ev.conn_id), ev)
         elif kind is Acked:
             assert isinstance(ev, Acked)
             conn = self._conn(ev.conn_id)

@@ -70,6 +70,7 @@ class Pipeline:
         keylog: KeyLog | None = None,
         frame_runs: bool = False,
         consumed: bool = False,
+        lifecycles: bool = False,
     ) -> None:
         """messages: the extractor of application messages, or None not to extract them.
 
@@ -82,6 +83,10 @@ class Pipeline:
 
         consumed: with pairs, the journeys' facts of deliveries and acks follow each MESSAGE
         and ACK (`Delivering`, `AckedIds`: dissector.facts.consumed).
+
+        lifecycles: with pairs, each producer's and consumer's step (declared, created,
+        failed, closed, migrated) follows the frame that made it (`Lifecycle`:
+        dissector.facts.lifecycles).
 
         keylog: TLS secrets (NSS key log) to decrypt TLS connections with; it may gain
         secrets while the pipeline runs (live), sessions waiting for theirs then retry.
@@ -120,6 +125,7 @@ class Pipeline:
             frame_runs=self.frame_runs,
             keylog=keylog,
             consumed=consumed,
+            lifecycles=lifecycles,
         )
         # a swapped connection's id is kept until TCP forgets the connection: no event of
         # it comes after (the anomalies of data after its close come before)

@@ -2,10 +2,12 @@
 
 Hypothesis draws sequences of commands of every kind the rules read (with random ids,
 sequence ids, message ids, permits, URLs, chunk metadata, directions and times, stray
-responses answering the wrong request) over a few connections, some opened, some not,
-some ended. Whatever it draws, the engine gives findings and never an exception; every
-code is a registered one, and evidence stays within its bound. Bounds on what the engine
-keeps per connection are checked with a flood (an operation count, not a time).
+responses answering the wrong request) over a few connections, some opened, some not, some
+ended, each frame followed by the facts its connection's state machine makes of it (as a
+findings read feeds them: completions, acks, permits, lifecycles). Whatever it draws, the
+engine gives findings and never an exception; every code is a registered one, and evidence
+stays within its bound. Bounds on what the engine keeps per connection are checked with a
+flood (an operation count, not a time).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from dissector.events import (
     FlowKey,
     Frame,
 )
+from dissector.facts import ConversationState
 from dissector.facts.bounds import MAX_ENTITIES, MAX_PENDING
 from dissector.findings import REGISTRY, Thresholds
 from dissector.pulsar.encoder import command
@@ -156,12 +159,18 @@ def test_any_conversation_gives_findings_never_an_exception(
     drawn: list[Frame], opened: set[int], reason: CloseReason
 ) -> None:
     engine = Diagnoser(Thresholds(send_timeout=1, keepalive=1, flow_wait=1, ack_timeout=1))
+    states: dict[int, ConversationState] = {}  # each frame's facts follow it, as in a read
     for conn_id in sorted(opened):
         _check(engine.feed(ConversationOpened(conn_id, KEYS[conn_id], 0, 1)))
     for frame in sorted(drawn, key=lambda f: f.last_ts):
-        _check(engine.feed(frame))
+        state = states.setdefault(frame.conn_id, ConversationState(frame.conn_id, lifecycles=True))
+        _, facts = state.observe(frame)
+        for ev in (frame, *facts):
+            _check(engine.feed(ev))
     _check(engine.tick(300_000_000))
     for conn_id in sorted(opened):
+        for fact in states.pop(conn_id, ConversationState(conn_id)).close():
+            _check(engine.feed(fact))
         _check(engine.feed(_ended(conn_id, reason)))
     _check(engine.finish())
 
@@ -178,26 +187,35 @@ def test_a_response_of_the_wrong_type_teaches_nothing() -> None:
     learn from LOOKUP and PRODUCER answers do not read fields those responses lack."""
     engine = Diagnoser()
     engine.feed(ConversationOpened(1, KEYS[1], 0, 1))
-    engine.feed(_frame("CONNECT", C2B, 1, client_version="c"))
-    engine.feed(_frame("LOOKUP", C2B, 2, topic="t", request_id=1))
-    engine.feed(_frame("SUCCESS", B2C, 3, request_id=1))
-    engine.feed(_frame("PRODUCER", C2B, 4, topic="t", producer_id=1, request_id=2))
-    engine.feed(_frame("LOOKUP_RESPONSE", B2C, 5, request_id=2, response=0))
+    state = ConversationState(1, lifecycles=True)
+    for frame in (
+        _frame("CONNECT", C2B, 1, client_version="c"),
+        _frame("LOOKUP", C2B, 2, topic="t", request_id=1),
+        _frame("SUCCESS", B2C, 3, request_id=1),
+        _frame("PRODUCER", C2B, 4, topic="t", producer_id=1, request_id=2),
+        _frame("LOOKUP_RESPONSE", B2C, 5, request_id=2, response=0),
+    ):
+        _, facts = state.observe(frame)
+        for ev in (frame, *facts):
+            _check(engine.feed(ev))
+    assert engine.conns[1].producers[1].open  # neither created nor failed: still open
     _check(engine.feed(_ended(1, CloseReason.FIN)))
     _check(engine.finish())
 
 
 def test_a_flood_of_producers_is_bounded() -> None:
-    """PRODUCER commands with ever new ids: the engine keeps at most MAX_ENTITIES of them
-    (the facts' bound)."""
+    """PRODUCER commands with ever new ids (each frame, then its facts, as the pipeline
+    feeds them): the engine keeps at most MAX_ENTITIES of them (the facts' bound)."""
     engine = Diagnoser()
     engine.feed(ConversationOpened(1, KEYS[1], 0, 1))
+    state = ConversationState(1, lifecycles=True)
     for pid in range(MAX_ENTITIES + 100):
         cmd = command("PRODUCER", topic="t", producer_id=pid, request_id=pid)
         ctype = COMMAND_TYPES["PRODUCER"]
-        engine.feed(
-            Frame(1, C2B, 0, 10, 5, ctype, "PRODUCER", cmd, cmd.producer, None, last_ts=pid)
-        )
+        frame = Frame(1, C2B, 0, 10, 5, ctype, "PRODUCER", cmd, cmd.producer, None, last_ts=pid)
+        _, facts = state.observe(frame)
+        for ev in (frame, *facts):
+            engine.feed(ev)
     conn = engine.conns[1]
     assert len(conn.producers) == MAX_ENTITIES and next(iter(conn.producers)) == 100
     assert len(conn.requests) <= MAX_PENDING

@@ -37,7 +37,8 @@ class Scene:
     """One connection: frames through its state machine, then the engine."""
 
     def __init__(self) -> None:
-        self.state = ConversationState(1)
+        plan = plan_read(ReaderOptions(), ["findings"])  # the facts a findings read makes
+        self.state = ConversationState(1, lifecycles=plan.lifecycles)
         self.engine = Diagnoser(Thresholds(send_timeout=10.0))
         self.packet = 0
         self.offset = {C2B: 0, B2C: 0}
@@ -160,3 +161,18 @@ def test_a_findings_read_has_the_facts_whatever_the_pairs_option_says() -> None:
     off = ReaderOptions(messages=False, pairs=False)
     assert plan_read(off, ["findings"]).pairs
     assert not plan_read(off, ["timeline"]).pairs  # the option still turns the timeline's off
+
+
+def test_a_ping_is_answered_by_the_pong_the_facts_pair_with_it() -> None:
+    """A client's PING at 0 s; a PONG the same way at 1 s answers nothing (a PING is answered
+    the other way: the facts' FIFO pairs); the broker's PONG at 40 s answers it, 10 s past
+    the 30 s keep-alive interval: one late PING, waited 40 s."""
+    scene = Scene()
+    scene.send(C2B, "CONNECT", 0, client_version="c")
+    scene.send(B2C, "CONNECTED", 1, server_version="s")
+    ping = scene.send(C2B, "PING", 2)
+    scene.send(C2B, "PONG", 1 * S)
+    scene.send(B2C, "PONG", 40 * S + 2)
+    found = [f for f in scene.end(41 * S) if f.code == "keepalive.unanswered"]
+    assert len(found) == 1
+    assert found[0].count == 1 and found[0].evidence == (ping,) and found[0].value == 40.0

@@ -65,7 +65,9 @@ def _joined(drawn: list[Frame], opened: set[int], reason: CloseReason) -> None:
     for conn_id in sorted(opened):
         add(ConversationOpened(conn_id, KEYS[conn_id], 0, 1))
     for frame in sorted(drawn, key=lambda f: f.last_ts):
-        state = states.setdefault(frame.conn_id, ConversationState(frame.conn_id, consumed=True))
+        state = states.setdefault(
+            frame.conn_id, ConversationState(frame.conn_id, consumed=True, lifecycles=True)
+        )
         _, facts = state.observe(frame)
         add(frame)
         for fact in facts:

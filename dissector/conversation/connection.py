@@ -96,7 +96,11 @@ class Connection:
         self.held: list[PipelineEvent] = []  # events of a pending connection
         values = self.messages is not None and self.messages.values is not None
         self.state = ConversationState(
-            opened.conn_id, pairs=shared.pairs, schemas=values, consumed=shared.consumed
+            opened.conn_id,
+            pairs=shared.pairs,
+            schemas=values,
+            consumed=shared.consumed,
+            lifecycles=shared.lifecycles,
         )
         self.judged: set[Direction] = set()  # pending: sides that opened without CONNECT
         self.anomalies = 0

@@ -36,6 +36,8 @@ class Shared:
     tls_waiting: WaitingPool = field(default_factory=WaitingPool)  # of all sessions together
     #: the journeys' facts of deliveries and acks are made (dissector.facts.consumed)
     consumed: bool = False
+    #: each producer's and consumer's steps are facts (dissector.facts.lifecycles)
+    lifecycles: bool = False
     #: TCP connections found not to be Pulsar, by server port (what a user may have meant
     #: with --port when no Pulsar traffic is found).
     other_ports: dict[int, int] = field(default_factory=dict)

@@ -1,12 +1,14 @@
 """Consumer rules on one connection: FLOW and permits, acks, holes, redeliveries.
 
-Input: the connection's SUBSCRIBE, its answer, MESSAGE, REDELIVER_UNACKNOWLEDGED_MESSAGES
-and CLOSE_CONSUMER frames (`HANDLERS`), the facts of its consumers' permits (`on_permits`:
-events.Permits, after each FLOW and each MESSAGE that left its consumer none or was its
-largest batch yet), the facts of its ACKs (`on_acked`: events.Acked, the deliveries each
-acknowledged, numbered in first-delivery order, and its consumer's oldest unacknowledged one
-before and after; the facts keep them, a redelivery keeping its first place), the clock (the
-sweep: `due`, `tell`, the engine's timers, Context.schedule), its end.
+Input: the connection's MESSAGE and REDELIVER_UNACKNOWLEDGED_MESSAGES frames (`HANDLERS`),
+its consumers' lifecycle facts (`on_life`: events.Lifecycle, SUBSCRIBE declared, answered
+SUCCESS or ERROR, CLOSE_CONSUMER from either side), the facts of its consumers' permits
+(`on_permits`: events.Permits, after each FLOW and each MESSAGE that left its consumer none
+or was its largest batch yet), the facts of its ACKs (`on_acked`: events.Acked, the
+deliveries each acknowledged, numbered in first-delivery order, and its consumer's oldest
+unacknowledged one before and after; the facts keep them, a redelivery keeping its first
+place), the clock (the sweep: `due`, `tell`, the engine's timers, Context.schedule), its
+end.
 Output: findings flow.no_flow_after_subscribe, flow.starved, flow.overshoot,
 consumer.ack_hole and consumer.redelivery_storm, one row per consumer; deliveries and acks
 are also handed to dissector.diagnose.spanning (consumer.redelivered_after_ack is per
@@ -41,7 +43,7 @@ from dissector.diagnose.state import (
     RuleStep,
     finding,
 )
-from dissector.events import Acked, Delivered, Frame, Permits
+from dissector.events import Acked, Delivered, Frame, Lifecycle, LifeStep, Permits
 from dissector.findings import FindingCode
 from dissector.pulsar.wire import COMMAND_TYPES
 
@@ -63,25 +65,34 @@ def consumer_of(conn: ConnState, frame: Frame, cid: int) -> ConsumerState:
     return c
 
 
-def on_subscribe(ctx: Context, conn: ConnState, frame: Frame, body: Any) -> None:
-    cid = body.consumer_id
-    c = ConsumerState(cid, body.topic, body.subscription, frame.last_ts)
-    c.known = conn.intact
-    c.subscribing = True
-    conn.add_consumer(c)
-
-
-def answered(ctx: Context, conn: ConnState, request: Frame, response: Frame) -> None:
-    """SUBSCRIBE answered: SUCCESS subscribes it, ERROR closes it."""
-    c = conn.consumers.get(request.body.consumer_id)
+def on_life(ctx: Context, conn: ConnState, fact: Lifecycle) -> None:
+    """A consumer's step (dissector.facts.lifecycles): SUBSCRIBE declares it, SUCCESS
+    subscribes it, ERROR or a CLOSE_CONSUMER from either side closes it (a migration tells
+    these rules nothing: spanning.py reads it)."""
+    step, frame = fact.step, fact.frame
+    if step is LifeStep.DECLARED:
+        entity = fact.entity
+        assert entity is not None  # the SUBSCRIBE made it
+        made = ConsumerState(fact.entity_id, entity.topic, entity.subscription, frame.last_ts)
+        made.known = conn.intact
+        made.subscribing = True
+        conn.add_consumer(made)
+        return
+    if step is LifeStep.MIGRATED:
+        return
+    c = conn.consumers.get(fact.entity_id)
     if c is None:
         return
-    c.subscribing = False
-    if response.command_type == T["SUCCESS"]:
-        c.subscribed_ts, c.subscribed_packet = response.last_ts, response.last_packet
+    if step is LifeStep.CREATED:
+        c.subscribing = False
+        c.subscribed_ts, c.subscribed_packet = frame.last_ts, frame.last_packet
         ctx.schedule(due(ctx, conn, c), KIND, conn, c, c.consumer_id)
-    else:
+    elif step is LifeStep.FAILED:
+        c.subscribing = False
         c.open = False
+    elif c.open:  # closed by either side
+        c.open = False
+        _end(ctx, conn, c, frame.last_ts)
 
 
 def on_permits(ctx: Context, conn: ConnState, fact: Permits) -> None:
@@ -190,13 +201,6 @@ def on_redeliver(ctx: Context, conn: ConnState, frame: Frame, body: Any) -> None
         return  # the same request, sent as several commands
     c.redeliver_burst = frame.last_ts
     c.redeliver_requests.add(frame)
-
-
-def on_close_consumer(ctx: Context, conn: ConnState, frame: Frame, body: Any) -> None:
-    c = conn.consumers.get(body.consumer_id)
-    if c is not None and c.open:
-        c.open = False
-        _end(ctx, conn, c, frame.last_ts)
 
 
 def _end(ctx: Context, conn: ConnState, c: ConsumerState, now: int) -> None:
@@ -356,8 +360,6 @@ def _storm(ctx: Context, conn: ConnState, c: ConsumerState) -> None:
 
 
 HANDLERS: dict[int, RuleStep] = {
-    T["SUBSCRIBE"]: on_subscribe,
     T["MESSAGE"]: on_message,
     T["REDELIVER_UNACKNOWLEDGED_MESSAGES"]: on_redeliver,
-    T["CLOSE_CONSUMER"]: on_close_consumer,
 }

@@ -1,10 +1,9 @@
 """The diagnosis engine: pipeline events in, findings out. Sans-IO.
 
 Input: the events the pipeline already makes (ConversationOpened, Frame, Anomaly,
-Conversation, and the protocol facts: Pair, RequestIdReused, Acked, Permits; AppMessage is
-ignored), in
-order (`feed`); optionally the wall clock (`tick`, live); then `finish` at the end of the
-capture (or group of captures).
+Conversation, and the protocol facts: Pair, RequestIdReused, Acked, Permits, Lifecycle;
+AppMessage is ignored), in order (`feed`); optionally the wall clock (`tick`, live); then
+`finish` at the end of the capture (or group of captures).
 Output: `Finding` records: from `feed` as episodes end (a connection closes, a late answer
 arrives), from `finish` for what spans connections; a listener, when given, is told of a
 finding as soon as it is established (a threshold passed), before its row is complete.
@@ -13,12 +12,15 @@ Rules:
   it costs the frames-only read nothing, and nothing in the per-frame pipeline.
 - Requests are matched with their answers, and SENDs with their receipts, once, by the
   facts' state machine (dissector.facts): a completion fact comes right after its answer's
-  Frame; the request rules (`requests.on_pair`) and the producer rules (`producers.on_pair`)
-  read those. Deliveries are matched with their acks there too: an ACK's fact (`Acked`)
-  follows its Frame; the discard and consumer rules (`discards.on_acked`,
-  `consumers.on_acked`) read it. Consumers' permits are counted there as well: a FLOW's
-  fact (`Permits`), or a MESSAGE's that left its consumer none, follows its Frame; the flow
-  rules (`consumers.on_permits`) read it.
+  Frame; the request rules (`requests.on_pair`), the producer rules (`producers.on_pair`)
+  and the keep-alive rule (`requests.on_keepalive`: a PONG's) read those. Deliveries are
+  matched with their acks there too: an ACK's fact (`Acked`) follows its Frame; the discard
+  and consumer rules (`discards.on_acked`, `consumers.on_acked`) read it. Consumers' permits
+  are counted there as well: a FLOW's fact (`Permits`), or a MESSAGE's that left its
+  consumer none, follows its Frame; the flow rules (`consumers.on_permits`) read it. So are
+  producers' and consumers' lives: a PRODUCER's or SUBSCRIBE's, their answer's, a CLOSE_*'s
+  or a TOPIC_MIGRATED's fact (`Lifecycle`) follows its Frame; the producer, consumer and
+  spanning rules (`on_life`) read it.
 - Each command type has a tuple of rule handlers (`DISPATCH`, built once from the rule
   modules' HANDLERS tables: connection, requests, producers, consumers, chunks, spanning).
 - Time is the capture's: the latest event time seen. About every SWEEP_US of it, the timers
@@ -54,8 +56,10 @@ from dissector.events import (
     CloseReason,
     Conversation,
     ConversationOpened,
+    EntityKind,
     Finding,
     Frame,
+    Lifecycle,
     Pair,
     Permits,
     RequestIdReused,
@@ -94,8 +98,6 @@ DISPATCH = _dispatch()
 _ERROR = T["ERROR"]
 requests.ANSWERED.update(
     {
-        T["PRODUCER"]: (frozenset({T["PRODUCER_SUCCESS"], _ERROR}), producers.answered),
-        T["SUBSCRIBE"]: (frozenset({T["SUCCESS"], _ERROR}), consumers.answered),
         T["LOOKUP"]: (frozenset({T["LOOKUP_RESPONSE"]}), spanning.lookup_answered),
         T["SEEK"]: (frozenset({T["SUCCESS"], _ERROR}), spanning.seek_answered),
     }
@@ -166,6 +168,8 @@ class Diagnoser:
                 requests.on_pair(ctx, self._conn(ev.conn_id), ev)
             elif is_send_pair(ev):
                 producers.on_pair(ctx, self._conn(ev.conn_id), ev)
+            elif requests.is_keepalive_pair(ev):
+                requests.on_keepalive(ctx, self._conn(ev.conn_id), ev)
         elif kind is Acked:
             assert isinstance(ev, Acked)
             conn = self._conn(ev.conn_id)
@@ -174,6 +178,14 @@ class Diagnoser:
         elif kind is Permits:
             assert isinstance(ev, Permits)
             consumers.on_permits(ctx, self._conn(ev.conn_id), ev)
+        elif kind is Lifecycle:
+            assert isinstance(ev, Lifecycle)
+            conn = self._conn(ev.conn_id)
+            if ev.kind is EntityKind.PRODUCER:
+                producers.on_life(ctx, conn, ev)
+            else:
+                consumers.on_life(ctx, conn, ev)
+            spanning.on_life(ctx, conn, ev)
         elif kind is RequestIdReused:
             assert isinstance(ev, RequestIdReused)
             requests.on_reused(ctx, self._conn(ev.conn_id), ev)

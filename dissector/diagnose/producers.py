@@ -1,9 +1,9 @@
 """Producer rules on one connection: send timeout, receipt order, sequence regression, busy.
 
-Input: the connection's PRODUCER, its answer, SEND and CLOSE_PRODUCER frames (through
-`HANDLERS`, by command type), the SENDs' completion facts (`on_pair`: receipted, failed,
-never answered; dissector.facts), the sweep (`due`, `tell`: the engine's timers,
-Context.schedule), its end.
+Input: the connection's SEND frames (through `HANDLERS`, by command type), its producers'
+lifecycle facts (`on_life`: declared, created, failed, closed by either side), the SENDs'
+completion facts (`on_pair`: receipted, failed, never answered; dissector.facts), the sweep
+(`due`, `tell`: the engine's timers, Context.schedule), its end.
 Output: findings producer.send_timeout, producer.receipt_out_of_order,
 producer.sequence_regression (within the connection; across reconnects: spanning.py) and
 producer.busy, each one row per producer with all its evidence (producer.busy: per
@@ -40,13 +40,12 @@ from dissector.diagnose.state import (
     RuleStep,
     finding,
 )
-from dissector.events import Direction, Frame, Pair
+from dissector.events import Frame, Lifecycle, LifeStep, Pair
 from dissector.facts.bounds import MAX_PENDING
 from dissector.findings import FindingCode
 from dissector.pulsar.wire import COMMAND_TYPES, enum_name
 
 T = COMMAND_TYPES
-C2B = Direction.CLIENT_TO_BROKER
 _RECEIPT = T["SEND_RECEIPT"]
 _BUSY_ERRORS = frozenset({"ProducerBusy", "ProducerFenced"})
 #: This module's timers (Context.schedule): a producer's oldest SEND waiting.
@@ -63,14 +62,28 @@ def _producer(conn: ConnState, frame: Frame, pid: int) -> ProducerState:
     return p
 
 
-def on_producer(ctx: Context, conn: ConnState, frame: Frame, body: Any) -> None:
-    pid = body.producer_id
+def on_life(ctx: Context, conn: ConnState, fact: Lifecycle) -> None:
+    """A producer's step (dissector.facts.lifecycles): declared, created or failed, closed;
+    a migration tells these rules nothing (spanning.py reads it)."""
+    step = fact.step
+    if step is LifeStep.DECLARED:
+        _declared(conn, fact)
+    elif step is LifeStep.CREATED or step is LifeStep.FAILED:
+        _answered(conn, fact)
+    elif step is not LifeStep.MIGRATED:
+        _closed(ctx, conn, fact)
+
+
+def _declared(conn: ConnState, fact: Lifecycle) -> None:
+    """PRODUCER: a new producer; busy when its id is still open."""
+    pid, frame, entity = fact.entity_id, fact.frame, fact.entity
+    assert entity is not None  # the PRODUCER made it
     old = conn.producers.get(pid)
-    p = ProducerState(pid, body.topic, frame.last_ts, frame.stream_offset)
-    p.name = body.producer_name if body.HasField("producer_name") else None
+    p = ProducerState(pid, entity.topic, frame.last_ts, frame.stream_offset)
+    p.name = fact.name
     if old is not None and old.open:
         detail = f"PRODUCER re-sent for producer_id {pid} without CLOSE_PRODUCER"
-        _busy(conn, body.topic, frame, detail, p.label())
+        _busy(conn, entity.topic, frame, detail, p.label())
     conn.add_producer(p)
 
 
@@ -87,13 +100,14 @@ def _busy(conn: ConnState, topic: str | None, frame: Frame, detail: str, label: 
         busy.producers.append(label)
 
 
-def answered(ctx: Context, conn: ConnState, request: Frame, response: Frame) -> None:
-    """PRODUCER answered (PRODUCER_SUCCESS or ERROR)."""
-    p = conn.producers.get(request.body.producer_id)
+def _answered(conn: ConnState, fact: Lifecycle) -> None:
+    """PRODUCER answered: created (PRODUCER_SUCCESS) or failed (ERROR)."""
+    p = conn.producers.get(fact.entity_id)
+    response = fact.frame
     body = response.body
-    if response.command_type == T["PRODUCER_SUCCESS"]:
+    if fact.step is LifeStep.CREATED:
         if p is not None:
-            p.name = body.producer_name or p.name
+            p.name = fact.name or p.name
             p.last_sequence_id = body.last_sequence_id
         return
     if p is not None:
@@ -101,7 +115,9 @@ def answered(ctx: Context, conn: ConnState, request: Frame, response: Frame) -> 
     error = enum_name(body, "error") if body.HasField("error") else ""
     if error in _BUSY_ERRORS:
         detail = f"PRODUCER answered {error}: {body.message}".rstrip(": ")
-        label = p.label() if p is not None else f"producer {request.body.producer_id}"
+        label = p.label() if p is not None else f"producer {fact.entity_id}"
+        request = fact.request
+        assert request is not None  # an answer's fact names its PRODUCER
         _busy(conn, request.body.topic, response, detail, label)
 
 
@@ -177,12 +193,14 @@ def _late(p: ProducerState, sent: Frame, wait: int) -> None:
     p.longest_wait = max(p.longest_wait, wait)
 
 
-def on_close_producer(ctx: Context, conn: ConnState, frame: Frame, body: Any) -> None:
-    p = conn.producers.get(body.producer_id)
+def _closed(ctx: Context, conn: ConnState, fact: Lifecycle) -> None:
+    """CLOSE_PRODUCER, from either side."""
+    p = conn.producers.get(fact.entity_id)
     if p is None:
         return
     p.open = False
-    if frame.direction is C2B:  # the client gave up on what is still waiting
+    frame = fact.frame
+    if fact.step is LifeStep.CLOSED_BY_CLIENT:  # the client gave up on what is still waiting
         p.closed_at, p.closed_ts = frame.stream_offset, frame.last_ts
         p.oldest, p.waiting = None, 0  # their facts, when they come, are timeouts (on_pair)
         if ctx.span is not None:
@@ -290,8 +308,4 @@ def close(ctx: Context, conn: ConnState, horizon: int, closed: bool) -> None:
         )
 
 
-HANDLERS: dict[int, RuleStep] = {
-    T["PRODUCER"]: on_producer,
-    T["SEND"]: on_send,
-    T["CLOSE_PRODUCER"]: on_close_producer,
-}
+HANDLERS: dict[int, RuleStep] = {T["SEND"]: on_send}

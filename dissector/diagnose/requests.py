@@ -1,12 +1,13 @@
 """Request rules on one connection: request ids and keep-alive.
 
 Input: the protocol facts (dissector.facts) of requests by request_id (`on_pair`: answered,
-unanswered, unmatched; `on_reused`), PING and PONG frames (`HANDLERS`), the sweep (`due`,
+unanswered, unmatched; `on_reused`) and of PINGs answered (`on_keepalive`: a PONG's
+completion fact), PING frames (`HANDLERS`: a PING sent waits), the sweep (`due`,
 `tell`: the engine's timers, Context.schedule), the connection's end.
 Output: findings request.unanswered, request.unknown_response, request.id_reused and
-keepalive.unanswered (one row per connection each); answers to PRODUCER, SUBSCRIBE,
-LOOKUP and SEEK are handed to the rules that learn from them (`ANSWERED`, filled by the
-engine).
+keepalive.unanswered (one row per connection each); answers to LOOKUP and SEEK are handed
+to the rules that learn from them (`ANSWERED`, filled by the engine; producers and consumers
+learn theirs from their lifecycle facts).
 Rules:
 - Which command is a request and which response answers it is the facts' (one state machine
   per connection): this module matches nothing. A PRODUCER is answered by the
@@ -17,9 +18,10 @@ Rules:
   response the facts pair with no request) and id_reused (a request sent while its id is in
   flight) need the connection's whole history (its CONNECT captured, no bytes missing):
   otherwise the request may be unseen.
-- A PING is answered by the next PONG the other way. One unanswered for keepalive seconds
-  (at a close: for half of it, as clients close one interval after their unanswered PING)
-  is keepalive.unanswered; the summary says when the other side answers PINGs (one-way).
+- A PING is answered by the next PONG the other way (the facts pair them). One unanswered
+  for keepalive seconds (at a close: for half of it, as clients close one interval after
+  their unanswered PING) is keepalive.unanswered; the summary says when the other side
+  answers PINGs (one-way).
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from dissector.pulsar.wire import COMMAND_TYPES
 
 T = COMMAND_TYPES
 C2B, B2C = Direction.CLIENT_TO_BROKER, Direction.BROKER_TO_CLIENT
+_PONG = T["PONG"]
 Answered = Callable[[Context, ConnState, Frame, Frame], None]
 #: This module's timers (Context.schedule): a connection's oldest unanswered PING.
 KIND = 0
@@ -80,16 +83,34 @@ def on_ping(ctx: Context, conn: ConnState, frame: Frame, body: Any) -> None:
         ctx.schedule(due(ctx, conn, conn), KIND, conn, conn, 0)
 
 
-def on_pong(ctx: Context, conn: ConnState, frame: Frame, body: Any) -> None:
-    asked = _other(frame.direction).value
+def on_keepalive(ctx: Context, conn: ConnState, pair: Pair) -> None:
+    """A PONG's completion fact (`is_keepalive_pair`): the PING it answers, as the facts pair
+    them (first in first out, per direction), waits no more. A PONG of no PING teaches
+    nothing; a PING never answered is judged from what waits here (`close`)."""
+    ping, pong = pair.request, pair.response
+    if ping is None or pong is None:
+        return
+    asked = ping.direction.value
     pings = conn.pings.get(asked)
     if not pings:
         return
-    ping = pings.popleft()
+    if pings[0].stream_offset == ping.stream_offset:
+        pings.popleft()
+    else:  # an older one the facts' bound gave up on still waits here
+        at = next((i for i, p in enumerate(pings) if p.stream_offset == ping.stream_offset), None)
+        if at is None:
+            return  # beyond MAX_TRACKED: not kept here
+        del pings[at]
     conn.pongs[asked] = conn.pongs.get(asked, 0) + 1
-    wait = frame.last_ts - ping.last_ts
+    wait = pong.last_ts - ping.last_ts
     if wait > ctx.us["keepalive"]:
         _late(conn, asked, ping, wait)
+
+
+def is_keepalive_pair(pair: Pair) -> bool:
+    """Whether a completion fact is a PONG's (dissector.facts: FIFO_PAIRS)."""
+    response = pair.response
+    return response is not None and response.command_type == _PONG
 
 
 def _late(conn: ConnState, asked: str, ping: Frame, wait: int) -> None:
@@ -198,4 +219,4 @@ def _requests(ctx: Context, conn: ConnState, horizon: int, closed: bool) -> None
             )
 
 
-HANDLERS: dict[int, RuleStep] = {T["PING"]: on_ping, T["PONG"]: on_pong}
+HANDLERS: dict[int, RuleStep] = {T["PING"]: on_ping}

@@ -1,9 +1,10 @@
 """Rules across connections: what spans reconnects, redirects and migrations.
 
 Input: from the per-connection rules, SENDs and receipts of named producers, deliveries and
-acks of subscribed consumers, LOOKUP and SEEK answers; from the engine, LOOKUP requests,
-TOPIC_MIGRATED, broker CLOSE_PRODUCER/CLOSE_CONSUMER naming an assigned broker, SEEK and
-PRODUCER/SUBSCRIBE (`HANDLERS`); at the end, the capture's last time (`finish`).
+acks of subscribed consumers, LOOKUP and SEEK answers; from the engine, LOOKUP and SEEK
+requests (`HANDLERS`) and the lifecycle facts (`on_life`: PRODUCER/SUBSCRIBE declared,
+TOPIC_MIGRATED, a broker's CLOSE_PRODUCER/CLOSE_CONSUMER naming an assigned broker); at the
+end, the capture's last time (`finish`).
 Output: findings producer.sequence_regression (across connections), lookup.redirect_loop
 and topic.migrated_not_followed, one row per producer name, (client, topic) lookup chain or
 migration; consumer.redelivered_after_ack, through dissector.diagnose.subscriptions.
@@ -45,12 +46,12 @@ from dissector.diagnose.state import (
     finding,
 )
 from dissector.diagnose.subscriptions import AckedSubscriptions
-from dissector.events import Direction, Finding, Frame
+from dissector.events import Direction, EntityKind, Finding, Frame, Lifecycle, LifeStep
 from dissector.findings import FindingCode
 from dissector.pulsar.wire import COMMAND_TYPES
 
 T = COMMAND_TYPES
-C2B, B2C = Direction.CLIENT_TO_BROKER, Direction.BROKER_TO_CLIENT
+C2B = Direction.CLIENT_TO_BROKER
 _REDIRECT = 0
 
 
@@ -295,24 +296,26 @@ def lookup_answered(ctx: Context, conn: ConnState, request: Frame, response: Fra
     _span(ctx).lookup_answered(conn, request, response)
 
 
-def on_migrated(ctx: Context, conn: ConnState, frame: Frame, body: Any) -> None:
-    table = conn.producers if body.resource_type == 0 else conn.consumers
-    entity = table.get(body.resource_id)
-    url = body.brokerServiceUrl or body.brokerServiceUrlTls
-    if entity is not None and url:
-        _span(ctx).moved(conn, entity.topic, url, entity.label(), frame)
-
-
-def on_close(ctx: Context, conn: ConnState, frame: Frame, body: Any) -> None:
-    """CLOSE_PRODUCER/CLOSE_CONSUMER from the broker naming an assigned broker."""
-    url = body.assignedBrokerServiceUrl or body.assignedBrokerServiceUrlTls
-    if frame.direction is not B2C or not url:
+def on_life(ctx: Context, conn: ConnState, fact: Lifecycle) -> None:
+    """A producer's or consumer's step: PRODUCER or SUBSCRIBE (does it follow a migration?);
+    TOPIC_MIGRATED, or a broker's CLOSE_PRODUCER/CLOSE_CONSUMER naming an assigned broker (a
+    move to follow)."""
+    step, frame = fact.step, fact.frame
+    if step is LifeStep.DECLARED:
+        entity = fact.entity
+        assert entity is not None  # the PRODUCER or SUBSCRIBE made it
+        if fact.kind is EntityKind.CONSUMER:
+            assert entity.subscription is not None  # a SUBSCRIBE names its subscription
+            _span(ctx).subs.subscribed(conn, entity.topic, entity.subscription)
+        _span(ctx).created(conn, entity.topic, frame)
         return
-    producer = frame.command_type == T["CLOSE_PRODUCER"]
-    table: Any = conn.producers if producer else conn.consumers
-    entity = table.get(body.producer_id if producer else body.consumer_id)
-    if entity is not None:
-        _span(ctx).moved(conn, entity.topic, url, entity.label(), frame)
+    url = fact.broker_url
+    if url is None or (step is not LifeStep.MIGRATED and step is not LifeStep.CLOSED_BY_BROKER):
+        return
+    table: Any = conn.producers if fact.kind is EntityKind.PRODUCER else conn.consumers
+    moving = table.get(fact.entity_id)
+    if moving is not None:
+        _span(ctx).moved(conn, moving.topic, url, moving.label(), frame)
 
 
 def on_seek(ctx: Context, conn: ConnState, frame: Frame, body: Any) -> None:
@@ -326,18 +329,7 @@ def seek_answered(ctx: Context, conn: ConnState, request: Frame, response: Frame
     _span(ctx).subs.seek_answered(conn, request.body.request_id, done=done)
 
 
-def on_create(ctx: Context, conn: ConnState, frame: Frame, body: Any) -> None:
-    if frame.command_type == T["SUBSCRIBE"]:
-        _span(ctx).subs.subscribed(conn, body.topic, body.subscription)
-    _span(ctx).created(conn, body.topic, frame)
-
-
 HANDLERS: dict[int, RuleStep] = {
     T["LOOKUP"]: on_lookup,
-    T["TOPIC_MIGRATED"]: on_migrated,
-    T["CLOSE_PRODUCER"]: on_close,
-    T["CLOSE_CONSUMER"]: on_close,
-    T["PRODUCER"]: on_create,
-    T["SUBSCRIBE"]: on_create,
     T["SEEK"]: on_seek,
 }

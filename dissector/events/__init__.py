@@ -34,6 +34,7 @@ from dissector.events.facts import (
     Delivered,
     Delivering,
     Entity,
+    Lifecycle,
     Pair,
     Permits,
     RequestIdReused,
@@ -65,6 +66,7 @@ from dissector.events.vocabulary import (
     Direction,
     EntityKind,
     EntityState,
+    LifeStep,
     MessageKind,
     Outcome,
     PreambleKind,
@@ -84,6 +86,7 @@ PipelineEvent = (
     | RequestIdReused
     | Acked
     | Permits
+    | Lifecycle
     | Delivering
     | AckedIds
 )
@@ -115,6 +118,8 @@ __all__ = [
     "Frame",
     "FrameRun",
     "Journey",
+    "LifeStep",
+    "Lifecycle",
     "MessageKind",
     "NetIssue",
     "Outcome",

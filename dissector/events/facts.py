@@ -2,8 +2,8 @@
 
 Input: nothing. Output: `Pair` (a request answered, failed, never answered; a SEND
 receipted or failed; a delivery acknowledged), `RequestIdReused`, `SchemaFact`, `Delivered`,
-`Acked`, `Permits`, `Delivering`, `AckedId`, `AckedIds`, and the entities and handshake a
-connection declared (`Entity`, `ConnectionInfo`).
+`Acked`, `Permits`, `Lifecycle`, `Delivering`, `AckedId`, `AckedIds`, and the entities and
+handshake a connection declared (`Entity`, `ConnectionInfo`).
 Rule: each fact follows the Frame that made it in the pipeline's events.
 """
 
@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from dissector.events.decoded import Frame
-from dissector.events.vocabulary import EntityKind, EntityState, Outcome, SchemaStep
+from dissector.events.vocabulary import EntityKind, EntityState, LifeStep, Outcome, SchemaStep
 
 
 class Pair(NamedTuple):
@@ -121,6 +121,30 @@ class Permits(NamedTuple):
     left: int
     #: the largest batch delivered to it so far (1 before any)
     max_batch: int
+
+
+class Lifecycle(NamedTuple):
+    """A fact of dissector.facts (no table row of its own; the findings and journeys read
+    it), made right after the Frame that made the step, after its other facts: a producer or
+    consumer declared, created, failed, closed by either side or migrated
+    (dissector.facts.lifecycles)."""
+
+    conn_id: int
+    frame: Frame  # PRODUCER/SUBSCRIBE, its answer, CLOSE_PRODUCER/CLOSE_CONSUMER, TOPIC_MIGRATED
+    kind: EntityKind
+    entity_id: int
+    step: LifeStep
+    #: the producer or consumer as its PRODUCER / SUBSCRIBE made it (topic, subscription,
+    #: sub_type, access mode; its state and counts as the facts keep them); None: its
+    #: declaration was not captured (or forgotten beyond the facts' bound)
+    entity: Entity | None
+    #: its name as of this step: the PRODUCER's producer_name, then the PRODUCER_SUCCESS's
+    name: str | None = None
+    #: an answer (CREATED, FAILED): the PRODUCER or SUBSCRIBE it answers
+    request: Frame | None = None
+    #: MIGRATED, or closed by the broker naming its next one: the broker it is sent to
+    #: (the service URL, else the TLS one)
+    broker_url: str | None = None
 
 
 class Delivering(NamedTuple):

@@ -1,7 +1,7 @@
 """The closed vocabularies the records use: one StrEnum each.
 
 Input: nothing. Output: the enums (directions, checksum states, close reasons, preamble and
-message kinds, trace formats, outcomes, entity kinds and states, schema steps).
+message kinds, trace formats, outcomes, entity kinds, states and life steps, schema steps).
 Rule: a value a row can hold is a member here, compared as the enum, never as its string
 (tests/test_vocabularies.py).
 """
@@ -91,3 +91,15 @@ class EntityState(StrEnum):
     FAILED = "failed"
     CLOSED_BY_CLIENT = "closed_by_client"
     CLOSED_BY_BROKER = "closed_by_broker"
+
+
+class LifeStep(StrEnum):
+    """A step of a producer's or consumer's life (a `Lifecycle` fact: dissector.facts.lifecycles);
+    the first five are the entity's states (`EntityState`) it enters."""
+
+    DECLARED = "declared"  # the client's PRODUCER / SUBSCRIBE (the entity pending)
+    CREATED = "created"  # answered PRODUCER_SUCCESS (ready) / SUCCESS
+    FAILED = "failed"  # answered ERROR
+    CLOSED_BY_CLIENT = "closed_by_client"  # CLOSE_PRODUCER / CLOSE_CONSUMER from the client
+    CLOSED_BY_BROKER = "closed_by_broker"  # the same from the broker (request_id -1)
+    MIGRATED = "migrated"  # TOPIC_MIGRATED: the broker sends it to another broker

@@ -6,10 +6,12 @@ Output: the topic each frame concerns, and a `ConnectionInfo` of what the connec
 itself (CONNECT, CONNECTED) with its `Entity` records (producers and consumers) and the count
 of its auth exchanges (AUTH_CHALLENGE, AUTH_RESPONSE) and keep-alives (PING, PONG).
 Rules:
-- PRODUCER / SUBSCRIBE create an entity (pending) on the topic they name; their answer makes
-  it created (failed on ERROR); CLOSE_PRODUCER / CLOSE_CONSUMER close it, by the client or by
-  the broker according to the direction; FLOW adds permits; SEND and MESSAGE count messages
-  (batch entries counted).
+- PRODUCER / SUBSCRIBE create an entity (pending) on the topic they name; their answer
+  (PRODUCER_SUCCESS, SUCCESS) makes it created, ERROR failed (`answer_step`; a response of
+  another type paired with them says nothing of it); CLOSE_PRODUCER / CLOSE_CONSUMER close
+  it, by the client or by the broker according to the direction; FLOW adds permits; SEND
+  and MESSAGE count messages (batch entries counted). Each step is also a fact when wanted
+  (`lifecycles.py`).
 - PRODUCER / SUBSCRIBE naming an id already used on the connection (a client re-creating
   it after the broker closed it, or retrying) start a new entity; the one it replaces keeps
   its row (its state, times and counts), up to MAX_RETIRED of them per connection (the
@@ -25,7 +27,15 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from dissector.events import ConnectionInfo, Direction, Entity, EntityKind, EntityState, Frame
+from dissector.events import (
+    ConnectionInfo,
+    Direction,
+    Entity,
+    EntityKind,
+    EntityState,
+    Frame,
+    LifeStep,
+)
 from dissector.facts.bounds import MAX_ENTITIES, MAX_RETIRED
 from dissector.pulsar.wire import COMMAND_TYPES, enum_name, types_with
 
@@ -85,21 +95,19 @@ class Entities:
         return self.lookup(frame.command_type, frame.body)
 
     def responded(self, request: Frame | None, response: Frame) -> None:
-        """Entity lifecycle: PRODUCER / SUBSCRIBE answered."""
-        if request is None or request.body is None:
+        """Entity lifecycle: PRODUCER / SUBSCRIBE answered (`answer_step`)."""
+        step = None if request is None else answer_step(request, response)
+        if step is None:
             return
-        rtype = request.command_type
-        failed = response.command_type == T["ERROR"]
-        if rtype == T["PRODUCER"]:
+        assert request is not None
+        if request.command_type == T["PRODUCER"]:
             entity = self.producers.get(request.body.producer_id)
-            if entity is not None:
-                entity.state = EntityState.FAILED if failed else EntityState.CREATED
-                if response.command_type == T["PRODUCER_SUCCESS"]:
-                    entity.name = response.body.producer_name or entity.name
-        elif rtype == T["SUBSCRIBE"]:
+            if entity is not None and step is LifeStep.CREATED:
+                entity.name = response.body.producer_name or entity.name
+        else:
             entity = self.consumers.get(request.body.consumer_id)
-            if entity is not None:
-                entity.state = EntityState.FAILED if failed else EntityState.CREATED
+        if entity is not None:
+            entity.state = EntityState.CREATED if step is LifeStep.CREATED else EntityState.FAILED
 
     def connect(self, body: Any) -> None:
         """The client's CONNECT."""
@@ -130,6 +138,23 @@ class Entities:
             order = {EntityKind.PRODUCER: 0, EntityKind.CONSUMER: 1}
             entities = sorted([*self.retired, *entities], key=lambda e: order[e.kind])
         self.info.entities = entities
+
+
+#: request type -> the response that creates it (ERROR fails either)
+_CREATED_BY = {T["PRODUCER"]: T["PRODUCER_SUCCESS"], T["SUBSCRIBE"]: T["SUCCESS"]}
+
+
+def answer_step(request: Frame, response: Frame) -> LifeStep | None:
+    """What a response paired with `request` does to its entity: a PRODUCER answered by
+    PRODUCER_SUCCESS, a SUBSCRIBE by SUCCESS is created, either answered by ERROR failed;
+    None: no such answer (another request, or a response of another type)."""
+    created = _CREATED_BY.get(request.command_type)
+    if created is None or request.body is None:
+        return None
+    rtype = response.command_type
+    if rtype == created:
+        return LifeStep.CREATED
+    return LifeStep.FAILED if rtype == T["ERROR"] else None
 
 
 # ------------------------------------------------------------------ steps, one per command type

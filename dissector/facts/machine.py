@@ -9,7 +9,9 @@ to its consumer's unacknowledged deliveries), and per FLOW (and MESSAGE leaving 
 no permits), `Permits` (`permits.py`); at close the pairs never
 answered, and a `ConnectionInfo` of the handshake and entities (producers, consumers).
 With `consumed`, per MESSAGE and ACK the journeys' fact of it (`Delivering`, `AckedIds`:
-consumed.py), after its other facts.
+consumed.py), after its other facts. With `lifecycles`, per PRODUCER, SUBSCRIBE, their
+answers, CLOSE_PRODUCER, CLOSE_CONSUMER and TOPIC_MIGRATED the producer's or consumer's
+step (`Lifecycle`: lifecycles.py), after its other facts.
 With `schemas`, the schema facts (`SchemaFact`: declared, accepted, fetched, refused) wait
 in `schemas.told` for their consumer (`schemas.take()`).
 Rules: what each command does is ONE lookup in `table.TRANSITIONS` (its entity step, then
@@ -43,14 +45,22 @@ class ConversationState(Store):
     """State of one connection; see the module docstring."""
 
     def __init__(
-        self, conn_id: int, *, pairs: bool = True, schemas: bool = False, consumed: bool = False
+        self,
+        conn_id: int,
+        *,
+        pairs: bool = True,
+        schemas: bool = False,
+        consumed: bool = False,
+        lifecycles: bool = False,
     ) -> None:
         """pairs: whether facts are wanted (the timeline, the findings or the journeys are
         made): False matches requests only, for the entities, and returns no fact.
         schemas: whether schema facts are made (`schemas.told`, taken by the values).
         consumed: whether the journeys' facts of deliveries and acks are made (with pairs:
-        `Delivering`, `AckedIds`, consumed.py)."""
-        super().__init__(conn_id, pairs, schemas, consumed)
+        `Delivering`, `AckedIds`, consumed.py).
+        lifecycles: whether each producer's and consumer's steps are facts (with pairs:
+        `Lifecycle`, lifecycles.py)."""
+        super().__init__(conn_id, pairs, schemas, consumed, lifecycles)
         self.info = self.entities.info
         self.producers = self.entities.producers
         self.consumers = self.entities.consumers

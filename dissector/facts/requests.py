@@ -4,8 +4,8 @@ Input: (state, frame, command type, its sub-message, the facts so far) from the 
 table (`table.TRANSITIONS`).
 Output: the completion facts appended (`Pair`: answered, failed, unmatched), a
 `RequestIdReused` for a request sent while its id is in flight; the entities told of
-answers (PRODUCER / SUBSCRIBE created or failed) and of the handshake, the schema facts of
-answers (`schemas.py`).
+answers (PRODUCER / SUBSCRIBE created or failed; their `Lifecycle` facts: `lifecycles.py`)
+and of the handshake, the schema facts of answers (`schemas.py`).
 Rules (`commands.py` says which command is which):
 - A request waits by (direction, request_id); a response pairs with the request of its id
   sent the other way. An id in flight twice (a client numbering with two counters) keeps
@@ -26,6 +26,7 @@ from collections import deque
 from typing import Any
 
 from dissector.events import Direction, Frame, RequestIdReused
+from dissector.facts import lifecycles
 from dissector.facts.commands import ANSWERED, ANSWERS, FIFO_PAIRS, NO_ID
 from dissector.facts.store import Fact, Store
 from dissector.pulsar.wire import COMMAND_TYPES
@@ -76,6 +77,8 @@ def on_response(state: Store, frame: Frame, ctype: int, body: Any, facts: list[F
             state._pending -= 1
         facts.append(state.pair(request, frame, rid))
         state.entities.responded(request, frame)
+        if state.lifecycles and request is not None:
+            lifecycles.answered(state, request, frame, facts)
         state.schemas.answered(request, frame)
 
 

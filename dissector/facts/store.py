@@ -4,7 +4,7 @@ Input: nothing (filled in by the transitions: `requests.py`, `acks.py`).
 Output: `Store`, the per-connection maps the transitions share (requests by (direction,
 request_id), SENDs by producer_id then sequence_id, FIFO requests, deliveries by consumer,
 acked ids) with the count of what waits, its entities and schema facts, whether the
-journeys' facts are made (`consumed`), and `pair`, which
+journeys' facts (`consumed`) and the lifecycle facts (`lifecycles`) are made, and `pair`, which
 makes a completion fact (or a shared stand-in when no fact is wanted); `Fact`, what a frame
 may complete.
 Rule: every map is bounded by the machine (`bounds.MAX_PENDING` over all of them together,
@@ -25,6 +25,7 @@ from dissector.events import (
     Delivering,
     Direction,
     Frame,
+    Lifecycle,
     Outcome,
     Pair,
     Permits,
@@ -40,8 +41,8 @@ __all__ = ["Fact", "Store"]
 #: What a frame completes: a completion fact, a request sent with its id in flight, what
 #: an ACK did to its consumer's unacknowledged deliveries, or a consumer's permits; and
 #: what a MESSAGE or ACK says of its consumer's messages (the journeys' facts:
-#: consumed.py).
-Fact = Pair | RequestIdReused | Acked | Permits | Delivering | AckedIds
+#: consumed.py); a producer's or consumer's step (lifecycles.py).
+Fact = Pair | RequestIdReused | Acked | Permits | Delivering | AckedIds | Lifecycle
 #: Made in place of a Pair when no fact is wanted (pairs=False).
 _NO_PAIR = Pair(
     0, None, None, Outcome.SUCCESS, None, None, None, None, None, None, None, None, None
@@ -56,11 +57,17 @@ class Store:
     """One connection's pending requests, SENDs and deliveries; see the module docstring."""
 
     def __init__(
-        self, conn_id: int, pairs: bool, schemas: bool = False, consumed: bool = False
+        self,
+        conn_id: int,
+        pairs: bool,
+        schemas: bool = False,
+        consumed: bool = False,
+        lifecycles: bool = False,
     ) -> None:
         self.conn_id = conn_id
         self.pairing = pairs
         self.consumed = consumed and pairs  # the journeys' facts (consumed.py) are made
+        self.lifecycles = lifecycles and pairs  # the entities' steps (lifecycles.py) are made
         self.entities = Entities()
         self.schemas = SchemaFacts(conn_id, schemas)  # made only when wanted
         self._by_request: dict[tuple[Direction, int], Frame] = {}  # (direction, request_id)

@@ -2,7 +2,7 @@
 
 Input: the entity steps (`entities.entity_steps`: producers, consumers, handshake, auth
 and keep-alive counts, the frame's topic) and the pairing handlers (`requests.py`,
-`acks.py`, `permits.py`, `consumed.py`, `schemas.py`), by command type.
+`acks.py`, `permits.py`, `consumed.py`, `schemas.py`, `lifecycles.py`), by command type.
 Output: `TRANSITIONS`: BaseCommand.type -> (entity step or None, pairing handler or None),
 the one lookup the machine makes per frame; commands absent do nothing.
 Rule (the pairing column, first match): a command with a request_id is a request or a
@@ -12,7 +12,9 @@ its journeys' fact: `consumed.py`), FLOW, ACK (then its journeys' fact), REDELIV
 FIFO pairs and CONNECT/CONNECTED, whose handlers run after the request_id one when a
 command has both (an ACK with a request_id is a request and names deliveries); PRODUCER,
 SUBSCRIBE and GET_OR_CREATE_SCHEMA then declare their schema (`schemas.py`; their
-answers' schema facts are made where requests pair them).
+answers' schema facts are made where requests pair them); last, PRODUCER, SUBSCRIBE,
+CLOSE_PRODUCER, CLOSE_CONSUMER and TOPIC_MIGRATED make their `Lifecycle` fact
+(`lifecycles.py`; the answers' where requests pair them).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from collections.abc import Callable
 from typing import Any
 
 from dissector.events import Frame
-from dissector.facts import acks, consumed, permits, requests
+from dissector.facts import acks, consumed, lifecycles, permits, requests
 from dissector.facts.commands import CLOSES, FIFO_PAIRS, FIFO_REQUESTS, RESPONSES, WITH_REQUEST
 from dissector.facts.entities import Step, entity_steps
 from dissector.facts.schemas import DECLARING
@@ -68,9 +70,10 @@ def _pairing() -> dict[int, Handler]:
     special[T["CONNECT"]] = requests.on_connect
     special[T["CONNECTED"]] = requests.on_connected
     special.update(dict.fromkeys(DECLARING, _declared))
-    for t, handler in special.items():
-        first = on.get(t)
-        on[t] = handler if first is None else _then(first, handler)
+    for steps in (special, lifecycles.STEPS):  # a producer's or consumer's step last
+        for t, handler in steps.items():
+            first = on.get(t)
+            on[t] = handler if first is None else _then(first, handler)
     return on
 
 

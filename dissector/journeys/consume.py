@@ -3,7 +3,8 @@
 Input: the facts of what a MESSAGE or ACK says of its consumer's messages (`FACTS`:
 dissector.facts.consumed's `Delivering` and `AckedIds`: the consumer and its SUBSCRIBE, the
 ids, the batch indexes an ack_set names, cumulative or not) with their frame (its metadata,
-times and packet); SUBSCRIBE frames (`HANDLERS`: a subscription's type); the joiner's index
+times and packet); its consumers' lifecycle facts (`on_life`: a SUBSCRIBE declared names
+its subscription's type); the joiner's index
 and the connection's state.
 Output: deliveries and acks of stored messages in subscriptions; each fact's handler returns
 the stored message a MESSAGE delivered (the extractor's entries that follow complete it).
@@ -31,7 +32,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from dissector.events import AckedId, AckedIds, Delivering, Frame
+from dissector.events import AckedId, AckedIds, Delivering, Frame, Lifecycle, LifeStep
 from dissector.facts.batches import claimed, plain_bound
 from dissector.facts.consumed import ACK_WORD, has
 from dissector.journeys.batches import ClaimedBatch
@@ -39,14 +40,18 @@ from dissector.journeys.index import Index
 from dissector.journeys.produce import entries, facts
 from dissector.journeys.state import Conn, Msg, Stored, Sub
 from dissector.pulsar.chunks import is_chunk
-from dissector.pulsar.wire import COMMAND_TYPES, enum_name
+from dissector.pulsar.wire import COMMAND_TYPES
 
 T = COMMAND_TYPES
 
 
-def on_subscribe(ix: Index, conn: Conn, frame: Frame, body: Any) -> None:
-    topic, name = body.topic, body.subscription
-    ix.sub((topic, name), topic, name, enum_name(body, "subType"))
+def on_life(ix: Index, conn: Conn, fact: Lifecycle) -> None:
+    """A consumer's step, as the facts tell it: a SUBSCRIBE names its subscription's type."""
+    entity = fact.entity
+    if fact.step is LifeStep.DECLARED and entity is not None:
+        topic, name = entity.topic, entity.subscription
+        assert name is not None  # a SUBSCRIBE names its subscription
+        ix.sub((topic, name), topic, name, entity.sub_type)
 
 
 def _sub(ix: Index, frame: Frame, fact: Delivering | AckedIds) -> Sub:
@@ -201,10 +206,6 @@ def _unseen(ix: Index, topic: str | None, a: AckedId) -> Stored | None:
     return s
 
 
-#: command type -> its handler (dissector.journeys.joiner.CommandStep)
-HANDLERS: dict[int, Callable[..., Stored | None]] = {
-    T["SUBSCRIBE"]: on_subscribe,
-}
 #: fact type -> its handler, given the fact's frame (the latest frame: its facts follow it)
 FACTS: dict[type, Callable[..., Stored | None]] = {
     Delivering: on_delivering,

@@ -1,8 +1,9 @@
 """The joiner: pipeline events in, message journeys out. Sans-IO.
 
-Input: the events the pipeline already makes, in order (`feed`): frames (PRODUCER,
-PRODUCER_SUCCESS, SEND, SUBSCRIBE, MESSAGE, ACK; the others are passed over), the protocol
-facts' answers to SENDs (`Pair`s of dissector.facts whose request or response is a SEND,
+Input: the events the pipeline already makes, in order (`feed`): frames (SEND, MESSAGE,
+ACK, the answers to SENDs; the others are passed over), the producers' and consumers'
+lifecycle facts (`Lifecycle`: their names and subscriptions' types), the protocol facts'
+answers to SENDs (`Pair`s of dissector.facts whose request or response is a SEND,
 SEND_RECEIPT or SEND_ERROR: receipted, failed, never answered) and of what each MESSAGE and
 ACK says of its consumer's messages (`Delivering`, `AckedIds`), the messages extractor's
 `AppMessage`s (batch entries' own sequence ids, each message's trace context from its
@@ -20,13 +21,14 @@ Rules (docs/journeys.md says them with the wire's reasons):
   facts' too (dissector.facts.consumed): the joiner reads no consumer id, message id or
   ack_set from a frame; it joins those facts across connections (dissector.journeys.consume).
 - Each command type has one handler (`DISPATCH`, from the HANDLERS of dissector.journeys.
-  produce and .consume), and each fact of a MESSAGE or ACK (`consume.FACTS`, given its
-  frame: the latest); a handler returns the stored message its frame concerns, and the
-  `AppMessage`s that follow that frame (the pipeline publishes a frame's messages right
-  after it) give its batch entries their own sequence ids, each message its trace
-  context (read once, by the messages extractor: the first frame that has one gives it),
-  and its messages their values (--values); a batch's rows say which entries it holds
-  (dissector.journeys.batches), settled by the next frame or connection event.
+  produce), each fact of a MESSAGE or ACK (`consume.FACTS`, given its frame: the latest),
+  and each lifecycle fact, by its entity's kind (`LIVES`: the steps in `LIFE_STEPS`); a
+  handler returns the stored message its frame concerns, and the `AppMessage`s that follow
+  that frame (the pipeline publishes a frame's messages right after it) give its batch
+  entries their own sequence ids, each message its trace context (read once, by the messages
+  extractor: the first frame that has one gives it), and its messages their values
+  (--values); a batch's rows say which entries it holds (dissector.journeys.batches),
+  settled by the next frame or connection event.
 - Ids are per connection (`Index.conns`), dropped when the connection ends; stored
   messages and subscriptions span connections.
 """
@@ -42,8 +44,11 @@ from dissector.events import (
     Conversation,
     ConversationOpened,
     Delivering,
+    EntityKind,
     Frame,
     Journey,
+    Lifecycle,
+    LifeStep,
     Pair,
 )
 from dissector.journeys import consume, produce
@@ -53,13 +58,16 @@ from dissector.journeys.state import Conn, Stored
 
 #: What a command handler does with one frame: the stored message it concerns, if any.
 CommandStep = Callable[[Index, Conn, Frame, Any], Stored | None]
-DISPATCH: dict[int, CommandStep] = {**produce.HANDLERS, **consume.HANDLERS}
+DISPATCH: dict[int, CommandStep] = {**produce.HANDLERS}
 #: The frames the joiner reads: those it handles, the answers to SENDs and the MESSAGEs and
 #: ACKs (their facts follow them).
 COMMANDS = frozenset(DISPATCH) | produce.ANSWERS | consume.FRAMES
+#: A producer's or consumer's lifecycle fact -> its handler, by kind; the steps they read.
+LIVES = {EntityKind.PRODUCER: produce.on_life, EntityKind.CONSUMER: consume.on_life}
+LIFE_STEPS = frozenset({LifeStep.DECLARED, LifeStep.CREATED})
 #: Events that come after every row of the frame before them (anomalies of a frame come
 #: among its rows: they settle nothing).
-_SETTLING = (Frame, ConversationOpened, Conversation)
+_SETTLING = (Frame, ConversationOpened, Conversation, Lifecycle)
 
 
 class Joiner:
@@ -98,6 +106,11 @@ class Joiner:
                 self.ix.check_bound()
                 if self.ix.evicted:
                     return self._evicted()
+        elif kind is Lifecycle:
+            assert isinstance(ev, Lifecycle)
+            self._current = None  # its frame's: none
+            if ev.step in LIFE_STEPS:
+                LIVES[ev.kind](self.ix, self.ix.conn(ev.conn_id), ev)
         elif kind is ConversationOpened:
             assert isinstance(ev, ConversationOpened)
             self.ended(ev.conn_id)  # a connection id reused: the old one's ids mean nothing

@@ -1,8 +1,10 @@
-"""The producer's side of a journey: PRODUCER, SEND, and the facts' answers to SENDs.
+"""The producer's side of a journey: the producers' names, SEND, and the facts' answers.
 
-Input: those frames of one connection (`HANDLERS`), and the protocol facts' answer to each
-SEND (`answered`: the SEND_RECEIPT or SEND_ERROR frame and the SEND it answers, as
-dissector.facts pairs them), with the joiner's index and the connection's state.
+Input: SEND frames of one connection (`HANDLERS`), its producers' lifecycle facts
+(`on_life`: declared by PRODUCER, created by PRODUCER_SUCCESS, with the name each gives),
+and the protocol facts' answer to each SEND (`answered`: the SEND_RECEIPT or SEND_ERROR
+frame and the SEND it answers, as dissector.facts pairs them), with the joiner's index and
+the connection's state.
 Output: stored messages made (one per SEND, its batch entries as messages) and given their
 id by the receipt; each handler returns the stored message the frame concerns, so the
 messages extractor's entries that follow it can complete its messages.
@@ -24,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from dissector.events import Frame, Pair
+from dissector.events import Frame, Lifecycle, LifeStep, Pair
 from dissector.facts.batches import claimed, plain_bound
 from dissector.journeys.batches import ClaimedBatch
 from dissector.journeys.index import Index
@@ -159,25 +161,19 @@ def _chunk_id(ix: Index, s: Stored, mid: Any) -> None:
         ix.alias(s, mid.ledgerId, mid.entryId)
 
 
-def on_producer(ix: Index, conn: Conn, frame: Frame, body: Any) -> None:
-    name = body.producer_name if body.HasField("producer_name") else None
-    bounded_put(conn.producers, body.producer_id, Producer(name))
-    bounded_put(conn.requests, body.request_id, body.producer_id)
-
-
-def on_producer_success(ix: Index, conn: Conn, frame: Frame, body: Any) -> None:
-    pid = conn.requests.pop(body.request_id, None)
-    producer = None if pid is None else conn.producers.get(pid)
-    if producer is not None:
-        producer.name = body.producer_name
+def on_life(ix: Index, conn: Conn, fact: Lifecycle) -> None:
+    """A producer's step, as the facts tell it: declared (named as its PRODUCER names it),
+    created (named as its PRODUCER_SUCCESS names it)."""
+    if fact.step is LifeStep.DECLARED:
+        bounded_put(conn.producers, fact.entity_id, Producer(fact.name))
+    elif fact.step is LifeStep.CREATED:
+        producer = conn.producers.get(fact.entity_id)
+        if producer is not None:
+            producer.name = fact.name
 
 
 #: command type -> its handler (dissector.journeys.joiner.CommandStep)
-HANDLERS: dict[int, Callable[..., Stored | None]] = {
-    T["PRODUCER"]: on_producer,
-    T["PRODUCER_SUCCESS"]: on_producer_success,
-    T["SEND"]: on_send,
-}
+HANDLERS: dict[int, Callable[..., Stored | None]] = {T["SEND"]: on_send}
 #: The answers to a SEND: the facts pair each with its SEND (`answered`).
 ANSWERS: frozenset[int] = frozenset({T["SEND_RECEIPT"], _SEND_ERROR})
 

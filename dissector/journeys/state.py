@@ -33,7 +33,7 @@ MAX_HELD = 100_000
 #: keep for their rows: past it the oldest stored message makes its rows at once, as past
 #: MAX_HELD (100,000 values of 1 MiB would otherwise be held until the end).
 MAX_HELD_VALUE_BYTES = 32 << 20
-#: Producers and PRODUCER requests per connection, subscriptions, SENDs
+#: Producers per connection, subscriptions, SENDs
 #: waiting to be joined by producer name, chunked messages being sent or delivered: ids
 #: and names come from the wire, so a flood of them must not grow memory without bound.
 MAX_KEYS = 100_000
@@ -295,7 +295,6 @@ class Conn:
 
     conn_id: int
     producers: dict[int, Producer] = field(default_factory=dict)
-    requests: dict[int, int] = field(default_factory=dict)  # PRODUCER request_id -> id
     #: stream offset of a SEND -> its stored message, until the protocol facts answer that
     #: SEND (receipted, failed or unanswered: dissector.facts pairs them, bounded there);
     #: a message that stopped waiting (`Stored.waiting` None) is found by none of them

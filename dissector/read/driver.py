@@ -59,9 +59,9 @@ def make_pipeline(
     first_conn_id: int = 1,
     keylog: KeyLog | None = None,
 ) -> Pipeline:
-    """A pipeline with the reader's settings running the stages of `plan` (payload
-    decoding, pairing, the journeys' facts, frame runs, frame bytes), numbering connections
-    from `first_conn_id`.
+    """A pipeline with the reader's settings running the stages of `plan` (payload decoding,
+    pairing, the journeys' and lifecycle facts, frame runs, frame bytes), numbering
+    connections from `first_conn_id`.
 
     keylog: the TLS secrets to use (live passes one it keeps feeding); by default those of
     the files in `options.tls_keylog`, read now (None without files).
@@ -87,6 +87,7 @@ def make_pipeline(
         keylog=keylog,
         frame_runs=plan.frame_runs,
         consumed=plan.consumed,
+        lifecycles=plan.lifecycles,
     )
 
 

@@ -4,20 +4,22 @@ Input: the read's settings (`ReaderOptions`), the tables asked for, and the fron
 consumes the events (`TABLES`: a TableBuilder; `TEXT`: the one-line-per-frame view, live or
 not; `EVENTS`: a caller of the event API; `SPANS`: `read -w`, which reads connections' ends
 and packet ranges only).
-Output: `ReadPlan` (frozen): the tables made and by whom, payload decoding, pairing (and
-the journeys' facts), frame runs, frame bytes, the frames' `fields` column, the findings and
-journeys consumers;
+Output: `ReadPlan` (frozen): the tables made and by whom, payload decoding, pairing (and the
+journeys' and lifecycle facts), frame runs, frame bytes, the frames' `fields` column, the
+findings and journeys consumers;
 `plan_read` makes it; `plan_rows()` / `plan_table()`: asked -> stages, as docs/architecture.md
 shows it (generated).
 Rules:
-- What each table needs is said here once: payload decoding (decompression, batches,
-  chunks, and the anomalies they find) by every table but `WITHOUT_PAYLOADS`; the facts'
-  completions (`WITH_PAIRS`) by the timeline, the findings and the journeys; frames one by
-  one (no frame runs) by the findings and journeys (`FRAME_BY_FRAME`); the facts of what each
-  MESSAGE and ACK says of its consumer's messages (`consumed`: dissector.facts.consumed) by
-  the journeys alone, and by a caller of the event API whenever it has pairs (it may feed a
-  joiner of its own). A read does only what its tables need: `read_tables(path,
-  tables=["frames"])` decodes no payload and pairs nothing.
+- What each table needs is said here once: payload decoding (decompression, batches, chunks,
+  and the anomalies they find) by every table but `WITHOUT_PAYLOADS`; the facts' completions
+  (`WITH_PAIRS`) by the timeline, the findings and the journeys; frames one by one (no frame
+  runs) by the findings and journeys (`FRAME_BY_FRAME`); the facts of what each MESSAGE and
+  ACK says of its consumer's messages (`consumed`: dissector.facts.consumed) by the journeys
+  alone, and by a caller of the event API whenever it has pairs (it may feed a joiner of its
+  own); the facts of each producer's and consumer's steps (`lifecycles`:
+  dissector.facts.lifecycles) by the findings and journeys, and by the event API with pairs.
+  A read does only what its tables need: `read_tables(path, tables=["frames"])` decodes no
+  payload and pairs nothing.
 - `ReaderOptions.messages` and `.pairs` can turn a stage off, never on: a table that needs it
   is then made without it (the event API takes them as they are); except the facts the
   findings' rules and the journeys read (`FACTS_READ`: requests answered, SENDs receipted),
@@ -72,6 +74,8 @@ class ReadPlan:
     journeys: bool  # a Joiner sees every event (the journeys table)
     #: with pairs, the facts of each MESSAGE and ACK for the journeys (dissector.facts.consumed)
     consumed: bool = False
+    #: with pairs, each producer's and consumer's steps (dissector.facts.lifecycles)
+    lifecycles: bool = False
 
 
 def plan_read(
@@ -96,6 +100,7 @@ def plan_read(
     fields = options.fields and "frames" in asked
     findings, journeys = "findings" in asked, "journeys" in asked
     consumed = pairs and (journeys or front == EVENTS)
+    lifecycles = pairs and (findings or journeys or front == EVENTS)
     runs = front in (TABLES, SPANS) and not (
         payloads or pairs or options.frame_bytes or fields or asked & FRAME_BY_FRAME
     )
@@ -111,6 +116,7 @@ def plan_read(
         findings=findings,
         journeys=journeys,
         consumed=consumed,
+        lifecycles=lifecycles,
     )
 
 

@@ -35,7 +35,9 @@ class Fed:
         assert isinstance(ev, Frame)
         state = self.states.get(ev.conn_id)
         if state is None:
-            state = self.states[ev.conn_id] = ConversationState(ev.conn_id, consumed=True)
+            state = self.states[ev.conn_id] = ConversationState(
+                ev.conn_id, consumed=True, lifecycles=True
+            )
         _, facts = state.observe(ev)
         rows = self.joiner.feed(ev)
         for fact in facts:

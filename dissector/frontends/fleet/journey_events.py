@@ -3,28 +3,28 @@
 Input: (task side) one capture series' pipeline events and the packets they came from;
 (join side) the recorded events of a group of series, in their order keys' order.
 Output: `Recorder` -> Arrow batches of `STAGE` rows: one `event` row per event the joiner
-reads (the frames it handles, without payload or frame bytes; the protocol facts' answer to
-each SEND, as the SEND's stream offset; the facts of what each MESSAGE and ACK says of its
-consumer's messages, as they are; the messages extractor's entries, without preview;
-a connection's broker, once per topic it carries; its end), a
-`span` row per series (first and latest packet time, whether any event's topic is
-unknown); `groups` -> each series' merge group, as a local read merges series; `Replay` ->
-the journeys of recorded events, made by the one Joiner (dissector.journeys).
+reads (the frames it handles, without payload or frame bytes; the producers' and consumers'
+lifecycle facts it reads, their frames as those; the protocol facts' answer to each SEND, as
+the SEND's stream offset; the facts of what each MESSAGE and ACK says of its consumer's
+messages, as they are; the messages extractor's entries, without preview; a connection's
+broker, once per topic it carries; its end), a `span` row per series (first and latest
+packet time, whether any event's topic is unknown); `groups` -> each series' merge group, as
+a local read merges series; `Replay` -> the journeys of recorded events, made by the one
+Joiner (dissector.journeys).
 Rules:
 - An event's order key (series, `ts`, `seq`) gives the order of a local read that merges
   the series by time (dissector.capture.merge): `ts` is the latest packet time of its
   series when the event was made (a series whose clock goes back keeps its own order, as
   the merge does), `seq` counts the series' events; events of a series' end (connections
   still open) sort after every packet of the group (`END`), as a merged read ends them.
-- An event's `topic` is that of its frame (named by it, or of its producer or consumer),
-  a PRODUCER_SUCCESS's that of its PRODUCER, an entry's, a SEND's answer's or a MESSAGE's
-  or ACK's fact's that of its frame (a SEND never answered: the fact's topic, its
+- An event's `topic` is that of its frame (named by it, or of its producer or consumer), a
+  lifecycle fact's that of its producer or consumer, an entry's, a SEND's answer's or a
+  MESSAGE's or ACK's fact's that of its frame (a SEND never answered: the fact's topic, its
   producer's); a connection's broker and end go to every topic it carried. Frames of one
   topic never join another topic's messages, unless a topic is unknown (docs/journeys.md
   rule 2): a merge group holding an event of unknown topic is joined as one (`groups`).
-- Bounded: per open connection the topics it carried (at most MAX_TOPICS) and its
-  PRODUCER requests awaiting their answer (at most MAX_REQUESTS); rows leave in batches of
-  BATCH_EVENTS.
+- Bounded: per open connection the topics it carried (at most MAX_TOPICS); rows leave in
+  batches of BATCH_EVENTS.
 """
 
 from __future__ import annotations
@@ -46,16 +46,16 @@ from dissector.events import (
     FlowKey,
     Frame,
     Journey,
+    Lifecycle,
     Pair,
     RawPacket,
     Segment,
 )
 from dissector.journeys import Joiner
-from dissector.journeys.joiner import COMMANDS
+from dissector.journeys.joiner import COMMANDS, LIFE_STEPS
 from dissector.journeys.produce import send_answer
 from dissector.pulsar.wire import (
     BODY_FIELDS,
-    COMMAND_TYPES,
     BaseCommand,
     BrokerEntryMetadata,
     MessageMetadata,
@@ -74,9 +74,6 @@ END = (1 << 63) - 1
 #: its producers and consumers over one connection, but not millions; past the bound the
 #: connection's later topics are recorded as unknown (joined as one group: still exact).
 MAX_TOPICS = 10_000
-#: PRODUCER requests awaiting their PRODUCER_SUCCESS per connection (as the joiner's own
-#: bound on them, dissector.journeys.state.MAX_KEYS).
-MAX_REQUESTS = 100_000
 
 STAGE = pa.schema(
     [
@@ -90,21 +87,21 @@ STAGE = pa.schema(
     ]
 )
 
-_PRODUCER = COMMAND_TYPES["PRODUCER"]
-_PRODUCER_SUCCESS = COMMAND_TYPES["PRODUCER_SUCCESS"]
 _COMMAND = Frame._fields.index("command")
 _BODY = Frame._fields.index("body")
 _BROKER_ENTRY = Frame._fields.index("broker_entry")
 _METADATA = Frame._fields.index("metadata")
 _PAYLOAD = Frame._fields.index("payload")
 _RAW = Frame._fields.index("raw")
+_LIFE_FRAME = Lifecycle._fields.index("frame")
+_LIFE_REQUEST = Lifecycle._fields.index("request")
 
 
 def _bytes(message: Any) -> bytes | None:
     return None if message is None else bytes(message.SerializeToString())
 
 
-def encode_frame(frame: Frame) -> bytes:
+def _fields(frame: Frame) -> tuple[Any, ...]:
     """A frame as the joiner reads it: its protobufs as bytes, no payload, no frame bytes."""
     fields: list[Any] = list(frame)
     fields[_COMMAND] = _bytes(frame.command)
@@ -112,7 +109,20 @@ def encode_frame(frame: Frame) -> bytes:
     fields[_BROKER_ENTRY] = _bytes(frame.broker_entry)
     fields[_METADATA] = _bytes(frame.metadata)
     fields[_PAYLOAD] = fields[_RAW] = None
-    return pickle.dumps(("F", tuple(fields)), protocol=5)
+    return tuple(fields)
+
+
+def encode_frame(frame: Frame) -> bytes:
+    """A frame as the joiner reads it (`_fields`), recorded."""
+    return pickle.dumps(("F", _fields(frame)), protocol=5)
+
+
+def _encode_life(fact: Lifecycle) -> bytes:
+    """A lifecycle fact, its frames as the joiner reads frames (`_fields`), recorded."""
+    values: list[Any] = list(fact)
+    values[_LIFE_FRAME] = _fields(fact.frame)
+    values[_LIFE_REQUEST] = None if fact.request is None else _fields(fact.request)
+    return pickle.dumps(("L", tuple(values)), protocol=5)
 
 
 def _frame(fields: tuple[Any, ...]) -> Frame:
@@ -130,21 +140,27 @@ def _frame(fields: tuple[Any, ...]) -> Frame:
 def decode(blob: bytes) -> tuple[str, Any]:
     """A recorded event: ("F", Frame), ("M", AppMessage), ("A", (conn_id, SEND's stream
     offset or None, answered)) the facts' answer to a SEND (answered: by the frame before),
-    ("C", Delivering or AckedIds) the fact of the frame before (a MESSAGE or ACK), ("O",
+    ("C", Delivering or AckedIds) the fact of the frame before (a MESSAGE or ACK), ("L",
+    Lifecycle) a producer's or consumer's step, ("O",
     (conn_id, FlowKey)) a connection's broker, ("E", conn_id) its end."""
     kind, value = pickle.loads(blob)
     if kind == "F":
         return kind, _frame(value)
+    if kind == "L":
+        values = list(value)
+        values[_LIFE_FRAME] = _frame(values[_LIFE_FRAME])
+        request = values[_LIFE_REQUEST]
+        values[_LIFE_REQUEST] = None if request is None else _frame(request)
+        return kind, Lifecycle(*values)
     return kind, value
 
 
 class _Conn:
-    __slots__ = ("key", "requests", "topics")
+    __slots__ = ("key", "topics")
 
     def __init__(self, key: FlowKey | None) -> None:
         self.key = key
         self.topics: dict[str | None, None] = {}  # topics its events were recorded under
-        self.requests: dict[int, str] = {}  # PRODUCER request_id -> its topic
 
 
 class Recorder:
@@ -183,6 +199,10 @@ class Recorder:
         elif kind is Pair:
             assert isinstance(ev, Pair)
             self._pair(ev)
+        elif kind is Lifecycle:
+            assert isinstance(ev, Lifecycle)
+            if ev.step in LIFE_STEPS:
+                self._life(ev)
         elif kind is Delivering or kind is AckedIds:
             assert isinstance(ev, (Delivering, AckedIds))
             if ev.conn_id in self.conns:  # its frame recorded
@@ -204,29 +224,30 @@ class Recorder:
                     self._add(topic, end)
 
     def _frame(self, frame: Frame) -> None:
-        conn = self.conns.get(frame.conn_id)
+        topic = self._topic = self._under(frame.conn_id, frame.topic)
+        self._add(topic, encode_frame(frame))
+
+    def _life(self, fact: Lifecycle) -> None:
+        """A step the joiner reads, under its entity's topic (the one its PRODUCER or
+        SUBSCRIBE named)."""
+        entity = fact.entity
+        topic = self._under(fact.conn_id, None if entity is None else entity.topic)
+        self._add(topic, _encode_life(fact))
+
+    def _under(self, conn_id: int, topic: str | None) -> str | None:
+        """The topic an event of connection `conn_id` is recorded under (None beyond
+        MAX_TOPICS); its broker recorded under it first."""
+        conn = self.conns.get(conn_id)
         if conn is None:  # its opening was not seen: no broker known
-            conn = self.conns[frame.conn_id] = _Conn(None)
-        topic = frame.topic
-        body = frame.body
-        if frame.command_type == _PRODUCER and body is not None:
-            topic = body.topic
-            if len(conn.requests) < MAX_REQUESTS:
-                conn.requests[body.request_id] = body.topic
-        elif frame.command_type == _PRODUCER_SUCCESS and topic is None:
-            asked = None if body is None else conn.requests.pop(body.request_id, None)
-            if asked is None:
-                return  # no PRODUCER known for it: the joiner passes it over
-            topic = asked
+            conn = self.conns[conn_id] = _Conn(None)
         if topic is not None and topic not in conn.topics and len(conn.topics) >= MAX_TOPICS:
             topic = None
         if topic is None:
             self.unknown = True
         if topic not in conn.topics:
             conn.topics[topic] = None
-            self._add(topic, pickle.dumps(("O", (frame.conn_id, conn.key)), protocol=5))
-        self._topic = topic
-        self._add(topic, encode_frame(frame))
+            self._add(topic, pickle.dumps(("O", (conn_id, conn.key)), protocol=5))
+        return topic
 
     def _pair(self, pair: Pair) -> None:
         """The facts' answer to a SEND (the joiner reads no other fact): after its answer's
@@ -327,7 +348,7 @@ class Replay:
 
     def feed(self, blob: bytes) -> None:
         kind, value = decode(blob)
-        if kind == "F" or kind == "M" or kind == "C":
+        if kind == "F" or kind == "M" or kind == "C" or kind == "L":
             rows = self.joiner.feed(value)
             if rows:
                 self.made(rows)

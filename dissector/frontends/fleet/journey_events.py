@@ -29,7 +29,6 @@ Rules:
 
 from __future__ import annotations
 
-import pickle
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
@@ -51,15 +50,10 @@ from dissector.events import (
     RawPacket,
     Segment,
 )
+from dissector.frontends.fleet.event_codec import decode, encode, encode_frame, encode_life
 from dissector.journeys import Joiner
 from dissector.journeys.joiner import COMMANDS, LIFE_STEPS
 from dissector.journeys.produce import send_answer
-from dissector.pulsar.wire import (
-    BODY_FIELDS,
-    BaseCommand,
-    BrokerEntryMetadata,
-    MessageMetadata,
-)
 from dissector.read.options import ReaderOptions
 from dissector.read.plan import plan_read
 from dissector.read.runs import iter_series
@@ -86,73 +80,6 @@ STAGE = pa.schema(
         ("event", pa.binary()),
     ]
 )
-
-_COMMAND = Frame._fields.index("command")
-_BODY = Frame._fields.index("body")
-_BROKER_ENTRY = Frame._fields.index("broker_entry")
-_METADATA = Frame._fields.index("metadata")
-_PAYLOAD = Frame._fields.index("payload")
-_RAW = Frame._fields.index("raw")
-_LIFE_FRAME = Lifecycle._fields.index("frame")
-_LIFE_REQUEST = Lifecycle._fields.index("request")
-
-
-def _bytes(message: Any) -> bytes | None:
-    return None if message is None else bytes(message.SerializeToString())
-
-
-def _fields(frame: Frame) -> tuple[Any, ...]:
-    """A frame as the joiner reads it: its protobufs as bytes, no payload, no frame bytes."""
-    fields: list[Any] = list(frame)
-    fields[_COMMAND] = _bytes(frame.command)
-    fields[_BODY] = frame.body is not None
-    fields[_BROKER_ENTRY] = _bytes(frame.broker_entry)
-    fields[_METADATA] = _bytes(frame.metadata)
-    fields[_PAYLOAD] = fields[_RAW] = None
-    return tuple(fields)
-
-
-def encode_frame(frame: Frame) -> bytes:
-    """A frame as the joiner reads it (`_fields`), recorded."""
-    return pickle.dumps(("F", _fields(frame)), protocol=5)
-
-
-def _encode_life(fact: Lifecycle) -> bytes:
-    """A lifecycle fact, its frames as the joiner reads frames (`_fields`), recorded."""
-    values: list[Any] = list(fact)
-    values[_LIFE_FRAME] = _fields(fact.frame)
-    values[_LIFE_REQUEST] = None if fact.request is None else _fields(fact.request)
-    return pickle.dumps(("L", tuple(values)), protocol=5)
-
-
-def _frame(fields: tuple[Any, ...]) -> Frame:
-    values = list(fields)
-    command = BaseCommand.FromString(values[_COMMAND])
-    values[_COMMAND] = command
-    body_field = BODY_FIELDS.get(values[Frame._fields.index("command_type")])
-    values[_BODY] = getattr(command, body_field) if values[_BODY] and body_field else None
-    for at, kind in ((_BROKER_ENTRY, BrokerEntryMetadata), (_METADATA, MessageMetadata)):
-        if values[at] is not None:
-            values[at] = kind.FromString(values[at])
-    return Frame(*values)
-
-
-def decode(blob: bytes) -> tuple[str, Any]:
-    """A recorded event: ("F", Frame), ("M", AppMessage), ("A", (conn_id, SEND's stream
-    offset or None, answered)) the facts' answer to a SEND (answered: by the frame before),
-    ("C", Delivering or AckedIds) the fact of the frame before (a MESSAGE or ACK), ("L",
-    Lifecycle) a producer's or consumer's step, ("O",
-    (conn_id, FlowKey)) a connection's broker, ("E", conn_id) its end."""
-    kind, value = pickle.loads(blob)
-    if kind == "F":
-        return kind, _frame(value)
-    if kind == "L":
-        values = list(value)
-        values[_LIFE_FRAME] = _frame(values[_LIFE_FRAME])
-        request = values[_LIFE_REQUEST]
-        values[_LIFE_REQUEST] = None if request is None else _frame(request)
-        return kind, Lifecycle(*values)
-    return kind, value
 
 
 class _Conn:
@@ -206,12 +133,12 @@ class Recorder:
         elif kind is Delivering or kind is AckedIds:
             assert isinstance(ev, (Delivering, AckedIds))
             if ev.conn_id in self.conns:  # its frame recorded
-                self._add(self._topic, pickle.dumps(("C", ev), protocol=5))
+                self._add(self._topic, encode("C", ev))
         elif kind is AppMessage:
             assert isinstance(ev, AppMessage)
             if ev.conn_id in self.conns:
                 entry = ev._replace(preview=None)
-                self._add(self._topic, pickle.dumps(("M", entry), protocol=5))
+                self._add(self._topic, encode("M", entry))
         elif kind is ConversationOpened:
             assert isinstance(ev, ConversationOpened)
             self.conns[ev.conn_id] = _Conn(ev.key)
@@ -219,7 +146,7 @@ class Recorder:
             assert isinstance(ev, Conversation)
             conn = self.conns.pop(ev.conn_id, None)
             if conn is not None:
-                end = pickle.dumps(("E", ev.conn_id), protocol=5)
+                end = encode("E", ev.conn_id)
                 for topic in conn.topics:
                     self._add(topic, end)
 
@@ -232,7 +159,7 @@ class Recorder:
         SUBSCRIBE named)."""
         entity = fact.entity
         topic = self._under(fact.conn_id, None if entity is None else entity.topic)
-        self._add(topic, _encode_life(fact))
+        self._add(topic, encode_life(fact))
 
     def _under(self, conn_id: int, topic: str | None) -> str | None:
         """The topic an event of connection `conn_id` is recorded under (None beyond
@@ -246,7 +173,7 @@ class Recorder:
             self.unknown = True
         if topic not in conn.topics:
             conn.topics[topic] = None
-            self._add(topic, pickle.dumps(("O", (conn_id, conn.key)), protocol=5))
+            self._add(topic, encode("O", (conn_id, conn.key)))
         return topic
 
     def _pair(self, pair: Pair) -> None:
@@ -259,9 +186,9 @@ class Recorder:
         assert conn is not None
         send, came = told
         if came:
-            self._add(self._topic, pickle.dumps(("A", (pair.conn_id, send, True)), protocol=5))
+            self._add(self._topic, encode("A", (pair.conn_id, send, True)))
         elif pair.topic in conn.topics:
-            self._add(pair.topic, pickle.dumps(("A", (pair.conn_id, send, False)), protocol=5))
+            self._add(pair.topic, encode("A", (pair.conn_id, send, False)))
 
     def _add(self, topic: str | None, blob: bytes) -> None:
         self._rows.append((topic, self.ts, self.seq, blob))

@@ -19,6 +19,7 @@ from dissector.events import (
     Finding,
     FlowKey,
     Frame,
+    Pair,
 )
 from dissector.facts import ConversationState
 from dissector.findings import Thresholds
@@ -95,7 +96,9 @@ def test_a_receipt_says_whether_it_answered_the_oldest_send_and_which_waits_next
     for i in (1, 0, 2):
         scene.send(B2C, "SEND_RECEIPT", 20 + i, producer_id=1, sequence_id=i, message_id=_mid(i))
     receipts = [
-        f for f in scene.facts if f.request is not None and f.request.command_name == "SEND"
+        f
+        for f in scene.facts
+        if type(f) is Pair and f.request is not None and f.request.command_name == "SEND"
     ]
     assert [p.sequence_id for p in receipts] == [1, 0, 2]
     assert [p.in_order for p in receipts] == [False, True, True]

@@ -1,7 +1,8 @@
 """Connection rules: handshake facts, message size, checksums, the wrong protocol.
 
-Input: CONNECT, CONNECTED, SEND and MESSAGE frames (`HANDLERS`), the connection's anomalies
-(`on_anomaly`) and its end (`close`, with whether the conversation was TLS).
+Input: the facts' handshake after CONNECT and CONNECTED (`on_handshake`: events.Handshake),
+SEND and MESSAGE frames (`HANDLERS`), the connection's anomalies (`on_anomaly`) and its end
+(`close`, with whether the conversation was TLS).
 Output: findings message.oversize, checksum.mismatch_hop and connection.wrong_protocol, one
 row per connection (and hop); the facts other rules need: `whole` (CONNECT captured),
 `intact` (no TCP gap), the client version and the broker's max_message_size.
@@ -24,12 +25,13 @@ from typing import Any
 
 from dissector.anomalies import AnomalyCode
 from dissector.diagnose.state import ConnState, Context, Evidence, RuleStep, finding
-from dissector.events import Anomaly, Checksum, Conversation, Direction, Frame
+from dissector.events import Anomaly, Checksum, Conversation, Direction, Frame, Handshake
 from dissector.findings import FindingCode
 from dissector.pulsar.wire import COMMAND_TYPES
 
 T = COMMAND_TYPES
 C2B = Direction.CLIENT_TO_BROKER
+_CONNECT = T["CONNECT"]
 
 #: What clients assume when CONNECTED carries no max_message_size (5 MiB).
 DEFAULT_MAX_MESSAGE_SIZE = 5 * 1024 * 1024
@@ -45,14 +47,15 @@ _SIZE_FAULTS = frozenset(
 )
 
 
-def on_connect(ctx: Context, conn: ConnState, frame: Frame, body: Any) -> None:
-    conn.whole = frame.direction is C2B and not conn.midstream
-    conn.client_version = body.client_version
-
-
-def on_connected(ctx: Context, conn: ConnState, frame: Frame, body: Any) -> None:
-    if body.HasField("max_message_size"):
-        conn.max_message_size = body.max_message_size
+def on_handshake(ctx: Context, conn: ConnState, fact: Handshake) -> None:
+    """The facts' handshake after a CONNECT (the client's version; whether the connection
+    was captured from its start) or a CONNECTED (the broker's max_message_size)."""
+    frame = fact.frame
+    if frame.command_type == _CONNECT:
+        conn.whole = frame.direction is C2B and not conn.midstream
+        conn.client_version = fact.info.client_version
+    else:
+        conn.max_message_size = fact.info.max_message_size
 
 
 def on_payload(ctx: Context, conn: ConnState, frame: Frame, body: Any) -> None:
@@ -151,8 +154,6 @@ def close(ctx: Context, conn: ConnState, horizon: int, closed: bool) -> None:
 
 
 HANDLERS: dict[int, RuleStep] = {
-    T["CONNECT"]: on_connect,
-    T["CONNECTED"]: on_connected,
     T["SEND"]: on_payload,
     T["MESSAGE"]: on_payload,
 }

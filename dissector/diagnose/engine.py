@@ -1,7 +1,8 @@
 """The diagnosis engine: pipeline events in, findings out. Sans-IO.
 
 Input: the events the pipeline already makes (ConversationOpened, Frame, Anomaly,
-Conversation, and the protocol facts: Pair, RequestIdReused, Acked, Permits, Lifecycle;
+Conversation, and the protocol facts: Pair, RequestIdReused, Acked, Permits, Lifecycle,
+Handshake;
 AppMessage is ignored), in order (`feed`); optionally the wall clock (`tick`, live); then
 `finish` at the end of the capture (or group of captures).
 Output: `Finding` records: from `feed` as episodes end (a connection closes, a late answer
@@ -20,7 +21,8 @@ Rules:
   consumer none, follows its Frame; the flow rules (`consumers.on_permits`) read it. So are
   producers' and consumers' lives: a PRODUCER's or SUBSCRIBE's, their answer's, a CLOSE_*'s
   or a TOPIC_MIGRATED's fact (`Lifecycle`) follows its Frame; the producer, consumer and
-  spanning rules (`on_life`) read it.
+  spanning rules (`on_life`) read it; and the handshake: a CONNECT's or CONNECTED's fact
+  (`Handshake`) follows its Frame; the connection rules (`connection.on_handshake`) read it.
 - Each command type has a tuple of rule handlers (`DISPATCH`, built once from the rule
   modules' HANDLERS tables: connection, requests, producers, consumers, chunks, spanning).
 - Time is the capture's: the latest event time seen. About every SWEEP_US of it, the timers
@@ -59,6 +61,7 @@ from dissector.events import (
     EntityKind,
     Finding,
     Frame,
+    Handshake,
     Lifecycle,
     Pair,
     Permits,
@@ -186,6 +189,9 @@ class Diagnoser:
             else:
                 consumers.on_life(ctx, conn, ev)
             spanning.on_life(ctx, conn, ev)
+        elif kind is Handshake:
+            assert isinstance(ev, Handshake)
+            connection.on_handshake(ctx, self._conn(ev.conn_id), ev)
         elif kind is RequestIdReused:
             assert isinstance(ev, RequestIdReused)
             requests.on_reused(ctx, self._conn(ev.conn_id), ev)

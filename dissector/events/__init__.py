@@ -34,6 +34,7 @@ from dissector.events.facts import (
     Delivered,
     Delivering,
     Entity,
+    Handshake,
     Lifecycle,
     Pair,
     Permits,
@@ -87,6 +88,7 @@ PipelineEvent = (
     | Acked
     | Permits
     | Lifecycle
+    | Handshake
     | Delivering
     | AckedIds
 )
@@ -117,6 +119,7 @@ __all__ = [
     "FlowKey",
     "Frame",
     "FrameRun",
+    "Handshake",
     "Journey",
     "LifeStep",
     "Lifecycle",

@@ -147,6 +147,18 @@ class Lifecycle(NamedTuple):
     broker_url: str | None = None
 
 
+class Handshake(NamedTuple):
+    """A fact of dissector.facts (no table row of its own; the findings read it), made right
+    after a CONNECT or CONNECTED Frame and its other facts: what the connection has said
+    about itself so far (dissector.facts.lifecycles)."""
+
+    conn_id: int
+    frame: Frame  # the CONNECT or CONNECTED
+    #: the connection's handshake as the facts keep it, this frame's fields included (the
+    #: same record the conversations table reads at the end)
+    info: ConnectionInfo
+
+
 class Delivering(NamedTuple):
     """A fact of dissector.facts, made right after a MESSAGE's Frame and Pairs when the
     journeys read deliveries (`ConversationState(consumed=True)`; no table row of its own):

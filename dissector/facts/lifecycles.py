@@ -1,13 +1,16 @@
-"""Producers' and consumers' lives as facts: declared, created, failed, closed, migrated.
+"""Producers' and consumers' lives as facts: declared, created, failed, closed, migrated;
+and the connection's handshake.
 
-Input: PRODUCER, SUBSCRIBE, CLOSE_PRODUCER, CLOSE_CONSUMER and TOPIC_MIGRATED frames from the
+Input: CONNECT, CONNECTED, PRODUCER, SUBSCRIBE, CLOSE_PRODUCER, CLOSE_CONSUMER and
+TOPIC_MIGRATED frames from the
 machine's table (`table.TRANSITIONS`: after the entity step of `entities.py`, which keeps each
 producer's and consumer's state, and after the request step), and the answers to PRODUCER
 and SUBSCRIBE (`answered`, from `requests.on_response` once the entities learnt the step),
 only when the lifecycle facts are wanted (`state.lifecycles`: the read plan's findings,
 journeys or event API): otherwise nothing is made here.
 Output: one `Lifecycle` fact (events.Lifecycle) per step, appended to the frame's facts, with
-the entity record (`Entity`) when the connection declared it.
+the entity record (`Entity`) when the connection declared it; a `Handshake` fact per CONNECT
+and CONNECTED.
 Rules:
 - PRODUCER / SUBSCRIBE: declared (the entity pending), its name the PRODUCER's.
 - PRODUCER answered by PRODUCER_SUCCESS (the ready one: requests.py) and SUBSCRIBE by
@@ -23,6 +26,8 @@ Rules:
 - TOPIC_MIGRATED (resource_type Producer or Consumer, resource_id): migrated, whether
   declared or not, to `broker_url` (brokerServiceUrl, else brokerServiceUrlTls); the
   entity's state stays (a migrated producer is closed by a CLOSE_*).
+- CONNECT / CONNECTED: the connection's own step, its handshake (`Handshake`, with the
+  `ConnectionInfo` the entity step filled in: client version, features, max_message_size).
 - These frames are rare: nothing here runs per SEND or MESSAGE.
 """
 
@@ -30,7 +35,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dissector.events import Direction, EntityKind, Frame, Lifecycle, LifeStep
+from dissector.events import Direction, EntityKind, Frame, Handshake, Lifecycle, LifeStep
 from dissector.facts.entities import answer_step
 from dissector.facts.store import Fact, Store
 from dissector.pulsar.wire import COMMAND_TYPES
@@ -111,7 +116,15 @@ def on_migrated(state: Store, frame: Frame, ctype: int, body: Any, facts: list[F
 
 
 #: The commands whose frame makes a step (their handlers in the machine's table), by type.
+def on_handshake(state: Store, frame: Frame, ctype: int, body: Any, facts: list[Fact]) -> None:
+    """CONNECT / CONNECTED: the connection's handshake so far (the entity step kept it)."""
+    if state.lifecycles:
+        facts.append(Handshake(state.conn_id, frame, state.entities.info))
+
+
 STEPS = {
+    T["CONNECT"]: on_handshake,
+    T["CONNECTED"]: on_handshake,
     _PRODUCER: on_declared,
     _SUBSCRIBE: on_declared,
     _CLOSE_PRODUCER: on_close,

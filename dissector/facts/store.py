@@ -25,6 +25,7 @@ from dissector.events import (
     Delivering,
     Direction,
     Frame,
+    Handshake,
     Lifecycle,
     Outcome,
     Pair,
@@ -42,7 +43,7 @@ __all__ = ["Fact", "Store"]
 #: an ACK did to its consumer's unacknowledged deliveries, or a consumer's permits; and
 #: what a MESSAGE or ACK says of its consumer's messages (the journeys' facts:
 #: consumed.py); a producer's or consumer's step (lifecycles.py).
-Fact = Pair | RequestIdReused | Acked | Permits | Delivering | AckedIds | Lifecycle
+Fact = Pair | RequestIdReused | Acked | Permits | Delivering | AckedIds | Lifecycle | Handshake
 #: Made in place of a Pair when no fact is wanted (pairs=False).
 _NO_PAIR = Pair(
     0, None, None, Outcome.SUCCESS, None, None, None, None, None, None, None, None, None

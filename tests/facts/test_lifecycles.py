@@ -6,7 +6,8 @@ protocol (docs: the binary protocol, /work/shared/spec): CloseProducer "can be s
 producer or broker" (a broker's carries request_id -1, all 64 bits set, and expects no
 answer); a Producer is answered by ProducerSuccess (the one with producer_ready, PulsarApi.proto)
 or Error, a Subscribe by Success or Error; TOPIC_MIGRATED's resource_type is Producer = 0,
-Consumer = 1 (PulsarApi.proto CommandTopicMigrated.ResourceType); SubType Shared = 1.
+Consumer = 1 (PulsarApi.proto CommandTopicMigrated.ResourceType); SubType Shared = 1;
+CommandConnected.max_message_size is optional (absent: the client's 5 MiB default).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from dissector.events import (
     EntityKind,
     EntityState,
     Frame,
+    Handshake,
     Lifecycle,
     LifeStep,
     Pair,
@@ -177,3 +179,33 @@ def test_the_read_plan_makes_them_for_the_findings_the_journeys_and_the_event_ap
     assert not plan_read(ReaderOptions(pairs=False), None, EVENTS).lifecycles
     assert not plan_read(options, None, TEXT).lifecycles
     assert plan_read(options, ["findings"], TABLES).lifecycles
+
+
+def test_the_handshake_is_a_fact_after_connect_and_connected() -> None:
+    """CONNECT then CONNECTED: a Handshake after each, its frame and what the connection
+    said so far (the client's version, then the broker's max_message_size too); a
+    CONNECTED without max_message_size leaves it unsaid (None)."""
+    link = _Link()
+    facts = link.send(C2B, "CONNECT", client_version="lives-client 1.0", protocol_version=21)
+    (shook,) = [f for f in facts if type(f) is Handshake]
+    assert (shook.conn_id, shook.frame) == (3, link.frames[-1])
+    assert shook.info.client_version == "lives-client 1.0"
+    assert shook.info.max_message_size is None
+    facts = link.send(B2C, "CONNECTED", server_version="broker 4.0", protocol_version=21,
+                      max_message_size=65536)  # fmt: skip
+    assert [type(f) for f in facts] == [Pair, Handshake]  # after the CONNECT's completion
+    shook = facts[1]
+    assert shook.frame is link.frames[-1] and shook.frame.command_name == "CONNECTED"
+    info = shook.info
+    assert (info.client_version, info.server_version) == ("lives-client 1.0", "broker 4.0")
+    assert info.max_message_size == 65536
+
+    bare = _Link()
+    bare.send(C2B, "CONNECT", client_version="c", protocol_version=21)
+    (shook,) = [f for f in bare.send(B2C, "CONNECTED", server_version="b") if type(f) is Handshake]
+    assert shook.info.max_message_size is None
+
+
+def test_no_handshake_fact_when_lifecycles_are_not_wanted() -> None:
+    link = _Link(lifecycles=False)
+    assert link.send(C2B, "CONNECT", client_version="c", protocol_version=21) == []

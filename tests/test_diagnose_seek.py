@@ -42,11 +42,14 @@ def _consumed(scene: Scene, conn: Conn | None = None) -> None:
     scene.at(1.1, ack(0, 1, 2), conn)
 
 
-def _redispatched(scene: Scene, t: float, rid: int) -> None:
-    """The client subscribes again at `t` and the broker sends entries 0-4 from the seek
+def _redispatched(scene: Scene, t: float, rid: int, ack_at: float | None = None) -> None:
+    """The client subscribes again at `t` (and sends the grouped ACK of entries 3 and 4 at
+    `ack_at`, before its FLOW, when given) and the broker sends entries 0-4 from the seek
     point."""
     for m in subscribe(rid=rid):
         scene.at(t, m)
+    if ack_at is not None:
+        scene.at(ack_at, ack(3, 4))
     scene.at(t + 0.01, flow(100))
     for entry in range(5):
         scene.at(t + 0.02, message(entry))
@@ -54,15 +57,19 @@ def _redispatched(scene: Scene, t: float, rid: int) -> None:
 
 def _seek_scene(ack_at: float) -> Scene:
     """SEEK at 2 s, CLOSE_CONSUMER at 2.003 s, SUCCESS at 2.01 s, SUBSCRIBE again at 2.1 s;
-    the grouped ACK of entries 3 and 4 at `ack_at`."""
+    the grouped ACK of entries 3 and 4 at `ack_at` (before 2.1 s, or between the SUBSCRIBE
+    again and its FLOW)."""
     s = Scene()
     s.open()
     _consumed(s)
     s.at(2, _seek())
     s.at(2.003, msg(B2C, "CLOSE_CONSUMER", consumer_id=2, request_id=NOTIFICATION))
     s.at(2.01, msg(B2C, "SUCCESS", request_id=SEEK_RID))
-    s.at(ack_at, ack(3, 4))
-    _redispatched(s, 2.1, rid=4)
+    if ack_at < 2.1:
+        s.at(ack_at, ack(3, 4))
+        _redispatched(s, 2.1, rid=4)
+    else:
+        _redispatched(s, 2.1, rid=4, ack_at=ack_at)
     s.close(3)
     return s
 
@@ -92,18 +99,7 @@ def test_an_ack_after_the_answer_and_before_the_subscribe_is_dropped(tmp_path: P
 def test_an_ack_after_the_subscribe_again_is_still_found(tmp_path: Path) -> None:
     """The near miss: the same ACK once the SUBSCRIBE again is answered, the cursor already
     reset: entries 3 and 4 delivered again afterwards were acknowledged (2 messages)."""
-    s = Scene()
-    s.open()
-    _consumed(s)
-    s.at(2, _seek())
-    s.at(2.003, msg(B2C, "CLOSE_CONSUMER", consumer_id=2, request_id=NOTIFICATION))
-    s.at(2.01, msg(B2C, "SUCCESS", request_id=SEEK_RID))
-    for m in subscribe(rid=4):
-        s.at(2.1, m)
-    s.at(2.105, ack(3, 4)).at(2.11, flow(100))
-    for entry in range(5):
-        s.at(2.12, message(entry))
-    s.close(3)
+    s = _seek_scene(ack_at=2.105)
     (row,) = findings(s.write(tmp_path / "c.pcap"))
     assert row["code"] == F.CONSUMER_REDELIVERED_AFTER_ACK and row["count"] == 2
 

@@ -13,6 +13,8 @@ compiler is found (none on PATH, CC naming one that fails, or no Python headers:
 compiles one line including Python.h first): the pure-Python package is then installed.
 Commands that only describe the package (pip's metadata steps, sdist) build nothing, so
 neither probe nor mypyc runs for them and the line is said once, by the build.
+PULSAR_DISSECTOR_MYPYC=0 builds the C core alone (the hot modules stay Python): how the
+benchmark measures what mypyc still adds, and a quick build while working on the C.
 scripts/check_pure_install.py installs without a compiler and checks that line.
 """
 
@@ -145,6 +147,9 @@ def _extensions() -> list[Any]:
     if not _compiler_works():
         print("pulsar-dissector: no working C compiler: pure Python (slower)", file=sys.stderr)
         return []
+    if os.environ.get("PULSAR_DISSECTOR_MYPYC") == "0":
+        print("pulsar-dissector: PULSAR_DISSECTOR_MYPYC=0: the C core alone", file=sys.stderr)
+        return [CORE, FRAMES]
     try:
         from mypyc.build import mypycify
     except ImportError:

@@ -34,7 +34,7 @@ from setuptools import Extension, setup
 CORE = Extension(
     "dissector._core._walk",
     sources=["dissector/_core/_walkmodule.c", "dissector/_core/walk.c"],
-    depends=["dissector/_core/cursor.h", "dissector/_core/walk.h"],
+    depends=["dissector/_core/cursor.h", "dissector/_core/walk.h", "dissector/_core/layout.h"],
     extra_compile_args=["-O2", "-std=c11", "-Wall", "-Wextra"],
 )
 
@@ -53,6 +53,7 @@ FRAMES = Extension(
         "dissector/_core/pbscan.h",
         "dissector/_core/crc32c.h",
         "dissector/_core/fields.h",
+        "dissector/_core/layout.h",
     ],
     extra_compile_args=["-O2", "-std=c11", "-Wall", "-Wextra"],
 )

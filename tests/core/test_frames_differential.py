@@ -32,8 +32,6 @@ from crc32c import crc32c
 
 from benchmarks.bench_framing import build_stream
 from dissector import _core
-from dissector._core import frame_scan
-from dissector._core.frame_scan import CHECKSUMS, Has, Stop, scan_frames
 from dissector.anomalies import AnomalyCode
 from dissector.capture import open_capture
 from dissector.events import Anomaly, Frame, Segment
@@ -41,7 +39,9 @@ from dissector.net.headers import parse_layers
 from dissector.pulsar.framing import DEFAULT_MAX_FRAME_SIZE, FrameDecoder
 from dissector.pulsar.wire import COMMAND_TYPES, MESSAGE_ID_FIELDS, SEND, SINGULAR_FIELDS
 from fuzz.mutators import mutate_stream
+from tests.support import frame_scan
 from tests.support.capture import CaptureSummary, _streams
+from tests.support.frame_scan import CHECKSUMS, Has, Stop, scan_frames
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = sorted((ROOT / "pcaps").glob("*.pcap*"))
@@ -77,15 +77,12 @@ def broker_port(path: Path) -> int:
 @contextmanager
 def frames_stage(on: bool) -> Iterator[None]:
     """FrameDecoders made inside run with the compiled scan (when built) or without it."""
-    saved = os.environ.get(_core.FRAMES_SWITCH)
-    os.environ[_core.FRAMES_SWITCH] = "1" if on else "0"
+    saved = _core.ENABLED
+    _core.ENABLED = on and _core.COMPILED
     try:
         yield
     finally:
-        if saved is None:
-            del os.environ[_core.FRAMES_SWITCH]
-        else:
-            os.environ[_core.FRAMES_SWITCH] = saved
+        _core.ENABLED = saved
 
 
 def python_events(stream: bytes, max_size: int = DEFAULT_MAX_FRAME_SIZE) -> list[Any]:

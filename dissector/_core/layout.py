@@ -4,7 +4,7 @@ Input: nothing (declarations).
 Output: the frame scan's columns (`FRAME_COLUMNS`, their indices `C_*`), the bits of its
 `present` column (`Has`), why a scan stops (`Stop`), its checksum verdicts (`Verdict`), the
 walk's row kinds (`Kind`), and `c_constants()`: every one of them as the (name, value,
-comment) triples scripts/gen_core_layout.py writes to dissector/_core/layout.h, with the
+comment) triples scripts/gen_core_headers.py writes to dissector/_core/layout.h, with the
 bounds the Python stages own (record size, timestamp range, address cache, command size,
 section magics), which it reads from their owners.
 Rule: no constant the C and the Python sides both read is typed twice: C includes layout.h,

@@ -1,8 +1,9 @@
-"""The constants the compiled core shares with Python are declared once (dissector/_core/layout.py).
+"""What the compiled core shares with Python is declared once, on the Python side.
 
-Input: scripts/gen_core_layout.py, the built extension (where a compiler was).
-Output: assertions: layout.h is what the generator makes from layout.py today, and the
-loaded extension was built from it (its column names are layout's, in order).
+Input: scripts/gen_core_headers.py, the built extension (where a compiler was).
+Output: assertions: fields.h and layout.h are what the generator makes today from the
+descriptors and dissector/_core/layout.py, and the loaded extension was built from them
+(its column names are layout's, in order).
 Rule: a constant changed on one side only fails here, not as wrong rows far downstream.
 """
 
@@ -20,8 +21,9 @@ from dissector._core import layout
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_layout_header_is_generated_from_layout_py() -> None:
-    script = ROOT / "scripts" / "gen_core_layout.py"
+def test_the_generated_headers_are_fresh() -> None:
+    """fields.h from the descriptors, layout.h from layout.py (scripts/gen_core_headers.py)."""
+    script = ROOT / "scripts" / "gen_core_headers.py"
     done = subprocess.run(
         [sys.executable, str(script), "--check"], capture_output=True, text=True, check=False
     )

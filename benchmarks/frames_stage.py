@@ -19,8 +19,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from benchmarks.bench_framing import CHUNK, build_stream
-from dissector._core.frame_scan import Stop, native
 from dissector.pulsar.framing import DEFAULT_MAX_FRAME_SIZE, FrameDecoder
+from tests.support.frame_scan import Stop, native
 
 ROOT = Path(__file__).resolve().parent.parent
 TARGET_BYTES = 20_000_000  # about 20 MB per stream: long enough for a steady rate

@@ -68,12 +68,6 @@ FLOW = (*VOCABULARY, *STAGES, *FACES)
 UPWARD: dict[tuple[str, str], str] = {
     ("dissector._core", "dissector.capture.pcap"): "type names only (TYPE_CHECKING)",
     ("dissector._core", "dissector.capture.pcapng"): "type names only (TYPE_CHECKING)",
-    ("dissector._core.frame_scan", "dissector.pulsar.frame_events"): (
-        "the compiled frame scan as tests and benchmarks see it: checksum verdicts by name"
-    ),
-    ("dissector._core.frame_scan", "dissector.pulsar.framing"): (
-        "the compiled frame scan as tests and benchmarks see it: the default frame bound"
-    ),
     ("dissector.pulsar.messages", "dissector.values.cells"): (
         "type name only (TYPE_CHECKING): the values stage is handed in when asked for"
     ),

@@ -11,14 +11,16 @@ Rule: the compiled stage only ever takes a record or a packet it can give exactl
 Python stages would (tests/core/ compares them on every sample, crafted and mutated
 capture); everything else stays with the Python code, which is the reference.
 `COMPILED` says whether the extension was loaded (a test fails if a compiler was present at
-install and it was not: a build that silently fell back to Python). `active()` says whether
-reads use it: `PULSAR_DISSECTOR_CORE=0` turns it off for a run (the differential tests and
-the benchmark compare both ways in one build).
+install and it was not: a build that silently fell back to Python). `ENABLED` (and
+`active()`) says whether reads use it: chosen once, when this module is imported, from the
+one switch `PULSAR_DISSECTOR_CORE` ("0": the Python stages alone, in a build that has the
+compiled ones; the benchmark compares both ways in one build, the differential tests set
+`ENABLED` itself).
 `stats()`: what the compiled stages made in this process (segments and raw packets of the
 walk, frames the scan took), so a test can prove that a read took the compiled path.
 `frames_scan()`: the compiled frame scan (dissector/_core/frames.c) a new
 `dissector.pulsar.framing.FrameDecoder` runs over its synced stream, or None (pure Python,
-`PULSAR_DISSECTOR_CORE=0`, or `PULSAR_DISSECTOR_CORE_FRAMES=0`: that stage alone off).
+or `PULSAR_DISSECTOR_CORE=0`).
 `frames_block()`: the same scan for frame runs (dissector.pulsar.frame_runs): only the
 command types of a mask, every frame's columns in one bytes block; None as frames_scan.
 """
@@ -55,8 +57,8 @@ if native is not None:
 
 #: Set to "0" to read with the Python stages alone in a build that has the compiled one.
 SWITCH = "PULSAR_DISSECTOR_CORE"
-#: Set to "0" to keep the framing stage in Python (the record walk stays compiled).
-FRAMES_SWITCH = "PULSAR_DISSECTOR_CORE_FRAMES"
+#: Whether reads use the compiled stages, chosen once per process (tests may set it).
+ENABLED: bool = COMPILED and os.environ.get(SWITCH) != "0"
 
 #: One frame taken by the compiled scan, as `scan_rows` gives it: (offset, total_size,
 #: command_size, checksum verdict (frames.h PD_CHECKSUM_*, 0: no payload), crc_expected,
@@ -68,7 +70,7 @@ FrameScan = Callable[[bytes, int, int], tuple[int, int, list[ScannedFrame]]]
 
 def active() -> bool:
     """Whether reads use the compiled stage: built, and not turned off by `SWITCH`."""
-    return COMPILED and os.environ.get(SWITCH) != "0"
+    return ENABLED
 
 
 #: scan_block(buf, pos, max_frame_size, only_types) -> (where it stopped, why, frames
@@ -97,7 +99,7 @@ def stats() -> dict[str, int]:
 
 def frames_scan() -> FrameScan | None:
     """The compiled frame scan for a new frame decoder, or None (not built, or switched off)."""
-    if frames_native is None or not active() or os.environ.get(FRAMES_SWITCH) == "0":
+    if frames_native is None or not ENABLED:
         return None
     scan: FrameScan = frames_native.scan_rows
     return scan

@@ -18,13 +18,7 @@
  * (PD_FC_NCOLS * 8 bytes a row: about 180 KiB). */
 #define BATCH_FRAMES 1024
 
-static const char *const column_names[PD_FC_NCOLS] = {
-    "offset",      "total_size",  "command_size", "command_type", "present",
-    "request_id",  "producer_id", "consumer_id",  "sequence_id",  "topic_at",
-    "topic_len",   "ledger_id",   "entry_id",     "num_messages", "checksum",
-    "crc_expected", "crc_computed", "entry_ts",   "entry_index",  "meta_at",
-    "meta_len",    "payload_at",  "payload_len",
-};
+static const char *const column_names[PD_FC_NCOLS] = {PD_FC_NAMES};
 
 static PyObject *scan_frames(PyObject *self, PyObject *args, PyObject *kw) {
     static char *names[] = {"buf", "pos", "max_frame_size", "rows", NULL};
@@ -91,7 +85,7 @@ static unsigned long long frames_taken = 0;
  * checksum, crc_expected, crc_computed, meta_at, meta_len), the last five 0 for a command
  * without payload. One small call per piece of stream: no column objects. */
 static PyObject *scan_rows(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    static const int keep[8] = {PD_FC_OFFSET,       PD_FC_TOTAL,        PD_FC_CSIZE,
+    static const int keep[8] = {PD_FC_OFFSET,       PD_FC_TOTAL_SIZE,        PD_FC_COMMAND_SIZE,
                                 PD_FC_CHECKSUM,     PD_FC_CRC_EXPECTED, PD_FC_CRC_COMPUTED,
                                 PD_FC_META_AT,      PD_FC_META_LEN};
     int64_t block[PD_FC_NCOLS][ROW_FRAMES];

@@ -8,7 +8,7 @@
  * by set_types) or, with columns=True, a dict of column name -> bytes (native byte order).
  * Rule: nothing here reads packet bytes; it only turns walk.c's columns into Python objects.
  * Address text comes from inet_ntop (what socket.inet_ntop calls), cached in a dict that is
- * emptied when it holds ADDRESS_CACHE_SIZE entries (as dissector.net.headers does).
+ * emptied when it holds PD_ADDRESS_CACHE_SIZE (layout.h) entries, as dissector.net.headers does.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -19,8 +19,6 @@
 
 /* Rows walked per call of walk.c: bounds the column memory of one call (about 160 KiB). */
 #define BATCH_ROWS 1024
-/* Distinct addresses whose text is cached (dissector.net.headers.ADDRESS_CACHE_SIZE). */
-#define ADDRESS_CACHE_SIZE 65536
 /* Interfaces the pcapng walk takes per call; a file with more: the rest go to Python. */
 #define MAX_INTERFACES 4096
 
@@ -73,7 +71,7 @@ static PyObject *address_text(const uint8_t *raw, int size) {
         Py_DECREF(key);
         return PyErr_Occurred() ? NULL : PyErr_SetFromErrno(PyExc_OSError);
     }
-    if (PyDict_GET_SIZE(addresses) >= ADDRESS_CACHE_SIZE)
+    if (PyDict_GET_SIZE(addresses) >= PD_ADDRESS_CACHE_SIZE)
         PyDict_Clear(addresses);
     text = PyUnicode_FromString(out);
     if (text == NULL || PyDict_SetItem(addresses, key, text) < 0) {
@@ -375,7 +373,7 @@ PyMODINIT_FUNC PyInit__walk(void) {
         return NULL;
     addresses = PyDict_New();
     if (addresses == NULL || PyModule_AddIntConstant(m, "BATCH_ROWS", BATCH_ROWS) < 0 ||
-        PyModule_AddIntConstant(m, "ADDRESS_CACHE_SIZE", ADDRESS_CACHE_SIZE) < 0 ||
+        PyModule_AddIntConstant(m, "ADDRESS_CACHE_SIZE", PD_ADDRESS_CACHE_SIZE) < 0 ||
         PyModule_AddIntConstant(m, "MAX_INTERFACES", MAX_INTERFACES) < 0) {
         Py_DECREF(m);
         return NULL;

@@ -5,10 +5,7 @@
 #include "fields.h"
 #include "pbscan.h"
 
-#define MAGIC_BROKER_ENTRY 0x0e02
-#define MAGIC_CHECKSUM 0x0e01
 #define NO_COUNT INT64_MIN /* no SEND count (an int32 never is) */
-#define MIN_COMMAND_SIZE 2 /* sections.MIN_COMMAND_SIZE: a type tag and a one-byte varint */
 
 typedef int64_t row_t[PD_FC_NCOLS];
 
@@ -30,7 +27,7 @@ static int command(const pd_cursor *c, int64_t at, int64_t end, row_t row, int64
     numbers[0] = (uint32_t)type;
     if (!pd_pb_find(c, at, end, numbers, 1, hits) || hits[0].count != 1)
         return 0; /* no body (an anomaly), or two merged by upb: Python */
-    row[PD_FC_TYPE] = (int64_t)type;
+    row[PD_FC_COMMAND_TYPE] = (int64_t)type;
     {
         int64_t bat = hits[0].at, bend = hits[0].at + hits[0].len;
         uint32_t want[8] = {b->request_id, b->producer_id, b->consumer_id, b->sequence_id,
@@ -98,7 +95,7 @@ static int payload(const pd_cursor *c, int64_t p, int64_t end, row_t row, int64_
     pd_pb_hit h[2];
     int64_t size, mstart;
     row[PD_FC_CHECKSUM] = PD_CHECKSUM_ABSENT;
-    if (end - p >= 2 && pd_be16(c, p) == MAGIC_BROKER_ENTRY) {
+    if (end - p >= 2 && pd_be16(c, p) == PD_MAGIC_BROKER_ENTRY) {
         int64_t bsize;
         if (end - p < 6)
             return 0;
@@ -117,7 +114,7 @@ static int payload(const pd_cursor *c, int64_t p, int64_t end, row_t row, int64_
         }
         p += 6 + bsize;
     }
-    if (end - p >= 6 && pd_be16(c, p) == MAGIC_CHECKSUM) {
+    if (end - p >= 6 && pd_be16(c, p) == PD_MAGIC_CHECKSUM) {
         int ok;
         uint32_t expected = pd_be32(c, p + 2), computed;
         p += 6;
@@ -144,7 +141,7 @@ static int payload(const pd_cursor *c, int64_t p, int64_t end, row_t row, int64_
     row[PD_FC_META_LEN] = size;
     row[PD_FC_PAYLOAD_AT] = mstart + size;
     row[PD_FC_PAYLOAD_LEN] = end - mstart - size;
-    if (row[PD_FC_TYPE] == PD_CMD_SEND && send_count != NO_COUNT) {
+    if (row[PD_FC_COMMAND_TYPE] == PD_CMD_SEND && send_count != NO_COUNT) {
         row[PD_FC_NUM_MESSAGES] = send_count;
         row[PD_FC_PRESENT] |= PD_HAS_SEND_COUNT;
     }
@@ -158,7 +155,7 @@ static int payload(const pd_cursor *c, int64_t p, int64_t end, row_t row, int64_
  * mask, its checksum is not bad, and an ACK acknowledges one message id, with no request
  * id, and (individually) no ack set: the acks whose effect the run's state rule applies. */
 static int run_frame(const row_t row, uint64_t only_types) {
-    int64_t type = row[PD_FC_TYPE], present = row[PD_FC_PRESENT];
+    int64_t type = row[PD_FC_COMMAND_TYPE], present = row[PD_FC_PRESENT];
     if (type >= 64 || !(only_types >> type & 1) || row[PD_FC_CHECKSUM] == PD_CHECKSUM_INVALID)
         return 0;
     if (type == PD_CMD_ACK)
@@ -190,7 +187,7 @@ int64_t pd_scan_frames(const pd_cursor *buf, int64_t pos, int64_t max_size, uint
         }
         total = pd_be32(buf, pos);
         csize = pd_be32(buf, pos + 4);
-        if (total > max_size || total < 4 + MIN_COMMAND_SIZE || csize < MIN_COMMAND_SIZE ||
+        if (total > max_size || total < 4 + PD_MIN_COMMAND_SIZE || csize < PD_MIN_COMMAND_SIZE ||
             csize + 4 > total) {
             *stop = PD_STOP_PYTHON; /* header anomaly and resync */
             return pos;
@@ -201,13 +198,13 @@ int64_t pd_scan_frames(const pd_cursor *buf, int64_t pos, int64_t max_size, uint
             return pos;
         }
         row[PD_FC_OFFSET] = pos;
-        row[PD_FC_TOTAL] = total;
-        row[PD_FC_CSIZE] = csize;
+        row[PD_FC_TOTAL_SIZE] = total;
+        row[PD_FC_COMMAND_SIZE] = csize;
         if (!command(buf, pos + 8, pos + 8 + csize, row, &send_count)) {
             *stop = PD_STOP_PYTHON;
             return pos;
         }
-        if (row[PD_FC_TYPE] == PD_CMD_SEND || row[PD_FC_TYPE] == PD_CMD_MESSAGE) {
+        if (row[PD_FC_COMMAND_TYPE] == PD_CMD_SEND || row[PD_FC_COMMAND_TYPE] == PD_CMD_MESSAGE) {
             if (!payload(buf, pos + 8 + csize, end, row, send_count)) {
                 *stop = PD_STOP_PYTHON;
                 return pos;

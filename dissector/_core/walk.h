@@ -20,13 +20,10 @@
 #include <stdint.h>
 
 #include "cursor.h"
+#include "layout.h"
 
-/* Largest record the readers accept (dissector.capture._source.MAX_RECORD_SIZE). */
-#define PD_MAX_RECORD_SIZE (16 << 20)
-/* Last microsecond of 9999-12-31 (dissector.capture._source.MAX_TS_US). */
-#define PD_MAX_TS_US 253402300799999999LL
-
-enum { PD_RAW = 0, PD_TCP4 = 4, PD_TCP6 = 6 };
+/* layout.h (generated): PD_MAX_RECORD_SIZE, the largest record the readers accept;
+ * PD_MAX_TS_US, the last microsecond of 9999-12-31; the row kinds PD_RAW, PD_TCP4, PD_TCP6. */
 
 /* One batch of rows, column by column; `cap` rows allocated by the caller. */
 typedef struct {

@@ -2,8 +2,9 @@
 
 Input: nothing (declarations).
 Output: `RUN_TYPES` (the command types a run may hold, as the compiled scan's type mask),
-the run block's layout (`NCOLS`, the `C_*` column indices and `HAS_*` bits of frames.h) and
-`unsigned` (a uint64 field as protobuf gives it, from the block's int64).
+the run block's layout (`NCOLS`, the `C_*` column indices and `HAS_*` bits, from
+dissector._core.layout) and `unsigned` (a uint64 field as protobuf gives it, from the
+block's int64).
 Rule: a run holds only frames the compiled scan took whole (no anomaly of any kind, no bad
 checksum) of the commands whose effect on a connection's state `ConversationState.observe_run`
 applies from the scanned columns alone: SEND, SEND_RECEIPT, MESSAGE, and ACK of one message
@@ -22,6 +23,27 @@ from __future__ import annotations
 
 from typing import Final
 
+from dissector._core.layout import (
+    C_CHECKSUM,
+    C_CONSUMER_ID,
+    C_CRC_COMPUTED,
+    C_CRC_EXPECTED,
+    C_ENTRY_ID,
+    C_ENTRY_INDEX,
+    C_ENTRY_TS,
+    C_LEDGER_ID,
+    C_NUM_MESSAGES,
+    C_OFFSET,
+    C_PAYLOAD_LEN,
+    C_PRESENT,
+    C_PRODUCER_ID,
+    C_REQUEST_ID,
+    C_SEQUENCE_ID,
+    C_TOTAL,
+    C_TYPE,
+    NCOLS,
+    Has,
+)
 from dissector.pulsar.wire import COMMAND_TYPES
 
 #: The command types a run may hold.
@@ -33,40 +55,60 @@ MESSAGE: Final = COMMAND_TYPES["MESSAGE"]
 #: The same as the compiled scan's `only_types` mask (bit t: type t).
 RUN_TYPES: Final = sum(1 << COMMAND_TYPES[name] for name in RUN_COMMANDS)
 
-# The block's columns (frames.h PD_FC_*; tests/core/test_frame_runs.py checks the order
-# against the extension's COLUMNS).
-NCOLS: Final = 23
-C_OFFSET: Final = 0
-C_TOTAL: Final = 1
-C_TYPE: Final = 3
-C_PRESENT: Final = 4
-C_REQUEST_ID: Final = 5
-C_PRODUCER_ID: Final = 6
-C_CONSUMER_ID: Final = 7
-C_SEQUENCE_ID: Final = 8
-C_LEDGER_ID: Final = 11
-C_ENTRY_ID: Final = 12
-C_NUM_MESSAGES: Final = 13
-C_CHECKSUM: Final = 14
-C_CRC_EXPECTED: Final = 15
-C_CRC_COMPUTED: Final = 16
-C_ENTRY_TS: Final = 17
-C_ENTRY_INDEX: Final = 18
-C_PAYLOAD_LEN: Final = 22
+# The block's layout (columns C_*, NCOLS) comes from dissector._core.layout, declared once
+# with the C core; the present bits as plain ints for the compiled state machine.
+HAS_REQUEST_ID: Final = int(Has.REQUEST_ID)
+HAS_PRODUCER_ID: Final = int(Has.PRODUCER_ID)
+HAS_CONSUMER_ID: Final = int(Has.CONSUMER_ID)
+HAS_SEQUENCE_ID: Final = int(Has.SEQUENCE_ID)
+HAS_MESSAGE_ID: Final = int(Has.MESSAGE_ID)
+HAS_NUM_MESSAGES: Final = int(Has.NUM_MESSAGES)
+HAS_ENTRY_TS: Final = int(Has.ENTRY_TS)
+HAS_ENTRY_INDEX: Final = int(Has.ENTRY_INDEX)
+HAS_PAYLOAD: Final = int(Has.PAYLOAD)
+HAS_SEND_COUNT: Final = int(Has.SEND_COUNT)
+HAS_CUMULATIVE: Final = int(Has.CUMULATIVE)
+HAS_ACK_SET: Final = int(Has.ACK_SET)
 
-# The present column's bits (frames.h PD_HAS_*).
-HAS_REQUEST_ID: Final = 1
-HAS_PRODUCER_ID: Final = 2
-HAS_CONSUMER_ID: Final = 4
-HAS_SEQUENCE_ID: Final = 8
-HAS_MESSAGE_ID: Final = 32
-HAS_NUM_MESSAGES: Final = 64
-HAS_ENTRY_TS: Final = 128
-HAS_ENTRY_INDEX: Final = 256
-HAS_PAYLOAD: Final = 512
-HAS_SEND_COUNT: Final = 1024
-HAS_CUMULATIVE: Final = 2048
-HAS_ACK_SET: Final = 4096
+__all__ = [
+    "ACK",
+    "C_CHECKSUM",
+    "C_CONSUMER_ID",
+    "C_CRC_COMPUTED",
+    "C_CRC_EXPECTED",
+    "C_ENTRY_ID",
+    "C_ENTRY_INDEX",
+    "C_ENTRY_TS",
+    "C_LEDGER_ID",
+    "C_NUM_MESSAGES",
+    "C_OFFSET",
+    "C_PAYLOAD_LEN",
+    "C_PRESENT",
+    "C_PRODUCER_ID",
+    "C_REQUEST_ID",
+    "C_SEQUENCE_ID",
+    "C_TOTAL",
+    "C_TYPE",
+    "HAS_ACK_SET",
+    "HAS_CONSUMER_ID",
+    "HAS_CUMULATIVE",
+    "HAS_ENTRY_INDEX",
+    "HAS_ENTRY_TS",
+    "HAS_MESSAGE_ID",
+    "HAS_NUM_MESSAGES",
+    "HAS_PAYLOAD",
+    "HAS_PRODUCER_ID",
+    "HAS_REQUEST_ID",
+    "HAS_SEND_COUNT",
+    "HAS_SEQUENCE_ID",
+    "MESSAGE",
+    "NCOLS",
+    "RUN_COMMANDS",
+    "RUN_TYPES",
+    "SEND",
+    "SEND_RECEIPT",
+    "unsigned",
+]  # fmt: skip
 
 _U64: Final = 1 << 64
 

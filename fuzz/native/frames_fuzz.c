@@ -65,13 +65,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         check(pos >= before && pos <= buf.len, "scan stopped outside the buffer");
         check(stop >= PD_STOP_END && stop <= PD_STOP_FULL, "stop reason");
         for (int64_t i = 0; i < out.n; i++) {
-            int64_t at = cols[PD_FC_OFFSET][i], fend = at + 4 + cols[PD_FC_TOTAL][i];
+            int64_t at = cols[PD_FC_OFFSET][i], fend = at + 4 + cols[PD_FC_TOTAL_SIZE][i];
             check(at == end && fend <= buf.len, "frame not where the last ended");
-            check(cols[PD_FC_TOTAL][i] <= max_size, "frame above the limit");
-            check(only == PD_ANY_TYPE || (only >> cols[PD_FC_TYPE][i] & 1 &&
+            check(cols[PD_FC_TOTAL_SIZE][i] <= max_size, "frame above the limit");
+            check(only == PD_ANY_TYPE || (only >> cols[PD_FC_COMMAND_TYPE][i] & 1 &&
                                           cols[PD_FC_CHECKSUM][i] != PD_CHECKSUM_INVALID),
                   "a run's scan took a frame outside its types, or a bad checksum");
-            check(only == PD_ANY_TYPE || cols[PD_FC_TYPE][i] != PD_CMD_ACK ||
+            check(only == PD_ANY_TYPE || cols[PD_FC_COMMAND_TYPE][i] != PD_CMD_ACK ||
                       (!(cols[PD_FC_PRESENT][i] & PD_HAS_REQUEST_ID) &&
                        cols[PD_FC_NUM_MESSAGES][i] == 1 &&
                        (cols[PD_FC_PRESENT][i] & PD_HAS_CUMULATIVE ||

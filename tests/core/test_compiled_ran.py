@@ -31,7 +31,7 @@ from dissector import _core
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = ROOT / "pcaps" / "produce_consume.pcap"
-SWITCHES = ("PULSAR_DISSECTOR_CORE", "PULSAR_DISSECTOR_CORE_FRAMES")
+SWITCHES = ("PULSAR_DISSECTOR_CORE",)
 
 #: Run the command line here, then write what the compiled stages counted.
 _WRAPPER = """
@@ -102,6 +102,3 @@ def test_a_read_takes_the_compiled_path_or_the_pure_one_on_purpose(tmp_path: Pat
     off = read_in_new_process(tmp_path, PULSAR_DISSECTOR_CORE="0")
     assert off["stats"] == {"segments": 0, "raw_packets": 0, "frames_taken": 0}
     assert off["text"] == text  # the same lines either way
-    frames_off = read_in_new_process(tmp_path, PULSAR_DISSECTOR_CORE_FRAMES="0")
-    assert frames_off["stats"] == {**stats, "frames_taken": 0}
-    assert frames_off["text"] == text

@@ -25,10 +25,8 @@ import pyarrow as pa
 import pytest
 
 from dissector import _core
-from dissector._core.frame_scan import COLUMNS, Has
 from dissector.capture import open_capture
 from dissector.pipeline import Pipeline
-from dissector.pulsar import frame_runs as R
 from dissector.read import ReaderOptions, read_tables
 from dissector.read.tables import stream_tables
 from dissector.tables import builders
@@ -75,7 +73,7 @@ def runs(monkeypatch: pytest.MonkeyPatch) -> RunCount:
 def _tables(
     monkeypatch: pytest.MonkeyPatch, paths: Sequence[Path], options: ReaderOptions, on: bool
 ) -> dict[str, bytes]:
-    monkeypatch.setenv(_core.SWITCH, "1" if on else "0")
+    monkeypatch.setattr(_core, "ENABLED", on)
     made = read_tables([str(p) for p in paths], options, TABLES)
     return {name: ipc(table) for name, table in made.items()}
 
@@ -94,47 +92,6 @@ def same(
     for name in TABLES:
         assert on[name] == off[name], (name, [p.name for p in paths], options)
     return runs.frames - before
-
-
-def test_block_layout_is_the_extensions() -> None:
-    names = {
-        "offset": R.C_OFFSET,
-        "total_size": R.C_TOTAL,
-        "command_type": R.C_TYPE,
-        "present": R.C_PRESENT,
-        "request_id": R.C_REQUEST_ID,
-        "producer_id": R.C_PRODUCER_ID,
-        "consumer_id": R.C_CONSUMER_ID,
-        "sequence_id": R.C_SEQUENCE_ID,
-        "ledger_id": R.C_LEDGER_ID,
-        "entry_id": R.C_ENTRY_ID,
-        "num_messages": R.C_NUM_MESSAGES,
-        "checksum": R.C_CHECKSUM,
-        "crc_expected": R.C_CRC_EXPECTED,
-        "crc_computed": R.C_CRC_COMPUTED,
-        "entry_ts": R.C_ENTRY_TS,
-        "entry_index": R.C_ENTRY_INDEX,
-        "payload_len": R.C_PAYLOAD_LEN,
-    }
-    assert len(COLUMNS) == R.NCOLS
-    for name, index in names.items():
-        assert COLUMNS[index] == name
-    bits = {
-        Has.REQUEST_ID: R.HAS_REQUEST_ID,
-        Has.PRODUCER_ID: R.HAS_PRODUCER_ID,
-        Has.CONSUMER_ID: R.HAS_CONSUMER_ID,
-        Has.SEQUENCE_ID: R.HAS_SEQUENCE_ID,
-        Has.MESSAGE_ID: R.HAS_MESSAGE_ID,
-        Has.NUM_MESSAGES: R.HAS_NUM_MESSAGES,
-        Has.ENTRY_TS: R.HAS_ENTRY_TS,
-        Has.ENTRY_INDEX: R.HAS_ENTRY_INDEX,
-        Has.PAYLOAD: R.HAS_PAYLOAD,
-        Has.SEND_COUNT: R.HAS_SEND_COUNT,
-        Has.CUMULATIVE: R.HAS_CUMULATIVE,
-        Has.ACK_SET: R.HAS_ACK_SET,
-    }
-    for flag, bit in bits.items():
-        assert int(flag) == bit
 
 
 def test_samples_and_crafted_captures(
@@ -193,7 +150,7 @@ def test_batches_cut_at_the_same_rows(monkeypatch: pytest.MonkeyPatch, runs: Run
     monkeypatch.setattr(builders, "BATCH_ROWS", 7)
     made: dict[bool, list[pa.RecordBatch]] = {}
     for on in (False, True):
-        monkeypatch.setenv(_core.SWITCH, "1" if on else "0")
+        monkeypatch.setattr(_core, "ENABLED", on)
         batches: list[pa.RecordBatch] = []
         stream_tables([str(p) for p in SAMPLES[:4]], PLAIN, ["frames"], _into(batches))
         made[on] = batches
@@ -264,12 +221,12 @@ def test_findings_read_one_frame_at_a_time(
     """A read that makes findings takes no runs (the rules read frames one by one): its
     findings are the pure-Python ones, and its frames those of a frames read with runs."""
     path = _diagnosed_scene(tmp_path / "scene.pcap")
-    monkeypatch.setenv(_core.SWITCH, "1")
+    monkeypatch.setattr(_core, "ENABLED", True)
     both = read_tables([str(path)], PLAIN, ("frames", "findings"))
     assert runs.frames == 0, "a read that makes findings took frame runs"
     alone = read_tables([str(path)], PLAIN, ("frames",))
     assert runs.frames > 10  # this capture's SENDs, receipts, deliveries and acks
-    monkeypatch.setenv(_core.SWITCH, "0")
+    monkeypatch.setattr(_core, "ENABLED", False)
     pure = read_tables([str(path)], PLAIN, ("frames", "findings"))
     assert ipc(both["frames"]) == ipc(alone["frames"]) == ipc(pure["frames"])
     assert ipc(both["findings"]) == ipc(pure["findings"])
@@ -285,10 +242,10 @@ def test_journeys_read_one_frame_at_a_time(
     """A read that makes journeys takes no runs (the joiner reads frames one by one): its
     journeys are the pure-Python ones."""
     path = _diagnosed_scene(tmp_path / "scene.pcap")
-    monkeypatch.setenv(_core.SWITCH, "1")
+    monkeypatch.setattr(_core, "ENABLED", True)
     both = read_tables([str(path)], PLAIN, ("frames", "journeys"))
     assert runs.frames == 0, "a read that makes journeys took frame runs"
-    monkeypatch.setenv(_core.SWITCH, "0")
+    monkeypatch.setattr(_core, "ENABLED", False)
     pure = read_tables([str(path)], PLAIN, ("frames", "journeys"))
     assert ipc(both["frames"]) == ipc(pure["frames"])
     assert ipc(both["journeys"]) == ipc(pure["journeys"])

@@ -18,8 +18,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import cache
@@ -32,8 +30,6 @@ from crc32c import crc32c
 
 from benchmarks.bench_framing import build_stream
 from dissector import _core
-from dissector._core import frame_scan
-from dissector._core.frame_scan import CHECKSUMS, Has, Stop, scan_frames
 from dissector.anomalies import AnomalyCode
 from dissector.capture import open_capture
 from dissector.events import Anomaly, Frame, Segment
@@ -41,7 +37,9 @@ from dissector.net.headers import parse_layers
 from dissector.pulsar.framing import DEFAULT_MAX_FRAME_SIZE, FrameDecoder
 from dissector.pulsar.wire import COMMAND_TYPES, MESSAGE_ID_FIELDS, SEND, SINGULAR_FIELDS
 from fuzz.mutators import mutate_stream
+from tests.support import frame_scan
 from tests.support.capture import CaptureSummary, _streams
+from tests.support.frame_scan import CHECKSUMS, Has, Stop, scan_frames
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = sorted((ROOT / "pcaps").glob("*.pcap*"))
@@ -77,15 +75,12 @@ def broker_port(path: Path) -> int:
 @contextmanager
 def frames_stage(on: bool) -> Iterator[None]:
     """FrameDecoders made inside run with the compiled scan (when built) or without it."""
-    saved = os.environ.get(_core.FRAMES_SWITCH)
-    os.environ[_core.FRAMES_SWITCH] = "1" if on else "0"
+    saved = _core.ENABLED
+    _core.ENABLED = on and _core.COMPILED
     try:
         yield
     finally:
-        if saved is None:
-            del os.environ[_core.FRAMES_SWITCH]
-        else:
-            os.environ[_core.FRAMES_SWITCH] = saved
+        _core.ENABLED = saved
 
 
 def python_events(stream: bytes, max_size: int = DEFAULT_MAX_FRAME_SIZE) -> list[Any]:
@@ -293,14 +288,6 @@ def test_mutated_streams() -> None:
         compare(data, walk)
     # mutants exercise both sides: frames C takes, and frames it leaves to Python
     assert walk.taken > 10 * MUTANTS and walk.handed_back > MUTANTS // 2, vars(walk)
-
-
-def test_fields_header_is_generated_from_the_descriptors() -> None:
-    script = ROOT / "scripts" / "gen_core_fields.py"
-    done = subprocess.run(
-        [sys.executable, str(script), "--check"], capture_output=True, text=True, check=False
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
 
 
 def test_the_compiled_frames_stage_is_loaded_where_a_compiler_is() -> None:

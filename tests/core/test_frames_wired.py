@@ -1,6 +1,6 @@
 """FrameDecoder with the compiled frame scan wired in, against FrameDecoder without it.
 
-The reference is the same decoder with the scan turned off (`PULSAR_DISSECTOR_CORE_FRAMES=0`,
+The reference is the same decoder with the scan turned off (`dissector._core.ENABLED` False,
 the Python code alone). Both get the same stream in the same pieces (random sizes, from one
 byte to several frames), some with a gap, some with `keep_raw`, some with a small frame
 size limit; every event (frames with their protobuf parts, payload views and provenance,

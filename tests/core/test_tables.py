@@ -98,8 +98,7 @@ def ipc(table: pa.Table) -> bytes:
 def tables(
     monkeypatch: pytest.MonkeyPatch, paths: Sequence[Path], options: ReaderOptions, on: bool
 ) -> dict[str, bytes]:
-    monkeypatch.setenv(_core.SWITCH, "1" if on else "0")  # both stages: walk and frame scan
-    monkeypatch.delenv(_core.FRAMES_SWITCH, raising=False)
+    monkeypatch.setattr(_core, "ENABLED", on)  # both stages: walk and frame scan
     made = read_tables([str(p) for p in paths], options)
     assert set(made) == set(TABLES)
     return {name: ipc(table) for name, table in made.items()}

@@ -1,25 +1,28 @@
-"""The compiled framing stage (dissector/_core/frames.c) as columns, as tests and benchmarks see it.
+"""The compiled framing stage (dissector/_core/frames.c) as columns, for tests and benchmarks.
 
 Input: one direction's stream bytes from a frame boundary (where the Python `FrameDecoder`
 is in sync), a position and the frame size limit.
 Output: `FrameBatch`: where the scan stopped, why (`Stop`), and the frames it took as
-columns (`COLUMNS` names them; each a sequence of int64, absent values 0 with their
-`Has` bit clear in `present`); `None` from `scan_frames` when the extension is not built.
+columns (`COLUMNS`, from dissector._core.layout, names them; each a sequence of int64,
+absent values 0 with their `Has` bit clear in `present`); `None` from `scan_frames` when
+the extension is not built.
 Rule: the C scan takes a frame only when the Python decoder would emit it whole with no
 anomaly but a bad checksum, and stops before any other: that frame, and any resync after
 it, stay with `dissector.pulsar.framing` (tests/core/test_frames_differential.py checks it
 on every sample stream and on mutated streams). The pipeline's `FrameDecoder` calls the
 same scan through `dissector._core.frames_scan` (rows rather than columns).
+`Has`, `Stop` and `COLUMNS` are re-exported from dissector._core.layout.
 """
 
 from __future__ import annotations
 
 import importlib
 from collections.abc import Sequence
-from enum import IntEnum, IntFlag
 from types import ModuleType
 from typing import NamedTuple
 
+from dissector._core.layout import FRAME_COLUMNS as COLUMNS
+from dissector._core.layout import Has, Stop
 from dissector.events import Checksum
 from dissector.pulsar.frame_events import CHECKSUM_VERDICTS
 from dissector.pulsar.framing import DEFAULT_MAX_FRAME_SIZE
@@ -31,37 +34,17 @@ except ImportError:  # the pure-Python package
     native = None
 
 COMPILED = native is not None
-
-#: Column names, in the order of frames.h's PD_FC_* indices.
-COLUMNS: tuple[str, ...] = () if native is None else tuple(native.COLUMNS)
-
-
-class Stop(IntEnum):
-    """Why a scan stopped (frames.h PD_STOP_*)."""
-
-    END = 0  # at the end of the buffer, on a frame boundary
-    MORE = 1  # the frame there is not all present yet
-    PYTHON = 2  # the frame there is for the Python decoder
-    FULL = 3  # the batch is full: call again from pos
-
-
-class Has(IntFlag):
-    """Bits of the `present` column (frames.h PD_HAS_*)."""
-
-    REQUEST_ID = 1
-    PRODUCER_ID = 2
-    CONSUMER_ID = 4
-    SEQUENCE_ID = 8
-    TOPIC = 16
-    MESSAGE_ID = 32
-    NUM_MESSAGES = 64
-    ENTRY_TS = 128
-    ENTRY_INDEX = 256
-    PAYLOAD = 512
-    SEND_COUNT = 1024  # a SEND whose body sets num_messages
-    CUMULATIVE = 2048  # an ACK of type Cumulative
-    ACK_SET = 4096  # an ACK whose first message id carries an ack_set
-
+__all__ = [
+    "CHECKSUMS",
+    "COLUMNS",
+    "COMPILED",
+    "FrameBatch",
+    "Has",
+    "Stop",
+    "crc32c",
+    "native",
+    "scan_frames",
+]
 
 #: The `checksum` column's values (frames.h PD_CHECKSUM_*): None for commands without payload.
 CHECKSUMS: tuple[Checksum | None, ...] = CHECKSUM_VERDICTS

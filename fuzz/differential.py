@@ -7,18 +7,17 @@ input and the replay command; exit 1 on any difference. (That the compiled stage
 work is counted by tests/core, not here.)
 Rule: each input is a capture mutated from the bundled samples (fuzz.mutators.mutate_capture,
 a function of the seed and the input's index), read in this process twice per setting with
-`dissector._core.SWITCH` on and off: all six tables with the default settings, and the
+`dissector._core.ENABLED` on and off: all six tables with the default settings, and the
 frames and entities tables alone (the read that takes frame runs, dissector.pulsar.
-frame_runs), and messages with values, journeys and findings (issue 42's surfaces), compared
-as Arrow IPC bytes. An input the reader refuses must be refused alike
-both ways. The sample of this in `make test` is tests/core/test_tables.py and
+frame_runs), and messages with values, journeys and findings (issue 42's surfaces), and every
+fourth input also as both shards of a `-j 2` read, compared as Arrow IPC bytes. An input the
+reader refuses must be refused alike both ways. The sample of this in `make test` is tests/core/test_tables.py and
 tests/core/test_frame_runs.py (600 mutants); this runs the campaign's hundreds of thousands.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import tempfile
 import time
@@ -40,6 +39,10 @@ READS = (
     # issue 42's surfaces: messages with values, journeys, findings
     ("values", ("messages", "journeys", "findings"), ReaderOptions(values=True)),
 )
+#: Every SHARD_EVERY-th input is also read as the two shards of a `-j 2` read (every table),
+#: where the compiled walk deals packets to shards.
+SHARDS = tuple((f"shard {k} of 2", None, ReaderOptions(shard=(k, 2))) for k in range(2))
+SHARD_EVERY = 4
 
 
 def _ipc(table: pa.Table) -> bytes:
@@ -50,7 +53,7 @@ def _ipc(table: pa.Table) -> bytes:
 
 
 def _read(path: Path, tables: tuple[str, ...] | None, options: ReaderOptions, on: bool) -> object:
-    os.environ[_core.SWITCH] = "1" if on else "0"
+    _core.ENABLED = on and _core.COMPILED  # the one switch, as PULSAR_DISSECTOR_CORE sets it
     try:
         made = read_tables([str(path)], options, tables)
     except Exception as exc:  # refused: compared by kind and message
@@ -77,7 +80,7 @@ def run(inputs: int, seed: int, start: int = 0) -> tuple[int, int, list[str]]:
             records, donor = rng.choice(samples), rng.choice(samples)
             data, _, ops = mutate_capture(rng, records, donor)
             path.write_bytes(data)
-            for name, tables, options in READS:
+            for name, tables, options in READS + (SHARDS if n % SHARD_EVERY == 0 else ()):
                 off = _read(path, tables, options, on=False)
                 on = _read(path, tables, options, on=True)
                 compared += 1
@@ -112,7 +115,9 @@ def main(argv: list[str] | None = None) -> int:
         "",
         f"- mutated captures: {args.inputs:,} (read by both: {read_ok:,}; the rest refused"
         " alike both ways or compared as refusals)",
-        f"- reads compared (all six tables; frames and entities with frame runs): {compared:,}",
+        f"- reads compared (every table; frames and entities with frame runs; messages with"
+        f" values, journeys and findings; every {SHARD_EVERY}th input as both shards of 2):"
+        f" {compared:,}",
         f"- differences: **{len(failures)}**",
         f"- time: {took:,.0f} s",
         "",

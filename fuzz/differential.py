@@ -11,8 +11,9 @@ a function of the seed and the input's index), read in this process twice per se
 frames and entities tables alone (the read that takes frame runs, dissector.pulsar.
 frame_runs), and messages with values, journeys and findings (issue 42's surfaces), and every
 fourth input also as both shards of a `-j 2` read, compared as Arrow IPC bytes. An input the
-reader refuses must be refused alike both ways. The sample of this in `make test` is tests/core/test_tables.py and
-tests/core/test_frame_runs.py (600 mutants); this runs the campaign's hundreds of thousands.
+reader refuses must be refused alike both ways. The sample of this in `make test` is
+tests/core/test_tables.py and tests/core/test_frame_runs.py (600 mutants); this runs the
+campaign's hundreds of thousands.
 """
 
 from __future__ import annotations

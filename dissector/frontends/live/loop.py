@@ -160,9 +160,9 @@ def capture(session: Session, cap: Capturer, stop: Stopper, opts: LiveOptions) -
         wait = TICK if deadline is None or stopped is not None else min(TICK, deadline - now)
         ready, _, _ = select.select(fds, [], [], max(wait, 0))
         if fds[0] in ready:
-            batch = cap.read(READ_BYTES)
-            if batch:
-                session.packets(batch)
+            records = cap.read_records(READ_BYTES)
+            if records:
+                session.records(records)
         stop.clear()
         session.tick()
     counts = session.counts

@@ -1,8 +1,9 @@
 """EDGE: the dissecting side of a live capture: packets in, printed rows and files out.
 
 Input: `LiveOptions` (what the command line asked for), where the packets come from (a
-`Link`: its name, link type and kernel drops), then packets in capture order, the capturer's
-losses and the clock (`Session.tick`).
+`Link`: its name, link type and kernel drops), then packets in capture order (the
+capturer's pcap records: their headers parsed by the compiled walk offline reads use, when
+built), the capturer's losses and the clock (`Session.tick`).
 Output: the `read` text view or JSON lines of table rows on `out`, Parquet parts and the
 summary line (`Counts.line`) on `err`; anomaly rows for kernel drops and skipped packets.
 Rules: only what is asked for is made (Parquet gets every table, jsonl its tables, the text
@@ -31,11 +32,12 @@ from dissector.events import (
     Frame,
     FrameRun,
     PipelineEvent,
-    RawPacket,
+    Segment,
 )
 from dissector.frontends.diagnoses import finding_line, row_line
 from dissector.frontends.live.capturer import DEFAULT_QUEUE
 from dissector.frontends.live.files import ParquetParts
+from dissector.frontends.live.records import Walk, records
 from dissector.frontends.text import FrameLines
 from dissector.keylog_files import KeylogFiles
 from dissector.read.driver import make_pipeline
@@ -167,6 +169,7 @@ class Session:
         self.keylogs = KeylogFiles(reader.tls_keylog, follow=True) if reader.tls_keylog else None
         keylog = self.keylogs.keylog if self.keylogs else None
         self.pipe = make_pipeline(reader, plan, keylog=keylog)
+        self._walk = Walk(source.linktype)
         self.lines = FrameLines(opts.rows, show_secrets=opts.show_secrets)
         self.builder = None
         self._add: Callable[[PipelineEvent], None] | None = None
@@ -201,16 +204,22 @@ class Session:
         self.out.flush()
 
     def packets(self, batch: list[tuple[int, bytes]]) -> None:
-        linktype, feed, counts = self.source.linktype, self.pipe.feed, self.counts
+        """Packets as (µs since the epoch, bytes), in capture order."""
+        self.records(records(batch))
+
+    def records(self, buf: bytes) -> None:
+        """Whole pcap records as the capturer hands them over (`capturer.RECORD`)."""
         if self.keylogs is not None:
             self.keylogs.poll()  # sessions of this batch find the secrets written meanwhile
-        if batch and self.lines.first_ts is None:
-            self.lines.start(batch[0][0])  # times count from the first packet, as in read
-        for ts, data in batch:
-            counts.packets += 1
-            self._events(feed(RawPacket(counts.packets, ts, linktype, data, len(data))))
-        if batch:  # the packets' clock, and when it was read (for the findings' timers)
-            self._packet_clock = (batch[-1][0], time.time_ns() // 1000)
+        items = self._walk(buf, self.counts.packets)
+        if items and self.lines.first_ts is None:
+            self.lines.start(items[0].ts)  # times count from the first packet, as in read
+        feed, parsed = self.pipe.feed, self.pipe.feed_parsed
+        for item in items:
+            self._events(parsed(item) if type(item) is Segment else feed(item))  # type: ignore[arg-type]
+        self.counts.packets += len(items)
+        if items:  # the packets' clock, and when it was read (for the findings' timers)
+            self._packet_clock = (items[-1].ts, time.time_ns() // 1000)
         self._emit()
 
     def _events(self, events: list[PipelineEvent]) -> None:

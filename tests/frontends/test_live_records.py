@@ -60,7 +60,7 @@ def test_records_round_trip_and_only_whole_ones_are_taken() -> None:
     batch = [(1_700_000_000_123_456, b"abc"), (0, b""), (4_294_967_295_999_999, b"x" * 300)]
     buf = records(batch)
     # 1,700,000,000 s = 0x6553F100, 123,456 µs = 0x1E240, little-endian
-    assert buf[: RECORD.size] == bytes.fromhex("00f15365" "40e20100" "03000000" "03000000")
+    assert buf[: RECORD.size] == bytes.fromhex("00f1536540e201000300000003000000")
     assert split_records(buf) == batch
     ends = {0, 19, 35, 351}  # record boundaries: 16 + 3, + 16 + 0, + 16 + 300
     for cut in range(len(buf) + 1):

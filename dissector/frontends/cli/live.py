@@ -52,6 +52,7 @@ def cmd_live(args: argparse.Namespace, out: TextIO) -> int:
         buffer_bytes=args.buffer_size << 10,
         queue_bytes=args.queue_size << 20,
         findings=args.findings,
+        jobs=args.jobs,
     )
     return run(options, out, sys.stderr)
 
@@ -129,6 +130,17 @@ def _live_arguments(live: argparse.ArgumentParser) -> None:
         default=5.0,
         metavar="S",
         help="-o: seconds between Parquet parts (what a crash can lose; default 5)",
+    )
+    live.add_argument(
+        "-j",
+        "--jobs",
+        type=positive,
+        default=1,
+        metavar="N",
+        help="dissect in N processes, each capturing its share of the connections (the "
+        "kernel's packet fan-out by flow: both directions of a connection go to one); lines "
+        "of the processes are merged as they come, connection ids are numbered per process "
+        "(process K from K*1e9+1), the summary adds them up; not with -w or -c (default 1)",
     )
     live.add_argument("-c", "--count", type=positive, metavar="N", help="stop after N packets")
     live.add_argument("--duration", type=above_zero, metavar="S", help="stop after S seconds")

@@ -179,6 +179,10 @@ def capture(session: Session, cap: Capturer, stop: Stopper, opts: LiveOptions) -
 
 def run(opts: LiveOptions, out: TextIO, err: TextIO, source: Source | None = None) -> int:
     """`pulsar-dissect live`: 0 after a clean stop, 130 when a second signal aborted it."""
+    if opts.jobs > 1 and source is None:
+        from dissector.frontends.live import fanout
+
+        return fanout.run(opts, out, err)
     if opts.parquet is not None:
         check_parquet_root(Path(opts.parquet))  # before the capture starts, not after
     src: Source = source or PacketSocket(opts.interface, choose_filter(opts), opts.buffer_bytes)

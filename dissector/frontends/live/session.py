@@ -53,6 +53,7 @@ if TYPE_CHECKING:
     from dissector.diagnose import Diagnoser
 
 DEFAULT_BUFFER = 64 << 20  # kernel receive buffer: loopback bursts of 64 KiB segments
+WORKER_CONN_IDS = 1_000_000_000  # connection ids of each dissecting process (-j): a block
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -75,6 +76,7 @@ class LiveOptions:
     buffer_bytes: int = DEFAULT_BUFFER
     queue_bytes: int = DEFAULT_QUEUE  # packets waiting for the dissector, at most
     findings: bool = False  # print findings as they are established (and their rows)
+    jobs: int = 1  # dissecting processes, each with its share of the flows (live.fanout)
 
     def __post_init__(self) -> None:
         if self.fmt not in ("text", "jsonl"):
@@ -89,6 +91,12 @@ class LiveOptions:
             value = getattr(self, name)
             if value is not None and value <= 0:
                 raise UsageError(f"{name.replace('_', ' ')} must be positive")
+        if self.jobs < 1:
+            raise UsageError("-j must be positive")
+        if self.jobs > 1 and (self.pcap is not None or self.count is not None):
+            raise UsageError(
+                "-w and -c count the packets of one capturing process: not with -j above 1"
+            )
         if self.flush_interval <= 0 or self.buffer_bytes <= 0 or self.queue_bytes <= 0:
             raise UsageError("flush interval, buffer size and queue size must be positive")
 
@@ -150,7 +158,11 @@ class Session:
     `source` says the link type and name, and the losses so far: `drops()` (the kernel's)
     and, for the capturing process, `skipped()`."""
 
-    def __init__(self, opts: LiveOptions, source: Link, out: TextIO, err: TextIO) -> None:
+    def __init__(
+        self, opts: LiveOptions, source: Link, out: TextIO, err: TextIO, *, worker: int = 0
+    ) -> None:
+        """worker: which of the `opts.jobs` dissecting processes this is: its connections
+        are numbered from worker * WORKER_CONN_IDS + 1, its Parquet parts named after it."""
         self.opts, self.source, self.out, self.err = opts, source, out, err
         self.printed = [n for n in TABLES if opts.tables is None or n in opts.tables]
         # Only what is asked for is made: Parquet files get every table; jsonl its tables
@@ -168,7 +180,7 @@ class Session:
         # Key log files are followed: peers append secrets as they open sessions.
         self.keylogs = KeylogFiles(reader.tls_keylog, follow=True) if reader.tls_keylog else None
         keylog = self.keylogs.keylog if self.keylogs else None
-        self.pipe = make_pipeline(reader, plan, keylog=keylog)
+        self.pipe = make_pipeline(reader, plan, worker * WORKER_CONN_IDS + 1, keylog)
         self._walk = Walk(source.linktype)
         self.lines = FrameLines(opts.rows, show_secrets=opts.show_secrets)
         self.builder = None
@@ -186,7 +198,8 @@ class Session:
         self._files = contextlib.ExitStack()  # closes every file, whatever happens
         self.parquet: ParquetParts | None = None
         if opts.parquet is not None:
-            self.parquet = ParquetParts(opts.parquet)
+            prefix = f"w{worker}-" if opts.jobs > 1 else ""
+            self.parquet = ParquetParts(opts.parquet, prefix=prefix, check=opts.jobs == 1)
             self._files.callback(self.parquet.close)
         self._next_flush = time.monotonic() + opts.flush_interval
         self._packet_clock: tuple[int, int] | None = None  # (last packet's ts, read at)

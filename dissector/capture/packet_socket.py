@@ -27,7 +27,10 @@ Rules:
   first does). The kernel's flow hash is symmetric (addresses and ports sorted), so both
   directions of a TCP connection reach the same socket (tests/frontends/test_live_fanout).
   A socket joins the group with a drop-all filter, then takes its own: before it joins it
-  would get a copy of every packet the members already share.
+  would get a copy of every packet the members already share. The kernel hands a group
+  loopback's outgoing copies whatever PACKET_IGNORE_OUTGOING says (that option is the
+  socket's, the group has its own hook), so on loopback the filter drops them itself
+  (`without_outgoing`: the packet type, a BPF ancillary load, is PACKET_OUTGOING).
 No libpcap and no scapy: the standard socket, mmap and select modules do all of it.
 """
 
@@ -47,7 +50,8 @@ from dissector.capture.bpf import LINKTYPE_ETHERNET, LINKTYPE_RAW, SNAPLEN, BpfP
 from dissector.errors import InputError
 
 _ETH_P_ALL = 0x0003
-_BPF_RET_K = 0x06  # BPF_RET | BPF_K
+_BPF_RET_K, _BPF_LD_W_ABS, _BPF_JEQ_K = 0x06, 0x20, 0x15  # BPF_RET|BPF_K, BPF_LD|BPF_W|BPF_ABS
+_SKF_AD_PKTTYPE = 0xFFFFF000 + 4  # SKF_AD_OFF + SKF_AD_PKTTYPE: the ancillary packet type
 _SOL_PACKET = 263
 _PACKET_AUXDATA, _PACKET_STATISTICS, _PACKET_IGNORE_OUTGOING = 8, 6, 23
 _PACKET_OUTGOING = 4
@@ -164,10 +168,11 @@ class PacketSocket:
                 raise InputError(
                     f"{self.name}: packet fan-out refused: {exc.strerror or exc}"
                 ) from None
-            if self.filter is None:
+            program = without_outgoing(self.filter) if self.loopback else self.filter
+            if program is None:
                 sock.setsockopt(socket.SOL_SOCKET, _SO_DETACH_FILTER, 0)
             else:
-                attach_filter(sock, self.filter)
+                attach_filter(sock, program)
         sock.setblocking(False)
         self._dropped = 0
         self.drops()  # start counting from zero
@@ -301,6 +306,19 @@ class PacketSocket:
         if ring is not None:
             ring.close()
         self._sock.close()
+
+
+def without_outgoing(program: BpfProgram | None) -> BpfProgram:
+    """`program` (None: every packet) behind two instructions that drop outgoing packets."""
+    head = (
+        (_BPF_LD_W_ABS, 0, 0, _SKF_AD_PKTTYPE),  # A = the packet's type
+        (_BPF_JEQ_K, 0, 1, _PACKET_OUTGOING),  # outgoing: the next, else skip it
+        (_BPF_RET_K, 0, 0, 0),  # drop
+    )
+    rest = ((_BPF_RET_K, 0, 0, SNAPLEN),) if program is None else program.instructions
+    text = "every packet" if program is None else program.text
+    compiled_by = "built in" if program is None else program.compiled_by
+    return BpfProgram(head + rest, text, compiled_by)
 
 
 def attach_filter(sock: socket.socket, program: BpfProgram) -> None:

@@ -11,6 +11,7 @@ permission (root or CAP_NET_RAW). Waits for events (rows printed), never for tim
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import socket
 import threading
@@ -21,7 +22,9 @@ import pyarrow.dataset as ds
 
 from benchmarks.live_rate import connect_frame, send_frame
 from dissector import command, encode_frame
+from dissector.capture import open_capture
 from dissector.frontends.live.session import WORKER_CONN_IDS
+from tests.support.capture import Tcpdump, TcpdumpMissing
 from tests.support.live import Live
 
 CONNECTIONS = 16  # all on one process by chance: 2 ** -15
@@ -88,19 +91,25 @@ def client(port: int) -> int:
 
 def test_two_processes_see_every_frame_once_each_connection_whole(tmp_path: Path) -> None:
     broker = Broker()
+    port = broker.port
     try:
         live = Live(
             *("-i", "lo", "--port", str(broker.port), "-j", "2", "--format", "jsonl"),
             *("--table", "frames", "--table", "conversations", "-o", str(tmp_path / "t")),
         )
         try:
-            ports = [client(broker.port) for _ in range(CONNECTIONS)]
-            live.wait_until(  # a conversation's row is printed when its FIN is seen
-                lambda: (
-                    sum('"table":"conversations"' in line for _, line in live.lines) >= CONNECTIONS
-                ),
-                "every conversation",
-            )
+            with contextlib.ExitStack() as stack:
+                try:  # tcpdump alongside: the packets on the wire, once each
+                    dump = stack.enter_context(Tcpdump(tmp_path / "dump.pcap", f"tcp port {port}"))
+                except TcpdumpMissing:
+                    dump = None
+                ports = [client(broker.port) for _ in range(CONNECTIONS)]
+                live.wait_until(  # a conversation's row is printed when its FIN is seen
+                    lambda: (
+                        sum('"table":"conversations"' in ln for _, ln in live.lines) >= CONNECTIONS
+                    ),
+                    "every conversation",
+                )
         finally:
             rc = live.stop(signal.SIGINT)
     finally:
@@ -126,6 +135,9 @@ def test_two_processes_see_every_frame_once_each_connection_whole(tmp_path: Path
     # the summary adds both processes' counts up: nothing lost, nothing left unread
     last = live.stderr.strip().splitlines()[-1]
     assert last.endswith(", 0 dropped by the kernel"), last
+    if dump is not None:  # loopback's packets once each (not its outgoing copies too)
+        with open_capture(tmp_path / "dump.pcap") as reader:
+            assert last.startswith(f"pulsar-dissect: {len(list(reader))} packets captured, ")
     counts = f" {len(frames)} frames, {CONNECTIONS * SENDS} messages, {CONNECTIONS} conversations"
     assert f"{counts}, 0 anomalies" in last, last  # -o decodes the messages of the SENDs
     # -o: both processes' parts in one dataset, the same rows

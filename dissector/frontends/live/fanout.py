@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import io
 import json
 import os
 import select
@@ -161,8 +160,9 @@ class _Workers:
     def _output(self, fd: int, out: TextIO) -> None:
         got = os.read(fd, READ_BYTES)
         buf = self.outputs[fd]
-        if not got:  # the worker's end: what is left of a line too
-            out.write(buf.decode(errors="replace"))
+        if not got:  # the worker's end (a line cut short by its death is not printed)
+            if buf:
+                self.problems.append(f"a worker ended in the middle of a line: {len(buf)} bytes")
             del self.outputs[fd]
             os.close(fd)
             return
@@ -213,27 +213,24 @@ def _worker(k: int, opts: LiveOptions, src: PacketSocket, out_fd: int, report_fd
     """Worker k: capture and dissect socket k's packets until SIGTERM or --duration, then
     report the counts (or the error) as one JSON object."""
     report: dict[str, object] = {}
-    out = io.TextIOWrapper(io.FileIO(out_fd, "w"), encoding="utf-8", write_through=False)
-    try:
-        cap = Capturer(src, None, queue_bytes=opts.queue_bytes)
-        session = Session(opts, cap, out, sys.stderr, worker=k)
-        with Stopper() as stop:
-            signal.signal(signal.SIGINT, signal.SIG_IGN)  # the front end says when to stop
-            cap.start()
-            try:
-                capture(session, cap, stop, opts)
-            finally:
-                cap.kill()
-                session.counts.captured = cap.captured()
-                session.close()
+    try:  # the output buffered: every write to the pipe whole
+        with open(out_fd, "w", encoding="utf-8", buffering=1 << 16) as out:
+            cap = Capturer(src, None, queue_bytes=opts.queue_bytes)
+            session = Session(opts, cap, out, sys.stderr, worker=k)
+            with Stopper() as stop:
+                signal.signal(signal.SIGINT, signal.SIG_IGN)  # the front end says when
+                cap.start()
+                try:
+                    capture(session, cap, stop, opts)
+                finally:
+                    cap.kill()
+                    session.counts.captured = cap.captured()
+                    session.close()
         report["counts"] = dataclasses.asdict(session.counts)
     except InputError as exc:
         report["error"] = str(exc)
     except KeyboardInterrupt:  # a second SIGTERM
         return 130
-    finally:
-        with contextlib.suppress(OSError):
-            out.close()
     os.write(report_fd, json.dumps(report).encode())
     os.close(report_fd)
     return 0

@@ -17,6 +17,7 @@ Rules:
   as skipped (the dissector fell further behind than the queue) or unread at stop, and
   kernel drops and skips become anomaly rows naming their time window: never silent.
 - Loopback: each packet is kept once, as libpcap does (see `capture.packet_socket`).
+- `-j N` (N > 1): `fanout` runs N captures of this kind, one per process, sharing the flows.
 - No wait lasts longer than TICK: Ctrl-C, SIGTERM, --duration and periodic flushes act even
   when no packet arrives. Stopping drains what the kernel holds, dissects what was queued
   for at most DISSECT_SECONDS (then counts the rest as unread), ends open conversations

@@ -30,7 +30,7 @@ LIVE_IDLE_TIMEOUT = 300.0
 
 def cmd_live(args: argparse.Namespace, out: TextIO) -> int:
     """Sniff an interface and dissect its Pulsar traffic as it happens."""
-    from dissector.frontends.live.loop import run  # imports scapy: only when capturing
+    from dissector.frontends.live import fanout, loop  # scapy: only when capturing
     from dissector.frontends.live.session import LiveOptions
 
     options = LiveOptions(
@@ -54,7 +54,9 @@ def cmd_live(args: argparse.Namespace, out: TextIO) -> int:
         findings=args.findings,
         jobs=args.jobs,
     )
-    return run(options, out, sys.stderr)
+    if options.jobs > 1:
+        return fanout.run(options, out, sys.stderr)
+    return loop.run(options, out, sys.stderr)
 
 
 def add_parser(sub: Subcommands) -> None:

@@ -17,7 +17,8 @@ Rules:
   as skipped (the dissector fell further behind than the queue) or unread at stop, and
   kernel drops and skips become anomaly rows naming their time window: never silent.
 - Loopback: each packet is kept once, as libpcap does (see `capture.packet_socket`).
-- `-j N` (N > 1): `fanout` runs N captures of this kind, one per process, sharing the flows.
+- `-j N` (N > 1): `fanout` runs N captures of this kind, one per process, sharing the flows
+  (the command line calls it instead of `run`).
 - No wait lasts longer than TICK: Ctrl-C, SIGTERM, --duration and periodic flushes act even
   when no packet arrives. Stopping drains what the kernel holds, dissects what was queued
   for at most DISSECT_SECONDS (then counts the rest as unread), ends open conversations
@@ -180,10 +181,6 @@ def capture(session: Session, cap: Capturer, stop: Stopper, opts: LiveOptions) -
 
 def run(opts: LiveOptions, out: TextIO, err: TextIO, source: Source | None = None) -> int:
     """`pulsar-dissect live`: 0 after a clean stop, 130 when a second signal aborted it."""
-    if opts.jobs > 1 and source is None:
-        from dissector.frontends.live import fanout
-
-        return fanout.run(opts, out, err)
     if opts.parquet is not None:
         check_parquet_root(Path(opts.parquet))  # before the capture starts, not after
     src: Source = source or PacketSocket(opts.interface, choose_filter(opts), opts.buffer_bytes)

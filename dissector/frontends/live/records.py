@@ -18,13 +18,12 @@ from __future__ import annotations
 import struct
 
 from dissector import _core
+from dissector._core import Walked
 from dissector.capture.bpf import SNAPLEN
 from dissector.capture.pcap import PcapHeader
-from dissector.events import RawPacket, Segment
+from dissector.events import RawPacket
 
 RECORD = struct.Struct("<IIII")  # a pcap record header: seconds, µs, captured, wire length
-
-Walked = Segment | RawPacket
 
 
 def records(batch: list[tuple[int, bytes]]) -> bytes:

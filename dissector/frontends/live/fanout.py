@@ -61,13 +61,14 @@ def run(opts: LiveOptions, out: TextIO, err: TextIO) -> int:
         raise
     first = sources[0]
     kind = LINKTYPE_NAMES.get(first.linktype, str(first.linktype))
-    workers = _Workers(opts, sources)
-    err.write(f"pulsar-dissect: listening on {first.name}, link-type {kind}, ")
-    err.write(filter_words(first.filter))
-    err.write(f", buffer {first.buffer_bytes >> 10} KiB, {opts.jobs} processes (by flow)\n")
-    err.flush()
+    workers = _Workers()
     try:
-        with Stopper() as stop:
+        with Stopper() as stop:  # a signal while the workers start stops them too
+            workers.start(opts, sources)
+            err.write(f"pulsar-dissect: listening on {first.name}, link-type {kind}, ")
+            err.write(filter_words(first.filter))
+            err.write(f", buffer {first.buffer_bytes >> 10} KiB, {opts.jobs} processes (by flow)\n")
+            err.flush()
             workers.merge(stop, out)
     except KeyboardInterrupt:
         workers.kill()
@@ -75,6 +76,8 @@ def run(opts: LiveOptions, out: TextIO, err: TextIO) -> int:
         return 130
     finally:
         workers.kill()
+        for src in sources:
+            src.close()  # the workers' (the parent's copies only)
     for line in workers.problems:
         err.write(f"pulsar-dissect: {line}\n")
     err.write(f"pulsar-dissect: {total(workers.counts).line()}\n")
@@ -105,13 +108,16 @@ def total(parts: list[Counts]) -> Counts:
 class _Workers:
     """The forked workers, their output pipes and their reports."""
 
-    def __init__(self, opts: LiveOptions, sources: list[PacketSocket]) -> None:
+    def __init__(self) -> None:
         self.pids: dict[int, int] = {}  # worker -> pid (until reaped)
         self.outputs: dict[int, bytearray] = {}  # output pipe -> its partial line
         self.reports: dict[int, tuple[int, bytearray]] = {}  # report pipe -> worker, bytes
         self.counts: list[Counts] = []
         self.errors: list[str] = []
         self.problems: list[str] = []
+
+    def start(self, opts: LiveOptions, sources: list[PacketSocket]) -> None:
+        """Fork worker k for each socket k."""
         for k, src in enumerate(sources):
             out_r, out_w = os.pipe()
             rep_r, rep_w = os.pipe()
@@ -119,6 +125,7 @@ class _Workers:
             if pid == 0:  # worker k
                 code = 1
                 try:
+                    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the front end's to handle
                     for fd in (out_r, rep_r, *self.outputs, *self.reports):
                         os.close(fd)
                     for other in sources:
@@ -132,8 +139,6 @@ class _Workers:
             self.pids[k] = pid
             self.outputs[out_r] = bytearray()
             self.reports[rep_r] = (k, bytearray())
-        for src in sources:
-            src.close()  # the workers' now
 
     def merge(self, stop: Stopper, out: TextIO) -> None:
         """Copy whole lines to `out` until every worker reported (or the stop's deadline)."""

@@ -187,12 +187,12 @@ class _Workers:
         del self.reports[fd]
         os.close(fd)
         report: dict[str, Any] = (
-            json.loads(buf) if buf else {"error": f"worker {k} ended without a report"}
+            json.loads(buf) if buf else {"why": f"worker {k} ended without a report"}
         )
         if "counts" in report:
             self.counts.append(Counts(**report["counts"]))
-        if "error" in report:
-            self.errors.append(str(report["error"]))
+        if "why" in report:
+            self.errors.append(str(report["why"]))
 
     def _signal(self, sig: int) -> None:
         for pid in self.pids.values():
@@ -216,7 +216,7 @@ class _Workers:
 
 def _worker(k: int, opts: LiveOptions, src: PacketSocket, out_fd: int, report_fd: int) -> int:
     """Worker k: capture and dissect socket k's packets until SIGTERM or --duration, then
-    report the counts (or the error) as one JSON object."""
+    report the counts (`counts`) or why it failed (`why`) as one JSON object."""
     report: dict[str, object] = {}
     try:  # the output buffered: every write to the pipe whole
         with open(out_fd, "w", encoding="utf-8", buffering=1 << 16) as out:
@@ -233,7 +233,7 @@ def _worker(k: int, opts: LiveOptions, src: PacketSocket, out_fd: int, report_fd
                     session.close()
         report["counts"] = dataclasses.asdict(session.counts)
     except InputError as exc:
-        report["error"] = str(exc)
+        report["why"] = str(exc)
     except KeyboardInterrupt:  # a second SIGTERM
         return 130
     os.write(report_fd, json.dumps(report).encode())

@@ -1,6 +1,7 @@
 """Live capture at broker rates: offer small SEND frames on loopback, count what `live` saw.
 
-Input: rates R (frames/s) and a duration D (seconds) per rate.
+Input: rates R (frames/s) and a duration D (seconds) per rate; the client's connections C;
+live's processes J (`live -j J`).
 Output: per rate, one `RateResult`: frames the client really sent (its own count), frames
 the sink received (from its byte count), SEND rows `pulsar-dissect live` printed, and its
 summary line (packets, frames, kernel drops, packets still queued at stop), the time it
@@ -8,8 +9,9 @@ took to exit after SIGINT and its CPU time; a markdown table of them (`--out FIL
 it), and the highest rate that lost nothing.
 Rules:
 - The sink (a thread here) listens on 127.0.0.1:P, a free port, and reads and discards
-  everything, counting bytes. The client is a separate process: one TCP connection with
-  TCP_NODELAY, an optional CONNECT, then SEND frames of one size, ONE frame per send call,
+  everything, counting bytes. The client is a separate process: C TCP connections (default
+  1) with TCP_NODELAY, each an optional CONNECT, then SEND frames of one size, ONE frame per
+  send call, the connections in turn,
   paced against time.perf_counter in small bursts (the frames due so far are sent, then it
   sleeps until the next is due, at least BURST_SECONDS: no busy wait), for D seconds at
   most: what it sent in that time is "offered", whatever R asked for.
@@ -128,23 +130,30 @@ class ClientResult:
     connect: bool  # a CONNECT frame went first
     seconds: float  # from the first SEND to the last
     cpu_seconds: float  # the client's own CPU time
+    connections: int = 1  # the frames went over this many connections, in turn
 
     @property
     def rate(self) -> float:
         return self.sent / self.seconds if self.seconds > 0 else 0.0
 
 
-def offer(port: int, rate: float, seconds: float, connect: bool = True) -> ClientResult:
+def offer(
+    port: int, rate: float, seconds: float, connect: bool = True, connections: int = 1
+) -> ClientResult:
     """Send SEND frames to 127.0.0.1:port at `rate` frames/s (0: as fast as possible) for
-    at most `seconds`; one frame per send call."""
+    at most `seconds`; one frame per send call, over `connections` connections in turn."""
     frame = send_frame()
     total = int(rate * seconds) if rate > 0 else sys.maxsize
     cpu0 = time.process_time()
-    with socket.create_connection(("127.0.0.1", port)) as sock:
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        if connect:
-            sock.sendall(connect_frame())
-        send, clock, sleep = sock.sendall, time.perf_counter, time.sleep
+    socks = [socket.create_connection(("127.0.0.1", port)) for _ in range(connections)]
+    try:
+        for sock in socks:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if connect:
+                sock.sendall(connect_frame())
+        sends = [sock.sendall for sock in socks]
+        turn = 0
+        clock, sleep = time.perf_counter, time.sleep
         sent = 0
         start = clock()
         end = start + seconds
@@ -155,27 +164,37 @@ def offer(port: int, rate: float, seconds: float, connect: bool = True) -> Clien
             due = total if rate <= 0 else min(total, int((now - start) * rate) + 1)
             burst = min(due - sent, 1000) if rate <= 0 else due - sent
             for _ in range(burst):
-                send(frame)
+                sends[turn](frame)
+                turn = turn + 1 if turn + 1 < connections else 0
             sent += burst
             if rate > 0:
                 wait = start + sent / rate - clock()
                 if wait > 0:  # then the frames due by then go out in one burst
                     sleep(max(wait, BURST_SECONDS))
         elapsed = clock() - start
-        sock.shutdown(socket.SHUT_WR)
-    return ClientResult(sent, connect, elapsed, time.process_time() - cpu0)
+        for sock in socks:
+            sock.shutdown(socket.SHUT_WR)
+    finally:
+        for sock in socks:
+            sock.close()
+    return ClientResult(sent, connect, elapsed, time.process_time() - cpu0, connections)
 
 
-def _client_main(port: int, rate: float, seconds: float, connect: bool, conn: Connection) -> None:
-    conn.send(offer(port, rate, seconds, connect))
+def _client_main(
+    port: int, rate: float, seconds: float, connect: bool, connections: int, conn: Connection
+) -> None:
+    conn.send(offer(port, rate, seconds, connect, connections))
     conn.close()
 
 
-def offer_in_process(port: int, rate: float, seconds: float, connect: bool = True) -> ClientResult:
+def offer_in_process(
+    port: int, rate: float, seconds: float, connect: bool = True, connections: int = 1
+) -> ClientResult:
     """`offer` in a separate process (spawned: no threads or sockets inherited)."""
     ctx = mp.get_context("spawn")
     here, there = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=_client_main, args=(port, rate, seconds, connect, there))
+    args = (port, rate, seconds, connect, connections, there)
+    proc = ctx.Process(target=_client_main, args=args)
     proc.start()
     there.close()
     try:
@@ -386,15 +405,17 @@ def measure(
     connect: bool = True,
     workdir: Path | None = None,
     extra: tuple[str, ...] = (),
+    connections: int = 1,
 ) -> RateResult:
     """One run: sink, live, client at `rate` for `seconds`, then SIGINT."""
-    frame, hello = len(send_frame()), len(connect_frame()) if connect else 0
+    frame = len(send_frame())
+    hello = len(connect_frame()) * connections if connect else 0
     with tempfile.TemporaryDirectory(dir=workdir) as tmp:
         sink = Sink()
         try:
             live = LiveProcess(sink.port, Path(tmp) / "live.jsonl", extra)
             try:
-                client = offer_in_process(sink.port, rate, seconds, connect)
+                client = offer_in_process(sink.port, rate, seconds, connect, connections)
                 sink.wait_quiet(10)
                 time.sleep(SETTLE_SECONDS)
             except BaseException:
@@ -439,29 +460,35 @@ def best_rate(results: list[RateResult]) -> RateResult | None:
     return best
 
 
-def report(results: list[RateResult], seconds: float, client_max: ClientResult | None) -> str:
+def report(
+    runs: dict[int, list[RateResult]],
+    seconds: float,
+    client_max: ClientResult | None,
+    connections: int = 1,
+) -> str:
+    """The markdown: one table per `live -j J` (runs: J -> its results, in the order tried)."""
     lines = [
         f"Live capture on loopback: small SEND frames ({len(send_frame())} bytes each, one "
-        f"per send(), TCP_NODELAY) offered for {seconds:g} s per rate to a sink on a broker "
-        "port while `pulsar-dissect live -i lo --port P --format jsonl --table frames` runs; "
-        f"SIGINT {SETTLE_SECONDS} s after the client is done. {os.cpu_count()} CPUs. "
+        f"per send(), TCP_NODELAY) offered over {connections} connection"
+        f"{'s' if connections > 1 else ''} for {seconds:g} s per rate to a sink on a broker "
+        "port while `pulsar-dissect live -i lo --port P --format jsonl --table frames [-j J]` "
+        f"runs; SIGINT {SETTLE_SECONDS} s after the client is done. {os.cpu_count()} CPUs. "
         "Kernel drops and unread are packets, not frames: the sink's ACKs are packets too, "
-        "and at high rates TCP puts several frames in one segment.\n\n",
-        HEADER,
-        *(row(r) for r in results),
-        "\n",
+        "and at high rates TCP puts several frames in one segment.\n",
     ]
-    best = best_rate(results)
-    if best is None:
-        lines.append("No rate tried was lossless.\n")
-    else:
-        lines.append(
-            f"Highest rate with no loss: {best.rate:,.0f} frames/s asked, "
-            f"{best.client.rate:,.0f} frames/s sent.\n"
-        )
+    for jobs, results in runs.items():
+        lines += [f"\n`live -j {jobs}`:\n\n", HEADER, *(row(r) for r in results), "\n"]
+        best = best_rate(results)
+        if best is None:
+            lines.append("No rate tried was lossless.\n")
+        else:
+            lines.append(
+                f"Highest rate with no loss: {best.rate:,.0f} frames/s asked, "
+                f"{best.client.rate:,.0f} frames/s sent.\n"
+            )
     if client_max is not None:
         lines.append(
-            f"Client alone (no live running, unpaced): {client_max.rate:,.0f} frames/s "
+            f"\nClient alone (no live running, unpaced): {client_max.rate:,.0f} frames/s "
             f"({client_max.sent:,} in {client_max.seconds:.1f} s).\n"
         )
     return "".join(lines)
@@ -478,23 +505,30 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--client-max", action="store_true", help="first measure the unpaced client, no live"
     )
+    parser.add_argument("--connections", type=int, default=1, help="the client's, in turn")
+    parser.add_argument(
+        "--jobs", default="1", help="live's processes (-j), comma-separated: a table each"
+    )
     args = parser.parse_args(argv)
     rates = [float(r) for r in args.rates.split(",") if r.strip()]
+    connect, connections = not args.no_connect, args.connections
     client_max = None
     if args.client_max:
         sink = Sink()
         try:
-            client_max = offer_in_process(sink.port, 0, args.seconds, not args.no_connect)
+            client_max = offer_in_process(sink.port, 0, args.seconds, connect, connections)
             sink.wait_quiet(10)
         finally:
             sink.close()
         print(f"client alone: {client_max.rate:,.0f} frames/s", file=sys.stderr)
-    results = []
-    for rate in rates:
-        r = measure(rate, args.seconds, connect=not args.no_connect)
-        print(row(r), end="", file=sys.stderr)
-        results.append(r)
-    text = report(results, args.seconds, client_max)
+    runs: dict[int, list[RateResult]] = {}
+    for jobs in (int(j) for j in args.jobs.split(",") if j.strip()):
+        extra = ("-j", str(jobs)) if jobs > 1 else ()
+        for rate in rates:
+            r = measure(rate, args.seconds, connect=connect, extra=extra, connections=connections)
+            print(f"-j {jobs}: {row(r)}", end="", file=sys.stderr)
+            runs.setdefault(jobs, []).append(r)
+    text = report(runs, args.seconds, client_max, connections)
     print(text)
     if args.out is not None:
         args.out.write_text(text)

@@ -22,6 +22,15 @@ Rules:
   copy is dropped in the kernel (PACKET_IGNORE_OUTGOING, Linux 4.20+), or here on older
   kernels, as libpcap does. Other interfaces keep both directions.
 - Drops come from PACKET_STATISTICS, which the kernel resets at every read: they are summed.
+- Fan-out (`fanout`: a group id): several sockets of one interface share its packets by flow
+  (PACKET_FANOUT_HASH, with DEFRAG so that every fragment of a datagram goes where its
+  first does). The kernel's flow hash is symmetric (addresses and ports sorted), so both
+  directions of a TCP connection reach the same socket (tests/frontends/test_live_fanout).
+  A socket joins the group with a drop-all filter, then takes its own: before it joins it
+  would get a copy of every packet the members already share. The kernel hands a group
+  loopback's outgoing copies whatever PACKET_IGNORE_OUTGOING says (that option is the
+  socket's, the group has its own hook), so on loopback the filter drops them itself
+  (`without_outgoing`: the packet type, a BPF ancillary load, is PACKET_OUTGOING).
 No libpcap and no scapy: the standard socket, mmap and select modules do all of it.
 """
 
@@ -41,10 +50,13 @@ from dissector.capture.bpf import LINKTYPE_ETHERNET, LINKTYPE_RAW, SNAPLEN, BpfP
 from dissector.errors import InputError
 
 _ETH_P_ALL = 0x0003
+_BPF_RET_K, _BPF_LD_W_ABS, _BPF_JEQ_K = 0x06, 0x20, 0x15  # BPF_RET|BPF_K, BPF_LD|BPF_W|BPF_ABS
+_SKF_AD_PKTTYPE = 0xFFFFF000 + 4  # SKF_AD_OFF + SKF_AD_PKTTYPE: the ancillary packet type
 _SOL_PACKET = 263
 _PACKET_AUXDATA, _PACKET_STATISTICS, _PACKET_IGNORE_OUTGOING = 8, 6, 23
 _PACKET_OUTGOING = 4
-_SO_ATTACH_FILTER, _SO_RCVBUFFORCE = 26, 33
+_SO_ATTACH_FILTER, _SO_DETACH_FILTER, _SO_RCVBUFFORCE = 26, 27, 33
+_PACKET_FANOUT, _PACKET_FANOUT_HASH, _PACKET_FANOUT_FLAG_DEFRAG = 18, 0, 0x8000
 _SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)
 _TP_STATUS_VLAN_VALID, _TP_STATUS_VLAN_TPID_VALID = 0x10, 0x40
 _AUXDATA = struct.Struct("=IIIHHHH")  # struct tpacket_auxdata
@@ -69,6 +81,9 @@ ARPHRD_LOOPBACK = 772
 LINKTYPES = {1: LINKTYPE_ETHERNET, ARPHRD_LOOPBACK: LINKTYPE_ETHERNET, 65534: LINKTYPE_RAW}
 LINKTYPE_NAMES = {LINKTYPE_ETHERNET: "EN10MB (Ethernet)", LINKTYPE_RAW: "RAW (raw IP)"}
 
+#: A filter that takes no packet (`ret #0`): a fan-out member's until it joins.
+DROP_ALL = BpfProgram(((_BPF_RET_K, 0, 0, 0),), "none (joining the fan-out group)", "built in")
+
 ChooseFilter = Callable[[int, str], BpfProgram | None]  # (link type, interface) -> filter
 
 
@@ -76,7 +91,13 @@ class PacketSocket:
     """Packets of one interface through an AF_PACKET socket (the live `Source`)."""
 
     def __init__(
-        self, interface: str | None, choose: ChooseFilter, buffer_bytes: int, *, ring: bool = True
+        self,
+        interface: str | None,
+        choose: ChooseFilter,
+        buffer_bytes: int,
+        *,
+        ring: bool = True,
+        fanout: int | None = None,
     ) -> None:
         if not sys.platform.startswith("linux"):
             raise InputError("live capture needs Linux (AF_PACKET sockets)")
@@ -95,12 +116,14 @@ class PacketSocket:
                 "CAP_NET_RAW capability (sudo, or setcap cap_net_raw+eip on the interpreter)"
             ) from None
         try:
-            self._setup(choose, buffer_bytes, ring)
+            self._setup(choose, buffer_bytes, ring, fanout)
         except BaseException:
             self.close()
             raise
 
-    def _setup(self, choose: ChooseFilter, buffer_bytes: int, ring: bool) -> None:
+    def _setup(
+        self, choose: ChooseFilter, buffer_bytes: int, ring: bool, fanout: int | None
+    ) -> None:
         sock = self._sock
         self.ring = False
         self._map: mmap.mmap | None = None
@@ -117,7 +140,9 @@ class PacketSocket:
         self.linktype = linktype
         self.loopback = hatype == ARPHRD_LOOPBACK
         self.filter = choose(linktype, self.name)
-        if self.filter is not None:
+        if fanout is not None:
+            attach_filter(sock, DROP_ALL)  # until it is a member of the group
+        elif self.filter is not None:
             attach_filter(sock, self.filter)
         for option in (_SO_RCVBUFFORCE, socket.SO_RCVBUF):  # FORCE passes rmem_max (root)
             with contextlib.suppress(OSError):
@@ -134,6 +159,20 @@ class PacketSocket:
         if ring and not self._drop_outgoing:  # the ring has no packet direction to filter on
             self._setup_ring(buffer_bytes)
         sock.bind((self.name, _ETH_P_ALL))  # from here on, filtered packets are queued
+        if fanout is not None:
+            mode = (_PACKET_FANOUT_HASH | _PACKET_FANOUT_FLAG_DEFRAG) << 16
+            try:
+                value = struct.pack("=I", (fanout & 0xFFFF) | mode)  # above a C int's range
+                sock.setsockopt(_SOL_PACKET, _PACKET_FANOUT, value)
+            except OSError as exc:
+                raise InputError(
+                    f"{self.name}: packet fan-out refused: {exc.strerror or exc}"
+                ) from None
+            program = without_outgoing(self.filter) if self.loopback else self.filter
+            if program is None:
+                sock.setsockopt(socket.SOL_SOCKET, _SO_DETACH_FILTER, 0)
+            else:
+                attach_filter(sock, program)
         sock.setblocking(False)
         self._dropped = 0
         self.drops()  # start counting from zero
@@ -267,6 +306,19 @@ class PacketSocket:
         if ring is not None:
             ring.close()
         self._sock.close()
+
+
+def without_outgoing(program: BpfProgram | None) -> BpfProgram:
+    """`program` (None: every packet) behind two instructions that drop outgoing packets."""
+    head = (
+        (_BPF_LD_W_ABS, 0, 0, _SKF_AD_PKTTYPE),  # A = the packet's type
+        (_BPF_JEQ_K, 0, 1, _PACKET_OUTGOING),  # outgoing: the next, else skip it
+        (_BPF_RET_K, 0, 0, 0),  # drop
+    )
+    rest = ((_BPF_RET_K, 0, 0, SNAPLEN),) if program is None else program.instructions
+    text = "every packet" if program is None else program.text
+    compiled_by = "built in" if program is None else program.compiled_by
+    return BpfProgram(head + rest, text, compiled_by)
 
 
 def attach_filter(sock: socket.socket, program: BpfProgram) -> None:

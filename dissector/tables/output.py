@@ -82,19 +82,43 @@ def json_lines(batch: pa.RecordBatch, first: dict[str, Any] | None = None) -> by
     """The rows of a batch as JSON lines (UTF-8, each ending in a newline); `first`: keys
     put at the start of every row (live's `{"table": NAME}`).
 
-    orjson (a well-kept C encoder, 5x json's speed here) writes timestamps exactly as
-    datetime.isoformat() does; Arrow maps, which come out as lists of pairs, become
-    objects; binary values hex."""
-    maps = [f.name for f in batch.schema if pa.types.is_map(f.type)]
-    dumps, default, parts = orjson.dumps, _json_default, []
-    for row in batch.to_pylist():
-        for name in maps:
-            value = row[name]
-            if value is not None:
-                row[name] = dict(value)
-        parts.append(dumps({**first, **row} if first else row, default=default))
+    orjson (a well-kept C encoder, 5x json's speed here) writes the rows; timestamps are
+    written as datetime.isoformat() does (`_iso`, for a whole column at once: no datetime
+    object per value); Arrow maps, which come out as lists of pairs, become objects; binary
+    values hex. Rows are made column by column (a list per column, then zipped)."""
+    names, columns = batch.schema.names, []
+    for field, column in zip(batch.schema, batch.columns, strict=True):
+        if field.type == _UTC_US:
+            column = _iso(column)
+        values = column.to_pylist()
+        if pa.types.is_map(field.type):
+            values = [None if v is None else dict(v) for v in values]
+        columns.append(values)
+    dumps, default = orjson.dumps, _json_default
+    parts = []
+    if first:  # the row's own object, its opening brace replaced by `first`'s keys
+        head = dumps(first)[:-1] + b","
+        for values in zip(*columns, strict=True):
+            parts.append(head + dumps(dict(zip(names, values, strict=True)), default=default)[1:])
+    else:
+        for values in zip(*columns, strict=True):
+            parts.append(dumps(dict(zip(names, values, strict=True)), default=default))
     parts.append(b"")
     return b"\n".join(parts)
+
+
+_UTC_US = pa.timestamp("us", "UTC")  # the tables' timestamps
+
+
+def _iso(column: pa.Array) -> pa.Array:
+    """Microsecond UTC timestamps as datetime.isoformat() writes them (seconds with their
+    six-digit fraction, the fraction left out when it is zero; +00:00), computed by Arrow
+    on the column's UTC wall time (no time zone database needed)."""
+    import pyarrow.compute as pc
+
+    text = pc.strftime(column.cast(pa.timestamp("us")), format="%Y-%m-%dT%H:%M:%S", locale="C")
+    text = pc.replace_substring_regex(text, pattern=r"\.000000$", replacement="")
+    return pc.binary_join_element_wise(text, "+00:00", "")
 
 
 def _nested(t: pa.DataType) -> bool:

@@ -3,7 +3,8 @@
 The machinery of benchmarks/live_rate: a sink on a free broker port, a client process
 sending one small SEND frame per send() at a fixed rate (its own count is the independent
 source), `pulsar-dissect live -i lo --port P --format jsonl --table frames` as a subprocess,
-then SIGINT. Needs capture permission (root or CAP_NET_RAW): skips without it, except under
+then SIGINT; and the same over 4 connections with `live -j 2` (processes sharing the
+flows). Needs capture permission (root or CAP_NET_RAW): skips without it, except under
 CI=true, where it fails. The 100,000 frames/s figure belongs to the benchmark, not here.
 """
 
@@ -19,11 +20,22 @@ SECONDS = 2.5
 STOP_DEADLINE = 3.0  # seconds from SIGINT to exit
 
 
-@pytest.fixture(scope="module", params=[True, False], ids=["connect", "mid-stream-sends"])
+@pytest.fixture(
+    scope="module",
+    params=[(True, 1, 1), (False, 1, 1), (True, 2, 4)],
+    ids=["connect", "mid-stream-sends", "j2-four-connections"],
+)
 def steady(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> RateResult:
     require_capture()
-    connect: bool = request.param
-    return measure(RATE, SECONDS, connect=connect, workdir=tmp_path_factory.mktemp("live_rate"))
+    connect, jobs, connections = request.param
+    return measure(
+        RATE,
+        SECONDS,
+        connect=connect,
+        workdir=tmp_path_factory.mktemp("live_rate"),
+        extra=("-j", str(jobs)),
+        connections=connections,
+    )
 
 
 def test_the_client_offered_the_load(steady: RateResult) -> None:
@@ -57,8 +69,9 @@ def test_summary_frames_are_the_rows_printed(steady: RateResult) -> None:
     assert summary is not None, live.stderr
     assert summary["frames"] == live.frame_rows, (summary, live.commands)
     others = {k: v for k, v in live.commands.items() if k != "SEND"}
-    assert others == ({"CONNECT": 1} if steady.client.connect else {}), live.commands
-    assert summary["conversations"] == 1, live.stderr
+    connections = steady.client.connections
+    assert others == ({"CONNECT": connections} if steady.client.connect else {}), live.commands
+    assert summary["conversations"] == connections, live.stderr
     assert summary["anomalies"] == 0, live.stderr
     packets = summary["packets"]
     assert packets is not None and packets >= steady.offered  # data segments, and ACKs

@@ -30,7 +30,7 @@ LIVE_IDLE_TIMEOUT = 300.0
 
 def cmd_live(args: argparse.Namespace, out: TextIO) -> int:
     """Sniff an interface and dissect its Pulsar traffic as it happens."""
-    from dissector.frontends.live.loop import run  # imports scapy: only when capturing
+    from dissector.frontends.live import fanout, loop  # scapy: only when capturing
     from dissector.frontends.live.session import LiveOptions
 
     options = LiveOptions(
@@ -52,8 +52,11 @@ def cmd_live(args: argparse.Namespace, out: TextIO) -> int:
         buffer_bytes=args.buffer_size << 10,
         queue_bytes=args.queue_size << 20,
         findings=args.findings,
+        jobs=args.jobs,
     )
-    return run(options, out, sys.stderr)
+    if options.jobs > 1:
+        return fanout.run(options, out, sys.stderr)
+    return loop.run(options, out, sys.stderr)
 
 
 def add_parser(sub: Subcommands) -> None:
@@ -129,6 +132,17 @@ def _live_arguments(live: argparse.ArgumentParser) -> None:
         default=5.0,
         metavar="S",
         help="-o: seconds between Parquet parts (what a crash can lose; default 5)",
+    )
+    live.add_argument(
+        "-j",
+        "--jobs",
+        type=positive,
+        default=1,
+        metavar="N",
+        help="dissect in N processes, each capturing its share of the connections (the "
+        "kernel's packet fan-out by flow: both directions of a connection go to one); lines "
+        "of the processes are merged as they come, connection ids are numbered per process "
+        "(process K from K*1e9+1), the summary adds them up; not with -w or -c (default 1)",
     )
     live.add_argument("-c", "--count", type=positive, metavar="N", help="stop after N packets")
     live.add_argument("--duration", type=above_zero, metavar="S", help="stop after S seconds")

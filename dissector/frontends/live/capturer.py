@@ -1,9 +1,10 @@
 """EDGE: the capturing process of `live` (capture apart from dissection, as Wireshark does).
 
 Input: a packet source (the kernel's ring), the -w pcap files, --count.
-Output: the packets, in capture order, through a pipe to the dissecting process as records
-`<q µs><I length><bytes>`; every packet also in the -w files; counters in shared memory
-(packets captured, kernel drops, packets skipped and packets left unread).
+Output: the packets, in capture order, through a pipe to the dissecting process as pcap
+records (`records`: the dissecting side walks them with the compiled record walk offline
+reads use); every packet also in the -w files; counters in shared memory (packets
+captured, kernel drops, packets skipped and packets left unread).
 Rules:
 - This process only reads the kernel's ring, writes -w and queues packets in its own
   memory, so it keeps up with the kernel even when dissection cannot: a packet waits
@@ -25,15 +26,14 @@ import contextlib
 import os
 import select
 import signal
-import struct
 import time
 from collections import deque
 from multiprocessing.sharedctypes import RawArray
 from typing import Protocol
 
 from dissector.errors import InputError
+from dissector.frontends.live.records import RECORD, records, split_records, whole
 
-RECORD = struct.Struct("<qI")  # µs since the epoch, captured length
 CHUNK_BYTES = 256 << 10  # packets are handed over in chunks of about this size
 PIPE_BYTES = 1 << 20  # the pipe's kernel buffer (F_SETPIPE_SZ), when allowed
 DEFAULT_QUEUE = 1 << 30  # bytes of packets waiting for the dissector, at most
@@ -123,26 +123,23 @@ class Capturer:
 
     def read(self, limit: int = 1 << 20) -> list[tuple[int, bytes]]:
         """The whole packets that arrived (up to about `limit` bytes); [] when none yet."""
+        return split_records(self.read_records(limit))
+
+    def read_records(self, limit: int = 1 << 20) -> bytes:
+        """The whole pcap records that arrived (up to about `limit` bytes); b"" when none."""
         try:
             got = os.read(self._data, limit)
         except BlockingIOError:
-            return []
+            return b""
         if not got:
             self.eof = True
-            return []
+            return b""
         buf = self._buf
         buf += got
-        out: list[tuple[int, bytes]] = []
-        pos, end, unpack, head = 0, len(buf), RECORD.unpack_from, RECORD.size
-        while end - pos >= head:
-            ts, length = unpack(buf, pos)
-            start = pos + head
-            if end - start < length:
-                break
-            out.append((ts, bytes(buf[start : start + length])))
-            pos = start + length
+        pos = whole(buf)
+        taken = bytes(buf[:pos])
         del buf[:pos]
-        return out
+        return taken
 
     def count_rest(self, until: float) -> tuple[int, bool]:
         """Read to EOF counting (not dissecting) packets: (packets, whether time ran out)."""
@@ -291,17 +288,14 @@ class _Loop:
         if self.queued >= self.cap._queue_bytes:
             counters[SKIPPED] += len(batch)  # in -w, not dissected: the dissector is behind
             return
-        pack, parts, size, packets = RECORD.pack, [], 0, 0
-        for ts, data in batch:
-            parts.append(pack(ts, len(data)))
-            parts.append(data)
+        first, size = 0, 0
+        for i, (_, data) in enumerate(batch, 1):
             size += RECORD.size + len(data)
-            packets += 1
             if size >= CHUNK_BYTES:
-                self._queue(b"".join(parts), packets)
-                parts, size, packets = [], 0, 0
-        if parts:
-            self._queue(b"".join(parts), packets)
+                self._queue(records(batch[first:i]), i - first)
+                first, size = i, 0
+        if first < len(batch):
+            self._queue(records(batch[first:]), len(batch) - first)
 
     def _queue(self, chunk: bytes, packets: int) -> None:
         self.chunks.append((chunk, packets))

@@ -103,9 +103,13 @@ class ParquetParts:
     be read with its schema (`pandas.read_parquet("ROOT/frames")`).
     """
 
-    def __init__(self, root: str) -> None:
+    def __init__(self, root: str, *, prefix: str = "", check: bool = True) -> None:
+        """prefix: in the parts' names (several writers of one root, `live -j`); check:
+        that the root holds no tables yet (the first of them only)."""
         self.root = Path(root)
-        check_parquet_root(self.root)
+        self.prefix = prefix
+        if check:
+            check_parquet_root(self.root)
         self.pending: dict[str, list[pa.RecordBatch]] = {name: [] for name in TABLES}
         self.rows = dict.fromkeys(TABLES, 0)
         self.parts = dict.fromkeys(TABLES, 0)
@@ -132,7 +136,7 @@ class ParquetParts:
         table = pa.Table.from_batches(self.pending[name], schema=TABLES[name].schema)
         directory = self.root / name
         directory.mkdir(parents=True, exist_ok=True)
-        final = directory / f"part-{self.parts[name]:06d}.parquet"
+        final = directory / f"part-{self.prefix}{self.parts[name]:06d}.parquet"
         hidden = directory / f".{final.name}.tmp"  # readers skip names starting with "."
         pq.write_table(table, hidden)
         os.replace(hidden, final)

@@ -17,6 +17,8 @@ Rules:
   as skipped (the dissector fell further behind than the queue) or unread at stop, and
   kernel drops and skips become anomaly rows naming their time window: never silent.
 - Loopback: each packet is kept once, as libpcap does (see `capture.packet_socket`).
+- `-j N` (N > 1): `fanout` runs N captures of this kind, one per process, sharing the flows
+  (the command line calls it instead of `run`).
 - No wait lasts longer than TICK: Ctrl-C, SIGTERM, --duration and periodic flushes act even
   when no packet arrives. Stopping drains what the kernel holds, dissects what was queued
   for at most DISSECT_SECONDS (then counts the rest as unread), ends open conversations
@@ -160,9 +162,9 @@ def capture(session: Session, cap: Capturer, stop: Stopper, opts: LiveOptions) -
         wait = TICK if deadline is None or stopped is not None else min(TICK, deadline - now)
         ready, _, _ = select.select(fds, [], [], max(wait, 0))
         if fds[0] in ready:
-            batch = cap.read(READ_BYTES)
-            if batch:
-                session.packets(batch)
+            records = cap.read_records(READ_BYTES)
+            if records:
+                session.records(records)
         stop.clear()
         session.tick()
     counts = session.counts

@@ -1,8 +1,9 @@
 """EDGE: the dissecting side of a live capture: packets in, printed rows and files out.
 
 Input: `LiveOptions` (what the command line asked for), where the packets come from (a
-`Link`: its name, link type and kernel drops), then packets in capture order, the capturer's
-losses and the clock (`Session.tick`).
+`Link`: its name, link type and kernel drops), then packets in capture order (the
+capturer's pcap records: their headers parsed by the compiled walk offline reads use, when
+built), the capturer's losses and the clock (`Session.tick`).
 Output: the `read` text view or JSON lines of table rows on `out`, Parquet parts and the
 summary line (`Counts.line`) on `err`; anomaly rows for kernel drops and skipped packets.
 Rules: only what is asked for is made (Parquet gets every table, jsonl its tables, the text
@@ -31,11 +32,12 @@ from dissector.events import (
     Frame,
     FrameRun,
     PipelineEvent,
-    RawPacket,
+    Segment,
 )
 from dissector.frontends.diagnoses import finding_line, row_line
 from dissector.frontends.live.capturer import DEFAULT_QUEUE
 from dissector.frontends.live.files import ParquetParts
+from dissector.frontends.live.records import Walk, records
 from dissector.frontends.text import FrameLines
 from dissector.keylog_files import KeylogFiles
 from dissector.read.driver import make_pipeline
@@ -51,6 +53,7 @@ if TYPE_CHECKING:
     from dissector.diagnose import Diagnoser
 
 DEFAULT_BUFFER = 64 << 20  # kernel receive buffer: loopback bursts of 64 KiB segments
+WORKER_CONN_IDS = 1_000_000_000  # connection ids of each dissecting process (-j): a block
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -73,6 +76,7 @@ class LiveOptions:
     buffer_bytes: int = DEFAULT_BUFFER
     queue_bytes: int = DEFAULT_QUEUE  # packets waiting for the dissector, at most
     findings: bool = False  # print findings as they are established (and their rows)
+    jobs: int = 1  # dissecting processes, each with its share of the flows (live.fanout)
 
     def __post_init__(self) -> None:
         if self.fmt not in ("text", "jsonl"):
@@ -87,6 +91,12 @@ class LiveOptions:
             value = getattr(self, name)
             if value is not None and value <= 0:
                 raise UsageError(f"{name.replace('_', ' ')} must be positive")
+        if self.jobs < 1:
+            raise UsageError("-j must be positive")
+        if self.jobs > 1 and (self.pcap is not None or self.count is not None):
+            raise UsageError(
+                "-w and -c count the packets of one capturing process: not with -j above 1"
+            )
         if self.flush_interval <= 0 or self.buffer_bytes <= 0 or self.queue_bytes <= 0:
             raise UsageError("flush interval, buffer size and queue size must be positive")
 
@@ -148,7 +158,11 @@ class Session:
     `source` says the link type and name, and the losses so far: `drops()` (the kernel's)
     and, for the capturing process, `skipped()`."""
 
-    def __init__(self, opts: LiveOptions, source: Link, out: TextIO, err: TextIO) -> None:
+    def __init__(
+        self, opts: LiveOptions, source: Link, out: TextIO, err: TextIO, *, worker: int = 0
+    ) -> None:
+        """worker: which of the `opts.jobs` dissecting processes this is: its connections
+        are numbered from worker * WORKER_CONN_IDS + 1, its Parquet parts named after it."""
         self.opts, self.source, self.out, self.err = opts, source, out, err
         self.printed = [n for n in TABLES if opts.tables is None or n in opts.tables]
         # Only what is asked for is made: Parquet files get every table; jsonl its tables
@@ -166,7 +180,8 @@ class Session:
         # Key log files are followed: peers append secrets as they open sessions.
         self.keylogs = KeylogFiles(reader.tls_keylog, follow=True) if reader.tls_keylog else None
         keylog = self.keylogs.keylog if self.keylogs else None
-        self.pipe = make_pipeline(reader, plan, keylog=keylog)
+        self.pipe = make_pipeline(reader, plan, worker * WORKER_CONN_IDS + 1, keylog)
+        self._walk = Walk(source.linktype)
         self.lines = FrameLines(opts.rows, show_secrets=opts.show_secrets)
         self.builder = None
         self._add: Callable[[PipelineEvent], None] | None = None
@@ -183,7 +198,8 @@ class Session:
         self._files = contextlib.ExitStack()  # closes every file, whatever happens
         self.parquet: ParquetParts | None = None
         if opts.parquet is not None:
-            self.parquet = ParquetParts(opts.parquet)
+            prefix = f"w{worker}-" if opts.jobs > 1 else ""
+            self.parquet = ParquetParts(opts.parquet, prefix=prefix, check=opts.jobs == 1)
             self._files.callback(self.parquet.close)
         self._next_flush = time.monotonic() + opts.flush_interval
         self._packet_clock: tuple[int, int] | None = None  # (last packet's ts, read at)
@@ -201,16 +217,22 @@ class Session:
         self.out.flush()
 
     def packets(self, batch: list[tuple[int, bytes]]) -> None:
-        linktype, feed, counts = self.source.linktype, self.pipe.feed, self.counts
+        """Packets as (µs since the epoch, bytes), in capture order."""
+        self.records(records(batch))
+
+    def records(self, buf: bytes) -> None:
+        """Whole pcap records as the capturer hands them over (`capturer.RECORD`)."""
         if self.keylogs is not None:
             self.keylogs.poll()  # sessions of this batch find the secrets written meanwhile
-        if batch and self.lines.first_ts is None:
-            self.lines.start(batch[0][0])  # times count from the first packet, as in read
-        for ts, data in batch:
-            counts.packets += 1
-            self._events(feed(RawPacket(counts.packets, ts, linktype, data, len(data))))
-        if batch:  # the packets' clock, and when it was read (for the findings' timers)
-            self._packet_clock = (batch[-1][0], time.time_ns() // 1000)
+        items = self._walk(buf, self.counts.packets)
+        if items and self.lines.first_ts is None:
+            self.lines.start(items[0].ts)  # times count from the first packet, as in read
+        feed, parsed = self.pipe.feed, self.pipe.feed_parsed
+        for item in items:
+            self._events(parsed(item) if type(item) is Segment else feed(item))  # type: ignore[arg-type]
+        self.counts.packets += len(items)
+        if items:  # the packets' clock, and when it was read (for the findings' timers)
+            self._packet_clock = (items[-1].ts, time.time_ns() // 1000)
         self._emit()
 
     def _events(self, events: list[PipelineEvent]) -> None:

@@ -12,7 +12,8 @@ idle pauses), on mutated captures (fuzz/mutators.py), with the reading settings 
 the packet path (sharding, idle timeout, merging of captures taken at the same time). A
 count of the
 segments made in C and of the frames the C scan took shows that both compiled stages did
-the work when on, and none when off.
+the work when on, and none when off; so does a count of the stream pieces the compiled
+recent bytes (dissector/_core/recent.c: the retransmission check's memory) kept.
 """
 
 from __future__ import annotations
@@ -82,6 +83,11 @@ class Counted:
     def frames(self) -> int:
         return self.scanned.frames
 
+    @property
+    def recent(self) -> int:
+        """Pieces the compiled recent bytes (dissector/_core/recent.c) kept."""
+        return _core.stats()["recent_pieces"]
+
 
 @pytest.fixture
 def counted(monkeypatch: pytest.MonkeyPatch) -> Counted:
@@ -112,10 +118,11 @@ def same_both_ways(
     options: ReaderOptions,
 ) -> int:
     """Compare every table both ways; the segments the compiled stage made."""
-    before, frames_before = counted.segments, counted.frames
+    before, frames_before, recent_before = counted.segments, counted.frames, counted.recent
     off = tables(monkeypatch, paths, options, on=False)
     assert counted.segments == before, "turned off, yet the C walk ran"
     assert counted.frames == frames_before, "turned off, yet the C frame scan ran"
+    assert counted.recent == recent_before, "turned off, yet the C recent bytes ran"
     on = tables(monkeypatch, paths, options, on=True)
     for name in TABLES:
         assert on[name] == off[name], (name, [p.name for p in paths], options)
@@ -136,10 +143,14 @@ def test_samples_and_crafted_captures(
     for folder in ("links", "faults"):
         (tmp_path / folder).mkdir()
     made = 0
+    recent_before = counted.recent
     for path in every_capture(tmp_path):
         made += same_both_ways(monkeypatch, counted, [path], SETTINGS[setting])
     # every packet of the samples is a plain Ethernet TCP segment; the crafted ones add more
     assert made > sum(len(_records(p)) for p in SAMPLES)
+    # the stream pieces delivered were kept by the compiled recent bytes (the samples: over
+    # 1,000; shard 1 of 2: 39)
+    assert counted.recent - recent_before > (30 if setting in SHARDED else 1000)
     # the samples' frames (675 in both directions) went through the C frame scan; a shard
     # reads some connections only (shard 1 of 2: 39 frames)
     assert counted.frames > (30 if setting in SHARDED else 600), counted.frames
@@ -151,10 +162,12 @@ def test_tcp_scenarios(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, counted: Counted, setting: str
 ) -> None:
     made = 0
+    recent_before = counted.recent
     for path in tcp_scenarios(tmp_path, SCENARIOS):
         made += same_both_ways(monkeypatch, counted, [path], SETTINGS[setting])
     assert made > SCENARIOS * 10
     assert counted.frames > SCENARIOS
+    assert counted.recent - recent_before > SCENARIOS * 5
 
 
 def test_captures_merged_by_time(

@@ -22,8 +22,8 @@ walk, frames the scan took), so a test can prove that a read took the compiled p
 `frames_block()`: the same scan for frame runs (dissector.pulsar.frame_runs): only the
 command types of a mask, every frame's columns in one bytes block; None as frames_scan.
 `recent_bytes()`: the compiled memory of a TCP direction's recent bytes
-(dissector/_core/recent.c) for a new flow table, or dissector.flow.recent's RecentBytes
-(pure Python, or `PULSAR_DISSECTOR_CORE=0`).
+(dissector/_core/recent.c) for a new flow table, or None (pure Python, or
+`PULSAR_DISSECTOR_CORE=0`: dissector.flow.recent's RecentBytes then).
 """
 
 from __future__ import annotations
@@ -35,7 +35,6 @@ from types import ModuleType
 from typing import TYPE_CHECKING
 
 from dissector.events import RawPacket, Segment
-from dissector.flow.recent import Recent, RecentBytes
 
 if TYPE_CHECKING:
     from dissector.capture.pcap import PcapHeader, PcapWalk
@@ -114,12 +113,12 @@ def frames_scan() -> FrameScan | None:
     return scan
 
 
-def recent_bytes() -> type[Recent]:
-    """What a new flow table keeps each direction's recent bytes in: the compiled type, or
-    the Python one (not built, or switched off)."""
+def recent_bytes() -> type | None:
+    """The compiled type a new flow table keeps each direction's recent bytes in (the same
+    interface as dissector.flow.recent.RecentBytes), or None (not built, or switched off)."""
     if recent_native is None or not active():
-        return RecentBytes
-    kind: type[Recent] = recent_native.RecentBytes
+        return None
+    kind: type = recent_native.RecentBytes
     return kind
 
 

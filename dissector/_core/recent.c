@@ -39,11 +39,12 @@ void pd_recent_free(pd_recent *r) {
     r->cap = 0;
 }
 
-/* Room for one more block at the end: the dropped ones before `first` go first. */
+/* Room for one more block at the end: the dropped ones before `first` go first when they
+ * are at least half of the array (each block is then moved at most once per doubling). */
 static int room(pd_recent *r) {
     if (r->nblocks < r->cap)
         return 0;
-    if (r->first > 0) {
+    if (r->first > 0 && 2 * r->first >= r->nblocks) {
         memmove(r->blocks, r->blocks + r->first,
                 (size_t)(r->nblocks - r->first) * sizeof(pd_block));
         r->nblocks -= r->first;

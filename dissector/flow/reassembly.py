@@ -27,12 +27,13 @@ Rules:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Final, Protocol
 
 from dissector import _core
 from dissector.anomalies import AnomalyCode
 from dissector.events import Anomaly, Direction, Segment, StreamData, StreamGap
-from dissector.flow.recent import Recent
+from dissector.flow.recent import Recent, RecentBytes
 
 _MASK = 0xFFFFFFFF
 _HALF = 1 << 31
@@ -85,7 +86,8 @@ class RetransmitWindow:
 
     def __init__(self) -> None:
         self.size = RETRANSMIT_WINDOW
-        self.kind = _core.recent_bytes()
+        compiled = _core.recent_bytes()
+        self.kind: Callable[[], Recent] = RecentBytes if compiled is None else compiled
 
     def fit(self, directions: int) -> None:
         share = RETRANSMIT_BUDGET // max(directions, 1)

@@ -35,6 +35,7 @@ from dissector.tables.schema import TABLES
 from fuzz.mutators import Rec, mutate_capture
 from tests.core.test_frames_wired import Scanned
 from tests.support.core_captures import link_captures, odd_pcapng, tcp_scenarios
+from tests.support.crafted import C2B, Session, msg, write_pcap
 from tests.support.payload_faults import crafted as payload_faults
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -179,6 +180,38 @@ def test_captures_merged_by_time(
     for pair in pairwise(paths):
         assert same_both_ways(monkeypatch, counted, list(pair), ReaderOptions()) > 0
     assert same_both_ways(monkeypatch, counted, SAMPLES[:3], ReaderOptions(shard=(1, 2))) > 0
+
+
+def test_retransmissions_that_differ(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, counted: Counted
+) -> None:
+    """Retransmitted and overlapping segments, some with changed bytes, over pieces the
+    recent bytes merge (small frames) and keep as they came (large ones): the same
+    `tcp.retransmission_mismatch` rows both ways, one per changed copy."""
+    rng = Random(39)
+    s = Session()
+    s.handshake()
+    s.frames([msg(C2B, "CONNECT", client_version="c")])
+    segs = []
+    for k in range(40):
+        payload = rng.randbytes(rng.choice((3, 40, 900, 2000, 5000)))
+        segs += s.frames([msg(C2B, "SEND", producer_id=1, sequence_id=k, payload=payload)])
+    changed = 0
+    for k in rng.sample(range(len(segs) - 1), 16):
+        old = segs[k].payload + segs[k + 1].payload  # one segment, or two overlapped
+        data = bytearray(old if rng.random() < 0.5 else segs[k].payload)
+        if rng.random() < 0.7:
+            data[rng.randrange(len(data))] ^= 0x40
+            changed += 1
+        s.send(C2B, bytes(data), at=segs[k].offset)
+    s.frames([msg(C2B, "PING")])
+    path = write_pcap(tmp_path / "resent.pcap", s.segs).path
+    before = counted.recent
+    assert same_both_ways(monkeypatch, counted, [path], ReaderOptions()) > 0
+    assert counted.recent - before >= len(segs)
+    anomalies = read_tables([str(path)], ReaderOptions())["anomalies"].to_pylist()
+    codes = [row["code"] for row in anomalies]
+    assert codes.count("tcp.retransmission_mismatch") == changed > 5
 
 
 def _records(path: Path) -> list[Rec]:

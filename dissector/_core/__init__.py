@@ -23,6 +23,9 @@ walk, frames the scan took), so a test can prove that a read took the compiled p
 or `PULSAR_DISSECTOR_CORE=0`).
 `frames_block()`: the same scan for frame runs (dissector.pulsar.frame_runs): only the
 command types of a mask, every frame's columns in one bytes block; None as frames_scan.
+`recent_bytes()`: the compiled memory of a TCP direction's recent bytes
+(dissector/_core/recent.c) for a new flow table, or None (pure Python, or
+`PULSAR_DISSECTOR_CORE=0`: dissector.flow.recent's RecentBytes then).
 """
 
 from __future__ import annotations
@@ -50,6 +53,12 @@ try:
     frames_native = importlib.import_module("dissector._core._frames")
 except ImportError:
     frames_native = None
+
+recent_native: ModuleType | None
+try:
+    recent_native = importlib.import_module("dissector._core._recent")
+except ImportError:
+    recent_native = None
 
 COMPILED = native is not None
 if native is not None:
@@ -89,9 +98,10 @@ def frames_block() -> FrameBlockScan | None:
 
 def stats() -> dict[str, int]:
     """What the compiled stages made since they were loaded in this process: `segments` and
-    `raw_packets` the walk gave, `frames_taken` by the frame scan; {} in the pure package."""
+    `raw_packets` the walk gave, `frames_taken` by the frame scan, `recent_pieces` kept by
+    the compiled recent bytes; {} in the pure package."""
     out: dict[str, int] = {}
-    for module in (native, frames_native):
+    for module in (native, frames_native, recent_native):
         if module is not None:
             out.update(module.stats())
     return out
@@ -103,6 +113,15 @@ def frames_scan() -> FrameScan | None:
         return None
     scan: FrameScan = frames_native.scan_rows
     return scan
+
+
+def recent_bytes() -> type | None:
+    """The compiled type a new flow table keeps each direction's recent bytes in (the same
+    interface as dissector.flow.recent.RecentBytes), or None (not built, or switched off)."""
+    if recent_native is None or not active():
+        return None
+    kind: type = recent_native.RecentBytes
+    return kind
 
 
 #: What a walk gives per packet: parsed in C, or to be parsed by dissector.net.headers.

@@ -27,11 +27,13 @@ Rules:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Final, Protocol
 
+from dissector import _core
 from dissector.anomalies import AnomalyCode
 from dissector.events import Anomaly, Direction, Segment, StreamData, StreamGap
-from dissector.flow.recent import RecentBytes
+from dissector.flow.recent import Recent, RecentBytes
 
 _MASK = 0xFFFFFFFF
 _HALF = 1 << 31
@@ -77,12 +79,15 @@ _new = tuple.__new__
 
 class RetransmitWindow:
     """The bytes each open direction keeps for comparing retransmissions, shared by the
-    directions of one flow table, which resizes it as connections open and close."""
+    directions of one flow table, which resizes it as connections open and close; and what
+    they keep them in (`kind`: dissector._core.recent_bytes, chosen once per flow table)."""
 
-    __slots__ = ("size",)
+    __slots__ = ("kind", "size")
 
     def __init__(self) -> None:
         self.size = RETRANSMIT_WINDOW
+        compiled = _core.recent_bytes()
+        self.kind: Callable[[], Recent] = RecentBytes if compiled is None else compiled
 
     def fit(self, directions: int) -> None:
         share = RETRANSMIT_BUDGET // max(directions, 1)
@@ -123,7 +128,8 @@ class HalfStream:
         self.ignored = False  # the caller is not interested: count offsets, deliver nothing
         self.ooo: dict[int, tuple[bytes, int, int, int]] = {}  # offset -> data, missing, pkt, ts
         self.ooo_bytes = 0
-        self.recent = RecentBytes()  # the pieces last delivered, to compare retransmissions
+        # the pieces last delivered, to compare retransmissions
+        self.recent: Recent = self.window.kind()
         # Acknowledgements of bytes not seen yet, oldest first: (stream offset acknowledged,
         # packet, ts) with increasing offsets; `deadline` is when the first one's grace ends.
         self.acks: list[tuple[int, int, int]] = []

@@ -21,7 +21,7 @@ Rules:
 from __future__ import annotations
 
 from bisect import bisect_right
-from typing import Final
+from typing import Final, Protocol
 
 #: Pieces smaller than this are copied into a shared block (larger ones kept as they came).
 SMALL_PIECE: Final = 1024
@@ -36,6 +36,25 @@ MIN_PIECE_BYTES: Final = 32
 MAX_BLOCKS_COMPARED: Final = 256
 #: Dropped entries at the head of a list before it is compacted.
 _COMPACT: Final = 1024
+
+
+class Recent(Protocol):
+    """What a direction keeps its recent bytes in: `RecentBytes`, or the same in C
+    (dissector/_core/recent.c, chosen by dissector._core.recent_bytes)."""
+
+    @property
+    def kept(self) -> int: ...
+
+    @property
+    def compared(self) -> int: ...
+
+    def __len__(self) -> int: ...
+
+    def clear(self) -> None: ...
+
+    def add(self, offset: int, data: bytes, keep: int) -> None: ...
+
+    def differs(self, offset: int, data: bytes) -> tuple[int, int] | None: ...
 
 
 class RecentBytes:

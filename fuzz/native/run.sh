@@ -24,6 +24,7 @@ cd "$(dirname "$0")/../.."
 TARGETS=(
   "walk|fuzz/native/walk_fuzz.c dissector/_core/walk.c|pcaps|"
   "frames|fuzz/native/frames_fuzz.c dissector/_core/frames.c dissector/_core/pbscan.c dissector/_core/crc32c.c|pcaps/streams pcaps|-max_len=16384"
+  "recent|fuzz/native/recent_fuzz.c dissector/_core/recent.c|fuzz/native/recent-seeds pcaps/streams|-max_len=16384"
 )
 
 DIR=${FUZZ_DIR:-/tmp/pulsar-dissector-fuzz-native}

@@ -7,9 +7,10 @@ where a C compiler is on PATH, and always under CI=true (a CI run that fell back
 fails here; it is never skipped).
 Rule: no monkeypatching: a new interpreter runs `pulsar-dissect read` on a sample as a user
 would, then reports the counters the C bindings themselves keep (`dissector._core.stats()`:
-segments the walk made, frames the scan took). Independent truth: the sample's TCP packets
-counted by scapy. `PULSAR_DISSECTOR_CORE=0` must leave the counters at zero (the switch
-the differential tests rely on really switches).
+segments the walk made, frames the scan took, stream pieces the recent bytes kept).
+Independent truth: the sample's TCP packets (and those with a payload) counted by scapy.
+`PULSAR_DISSECTOR_CORE=0` must leave the counters at zero (the switch the differential tests
+rely on really switches).
 """
 
 from __future__ import annotations
@@ -72,7 +73,7 @@ def read_in_new_process(tmp_path: Path, **env: str) -> dict[str, object]:
 
 
 def test_the_compiled_modules_are_there_exactly_when_expected() -> None:
-    for name in ("dissector._core._walk", "dissector._core._frames"):
+    for name in ("dissector._core._walk", "dissector._core._frames", "dissector._core._recent"):
         if compiled_expected():
             module = importlib.import_module(name)
             assert (module.__file__ or "").endswith(".so"), module.__file__
@@ -81,10 +82,12 @@ def test_the_compiled_modules_are_there_exactly_when_expected() -> None:
                 importlib.import_module(name)
     assert compiled_expected() == _core.COMPILED
     assert (_core.frames_native is not None) == compiled_expected()
+    assert (_core.recent_native is not None) == compiled_expected()
 
 
 def test_a_read_takes_the_compiled_path_or_the_pure_one_on_purpose(tmp_path: Path) -> None:
     tcp_packets = sum(1 for p in rdpcap(str(SAMPLE)) if TCP in p)
+    with_data = sum(1 for p in rdpcap(str(SAMPLE)) if TCP in p and len(p[TCP].payload))
     found = read_in_new_process(tmp_path)
     text = str(found["text"])
     frame_lines = len(text.splitlines())
@@ -99,6 +102,8 @@ def test_a_read_takes_the_compiled_path_or_the_pure_one_on_purpose(tmp_path: Pat
     # reader's own loop takes. Every frame is whole and clean: the C scan takes them all.
     assert tcp_packets * 0.9 <= stats["segments"] <= tcp_packets
     assert stats["raw_packets"] == 0 and stats["frames_taken"] == frame_lines
+    # every payload is delivered in order, once: one piece each in the C recent bytes
+    assert stats["recent_pieces"] == with_data
     off = read_in_new_process(tmp_path, PULSAR_DISSECTOR_CORE="0")
-    assert off["stats"] == {"segments": 0, "raw_packets": 0, "frames_taken": 0}
+    assert off["stats"] == {"segments": 0, "raw_packets": 0, "frames_taken": 0, "recent_pieces": 0}
     assert off["text"] == text  # the same lines either way

@@ -12,7 +12,8 @@ idle pauses), on mutated captures (fuzz/mutators.py), with the reading settings 
 the packet path (sharding, idle timeout, merging of captures taken at the same time). A
 count of the
 segments made in C and of the frames the C scan took shows that both compiled stages did
-the work when on, and none when off.
+the work when on, and none when off; so does a count of the stream pieces the compiled
+recent bytes (dissector/_core/recent.c: the retransmission check's memory) kept.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from dissector.tables.schema import TABLES
 from fuzz.mutators import Rec, mutate_capture
 from tests.core.test_frames_wired import Scanned
 from tests.support.core_captures import link_captures, odd_pcapng, tcp_scenarios
+from tests.support.crafted import C2B, Session, msg, write_pcap
 from tests.support.payload_faults import crafted as payload_faults
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -82,6 +84,11 @@ class Counted:
     def frames(self) -> int:
         return self.scanned.frames
 
+    @property
+    def recent(self) -> int:
+        """Pieces the compiled recent bytes (dissector/_core/recent.c) kept."""
+        return _core.stats()["recent_pieces"]
+
 
 @pytest.fixture
 def counted(monkeypatch: pytest.MonkeyPatch) -> Counted:
@@ -111,10 +118,11 @@ def same_both_ways(
     options: ReaderOptions,
 ) -> int:
     """Compare every table both ways; the segments the compiled stage made."""
-    before, frames_before = counted.segments, counted.frames
+    before, frames_before, recent_before = counted.segments, counted.frames, counted.recent
     off = tables(monkeypatch, paths, options, on=False)
     assert counted.segments == before, "turned off, yet the C walk ran"
     assert counted.frames == frames_before, "turned off, yet the C frame scan ran"
+    assert counted.recent == recent_before, "turned off, yet the C recent bytes ran"
     on = tables(monkeypatch, paths, options, on=True)
     for name in TABLES:
         assert on[name] == off[name], (name, [p.name for p in paths], options)
@@ -135,10 +143,14 @@ def test_samples_and_crafted_captures(
     for folder in ("links", "faults"):
         (tmp_path / folder).mkdir()
     made = 0
+    recent_before = counted.recent
     for path in every_capture(tmp_path):
         made += same_both_ways(monkeypatch, counted, [path], SETTINGS[setting])
     # every packet of the samples is a plain Ethernet TCP segment; the crafted ones add more
     assert made > sum(len(_records(p)) for p in SAMPLES)
+    # the stream pieces delivered were kept by the compiled recent bytes (the samples: over
+    # 1,000; shard 1 of 2: 39)
+    assert counted.recent - recent_before > (30 if setting in SHARDED else 1000)
     # the samples' frames (675 in both directions) went through the C frame scan; a shard
     # reads some connections only (shard 1 of 2: 39 frames)
     assert counted.frames > (30 if setting in SHARDED else 600), counted.frames
@@ -150,10 +162,12 @@ def test_tcp_scenarios(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, counted: Counted, setting: str
 ) -> None:
     made = 0
+    recent_before = counted.recent
     for path in tcp_scenarios(tmp_path, SCENARIOS):
         made += same_both_ways(monkeypatch, counted, [path], SETTINGS[setting])
     assert made > SCENARIOS * 10
     assert counted.frames > SCENARIOS
+    assert counted.recent - recent_before > SCENARIOS * 5
 
 
 def test_captures_merged_by_time(
@@ -165,6 +179,38 @@ def test_captures_merged_by_time(
     for pair in pairwise(paths):
         assert same_both_ways(monkeypatch, counted, list(pair), ReaderOptions()) > 0
     assert same_both_ways(monkeypatch, counted, SAMPLES[:3], ReaderOptions(shard=(1, 2))) > 0
+
+
+def test_retransmissions_that_differ(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, counted: Counted
+) -> None:
+    """Retransmitted and overlapping segments, some with changed bytes, over pieces the
+    recent bytes merge (small frames) and keep as they came (large ones): the same
+    `tcp.retransmission_mismatch` rows both ways, one per changed copy."""
+    rng = Random(39)
+    s = Session()
+    s.handshake()
+    s.frames([msg(C2B, "CONNECT", client_version="c")])
+    segs = []
+    for k in range(40):
+        payload = rng.randbytes(rng.choice((3, 40, 900, 2000, 5000)))
+        segs += s.frames([msg(C2B, "SEND", producer_id=1, sequence_id=k, payload=payload)])
+    changed = 0
+    for k in rng.sample(range(len(segs) - 1), 16):
+        old = segs[k].payload + segs[k + 1].payload  # one segment, or two overlapped
+        data = bytearray(old if rng.random() < 0.5 else segs[k].payload)
+        if rng.random() < 0.7:
+            data[rng.randrange(len(data))] ^= 0x40
+            changed += 1
+        s.send(C2B, bytes(data), at=segs[k].offset)
+    s.frames([msg(C2B, "PING")])
+    path = write_pcap(tmp_path / "resent.pcap", s.segs).path
+    before = counted.recent
+    assert same_both_ways(monkeypatch, counted, [path], ReaderOptions()) > 0
+    assert counted.recent - before >= len(segs)
+    anomalies = read_tables([str(path)], ReaderOptions())["anomalies"].to_pylist()
+    codes = [row["code"] for row in anomalies]
+    assert codes.count("tcp.retransmission_mismatch") == changed > 5
 
 
 def _records(path: Path) -> list[Rec]:

@@ -133,5 +133,5 @@ def test_the_flow_table_keeps_them_in_c_where_the_stage_is_active(
     half.next_seq = 0
     half.deliver(b"abc", 0, 1, 0, [])
     assert _core.stats()["recent_pieces"] == before + 1
-    monkeypatch.setenv(_core.SWITCH, "0")
+    monkeypatch.setattr(_core, "ENABLED", False)
     assert type(HalfStream(1, half.direction).recent) is RecentBytes

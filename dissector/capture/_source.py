@@ -74,11 +74,14 @@ class ByteWindow:
         have = len(self.buf) - self.pos
         if have >= need:
             return True
-        parts = [self.buf[self.pos :]]
+        parts = [self.buf[self.pos :]] if have else []
         self.base += self.pos
         while have < need and self.error is None:
+            # Bytes left over (a record cut by the chunk's end) get only what completes the
+            # record: joined to a whole chunk, every byte of the capture would be copied twice.
+            size = need - have if parts else max(CHUNK_SIZE, need)
             try:
-                chunk = self._stream.read1(max(CHUNK_SIZE, need - have))
+                chunk = self._stream.read1(size)
             except EOFError as exc:  # gzip: compressed stream ended before its end marker
                 self.error = (AnomalyCode.CAPTURE_TRUNCATED, f"compressed stream cut short ({exc})")
                 break
@@ -89,7 +92,7 @@ class ByteWindow:
                 break
             parts.append(chunk)
             have += len(chunk)
-        self.buf = b"".join(parts)
+        self.buf = parts[0] if len(parts) == 1 else b"".join(parts)
         self.pos = 0
         return have >= need
 

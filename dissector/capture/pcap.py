@@ -108,6 +108,8 @@ def packets(
                 issues.append(window.cut_short("a record", RECORD_HEADER_SIZE + incl_len, number))
                 return
             buf, pos, end = window.buf, 0, len(window.buf)
+            if fast is not None:
+                continue  # the completed record is the compiled walk's as any other
             stop = RECORD_HEADER_SIZE + incl_len
         number += 1
         ts = sec * 1_000_000 + frac // frac_div

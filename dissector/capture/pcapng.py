@@ -182,6 +182,8 @@ def packets(
                 issues.append(window.cut_short(f"a block of type {btype:#x}", length, number))
                 return
             buf, pos, end = window.buf, 0, len(window.buf)
+            if fast is not None and interfaces:
+                continue  # the completed block is the compiled walk's as any other
         trailer = s.u32.unpack_from(buf, pos + length - 4)[0]
         if trailer != length:
             detail = f"block type {btype:#x}: trailing length {trailer} differs from {length}"

@@ -1316,7 +1316,7 @@ def _decompressed(meta: MessageMetadata, payload: bytes) -> bytes | None:
     asks for more memory than it can have."""
     size = meta.uncompressed_size if meta.HasField("uncompressed_size") else None
     plain, _ = decompress(meta.compression, payload, size, DEFAULT_MAX_UNCOMPRESSED)
-    return plain
+    return None if plain is None else bytes(plain)
 
 
 def _compress(codec: str, data: bytes) -> bytes:

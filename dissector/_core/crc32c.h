@@ -2,7 +2,8 @@
  *
  * Input: a byte range read through the cursor. Output: its CRC32C (the value the
  * `crc32c` package gives). Rule: SSE4.2's crc32 instruction where the CPU has it (checked
- * once at run time), else a software slicing-by-8 table; both give the same value
+ * once at run time; three streams at once on long ranges, joined by shift tables), else a
+ * software slicing-by-8 table; both give the same value
  * (tests/core/test_frames_differential.py compares them with the package).
  */
 #ifndef PD_CRC32C_H

@@ -56,7 +56,7 @@ class CaptureIssue(NamedTuple):
 class ByteWindow:
     """The unread bytes of a stream: `buf[pos:]` starts at stream offset `base + pos`."""
 
-    __slots__ = ("_stream", "base", "buf", "error", "pos")
+    __slots__ = ("_held", "_held_at", "_stream", "base", "buf", "error", "pos")
 
     def __init__(self, stream: Stream) -> None:
         self._stream = stream
@@ -64,34 +64,66 @@ class ByteWindow:
         self.pos = 0
         self.base = 0
         self.error: tuple[str, str] | None = None  # (issue code, detail) of a failed read
+        # A chunk read whose bytes from _held_at on are not in the window yet (they follow it)
+        self._held = b""
+        self._held_at = 0
 
     @property
     def available(self) -> int:
         return len(self.buf) - self.pos
 
     def fill(self, need: int) -> bool:
-        """Make at least `need` unread bytes available from `pos`; False if the stream ends."""
+        """Make at least `need` unread bytes available from `pos`; False if the stream ends.
+
+        Chunks are read whole (CHUNK_SIZE: one read each, a ranged request for a remote file)
+        and become the window themselves, uncopied. Only bytes left over (a record cut by a
+        chunk's end) are joined, to just what completes the record: the rest of the chunk is
+        held and becomes the window, from there, at the next fill."""
         have = len(self.buf) - self.pos
         if have >= need:
             return True
-        parts = [self.buf[self.pos :]]
-        self.base += self.pos
-        while have < need and self.error is None:
-            try:
-                chunk = self._stream.read1(max(CHUNK_SIZE, need - have))
-            except EOFError as exc:  # gzip: compressed stream ended before its end marker
-                self.error = (AnomalyCode.CAPTURE_TRUNCATED, f"compressed stream cut short ({exc})")
-                break
-            except (OSError, zlib.error) as exc:  # gzip.BadGzipFile is an OSError
-                self.error = (AnomalyCode.CAPTURE_CORRUPT_RECORD, f"read failed: {exc}")
-                break
-            if not chunk:
-                break
-            parts.append(chunk)
-            have += len(chunk)
+        # The bytes left over, apart: the chunk they were cut from is let go before the next
+        # is read (two chunks alive at once cost the allocator fresh pages at every read).
+        pieces = [(self.buf[self.pos :], 0)] if have else []
+        self.buf = b""
+        self.base += self.pos  # the stream offset of the first unread byte
+        while have < need:
+            if self._held:
+                chunk, at = self._held, self._held_at
+                self._held = b""
+            else:
+                read = self._read(max(CHUNK_SIZE, need - have))
+                if not read:
+                    break
+                chunk, at = read, 0
+            pieces.append((chunk, at))
+            have += len(chunk) - at
+        if len(pieces) == 1:
+            self.buf, self.pos = pieces[0]
+            self.base -= self.pos
+            return have >= need
+        parts = [chunk[at:] for chunk, at in pieces[:-1]]
+        last, at = pieces[-1] if pieces else (b"", 0)
+        over = max(0, have - need)  # bytes of the last chunk beyond the need: held
+        cut = len(last) - over
+        parts.append(last[at:cut])
+        if over:
+            self._held, self._held_at = last, cut
         self.buf = b"".join(parts)
         self.pos = 0
         return have >= need
+
+    def _read(self, size: int) -> bytes:
+        """One read of the stream: b"" at its end or when it fails (then `error` says why)."""
+        if self.error is not None:
+            return b""
+        try:
+            return self._stream.read1(size)
+        except EOFError as exc:  # gzip: compressed stream ended before its end marker
+            self.error = (AnomalyCode.CAPTURE_TRUNCATED, f"compressed stream cut short ({exc})")
+        except (OSError, zlib.error) as exc:  # gzip.BadGzipFile is an OSError
+            self.error = (AnomalyCode.CAPTURE_CORRUPT_RECORD, f"read failed: {exc}")
+        return b""
 
     def at_clean_end(self) -> bool:
         """True when the stream ended exactly here, without a read error."""

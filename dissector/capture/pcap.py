@@ -86,11 +86,12 @@ def packets(
     while True:
         if end - pos < RECORD_HEADER_SIZE:
             window.pos = pos
+            buf = b""  # the window's chunk is let go once read (see ByteWindow.fill)
             if not window.fill(RECORD_HEADER_SIZE):
                 if not window.at_clean_end():
                     issues.append(window.cut_short("a record header", 16, number))
                 return
-            buf, pos, end = window.buf, 0, len(window.buf)
+            buf, pos, end = window.buf, window.pos, len(window.buf)
         if fast is not None:
             pos, number, walked = fast(buf, pos, number)
             yield from walked
@@ -104,11 +105,14 @@ def packets(
         stop = pos + RECORD_HEADER_SIZE + incl_len
         if stop > end:
             window.pos = pos
+            buf = b""
             if not window.fill(RECORD_HEADER_SIZE + incl_len):
                 issues.append(window.cut_short("a record", RECORD_HEADER_SIZE + incl_len, number))
                 return
-            buf, pos, end = window.buf, 0, len(window.buf)
-            stop = RECORD_HEADER_SIZE + incl_len
+            buf, pos, end = window.buf, window.pos, len(window.buf)
+            if fast is not None:
+                continue  # the completed record is the compiled walk's as any other
+            stop = pos + RECORD_HEADER_SIZE + incl_len
         number += 1
         ts = sec * 1_000_000 + frac // frac_div
         yield new(

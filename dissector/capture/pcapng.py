@@ -152,11 +152,12 @@ def packets(
     while True:
         if end - pos < 12:
             window.pos = pos
+            buf = b""  # the window's chunk is let go once read (see ByteWindow.fill)
             if not window.fill(12):
                 if not window.at_clean_end():
                     issues.append(window.cut_short("a block header", 12, number))
                 return
-            buf, pos, end = window.buf, 0, len(window.buf)
+            buf, pos, end = window.buf, window.pos, len(window.buf)
         if fast is not None and interfaces:
             little = s is _LITTLE
             pos, number, last_ts, walked = fast(buf, pos, little, interfaces, number, last_ts)
@@ -178,10 +179,13 @@ def packets(
             return
         if end - pos < length:
             window.pos = pos
+            buf = b""
             if not window.fill(length):
                 issues.append(window.cut_short(f"a block of type {btype:#x}", length, number))
                 return
-            buf, pos, end = window.buf, 0, len(window.buf)
+            buf, pos, end = window.buf, window.pos, len(window.buf)
+            if fast is not None and interfaces:
+                continue  # the completed block is the compiled walk's as any other
         trailer = s.u32.unpack_from(buf, pos + length - 4)[0]
         if trailer != length:
             detail = f"block type {btype:#x}: trailing length {trailer} differs from {length}"

@@ -13,7 +13,7 @@ import struct
 from typing import Any, NamedTuple
 
 from dissector.anomalies import AnomalyCode
-from dissector.pulsar.decompression import Problem
+from dissector.pulsar.decompression import Payload, Problem
 from dissector.pulsar.sections import parse
 from dissector.pulsar.wire import SingleMessageMetadata
 
@@ -23,10 +23,10 @@ _U32 = struct.Struct(">I")
 class BatchEntry(NamedTuple):
     position: int  # batch index
     meta: Any  # SingleMessageMetadata
-    payload: bytes
+    payload: Payload  # a view when the batch is one
 
 
-def split_batch(data: bytes, count: int) -> tuple[list[BatchEntry], list[Problem]]:
+def split_batch(data: Payload, count: int) -> tuple[list[BatchEntry], list[Problem]]:
     """Entries of a batch payload; problems when they do not add up to `count` and the data."""
     entries: list[BatchEntry] = []
     problems: list[Problem] = []

@@ -3,7 +3,8 @@
 Input: a payload's CompressionType, its bytes, the uncompressed_size its MessageMetadata
 claims (or None) and the size limit.
 Output: the decompressed bytes (None on failure) and problems as (anomaly code, detail)
-pairs (`Problem`, the payload modules' problem report).
+pairs (`Problem`, the payload modules' problem report). The bytes are not copied once more:
+a NONE payload is returned as given, a codec's output as a view of the buffer it filled.
 Rules:
 - Decompression is bounded: a claimed or produced size above the limit is reported as a
   suspected decompression bomb and not expanded, whatever the codec (a failed LZ4 block is
@@ -35,14 +36,17 @@ NONE, LZ4, ZLIB, ZSTD, SNAPPY = (_CODEC[n] for n in ("NONE", "LZ4", "ZLIB", "ZST
 CODEC_NAMES = COMPRESSION_NAMES
 
 Problem = tuple[str, str]  # (anomaly code, detail)
+#: A payload's bytes: a view into its frame's buffer where nothing needed a copy.
+Payload = bytes | memoryview
 
 
 def decompress(
-    codec: int, data: bytes | memoryview, uncompressed_size: int | None, limit: int
-) -> tuple[bytes | None, list[Problem]]:
-    """The decompressed bytes (None on failure) and the problems found."""
+    codec: int, data: Payload, uncompressed_size: int | None, limit: int
+) -> tuple[Payload | None, list[Problem]]:
+    """The decompressed bytes (None on failure) and the problems found: `data` itself,
+    uncopied, when the codec is NONE."""
     if codec == NONE:
-        return bytes(data), []
+        return data, []
     inflate = _DECOMPRESSORS.get(codec)
     if inflate is None:
         return None, [
@@ -75,8 +79,8 @@ def decompress(
 
 
 def _unsized(
-    inflate: Callable[[bytes | memoryview, int, int], bytes], data: bytes | memoryview, limit: int
-) -> bytes:
+    inflate: Callable[[bytes | memoryview, int, int], Payload], data: Payload, limit: int
+) -> Payload:
     """Decompress without a claimed size: into a buffer that starts near the input's size
     and grows eightfold up to the bound, not one of the bound's size (5 MiB, zeroed) for
     every message (fuzzing finding 10). `_TooBig` at the bound, as before."""
@@ -98,7 +102,7 @@ class _Bomb(Exception):
     """The stream itself claims more than the bound (the message is the detail)."""
 
 
-def _into(fn: Any, data: bytes | memoryview, size: int) -> bytes:
+def _into(fn: Any, data: bytes | memoryview, size: int) -> Payload:
     buf = bytearray(size)
     try:
         n = fn(bytes(data), buf)
@@ -107,7 +111,7 @@ def _into(fn: Any, data: bytes | memoryview, size: int) -> bytes:
         if "large enough" in text or "smaller than required" in text or "whole buffer" in text:
             raise _TooBig from None
         raise
-    return bytes(memoryview(buf)[:n])
+    return memoryview(buf)[:n]  # the output, uncopied
 
 
 def _zlib(data: bytes | memoryview, size: int, limit: int) -> bytes:
@@ -121,14 +125,14 @@ def _zlib(data: bytes | memoryview, size: int, limit: int) -> bytes:
     return out
 
 
-def _snappy(data: bytes | memoryview, size: int, limit: int) -> bytes:
+def _snappy(data: bytes | memoryview, size: int, limit: int) -> Payload:
     claimed = cramjam.snappy.decompress_raw_len(bytes(data))
     if claimed > limit:
         raise _Bomb(f"SNAPPY: stream claims {claimed} bytes, above the {limit}-byte bound")
     return _into(cramjam.snappy.decompress_raw_into, data, max(claimed, 1))
 
 
-def _lz4(data: bytes | memoryview, size: int, limit: int) -> bytes:
+def _lz4(data: bytes | memoryview, size: int, limit: int) -> Payload:
     raw = bytes(data)
     buf = bytearray(size)
     try:  # output_len: no size prefix (without it cramjam retries as if there were one)
@@ -137,7 +141,7 @@ def _lz4(data: bytes | memoryview, size: int, limit: int) -> bytes:
         if _lz4_output_exceeds(raw, size):  # liblz4 reports a full buffer as a corrupt block
             raise _TooBig from None
         raise
-    return bytes(memoryview(buf)[:n])
+    return memoryview(buf)[:n]  # the output, uncopied
 
 
 _FF_RUN = re.compile(b"\xff*")
@@ -177,12 +181,12 @@ def _lz4_output_exceeds(data: bytes, size: int) -> bool:
     return False
 
 
-def _zstd(data: bytes | memoryview, size: int, limit: int) -> bytes:
+def _zstd(data: bytes | memoryview, size: int, limit: int) -> Payload:
     return _into(cramjam.zstd.decompress_into, data, size)
 
 
 #: CompressionType value -> decompressor(data, size, limit); keyed by the schema's names.
-_DECOMPRESSORS: dict[int, Callable[[bytes | memoryview, int, int], bytes]] = {
+_DECOMPRESSORS: dict[int, Callable[[bytes | memoryview, int, int], Payload]] = {
     _CODEC["LZ4"]: _lz4,
     _CODEC["ZLIB"]: _zlib,
     _CODEC["ZSTD"]: _zstd,

@@ -28,6 +28,7 @@ from dissector.pulsar.chunks import (
 from dissector.pulsar.decompression import (
     CODEC_NAMES,
     DEFAULT_MAX_UNCOMPRESSED,
+    Payload,
     Problem,
     decompress,
 )
@@ -70,10 +71,10 @@ class _Shared(NamedTuple):
     first: Frame | None = None  # chunked: the first chunk's frame
 
 
-def _preview(data: bytes, n: int) -> str | None:
+def _preview(data: Payload, n: int) -> str | None:
     if n <= 0:
         return None
-    return data[:n].decode("latin-1").encode("unicode_escape").decode("ascii")
+    return bytes(data[:n]).decode("latin-1").encode("unicode_escape").decode("ascii")
 
 
 class MessageExtractor:
@@ -112,7 +113,8 @@ class MessageExtractor:
             if done is not None:
                 self._chunked(done, out, shared, problems[0][0] if problems else None)
             return out
-        self._decode(shared, meta, bytes(frame.payload), None, out)
+        # the payload as a view into the frame's buffer: hashed and measured, never copied
+        self._decode(shared, meta, frame.payload, None, out)
         return out
 
     def close_conn(self, conn_id: int) -> list[AppMessage | Anomaly]:
@@ -174,7 +176,7 @@ class MessageExtractor:
         self,
         shared: _Shared,
         meta: Any,
-        data: bytes | None,
+        data: Payload | None,
         chunked: ChunkedMessage | None,
         out: list[AppMessage | Anomaly],
         why: str | None = None,
@@ -185,7 +187,7 @@ class MessageExtractor:
         encrypted = len(meta.encryption_keys) > 0
         batched = _meta_has(meta, "num_messages_in_batch")
         count = meta.num_messages_in_batch if batched else 1
-        plain: bytes | None = None
+        plain: Payload | None = None
         if data is not None and not encrypted:
             limit = self.max_uncompressed if chunked is None else self.chunks.max_message
             size = meta.uncompressed_size if _meta_has(meta, "uncompressed_size") else None
@@ -239,10 +241,12 @@ class MessageExtractor:
             )
             self._add(out, row, None)
 
-    def _add(self, out: list[AppMessage | Anomaly], row: AppMessage, payload: bytes | None) -> None:
+    def _add(
+        self, out: list[AppMessage | Anomaly], row: AppMessage, payload: Payload | None
+    ) -> None:
         """Append `row` with, when values are asked for, its value."""
         if self.values is not None:
-            cells = self.values.row_cells(row, payload)
+            cells = self.values.row_cells(row, None if payload is None else bytes(payload))
             row = row._replace(
                 value=cells.value, value_schema=cells.value_schema, value_error=cells.value_error
             )
@@ -255,7 +259,7 @@ class MessageExtractor:
         single: Any,
         index: int | None,
         count: int,
-        payload: bytes | None,
+        payload: Payload | None,
         compressed: int | None,
         chunked: ChunkedMessage | None,
         encrypted: bool,

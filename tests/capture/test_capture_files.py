@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import io
 import struct
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,7 @@ from scapy.layers.l2 import Ether
 from scapy.packet import Raw
 from scapy.utils import PcapNgWriter, PcapWriter
 
-from dissector.capture import CaptureIssue, open_capture
+from dissector.capture import CaptureIssue, open_capture, pcap
 from dissector.capture import _source as source
 from dissector.errors import InputError, UsageError
 from dissector.events import RawPacket
@@ -364,6 +365,34 @@ def test_records_spanning_read_chunks(tmp_path, monkeypatch):
         monkeypatch.setattr(source, "CHUNK_SIZE", chunk)
         assert [read(pcap_path), read(ng_path)] == expected
     assert len(expected[0][0]) == len(expected[1][0]) == 30
+
+
+class CountingStream(io.BytesIO):
+    """A stream that counts its reads."""
+
+    def __init__(self, data: bytes) -> None:
+        super().__init__(data)
+        self.reads = 0
+
+    def read1(self, size: int | None = -1, /) -> bytes:
+        self.reads += 1
+        return super().read1(size)
+
+
+def test_a_record_cut_by_a_chunk_costs_no_read_of_its_own(tmp_path, monkeypatch):
+    """One read per chunk (a ranged request on a remote file), records cut by a chunk's end
+    included: the packets are those of a whole-file read."""
+    data = pcap_bytes(tmp_path, 30)
+    whole = read(tmp_path / "whole.pcap")
+    monkeypatch.setattr(source, "CHUNK_SIZE", 100)  # records of 52 to 81 bytes: many cut
+    stream = CountingStream(data)
+    window = source.ByteWindow(stream)
+    window.fill(pcap.HEADER_SIZE)
+    header = pcap.parse_header(window.buf[: pcap.HEADER_SIZE])
+    window.pos = pcap.HEADER_SIZE
+    issues: list[CaptureIssue] = []
+    assert (list(pcap.packets(window, header, issues)), issues) == whole
+    assert stream.reads == -(-len(data) // 100) + 1  # and the one that finds the end
 
 
 # --- unusable files ---

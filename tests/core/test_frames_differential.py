@@ -244,7 +244,11 @@ def compare(stream: bytes, walk: Walk, *, rows: int = 1024, max_size: int = 0) -
 @needs_frames
 def test_crc32c_matches_the_package() -> None:
     rng = Random(32)
-    for n in [*range(40), 1000, 4099, 65536 + 7]:
+    # the hardware path runs three streams of 8,192 bytes, then of 256, then one: every
+    # boundary between them, and a 1 MiB payload's length
+    lanes = [3 * 256 * k + d for k in (1, 2, 31, 32, 33) for d in (-1, 0, 1, 9)]
+    lanes += [3 * 8192 * k + d for k in (1, 2) for d in (-1, 0, 1, 3 * 256 + 5)]
+    for n in [*range(40), 1000, 4099, 65536 + 7, *lanes, (1 << 20) + 35]:
         data = rng.randbytes(n)
         assert frame_scan.crc32c(data) == crc32c(data), n
         assert frame_scan.crc32c(data, software=True) == crc32c(data), n

@@ -25,21 +25,24 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from dissector._core import Dealer
 from dissector.conversation.connection import Connection
 from dissector.conversation.shared import Shared
 from dissector.events import (
     Anomaly,
     ConnClosed,
     ConnOpened,
+    Dealt,
     NetIssue,
     PipelineEvent,
     RawPacket,
     Segment,
+    Skipped,
     StreamData,
     StreamGap,
     TcpEvent,
 )
-from dissector.flow.shard import Dealer, Dealt, Sharder, Skipped
+from dissector.flow.shard import Sharder
 from dissector.flow.sides import swap
 from dissector.flow.tcp import Reassembler
 from dissector.net.fragments import Datagram, Fragment, FragmentReassembler

@@ -31,11 +31,9 @@ import importlib
 import os
 from collections.abc import Callable
 from types import ModuleType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
-from dissector.events import RawPacket, Segment
-from dissector.flow.shard import Dealer, Dealt, DealtRaw, Skipped
-from dissector.flow.tcp import MAX_OPEN_FLOWS
+from dissector.events import Dealt, DealtRaw, RawPacket, Segment, Skipped
 
 if TYPE_CHECKING:
     from dissector.capture.pcap import PcapHeader, PcapWalk
@@ -115,13 +113,19 @@ def frames_scan() -> FrameScan | None:
 Walked = Segment | RawPacket | Skipped
 
 
-def dealer(shard: tuple[int, int], clock: bool) -> Dealer | None:
-    """A compiled dealer for shard (k, n) (one per group of a read: it holds the dealing),
-    or None where reads do not use the compiled stage. clock: the pipeline keeps an idle
-    clock (every run of skipped packets is told)."""
+class Dealer(Protocol):
+    """The compiled dealer (_walk.Dealer, dissector/_core/deal.h)."""
+
+    def deal(self, a: bytes, a_port: int, b: bytes, b_port: int) -> int: ...
+
+
+def dealer(shard: tuple[int, int], capacity: int, clock: bool) -> Dealer | None:
+    """A compiled dealer for shard (k, n) remembering `capacity` connections (one per group
+    of a read: it holds the dealing), or None where reads do not use the compiled stage.
+    clock: the pipeline keeps an idle clock (its steps among skipped packets are told)."""
     if native is None or not active():
         return None
-    made: Dealer = native.Dealer(shard[1], shard[0], MAX_OPEN_FLOWS, clock)
+    made: Dealer = native.Dealer(shard[1], shard[0], capacity, clock)
     return made
 
 

@@ -34,8 +34,7 @@ from dissector.capture import pcap, pcapng
 from dissector.capture._source import ByteWindow, CaptureIssue, Stream
 from dissector.capture.locations import input_error, is_local, local_path, open_input, redact
 from dissector.errors import InputError, UsageError
-from dissector.events import RawPacket, Segment
-from dissector.flow.shard import Dealer, Skipped
+from dissector.events import RawPacket, Segment, Skipped
 
 GZIP_MAGIC = b"\x1f\x8b"
 
@@ -107,7 +106,7 @@ class CaptureReader:
                 return
         self._release()
 
-    def parsed(self, dealer: Dealer | None = None) -> Iterator[RawPacket | Segment | Skipped]:
+    def parsed(self, dealer: _core.Dealer | None = None) -> Iterator[RawPacket | Segment | Skipped]:
         """The packets, those the compiled stage parsed as their `Segment` (see the module
         rules); the reader itself (plain packets) when it is not active or the iteration
         has begun. dealer: the compiled walk deals with it (dissector.flow.shard)."""

@@ -29,11 +29,11 @@ import heapq
 from collections.abc import Callable, Iterator
 from typing import Protocol
 
+from dissector._core import Dealer
 from dissector.capture._source import CaptureIssue
 from dissector.capture.files import open_capture
 from dissector.capture.locations import rereadable, size_of
-from dissector.events import RawPacket, Segment
-from dissector.flow.shard import Dealer, Skipped
+from dissector.events import RawPacket, Segment, Skipped
 
 #: Packets between two updates of a Progress.
 PROGRESS_EVERY = 8192

@@ -19,7 +19,8 @@ the flow table bounds itself); a packet without ports or addresses belongs to sh
   other shards' packets without making them, and gives this shard's as `Dealt` (a segment)
   or `DealtRaw` (to parse), a run of skipped packets as `Skipped` where it matters (the idle
   clock, or the last packets read); the packets it cannot key it gives as the plain reader
-  does, and a `Sharder` made with that `Dealer` deals them on the same state. This class
+  does, and a `Sharder` made with that `Dealer` deals them on the same state (the item
+  types: dissector.events). This class
   without a Dealer is the reference (tests/core/test_deal.py compares them).
 """
 
@@ -27,41 +28,16 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from socket import AF_INET, AF_INET6, inet_pton
-from typing import NamedTuple, Protocol
+from typing import TYPE_CHECKING
 
-from dissector.events import NetIssue, RawPacket, Segment
+from dissector.events import NetIssue, Segment
 from dissector.flow.tcp import MAX_OPEN_FLOWS
+
+if TYPE_CHECKING:
+    from dissector._core import Dealer
 
 Endpoint = tuple[bytes, int]
 _ETHERNET = 1
-
-
-class Dealt(Segment):
-    """A segment of this shard's connection, dealt by the compiled walk."""
-
-    __slots__ = ()
-
-
-class DealtRaw(RawPacket):
-    """A packet of this shard's connection (told from its bytes by the compiled walk), to
-    parse."""
-
-    __slots__ = ()
-
-
-class Skipped(NamedTuple):
-    """A run of other shards' packets the compiled walk skipped."""
-
-    number: int  # the last one's packet number
-    ts: int  # the last one's time (µs)
-    top: int  # the latest time among them: the idle clock
-    at: int  # the packet number of that time (its first; with the clock, the run's first)
-
-
-class Dealer(Protocol):
-    """The compiled dealer (dissector._core._walk.Dealer)."""
-
-    def deal(self, a: bytes, a_port: int, b: bytes, b_port: int) -> int: ...
 
 
 class Sharder:

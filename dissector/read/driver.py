@@ -35,10 +35,10 @@ from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, TypeVar
 
+from dissector._core import Dealer
 from dissector.capture import CaptureIssue
 from dissector.capture.merge import Dealers, Item
-from dissector.events import Anomaly, PipelineEvent, RawPacket, Segment
-from dissector.flow.shard import Dealer, Dealt, DealtRaw, Skipped
+from dissector.events import Anomaly, Dealt, DealtRaw, PipelineEvent, RawPacket, Segment, Skipped
 from dissector.keylog_files import KeylogFiles
 from dissector.pipeline import Pipeline
 from dissector.pulsar.messages import MessageExtractor

@@ -44,6 +44,7 @@ import pyarrow as pa
 
 from dissector.capture.merge import Progress
 from dissector.errors import DissectorError, OutputError, os_reason
+from dissector.read.driver import fewer_collections
 from dissector.read.numbering import Opened, renumber, renumbering
 from dissector.read.options import PathLike, ReaderOptions, as_paths
 from dissector.read.row_order import RowKeys, keyed_schema, merge
@@ -102,22 +103,34 @@ def stream_tables_parallel(
     with tempfile.TemporaryDirectory(prefix="pulsar-dissect-") as scratch:
         reports = _run_workers(files, options, sharded, jobs, scratch, progress, waiting, whole)
         tables_of = renumbering([o for o, _ in reports[:jobs]], options.per_series_ids)
-        for name in names:
-            with ExitStack() as opened_files:
-                if name in WHOLE:
-                    for batch in _batches(opened_files, scratch, jobs, name):
-                        sink(name, batch)
-                    continue
-                parts = [
-                    _renumbered(_batches(opened_files, scratch, k, name), tables_of[k])
-                    for k in range(jobs)
-                ]
-                for batch in merge(parts):
-                    sink(name, batch)
+        with fewer_collections():  # as a one-process read writes them
+            _gather(names, jobs, scratch, tables_of, sink)
     counts = sum((counts for _, counts in reports[:jobs]), ReadCounts())
     for _, extra in reports[jobs:]:  # its frames were counted by the shards
         counts.rows.update({n: extra.rows[n] for n in whole})
     return counts
+
+
+def _gather(
+    names: list[str],
+    jobs: int,
+    scratch: str,
+    tables_of: list[dict[int, np.ndarray]],
+    sink: Sink,
+) -> None:
+    """The workers' tables to `sink`, each table's rows merged in order (module rules)."""
+    for name in names:
+        with ExitStack() as opened_files:
+            if name in WHOLE:
+                for batch in _batches(opened_files, scratch, jobs, name):
+                    sink(name, batch)
+                continue
+            parts = [
+                _renumbered(_batches(opened_files, scratch, k, name), tables_of[k])
+                for k in range(jobs)
+            ]
+            for batch in merge(parts):
+                sink(name, batch)
 
 
 def _run_workers(

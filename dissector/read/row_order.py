@@ -39,7 +39,7 @@ FINISH = 1 << 62
 KEY_COLUMNS = ("_order_k1", "_order_k2")
 
 
-class Counts(Protocol):
+class TableRows(Protocol):
     """A table's rows in a TableBuilder: made into batches, and gathered for the next."""
 
     count: int
@@ -73,7 +73,7 @@ class RowKeys:
     def __init__(self) -> None:
         self.position = Position()
         self._sub = 0  # the connection key of the rows made now (TICK, END, FINISH)
-        self._batches: dict[str, Counts] = {}
+        self._batches: dict[str, TableRows] = {}
         self._noted: dict[str, int] = {}  # rows of each table keyed so far
         self._runs: dict[str, list[list[int]]] = {}  # [k1, k2, rows], oldest first
 

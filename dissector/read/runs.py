@@ -29,7 +29,7 @@ from dissector import _core
 from dissector.capture import series as series_mod
 from dissector.capture.merge import Dealers, Item, Progress, merged, merges, series_items
 from dissector.events import PipelineEvent
-from dissector.flow.shard import Dealer
+from dissector.flow.tcp import MAX_OPEN_FLOWS
 from dissector.read.driver import Batch, collected_between, drive
 from dissector.read.numbering import Opened
 from dissector.read.options import KeylogPath, PathLike, ReaderOptions, as_paths
@@ -62,15 +62,15 @@ def local_batches(
 
 
 def _dealers(shard: tuple[int, int], clock: bool) -> Dealers | None:
-    """Series index -> its compiled dealer, made at first ask; None without the compiled
-    stage."""
-    if _core.dealer(shard, clock) is None:
+    """Series index -> its compiled dealer (remembering as many connections as the Python
+    Sharder), made at first ask; None without the compiled stage."""
+    if _core.dealer(shard, MAX_OPEN_FLOWS, clock) is None:
         return None
-    made: dict[int, Dealer | None] = {}
+    made: dict[int, _core.Dealer | None] = {}
 
-    def of(index: int) -> Dealer | None:
+    def of(index: int) -> _core.Dealer | None:
         if index not in made:
-            made[index] = _core.dealer(shard, clock)
+            made[index] = _core.dealer(shard, MAX_OPEN_FLOWS, clock)
         return made[index]
 
     return of

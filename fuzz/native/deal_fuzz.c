@@ -119,7 +119,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             break;
     }
     /* the bytes as connections: 1 byte each, from pools of 3 addresses and 3 ports */
-    for (at = 0; at < buf.len && at < 4096; at++) {
+    for (at = 0; at < buf.len && at < 512; at++) {
         static const uint32_t ports[3] = {1, 6650, 40000};
         uint8_t a[16] = {0}, b[16] = {0}, key[40];
         uint8_t v = copy[at];

@@ -20,9 +20,10 @@ from random import Random
 import pytest
 
 from dissector import _core
+from dissector._core import Dealer
 from dissector.capture import open_capture
-from dissector.events import NetIssue, RawPacket, Segment
-from dissector.flow.shard import Dealer, Dealt, DealtRaw, Sharder, Skipped
+from dissector.events import Dealt, DealtRaw, NetIssue, RawPacket, Segment, Skipped
+from dissector.flow.shard import Sharder
 from dissector.net.headers import parse_layers
 from fuzz.mutators import Rec, mutate_capture
 from tests.support.core_captures import link_captures, tcp_scenarios

@@ -92,9 +92,7 @@ def test_many_connections_and_the_samples(tmp_path: Path, stage: str) -> None:
     same_order([*SAMPLES[:4], many], merge=False)
 
 
-def test_idle_timeout_ends_connections_of_both_workers_in_order(
-    tmp_path: Path, stage: str
-) -> None:
+def test_idle_timeout_ends_connections_of_both_workers_in_order(tmp_path: Path, stage: str) -> None:
     ended = 0
     for path in tcp_scenarios(tmp_path, 12, seed=39):
         rows = same_order([path], idle_timeout=1.0)

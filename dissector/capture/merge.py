@@ -79,7 +79,7 @@ def series_items(
                     index,
                     index,
                     path,
-                    (pkt._replace(number=pkt.number + offset) if offset else pkt),
+                    _numbered_on(pkt, offset) if offset else pkt,
                 )
                 if progress is not None and count - told >= PROGRESS_EVERY:
                     told = count
@@ -91,6 +91,13 @@ def series_items(
             for issue in reader.issues:
                 yield index, index, path, issue._replace(packet=issue.packet + offset)
         offset += count
+
+
+def _numbered_on(pkt: Packet, offset: int) -> Packet:
+    """A packet of a series' later file, numbered on from the files before it."""
+    if type(pkt) is Skipped:
+        return pkt._replace(number=pkt.number + offset, at=pkt.at + offset)
+    return pkt._replace(number=pkt.number + offset)
 
 
 def merged(

@@ -5,12 +5,14 @@ from, merged by the parent, dissector.read.row_order) is compared, as one Arrow 
 with the table of a one-process read (the reference): on the bundled samples read together,
 on captures of many interleaved connections, some left open (closed at the capture's end in
 order of their last packet), on TCP scenarios with idle pauses read with an idle timeout
-(connections of both workers ending at the same packet, oldest first), on several captures
-read one after the other (groups), with the compiled stage on and off.
+(connections of both workers ending at the same packet, oldest first), also cut into a series
+of two rotated files (packets numbered on), on several captures read one after the other
+(groups), with the compiled stage on and off.
 """
 
 from __future__ import annotations
 
+import struct
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -75,6 +77,22 @@ def interleaved(path: Path, count: int, v6_every: int = 0) -> Path:
     return write_pcap(path, items).path
 
 
+def rotated(path: Path, folder: Path) -> list[Path]:
+    """A pcap cut in two halves named as tcpdump -C names them (one series)."""
+    data = path.read_bytes()
+    order = "<" if data[:4] in (b"\xd4\xc3\xb2\xa1", b"\x4d\x3c\xb2\xa1") else ">"
+    starts, pos = [], 24
+    while pos < len(data):
+        starts.append(pos)
+        pos += 16 + struct.unpack_from(order + "I", data, pos + 8)[0]
+    cut = starts[len(starts) // 2]
+    folder.mkdir()
+    first, second = folder / "cap.pcap", folder / "cap.pcap1"
+    first.write_bytes(data[:cut])
+    second.write_bytes(data[:24] + data[cut:])
+    return [first, second]
+
+
 @pytest.fixture(params=["compiled", "python"])
 def stage(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     if request.param == "compiled" and not _core.COMPILED:
@@ -93,9 +111,12 @@ def test_many_connections_and_the_samples(tmp_path: Path, stage: str) -> None:
 
 
 def test_idle_timeout_ends_connections_of_both_workers_in_order(tmp_path: Path, stage: str) -> None:
-    ended = 0
-    for path in tcp_scenarios(tmp_path, 12, seed=39):
+    ended = rotations = 0
+    for n, path in enumerate(tcp_scenarios(tmp_path, 12, seed=39)):
         rows = same_order([path], idle_timeout=1.0)
         ended += rows["conversations"]
         same_order([path])
-    assert ended > 12
+        if path.suffix == ".pcap":
+            rotations += 1
+            same_order(rotated(path, tmp_path / f"series{n}"), idle_timeout=1.0)
+    assert ended > 12 and rotations > 3

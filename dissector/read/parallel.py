@@ -104,7 +104,7 @@ def stream_tables_parallel(
         reports = _run_workers(files, options, sharded, jobs, scratch, progress, waiting, whole)
         tables_of = renumbering([o for o, _ in reports[:jobs]], options.per_series_ids)
         with fewer_collections():  # as a one-process read writes them
-            _gather(names, jobs, scratch, tables_of, sink)
+            _gather([n for n in TABLES if n in names], jobs, scratch, tables_of, sink)
     counts = sum((counts for _, counts in reports[:jobs]), ReadCounts())
     for _, extra in reports[jobs:]:  # its frames were counted by the shards
         counts.rows.update({n: extra.rows[n] for n in whole})

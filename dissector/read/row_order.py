@@ -16,19 +16,23 @@ Rules:
   after it. A group ends with END, the connections still open closed in order of their last
   packet, then FINISH, the rows the builder makes at the end.
 - Each worker's keys rise with its rows; the parent merges the workers' rows by key, ties
-  in worker order. So `-j N` rows come in the order of `-j 1`'s.
+  in worker order. So `-j N` rows come in the order of `-j 1`'s, in batches cut as one
+  process cuts them: BATCH_ROWS rows, a group's last batch shorter (a one-process read also
+  cuts a batch early at BATCH_BYTES of large cells: values, previews; that cut is not
+  made here).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
+from itertools import pairwise
 from typing import Protocol
 
 import numpy as np
 import pyarrow as pa
 
 from dissector.events import Conversation, PipelineEvent
-from dissector.tables.builders import TableBuilder
+from dissector.tables.builders import BATCH_ROWS, TableBuilder
 
 TICK, PACKET, ISSUE, END = 0, 1, 2, 3
 #: The packet of the END and FINISH phases: after every packet of the group.
@@ -156,8 +160,74 @@ class RowKeys:
 
 def merge(parts: Sequence[Iterator[pa.RecordBatch]]) -> Iterator[pa.RecordBatch]:
     """The keyed batches of every worker (each in its own order) merged by key, ties in
-    worker order; the key columns dropped."""
-    width: int | None = None
+    worker order, cut as one process cuts them (see the module rules); the key columns
+    dropped. Each batch is one `take` from the workers' rows: its buffers are as long as
+    its rows need, as a one-process read's are."""
+    out = _Cutter()
+    for pieces, order, k1 in _merged(parts):
+        out.add(pieces)
+        groups = k1 >> 42
+        cuts = [0, *(np.flatnonzero(groups[1:] != groups[:-1]) + 1).tolist(), len(k1)]
+        for start, stop in pairwise(cuts):
+            yield from out.pick(order[start:stop], int(groups[start]))
+    yield from out.flush()
+
+
+class _Cutter:
+    """Rows picked from source pieces, made into batches of BATCH_ROWS rows of one group."""
+
+    def __init__(self) -> None:
+        self.pieces: list[pa.RecordBatch] = []  # the sources (keys dropped), in turn
+        self.rows = 0  # rows of the pieces before those of the next `add`
+        self.base = 0  # of the pieces added last: where their rows start
+        self.picks: list[np.ndarray] = []  # rows of the next batch (indexes into the pieces)
+        self.picked = 0
+        self.group = -1
+
+    def add(self, pieces: list[pa.RecordBatch]) -> None:
+        """The pieces of the next chunk: every row of those before is picked by now, so the
+        pieces no row still waiting for a batch comes from are let go."""
+        first = min((int(p.min()) for p in self.picks), default=self.rows)
+        start = 0
+        while self.pieces and start + self.pieces[0].num_rows <= first:
+            start += self.pieces.pop(0).num_rows
+        if start:
+            self.rows -= start
+            self.picks = [p - start for p in self.picks]
+        self.base = self.rows
+        self.pieces.extend(pieces)
+        self.rows += sum(p.num_rows for p in pieces)
+
+    def pick(self, rows: np.ndarray, group: int) -> Iterator[pa.RecordBatch]:
+        """Rows (indexes into the pieces last added) of `group`, in order."""
+        if group != self.group:
+            yield from self.flush()
+            self.group = group
+        rows = rows + self.base
+        while self.picked + len(rows) >= BATCH_ROWS:
+            take = BATCH_ROWS - self.picked
+            self.picks.append(rows[:take])
+            self.picked += take
+            rows = rows[take:]
+            yield from self.flush()
+        if len(rows):
+            self.picks.append(rows)
+            self.picked += len(rows)
+
+    def flush(self) -> Iterator[pa.RecordBatch]:
+        if not self.picked:
+            return
+        rows = np.concatenate(self.picks)
+        table = pa.Table.from_batches(self.pieces).take(pa.array(rows))
+        self.picks, self.picked = [], 0
+        yield table.combine_chunks().to_batches()[0]
+
+
+def _merged(
+    parts: Sequence[Iterator[pa.RecordBatch]],
+) -> Iterator[tuple[list[pa.RecordBatch], np.ndarray, np.ndarray]]:
+    """The rows of every part merged by key, a chunk at a time: (the pieces, keys dropped;
+    the order of their rows, as indexes into them; the rows' k1 in that order)."""
     heads: list[tuple[pa.RecordBatch, np.ndarray, np.ndarray] | None] = []
     for part in parts:
         heads.append(_next(part))
@@ -173,7 +243,8 @@ def merge(parts: Sequence[Iterator[pa.RecordBatch]]) -> Iterator[pa.RecordBatch]
             upto = int(np.count_nonzero((k1 < limit[0]) | ((k1 == limit[0]) & (k2 <= limit[1]))))
             if not upto:
                 continue
-            pieces.append(batch.slice(0, upto))
+            width = batch.num_columns - len(KEY_COLUMNS)
+            pieces.append(batch.slice(0, upto).select(range(width)))
             k1s.append(k1[:upto])
             k2s.append(k2[:upto])
             owners.append(np.full(upto, k, dtype=np.int64))
@@ -181,15 +252,9 @@ def merge(parts: Sequence[Iterator[pa.RecordBatch]]) -> Iterator[pa.RecordBatch]
                 heads[k] = _next(parts[k])
             else:
                 heads[k] = (batch.slice(upto), k1[upto:], k2[upto:])
-        if width is None:
-            width = pieces[0].num_columns - len(KEY_COLUMNS)
-        if len(pieces) == 1:
-            merged = pieces[0]
-        else:
-            order = np.lexsort((np.concatenate(owners), np.concatenate(k2s), np.concatenate(k1s)))
-            table = pa.Table.from_batches(pieces).take(pa.array(order))
-            merged = table.combine_chunks().to_batches()[0]
-        yield merged.select(range(width))
+        keys = np.concatenate(k1s)
+        order = np.lexsort((np.concatenate(owners), np.concatenate(k2s), keys))
+        yield pieces, order, keys[order]
 
 
 def _next(part: Iterator[pa.RecordBatch]) -> tuple[pa.RecordBatch, np.ndarray, np.ndarray] | None:

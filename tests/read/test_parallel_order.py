@@ -21,8 +21,9 @@ import pyarrow as pa
 import pytest
 
 from dissector import _core
-from dissector.read import ReaderOptions, read_tables
+from dissector.read import ReaderOptions, read_tables, row_order
 from dissector.read.parallel import stream_tables_parallel
+from dissector.tables import builders
 from dissector.tables.schema import TABLES
 from tests.support.core_captures import tcp_scenarios
 from tests.support.crafted import Conn, baseline_session, write_pcap
@@ -32,9 +33,10 @@ SAMPLES = sorted((ROOT / "pcaps").glob("*.pcap*"))
 
 
 def ipc(table: pa.Table) -> bytes:
+    """The table as an Arrow IPC stream, batch by batch as made (cut as one process cuts)."""
     sink = pa.BufferOutputStream()
     with pa.ipc.new_stream(sink, table.schema) as writer:
-        writer.write_table(table.combine_chunks())
+        writer.write_table(table)
     return bytes(sink.getvalue().to_pybytes())
 
 
@@ -108,6 +110,17 @@ def test_many_connections_and_the_samples(tmp_path: Path, stage: str) -> None:
     assert rows["timeline"] > 0 and rows["messages"] > 0 and rows["entities"] > 0
     # several captures, one group each (no time overlap), numbered on
     same_order([*SAMPLES[:4], many], merge=False)
+
+
+def test_batches_are_cut_as_one_process_cuts_them(
+    tmp_path: Path, stage: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Batches of 50 rows (a group's last one shorter), over several groups."""
+    monkeypatch.setattr(builders, "BATCH_ROWS", 50)
+    monkeypatch.setattr(row_order, "BATCH_ROWS", 50)
+    many = interleaved(tmp_path / "many.pcap", 9)
+    rows = same_order([many, *SAMPLES[:2]], merge=False)
+    assert rows["frames"] > 3 * 50
 
 
 def test_idle_timeout_ends_connections_of_both_workers_in_order(tmp_path: Path, stage: str) -> None:

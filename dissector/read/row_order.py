@@ -32,6 +32,7 @@ import numpy as np
 import pyarrow as pa
 
 from dissector.events import Conversation, PipelineEvent
+from dissector.read.numbering import int64_values
 from dissector.tables.builders import BATCH_ROWS, TableBuilder
 
 TICK, PACKET, ISSUE, END = 0, 1, 2, 3
@@ -261,7 +262,7 @@ def _next(part: Iterator[pa.RecordBatch]) -> tuple[pa.RecordBatch, np.ndarray, n
     """A part's next non-empty batch with its keys, or None at its end."""
     for batch in part:
         if batch.num_rows:
-            k1 = batch.column(KEY_COLUMNS[0]).to_numpy()
-            k2 = batch.column(KEY_COLUMNS[1]).to_numpy()
+            k1 = int64_values(batch.column(KEY_COLUMNS[0]))
+            k2 = int64_values(batch.column(KEY_COLUMNS[1]))
             return batch, k1, k2
     return None

@@ -32,8 +32,19 @@ from setuptools import Extension, setup
 #: The compiled stage: plain C with the CPython API (docs/compiled-core.md).
 CORE = Extension(
     "dissector._core._walk",
-    sources=["dissector/_core/_walkmodule.c", "dissector/_core/walk.c"],
-    depends=["dissector/_core/cursor.h", "dissector/_core/walk.h", "dissector/_core/layout.h"],
+    sources=[
+        "dissector/_core/_walkmodule.c",
+        "dissector/_core/walk.c",
+        "dissector/_core/deal.c",
+        "dissector/_core/_dealer.c",
+    ],
+    depends=[
+        "dissector/_core/cursor.h",
+        "dissector/_core/walk.h",
+        "dissector/_core/deal.h",
+        "dissector/_core/_dealer.h",
+        "dissector/_core/layout.h",
+    ],
     extra_compile_args=["-O2", "-std=c11", "-Wall", "-Wextra"],
 )
 

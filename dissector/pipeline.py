@@ -13,7 +13,9 @@ Rules:
   segments of its own connections, as it does with packets whose shard their bytes do not tell.
 - Idle timeout: every packet fed, of any protocol and any shard, is the flow table's clock
   (`Reassembler.expire`) before it is parsed, so that connections end at the same packet
-  in a one-process read and in each worker of a parallel one.
+  in a one-process read and in each worker of a parallel one. The compiled walk of a worker
+  (`dealer`) skips other shards' packets: a run of them is one tick at its latest time
+  (`skipped`), which ends the same connections in the same order (oldest first).
 - TCP keys a connection once; when its roles are judged the other way round later
   (`flow.classify.SWAPS`), every TCP event of it is swapped on its way in
   (`flow.sides.swap`), those of the batch being routed when the swap came included.
@@ -23,16 +25,19 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from dissector._core import Dealer
 from dissector.conversation.connection import Connection
 from dissector.conversation.shared import Shared
 from dissector.events import (
     Anomaly,
     ConnClosed,
     ConnOpened,
+    Dealt,
     NetIssue,
     PipelineEvent,
     RawPacket,
     Segment,
+    Skipped,
     StreamData,
     StreamGap,
     TcpEvent,
@@ -64,6 +69,7 @@ class Pipeline:
         first_conn_id: int = 1,
         messages: MessageExtractor | None = None,
         shard: tuple[int, int] | None = None,
+        dealer: Dealer | None = None,
         pairs: bool = True,
         idle_timeout: int | None = None,
         frame_bytes: bool = False,
@@ -94,7 +100,8 @@ class Pipeline:
         shard (k, n): dissect only the connections of shard k of n (dissector.flow.shard);
         `opened` then lists (packet, conn_id) of every connection opened, so that the ids
         of several shards can be renumbered as one pipeline would have them (`log_opened`
-        asks for that list without sharding).
+        asks for that list without sharding). dealer: the compiled dealer the walk deals
+        with (dissector.flow.shard), whose state the sharder shares.
         """
         self.broker_ports = frozenset(broker_ports)
         self.tls_ports = frozenset(tls_ports)
@@ -106,7 +113,7 @@ class Pipeline:
         self.packets = 0
         self.non_tcp_packets = 0
         self.shard = shard
-        self._sharder = None if shard is None else Sharder(shard[1])
+        self._sharder = None if shard is None else Sharder(shard[1], dealer=dealer)
         self._mine = 0 if shard is None else shard[0]
         self.pairs = pairs
         self.frame_bytes = frame_bytes
@@ -167,6 +174,43 @@ class Pipeline:
                 out.extend(self._parsed(seg))
                 return out
         return self._parsed(seg)
+
+    def feed_dealt(self, pkt: Segment | RawPacket) -> list[PipelineEvent]:
+        """A packet the compiled walk dealt to this shard (flow.shard.Dealt, DealtRaw): as
+        `feed_parsed` and `feed`, without dealing it again."""
+        self.packets += 1
+        out: list[PipelineEvent] = []
+        if self._idle:
+            ended = self.tcp.tick(pkt.ts)
+            if ended is not None:
+                self._route_all(ended, out)
+        if type(pkt) is not Dealt:
+            assert isinstance(pkt, RawPacket)
+            seg = parse_layers(pkt)
+            if type(seg) is not Segment:
+                self._other(seg, self._mine, out)
+                return out
+            pkt = seg
+        assert isinstance(pkt, Segment)
+        self._route_all(self.tcp.feed(pkt), out)
+        return out
+
+    def skipped(self, run: Skipped) -> list[PipelineEvent]:
+        """A run of other shards' packets the compiled walk skipped: the clock reads its
+        latest time (see the module rules)."""
+        return self.tick(run.top)
+
+    def tick(self, now: int) -> list[PipelineEvent]:
+        """The idle clock reads `now`, a packet's time, before the packet is fed (which then
+        finds the clock there): the connections it ends (dissector.read.row_order keeps
+        them apart from the packet's own events)."""
+        if self._idle:
+            ended = self.tcp.tick(now)
+            if ended is not None:
+                out: list[PipelineEvent] = []
+                self._route_all(ended, out)
+                return out
+        return []
 
     def _parsed(self, seg: Segment) -> list[PipelineEvent]:
         sharder = self._sharder

@@ -6,7 +6,8 @@ Output: `pcap_walk(header)` / `pcapng_walk()`: functions that walk the complete,
 records from a position and return, per packet, a `Segment` (a plain Ethernet/VLAN/IPv4/IPv6
 TCP segment, parsed in C) or a `RawPacket` (anything else: the Python stages parse it);
 `None` when the extension is not built (the pure-Python package: the readers then walk every
-record themselves).
+record themselves). Given a `dealer` (`dealer(shard, clock)`, a -j worker's), the walks deal
+packets to shards themselves and skip other shards' (dissector.flow.shard).
 Rule: the compiled stage only ever takes a record or a packet it can give exactly as the
 Python stages would (tests/core/ compares them on every sample, crafted and mutated
 capture); everything else stays with the Python code, which is the reference.
@@ -17,7 +18,8 @@ one switch `PULSAR_DISSECTOR_CORE` ("0": the Python stages alone, in a build tha
 compiled ones; the benchmark compares both ways in one build, the differential tests set
 `ENABLED` itself).
 `stats()`: what the compiled stages made in this process (segments and raw packets of the
-walk, frames the scan took), so a test can prove that a read took the compiled path.
+walk, packets a dealing walk skipped, frames the scan took), so a test can prove that a read
+took the compiled path.
 `frames_scan()`: the compiled frame scan (dissector/_core/frames.c) a new
 `dissector.pulsar.framing.FrameDecoder` runs over its synced stream, or None (pure Python,
 or `PULSAR_DISSECTOR_CORE=0`).
@@ -34,9 +36,9 @@ import importlib
 import os
 from collections.abc import Callable
 from types import ModuleType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
-from dissector.events import RawPacket, Segment
+from dissector.events import Dealt, DealtRaw, RawPacket, Segment, Skipped
 
 if TYPE_CHECKING:
     from dissector.capture.pcap import PcapHeader, PcapWalk
@@ -62,8 +64,10 @@ except ImportError:
 
 COMPILED = native is not None
 if native is not None:
-    native.set_types(Segment, RawPacket)
+    native.set_types(Segment, RawPacket, Dealt, DealtRaw, Skipped)
 
+#: The link type whose packets the compiled dealer keys (deal.c).
+ETHERNET = 1
 #: Set to "0" to read with the Python stages alone in a build that has the compiled one.
 SWITCH = "PULSAR_DISSECTOR_CORE"
 #: Whether reads use the compiled stages, chosen once per process (tests may set it).
@@ -98,8 +102,8 @@ def frames_block() -> FrameBlockScan | None:
 
 def stats() -> dict[str, int]:
     """What the compiled stages made since they were loaded in this process: `segments` and
-    `raw_packets` the walk gave, `frames_taken` by the frame scan, `recent_pieces` kept by
-    the compiled recent bytes; {} in the pure package."""
+    `raw_packets` the walk gave, `packets_skipped` (other shards'), `frames_taken` by the
+    frame scan, `recent_pieces` kept by the compiled recent bytes; {} in the pure package."""
     out: dict[str, int] = {}
     for module in (native, frames_native, recent_native):
         if module is not None:
@@ -124,11 +128,28 @@ def recent_bytes() -> type | None:
     return kind
 
 
-#: What a walk gives per packet: parsed in C, or to be parsed by dissector.net.headers.
-Walked = Segment | RawPacket
+#: What a walk gives per packet: parsed in C, or to be parsed by dissector.net.headers;
+#: with a dealer, this shard's packets it dealt and runs of other shards' it skipped.
+Walked = Segment | RawPacket | Skipped
 
 
-def pcap_walk(header: PcapHeader) -> PcapWalk[Walked] | None:
+class Dealer(Protocol):
+    """The compiled dealer (_walk.Dealer, dissector/_core/deal.h)."""
+
+    def deal(self, a: bytes, a_port: int, b: bytes, b_port: int) -> int: ...
+
+
+def dealer(shard: tuple[int, int], capacity: int, clock: bool) -> Dealer | None:
+    """A compiled dealer for shard (k, n) remembering `capacity` connections (one per group
+    of a read: it holds the dealing), or None where reads do not use the compiled stage.
+    clock: the pipeline keeps an idle clock (its steps among skipped packets are told)."""
+    if native is None or not active():
+        return None
+    made: Dealer = native.Dealer(shard[1], shard[0], capacity, clock)
+    return made
+
+
+def pcap_walk(header: PcapHeader, deal: Dealer | None = None) -> PcapWalk[Walked] | None:
     """The compiled walk of a pcap file with this header, or None (pure Python)."""
     if native is None:
         return None
@@ -136,17 +157,33 @@ def pcap_walk(header: PcapHeader) -> PcapWalk[Walked] | None:
     little = header.order == "<"
     frac_div = 1000 if header.nanosecond else 1
     linktype = header.linktype
+    if linktype != ETHERNET:
+        deal = None  # no packet of it keyed in C: the walk would stop at each one
 
     def walk(buf: bytes, pos: int, number: int) -> tuple[int, int, list[Walked]]:
-        result: tuple[int, int, list[Walked]] = scan(buf, pos, little, frac_div, linktype, number)
+        result: tuple[int, int, list[Walked]] = scan(
+            buf, pos, little, frac_div, linktype, number, dealer=deal
+        )
         return result
 
     return walk
 
 
-def pcapng_walk() -> PcapngWalk[Walked] | None:
+def pcapng_walk(deal: Dealer | None = None) -> PcapngWalk[Walked] | None:
     """The compiled walk of Enhanced Packet Blocks, or None (pure Python)."""
     if native is None:
         return None
-    scan: PcapngWalk[Walked] = native.scan_pcapng
-    return scan
+    scan = native.scan_pcapng
+    if deal is None:
+        plain: PcapngWalk[Walked] = scan
+        return plain
+
+    def walk(
+        buf: bytes, pos: int, little: bool, interfaces: object, number: int, last_ts: int
+    ) -> tuple[int, int, int, list[Walked]]:
+        result: tuple[int, int, int, list[Walked]] = scan(
+            buf, pos, little, interfaces, number, last_ts, dealer=deal
+        )
+        return result
+
+    return walk

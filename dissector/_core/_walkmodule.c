@@ -15,6 +15,7 @@
 #include <arpa/inet.h>
 #include <stdlib.h>
 
+#include "_dealer.h"
 #include "walk.h"
 
 /* Rows walked per call of walk.c: bounds the column memory of one call (about 160 KiB). */
@@ -23,9 +24,14 @@
 #define MAX_INTERFACES 4096
 
 static PyTypeObject *segment_type = NULL, *raw_type = NULL;
+/* With a Dealer: the types of this shard's packets the walk dealt, and of a run of other
+ * shards' packets it skipped (dissector.events.Dealt, DealtRaw, Skipped). */
+static PyTypeObject *dealt_type = NULL, *dealt_raw_type = NULL, *skipped_type = NULL;
 static PyObject *addresses = NULL; /* bytes -> str */
 /* Items this module made since it was loaded (stats()): proof that a read took this path. */
 static unsigned long long segments_made = 0, raw_made = 0;
+/* Packets a walk with a Dealer skipped (other shards'), made into no object. */
+static unsigned long long packets_skipped = 0;
 
 typedef struct {
     pd_cols c;
@@ -102,7 +108,8 @@ fail:
     return NULL;
 }
 
-static PyObject *row_item(const char *base, const pd_cols *c, int64_t i, int64_t number) {
+static PyObject *row_item(const char *base, const pd_cols *c, int64_t i, int64_t number,
+                          int dealt) {
     if (c->kind[i] == PD_RAW) {
         raw_made++;
         PyObject *items[6] = {
@@ -113,7 +120,7 @@ static PyObject *row_item(const char *base, const pd_cols *c, int64_t i, int64_t
             PyLong_FromLongLong(c->orig_len[i]),
             PyLong_FromLong(c->interface[i]),
         };
-        return named(raw_type, items, 6);
+        return named(dealt ? dealt_raw_type : raw_type, items, 6);
     } else {
         int size = c->kind[i] == PD_TCP4 ? 4 : 16;
         segments_made++;
@@ -131,7 +138,7 @@ static PyObject *row_item(const char *base, const pd_cols *c, int64_t i, int64_t
             PyBytes_FromStringAndSize(base + c->pay_off[i], (Py_ssize_t)c->pay_len[i]),
             PyLong_FromLongLong(c->missing[i]),
         };
-        return named(segment_type, items, 12);
+        return named(dealt ? dealt_type : segment_type, items, 12);
     }
 }
 
@@ -168,6 +175,66 @@ static int add_columns(PyObject *out, const pd_cols *c) {
     return 0;
 }
 
+/* A run of packets of other shards a dealing walk skipped: how many, the last one's number
+ * and time, the latest time among them and the number of the packet that had it. With the
+ * clock, a run ends before a packet later than its latest: the clock's steps are the runs'
+ * first packets, where a one-process read would end idle connections. */
+typedef struct {
+    int64_t count, number, ts, top, at;
+} skipped_run;
+
+/* Append the Skipped(number, ts, top) item of a run, if any, and empty it. */
+static int flush_skipped(PyObject *out, skipped_run *run) {
+    PyObject *item;
+    if (run->count == 0)
+        return 0;
+    {
+        PyObject *items[4] = {PyLong_FromLongLong(run->number), PyLong_FromLongLong(run->ts),
+                              PyLong_FromLongLong(run->top), PyLong_FromLongLong(run->at)};
+        item = named(skipped_type, items, 4);
+    }
+    run->count = 0;
+    if (item == NULL || PyList_Append(out, item) < 0) {
+        Py_XDECREF(item);
+        return -1;
+    }
+    Py_DECREF(item);
+    return 0;
+}
+
+/* Deal row i (without a dealer: every row is an item). 2: an item of this shard the walk
+ * dealt; 1: an item it did not deal (Python deals it, and the walk ends after it: the
+ * deals of the next packets come after its own); 0: skipped; -1: out of memory. */
+static int deal_row(pd_dealer_object *dealer, const pd_cursor *buf, const pd_cols *c,
+                    int64_t i) {
+    int32_t shard;
+    if (dealer == NULL)
+        return 1;
+    shard = pd_deal_row(dealer->dealer, buf, c, i);
+    if (shard == PD_DEAL_NO_MEMORY)
+        return -1;
+    if (shard == PD_DEAL_UNKNOWN)
+        return 1;
+    if (shard == dealer->mine)
+        return 2;
+    packets_skipped++;
+    return 0;
+}
+
+/* Packet `number` at time `ts` skipped: into `run` (told first if the clock steps). */
+static int skip(PyObject *out, skipped_run *run, int clock, int64_t number, int64_t ts) {
+    if (run->count && clock && ts > run->top && flush_skipped(out, run) < 0)
+        return -1;
+    if (run->count == 0 || ts > run->top) {
+        run->top = ts;
+        run->at = number;
+    }
+    run->count++;
+    run->number = number;
+    run->ts = ts;
+    return 0;
+}
+
 typedef struct {
     int pcapng;
     pd_pcap pcap;
@@ -176,13 +243,15 @@ typedef struct {
 
 /* Walk `buf` from `*pos` in batches until the walk stops short of a full batch. */
 static PyObject *walk_all(Py_buffer *view, int64_t *pos, const walk_format *f, int64_t *number,
-                          int64_t *last_ts, int columns) {
+                          int64_t *last_ts, int columns, pd_dealer_object *dealer) {
     pd_cursor buf = {(const uint8_t *)view->buf, (int64_t)view->len};
     cols_mem m;
+    skipped_run run = {0, 0, 0, 0, 0};
+    int take;
     PyObject *out = columns ? PyDict_New() : PyList_New(0);
     if (out == NULL)
         return NULL;
-    if (segment_type == NULL && !columns) {
+    if ((segment_type == NULL || (dealer != NULL && skipped_type == NULL)) && !columns) {
         PyErr_SetString(PyExc_RuntimeError, "set_types() was not called");
         goto fail;
     }
@@ -190,6 +259,8 @@ static PyObject *walk_all(Py_buffer *view, int64_t *pos, const walk_format *f, i
         PyErr_NoMemory();
         goto fail;
     }
+    if (columns)
+        dealer = NULL;
     for (;;) {
         int64_t first = *number, i;
         m.c.n = 0;
@@ -202,17 +273,43 @@ static PyObject *walk_all(Py_buffer *view, int64_t *pos, const walk_format *f, i
                 goto fail_mem;
         } else {
             for (i = 0; i < m.c.n; i++) {
-                PyObject *item = row_item((const char *)view->buf, &m.c, i, first + 1 + i);
+                PyObject *item;
+                take = deal_row(dealer, &buf, &m.c, i);
+                if (take < 0) {
+                    PyErr_NoMemory();
+                    goto fail_mem;
+                }
+                if (take == 0) {
+                    if (skip(out, &run, dealer->clock, first + 1 + i, m.c.ts[i]) < 0)
+                        goto fail_mem;
+                    continue;
+                }
+                if (run.count && !dealer->clock)
+                    run.count = 0; /* no clock: only a run that ends the call is told */
+                if (run.count && flush_skipped(out, &run) < 0)
+                    goto fail_mem;
+                item = row_item((const char *)view->buf, &m.c, i, first + 1 + i, take == 2);
                 if (item == NULL || PyList_Append(out, item) < 0) {
                     Py_XDECREF(item);
                     goto fail_mem;
                 }
                 Py_DECREF(item);
+                if (take == 1 && dealer != NULL) { /* the walk goes on after Python's deal */
+                    *pos = pd_row_end(&buf, &m.c, i, f->pcapng, f->ng.little);
+                    *number = first + 1 + i;
+                    if (last_ts != NULL)
+                        *last_ts = m.c.ts[i];
+                    break;
+                }
             }
+            if (i < m.c.n)
+                break;
         }
         if (m.c.n < m.c.cap)
             break;
     }
+    if (flush_skipped(out, &run) < 0) /* the last packets' time: the reader's end */
+        goto fail_mem;
     PyMem_Free(m.block);
     return out;
 fail_mem:
@@ -222,17 +319,41 @@ fail:
     return NULL;
 }
 
+/* The optional `dealer` argument: a Dealer, or None (every packet an item). */
+static int dealer_arg(PyObject *obj, pd_dealer_object **out) {
+    PyTypeObject *type = pd_dealer_type();
+    if (type == NULL)
+        return -1;
+    if (obj == NULL || obj == Py_None) {
+        *out = NULL;
+        return 0;
+    }
+    if (!PyObject_TypeCheck(obj, type) || ((pd_dealer_object *)obj)->dealer == NULL) {
+        PyErr_SetString(PyExc_TypeError, "dealer: a Dealer or None expected");
+        return -1;
+    }
+    *out = (pd_dealer_object *)obj;
+    return 0;
+}
+
 static PyObject *scan_pcap(PyObject *self, PyObject *args, PyObject *kw) {
-    static char *names[] = {"buf", "pos", "little", "frac_div", "linktype", "number", "columns", NULL};
+    static char *names[] = {"buf", "pos", "little", "frac_div", "linktype", "number", "columns",
+                            "dealer", NULL};
+    PyObject *dealer_obj = NULL;
+    pd_dealer_object *dealer;
     Py_buffer view;
     long long pos, frac_div, number;
     int little, linktype, columns = 0;
     walk_format f = {0};
     PyObject *rows;
     (void)self;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "y*LpLiL|p", names, &view, &pos, &little,
-                                     &frac_div, &linktype, &number, &columns))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "y*LpLiL|pO", names, &view, &pos, &little,
+                                     &frac_div, &linktype, &number, &columns, &dealer_obj))
         return NULL;
+    if (dealer_arg(dealer_obj, &dealer) < 0) {
+        PyBuffer_Release(&view);
+        return NULL;
+    }
     if (pos < 0 || frac_div < 1) {
         PyBuffer_Release(&view);
         PyErr_SetString(PyExc_ValueError, "pos < 0 or frac_div < 1");
@@ -243,7 +364,7 @@ static PyObject *scan_pcap(PyObject *self, PyObject *args, PyObject *kw) {
     f.pcap.linktype = linktype;
     {
         int64_t p = pos, n = number;
-        rows = walk_all(&view, &p, &f, &n, NULL, columns);
+        rows = walk_all(&view, &p, &f, &n, NULL, columns, dealer);
         PyBuffer_Release(&view);
         if (rows == NULL)
             return NULL;
@@ -292,7 +413,10 @@ static int read_interfaces(PyObject *seq, pd_iface *out, int64_t *count) {
 }
 
 static PyObject *scan_pcapng(PyObject *self, PyObject *args, PyObject *kw) {
-    static char *names[] = {"buf", "pos", "little", "interfaces", "number", "last_ts", "columns", NULL};
+    static char *names[] = {"buf", "pos", "little", "interfaces", "number", "last_ts", "columns",
+                            "dealer", NULL};
+    PyObject *dealer_obj = NULL;
+    pd_dealer_object *dealer;
     Py_buffer view;
     long long pos, number, last_ts;
     int little, columns = 0;
@@ -300,9 +424,13 @@ static PyObject *scan_pcapng(PyObject *self, PyObject *args, PyObject *kw) {
     pd_iface *table;
     walk_format f = {0};
     (void)self;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "y*LpOLL|p", names, &view, &pos, &little,
-                                     &ifaces, &number, &last_ts, &columns))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "y*LpOLL|pO", names, &view, &pos, &little,
+                                     &ifaces, &number, &last_ts, &columns, &dealer_obj))
         return NULL;
+    if (dealer_arg(dealer_obj, &dealer) < 0) {
+        PyBuffer_Release(&view);
+        return NULL;
+    }
     if (pos < 0) {
         PyBuffer_Release(&view);
         PyErr_SetString(PyExc_ValueError, "pos < 0");
@@ -323,7 +451,7 @@ static PyObject *scan_pcapng(PyObject *self, PyObject *args, PyObject *kw) {
     }
     {
         int64_t p = pos, n = number, ts = last_ts;
-        rows = walk_all(&view, &p, &f, &n, &ts, columns);
+        rows = walk_all(&view, &p, &f, &n, &ts, columns, dealer);
         PyMem_Free(table);
         PyBuffer_Release(&view);
         if (rows == NULL)
@@ -333,10 +461,23 @@ static PyObject *scan_pcapng(PyObject *self, PyObject *args, PyObject *kw) {
 }
 
 static PyObject *set_types(PyObject *self, PyObject *args) {
-    PyObject *seg, *raw;
+    PyObject *seg, *raw, *dealt = NULL, *dealt_raw = NULL, *skipped = NULL;
     (void)self;
-    if (!PyArg_ParseTuple(args, "O!O!", &PyType_Type, &seg, &PyType_Type, &raw))
+    if (!PyArg_ParseTuple(args, "O!O!|O!O!O!", &PyType_Type, &seg, &PyType_Type, &raw,
+                          &PyType_Type, &dealt, &PyType_Type, &dealt_raw, &PyType_Type, &skipped))
         return NULL;
+    if (skipped != NULL) { /* the types of a dealing walk */
+        if (!PyType_IsSubtype((PyTypeObject *)dealt, (PyTypeObject *)seg) ||
+            !PyType_IsSubtype((PyTypeObject *)dealt_raw, (PyTypeObject *)raw) ||
+            !PyType_IsSubtype((PyTypeObject *)skipped, &PyTuple_Type)) {
+            PyErr_SetString(PyExc_TypeError, "subclasses of the Segment and RawPacket types "
+                                             "and a tuple subclass expected");
+            return NULL;
+        }
+        Py_XSETREF(dealt_type, (PyTypeObject *)Py_NewRef(dealt));
+        Py_XSETREF(dealt_raw_type, (PyTypeObject *)Py_NewRef(dealt_raw));
+        Py_XSETREF(skipped_type, (PyTypeObject *)Py_NewRef(skipped));
+    }
     if (!PyType_IsSubtype((PyTypeObject *)seg, &PyTuple_Type) ||
         !PyType_IsSubtype((PyTypeObject *)raw, &PyTuple_Type)) {
         PyErr_SetString(PyExc_TypeError, "tuple subclasses expected");
@@ -350,7 +491,8 @@ static PyObject *set_types(PyObject *self, PyObject *args) {
 static PyObject *stats(PyObject *self, PyObject *unused) {
     (void)self;
     (void)unused;
-    return Py_BuildValue("{sKsK}", "segments", segments_made, "raw_packets", raw_made);
+    return Py_BuildValue("{sKsKsK}", "segments", segments_made, "raw_packets", raw_made,
+                         "packets_skipped", packets_skipped);
 }
 
 static PyMethodDef methods[] = {
@@ -358,7 +500,8 @@ static PyMethodDef methods[] = {
      "Walk pcap records from pos: (pos, number, items or columns)."},
     {"scan_pcapng", (PyCFunction)(void (*)(void))scan_pcapng, METH_VARARGS | METH_KEYWORDS,
      "Walk pcapng Enhanced Packet Blocks from pos: (pos, number, last_ts, items or columns)."},
-    {"set_types", set_types, METH_VARARGS, "The Segment and RawPacket types of the items."},
+    {"set_types", set_types, METH_VARARGS,
+     "The Segment and RawPacket types of the items [, and those of a dealing walk]."},
     {"stats", stats, METH_NOARGS, "Segments and raw packets made since the module was loaded."},
     {NULL, NULL, 0, NULL},
 };
@@ -374,7 +517,10 @@ PyMODINIT_FUNC PyInit__walk(void) {
     addresses = PyDict_New();
     if (addresses == NULL || PyModule_AddIntConstant(m, "BATCH_ROWS", BATCH_ROWS) < 0 ||
         PyModule_AddIntConstant(m, "ADDRESS_CACHE_SIZE", PD_ADDRESS_CACHE_SIZE) < 0 ||
-        PyModule_AddIntConstant(m, "MAX_INTERFACES", MAX_INTERFACES) < 0) {
+        PyModule_AddIntConstant(m, "MAX_INTERFACES", MAX_INTERFACES) < 0 ||
+        PyModule_AddIntConstant(m, "MAX_DEALER_CAPACITY", PD_DEAL_MAX_CAPACITY) < 0 ||
+        pd_dealer_type() == NULL ||
+        PyModule_AddObjectRef(m, "Dealer", (PyObject *)pd_dealer_type()) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -16,7 +16,7 @@ Rules:
   reads of that size, never downloaded to local disk.
 - `parsed()` iterates with the compiled stage (dissector._core) where it is built and not
   turned off: packets it parsed come as `Segment`s, the others as `RawPacket`s, in capture
-  order.
+  order; given a compiled dealer (a -j worker's), as dissector.flow.shard says.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from dissector.capture import pcap, pcapng
 from dissector.capture._source import ByteWindow, CaptureIssue, Stream
 from dissector.capture.locations import input_error, is_local, local_path, open_input, redact
 from dissector.errors import InputError, UsageError
-from dissector.events import RawPacket, Segment
+from dissector.events import RawPacket, Segment, Skipped
 
 GZIP_MAGIC = b"\x1f\x8b"
 
@@ -106,29 +106,31 @@ class CaptureReader:
                 return
         self._release()
 
-    def parsed(self) -> Iterator[RawPacket | Segment]:
+    def parsed(self, dealer: _core.Dealer | None = None) -> Iterator[RawPacket | Segment | Skipped]:
         """The packets, those the compiled stage parsed as their `Segment` (see the module
         rules); the reader itself (plain packets) when it is not active or the iteration
-        has begun."""
+        has begun. dealer: the compiled walk deals with it (dissector.flow.shard)."""
         if self._closed:
             raise UsageError(f"{self.path}: capture reader used after close()")
         if self._started or not _core.active():
             return iter(self)
         self._started = True
         header = self._header
-        items: Iterator[RawPacket | Segment]
+        items: Iterator[RawPacket | Segment | Skipped]
         if header is not None:
-            walk = _core.pcap_walk(header)
+            walk = _core.pcap_walk(header, dealer)
             assert walk is not None
             items = pcap.packets(self._window, header, self.issues, walk)
         else:
-            ng_walk = _core.pcapng_walk()
+            ng_walk = _core.pcapng_walk(dealer)
             assert ng_walk is not None
             items = pcapng.packets(self._window, self.issues, ng_walk)
         self._packets = iter(())
         return self._walked(items)
 
-    def _walked(self, items: Iterator[RawPacket | Segment]) -> Iterator[RawPacket | Segment]:
+    def _walked(
+        self, items: Iterator[RawPacket | Segment | Skipped]
+    ) -> Iterator[RawPacket | Segment | Skipped]:
         for item in items:
             yield item
             if self._closed:

@@ -18,24 +18,30 @@ Rules (mergecap's, for captures taken at the same time on several hosts):
 - Inputs that are not regular files (standard input, a pipe) can be read only once: with
   one among them nothing merges, and series come in the given order; so too when merging is
   turned off (`merge=False`, as mergecap -a concatenates).
+- `dealers` (a -j worker's, where nothing merges: `merges` says): series index -> the
+  compiled dealer its walk deals with (dissector.flow.shard): the other shards' packets
+  come as `Skipped` runs or not at all.
 """
 
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Protocol
 
+from dissector._core import Dealer
 from dissector.capture._source import CaptureIssue
 from dissector.capture.files import open_capture
 from dissector.capture.locations import rereadable, size_of
-from dissector.events import RawPacket, Segment
+from dissector.events import RawPacket, Segment, Skipped
 
 #: Packets between two updates of a Progress.
 PROGRESS_EVERY = 8192
 
 #: A packet as read, or as the compiled stage parsed it (`parsed=True`).
-Packet = RawPacket | Segment
+Packet = RawPacket | Segment | Skipped
+#: series index -> the compiled dealer of its walk (-j workers), or None.
+Dealers = Callable[[int], Dealer | None]
 Item = tuple[int, int, str, Packet | CaptureIssue]
 
 
@@ -59,22 +65,24 @@ def series_items(
     s3_endpoint: str | None = None,
     index: int = 0,
     parsed: bool = False,
+    dealer: Dealer | None = None,
 ) -> Iterator[Item]:
     """A series' packets file after file (numbered on across files), each file's issues
     after its packets, as (index, index, path, item): the series read as a group of its own."""
     offset = 0
     for path in files:
-        count = counted = 0  # packets of this file; bytes of it added to progress
+        count = counted = told = 0  # packets of this file; bytes of it added to progress
         with open_capture(path, s3_endpoint) as reader:
-            for pkt in reader.parsed() if parsed else reader:
+            for pkt in reader.parsed(dealer) if parsed else reader:
                 count = pkt.number
                 yield (
                     index,
                     index,
                     path,
-                    (pkt._replace(number=pkt.number + offset) if offset else pkt),
+                    _numbered_on(pkt, offset) if offset else pkt,
                 )
-                if progress is not None and count % PROGRESS_EVERY == 0:
+                if progress is not None and count - told >= PROGRESS_EVERY:
+                    told = count
                     at = reader.position
                     progress.value += at - counted
                     counted = at
@@ -85,18 +93,28 @@ def series_items(
         offset += count
 
 
+def _numbered_on(pkt: Packet, offset: int) -> Packet:
+    """A packet of a series' later file, numbered on from the files before it."""
+    if type(pkt) is Skipped:
+        return pkt._replace(number=pkt.number + offset, at=pkt.at + offset)
+    return pkt._replace(number=pkt.number + offset)
+
+
 def merged(
     series: list[list[str]],
     progress: Progress | None = None,
     s3_endpoint: str | None = None,
     merge: bool = True,
     parsed: bool = False,
+    dealers: Dealers | None = None,
 ) -> Iterator[Item]:
     """(group, series index, path, packet or issue) of every series; see the module rules."""
-    if not merge or len(series) < 2 or not all(rereadable(files[0]) for files in series):
+    if not merges(series, merge):
         for index, files in enumerate(series):
-            yield from series_items(files, progress, s3_endpoint, index, parsed)
+            dealer = None if dealers is None else dealers(index)
+            yield from series_items(files, progress, s3_endpoint, index, parsed, dealer)
         return
+    assert dealers is None, "the dealing walk numbers packets as one series does"
     starts = [(first_time(files, s3_endpoint), index) for index, files in enumerate(series)]
     order = sorted(starts, key=lambda s: (-1 if s[0] is None else s[0], s[1]))
     pending = [(-1 if t is None else t, index) for t, index in reversed(order)]  # a stack
@@ -132,6 +150,11 @@ def merged(
                     item = item._replace(number=number)
             yield group, index, path, item
             _push(heap, index, sources[index], last_ts)
+
+
+def merges(series: list[list[str]], merge: bool = True) -> bool:
+    """Whether `merged` merges these series by timestamp (see the module rules)."""
+    return merge and len(series) >= 2 and all(rereadable(files[0]) for files in series)
 
 
 def _push(

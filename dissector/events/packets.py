@@ -2,7 +2,8 @@
 
 Input: nothing. Output: `RawPacket`, `Segment`, `NetIssue`, `Preamble`, `FlowKey`,
 `ConnOpened`, `ConnClosed`, `StreamData`, `StreamGap` and `TcpEvent`, what capture, net and
-flow hand on.
+flow hand on; `Dealt`, `DealtRaw` and `Skipped`, what a -j worker's compiled walk gives
+(dissector.flow.shard).
 Rule: NamedTuples (made per packet); timestamps in µs since the epoch, packet numbers from 1.
 """
 
@@ -44,6 +45,28 @@ class Segment(NamedTuple):
     window: int  # window field as on the wire (unscaled)
     payload: bytes  # TCP payload bytes present in the capture
     missing: int = 0  # payload bytes cut off by the snaplen (on the wire, not captured)
+
+
+class Dealt(Segment):
+    """A segment of this shard's connection, dealt by the compiled walk (-j workers)."""
+
+    __slots__ = ()
+
+
+class DealtRaw(RawPacket):
+    """A packet of this shard's connection, told from its bytes by the compiled walk (-j
+    workers): to parse."""
+
+    __slots__ = ()
+
+
+class Skipped(NamedTuple):
+    """A run of other shards' packets the compiled walk skipped (-j workers)."""
+
+    number: int  # the last one's packet number
+    ts: int  # the last one's time (µs)
+    top: int  # the latest time among them: the idle clock
+    at: int  # the packet number of that time (its first; with the clock, the run's first)
 
 
 class NetIssue(NamedTuple):

@@ -15,28 +15,43 @@ the flow table bounds itself); a packet without ports or addresses belongs to sh
   given to `of`: tunnels by their inner segment, fragments once reassembled (every worker
   reassembles them all). Both key connections the same way (address bytes and ports), so a
   connection gets one shard whichever way its packets go.
+- The compiled walk deals as this module does (dissector/_core/deal.c, a `Dealer`): it skips
+  other shards' packets without making them, and gives this shard's as `Dealt` (a segment)
+  or `DealtRaw` (to parse), a run of skipped packets as `Skipped` where it matters (the idle
+  clock, or the last packets read); the packets it cannot key it gives as the plain reader
+  does, and a `Sharder` made with that `Dealer` deals them on the same state (the item
+  types: dissector.events). This class
+  without a Dealer is the reference (tests/core/test_deal.py compares them).
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
 from socket import AF_INET, AF_INET6, inet_pton
+from typing import TYPE_CHECKING
 
 from dissector.events import NetIssue, Segment
 from dissector.flow.tcp import MAX_OPEN_FLOWS
+
+if TYPE_CHECKING:
+    from dissector._core import Dealer
 
 Endpoint = tuple[bytes, int]
 _ETHERNET = 1
 
 
 class Sharder:
-    """Deal connections to n shards; see the module docstring."""
+    """Deal connections to n shards; see the module docstring. dealer: the compiled one
+    whose state this sharder shares with the walk, or None (this class's own)."""
 
-    def __init__(self, n: int, capacity: int = MAX_OPEN_FLOWS) -> None:
+    def __init__(
+        self, n: int, capacity: int = MAX_OPEN_FLOWS, dealer: Dealer | None = None
+    ) -> None:
         self.n = n
         self.capacity = capacity
         self._next = 0
         self._flows: OrderedDict[tuple[Endpoint, Endpoint], int] = OrderedDict()
+        self._dealer = dealer
 
     def of(self, seg: Segment | NetIssue) -> int:
         """The shard of `seg`'s connection."""
@@ -73,6 +88,8 @@ class Sharder:
         return self._deal(a, b)
 
     def _deal(self, a: Endpoint, b: Endpoint) -> int:
+        if self._dealer is not None:
+            return self._dealer.deal(a[0], a[1], b[0], b[1])
         key = (a, b) if a <= b else (b, a)
         flows = self._flows
         k = flows.get(key)

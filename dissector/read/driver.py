@@ -14,7 +14,12 @@ Rules:
   dissector.read.numbering. In a group of several series (merged), each connection belongs to
   the series whose packet opened it: its events come one a batch, named by that series.
 - Packets the compiled stage parsed (`Segment`s) go to `Pipeline.feed_parsed`, the others
-  (`RawPacket`s) to `Pipeline.feed`: the same packet count, clock and shard either way.
+  (`RawPacket`s) to `Pipeline.feed`: the same packet count, clock and shard either way. A
+  -j worker's walk deals itself where nothing merges (`dealers`, dissector.flow.shard): its
+  `Dealt`/`DealtRaw` packets go to `Pipeline.feed_dealt`, its `Skipped` runs to
+  `Pipeline.skipped` (the clock, and the time of the last packet read).
+- -j workers (`order`) say where each batch comes from (dissector.read.row_order): the
+  connections the idle clock ends before a packet come as a batch of their own.
 - Damage that ends a file's reading is an anomaly row of connection 0 (of shard 0 only, when
   sharded), never an exception; the next file is still read.
 - The cyclic garbage collector runs less often while the driver works (about a fifth of the
@@ -30,15 +35,17 @@ from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, TypeVar
 
+from dissector._core import Dealer
 from dissector.capture import CaptureIssue
-from dissector.capture.merge import Item
-from dissector.events import Anomaly, PipelineEvent, RawPacket, Segment
+from dissector.capture.merge import Dealers, Item
+from dissector.events import Anomaly, Dealt, DealtRaw, PipelineEvent, RawPacket, Segment, Skipped
 from dissector.keylog_files import KeylogFiles
 from dissector.pipeline import Pipeline
 from dissector.pulsar.messages import MessageExtractor
 from dissector.read.numbering import Numbering, Opened
 from dissector.read.options import ReaderOptions, idle_us
 from dissector.read.plan import ReadPlan
+from dissector.read.row_order import END, ISSUE, LAST_PACKET, PACKET, TICK, Position
 from dissector.tables.columns import path_text
 from dissector.tls.keylog import KeyLog
 
@@ -58,6 +65,7 @@ def make_pipeline(
     plan: ReadPlan,
     first_conn_id: int = 1,
     keylog: KeyLog | None = None,
+    dealer: Dealer | None = None,
 ) -> Pipeline:
     """A pipeline with the reader's settings running the stages of `plan` (payload decoding,
     pairing, the journeys' and lifecycle facts, frame runs, frame bytes), numbering
@@ -65,6 +73,7 @@ def make_pipeline(
 
     keylog: the TLS secrets to use (live passes one it keeps feeding); by default those of
     the files in `options.tls_keylog`, read now (None without files).
+    dealer: the compiled dealer the walk of a sharded read deals with (its state shared).
     """
     if keylog is None and options.tls_keylog:
         keylog = KeylogFiles(options.tls_keylog).keylog
@@ -81,6 +90,7 @@ def make_pipeline(
         if plan.payloads
         else None,
         shard=options.shard,
+        dealer=dealer,
         pairs=plan.pairs,
         idle_timeout=idle_us(options.idle_timeout),
         frame_bytes=plan.frame_bytes,
@@ -108,12 +118,16 @@ def drive(
     plan: ReadPlan,
     other_ports: Counter[int] | None = None,
     opened: Opened | None = None,
+    dealers: Dealers | None = None,
+    order: Position | None = None,
 ) -> Iterator[Batch]:
     """The batches of a read (see the module rules), its stages those of `plan`.
 
     other_ports: gets, per server port, the TCP conversations found not to be Pulsar.
     opened: sharded reads log, in `opened[group]`, (packet, conn_id) of what they open, for
     dissector.read.numbering to renumber as one process would.
+    dealers: group -> the compiled dealer its items were dealt with (see the module rules).
+    order: set, before each batch is yielded, to where it comes from (-j workers).
     """
     issues = options.shard is None or options.shard[0] == 0
     numbering = Numbering(options)
@@ -128,11 +142,12 @@ def drive(
     for g, index, path, item in items:
         if g != group:
             if pipe is not None:
-                yield from _close(pipe, group, home, owner, merging, other_ports)
+                yield from _close(pipe, group, home, owner, merging, other_ports, order)
                 numbering.ended(pipe.next_conn_id)
             group, current, home, members, logged = g, index, series[index][0], {index}, 0
             owner, merging = {}, False
-            pipe = make_pipeline(options, plan, numbering.first(g))
+            dealer = None if dealers is None else dealers(g)
+            pipe = make_pipeline(options, plan, numbering.first(g), dealer=dealer)
             if opened is not None:
                 pipe.opened = opened.setdefault(g, [])
         assert pipe is not None
@@ -142,12 +157,27 @@ def drive(
                 members.add(index)
                 merging = pipe.log_opened = True
                 logged = len(pipe.opened)  # those opened so far are the first series'
-        if isinstance(item, Segment):
-            evs = pipe.feed_parsed(item)
-        elif isinstance(item, RawPacket):
-            evs = pipe.feed(item)
+        if isinstance(item, (Segment, RawPacket)):
+            if order is not None:
+                ticked = pipe.tick(item.ts)  # then feeding finds the clock there
+                if ticked:
+                    order.at(group, item.number, TICK)
+                    yield from _batches(group, home, owner, merging, ticked)
+                order.at(group, item.number, PACKET)
+            if type(item) is Dealt or type(item) is DealtRaw:
+                evs = pipe.feed_dealt(item)
+            elif isinstance(item, Segment):
+                evs = pipe.feed_parsed(item)
+            else:
+                evs = pipe.feed(item)
+        elif isinstance(item, Skipped):
+            if order is not None:
+                order.at(group, item.at, TICK)
+            evs = pipe.skipped(item)
         else:
             if issues:
+                if order is not None:
+                    order.at(group, item.packet, ISSUE)
                 yield group, series[index][0], [issue_anomaly(path, item, last_ts)]
             continue
         last_ts = item.ts
@@ -164,7 +194,19 @@ def drive(
         for ev in evs:
             yield group, owner.get(getattr(ev, "conn_id", 0), home), [ev]
     if pipe is not None:
-        yield from _close(pipe, group, home, owner, merging, other_ports)
+        yield from _close(pipe, group, home, owner, merging, other_ports, order)
+
+
+def _batches(
+    group: int, home: str, owner: dict[int, str], merging: bool, evs: list[PipelineEvent]
+) -> Iterator[Batch]:
+    """Events batched as `drive` batches them: all at once, or one by one in merged groups
+    (each named by its connection's series)."""
+    if not merging:
+        yield group, home, evs
+    else:
+        for ev in evs:
+            yield group, owner.get(getattr(ev, "conn_id", 0), home), [ev]
 
 
 def _close(
@@ -174,14 +216,12 @@ def _close(
     owner: dict[int, str],
     merging: bool,
     other_ports: Counter[int] | None,
+    order: Position | None,
 ) -> Iterator[Batch]:
     """The events of a group's end, batched as `drive` batches them."""
-    evs = pipe.close()
-    if not merging:
-        yield group, home, evs
-    else:
-        for ev in evs:
-            yield group, owner.get(getattr(ev, "conn_id", 0), home), [ev]
+    if order is not None:
+        order.at(group, LAST_PACKET, END)
+    yield from _batches(group, home, owner, merging, pipe.close())
     if other_ports is not None:
         other_ports.update(pipe.other_ports)
 

@@ -80,10 +80,21 @@ def renumbering(opened: list[Opened], per_series: bool = False) -> list[dict[int
     return out
 
 
+def int64_values(column: pa.Array) -> np.ndarray:
+    """The values of an int64 column without nulls, read in place (pyarrow's to_numpy goes
+    through its pandas conversion, which imports pandas: a second of a -j read's end)."""
+    if column.null_count:
+        converted: np.ndarray = column.to_numpy(zero_copy_only=False)
+        return converted
+    data = column.buffers()[1]
+    assert data is not None
+    return np.frombuffer(data, dtype=np.int64, count=len(column), offset=column.offset * 8)
+
+
 def renumber(batch: pa.RecordBatch, luts: dict[int, np.ndarray]) -> pa.RecordBatch:
     """A worker's record batch with its conn_ids as one process gives them (`renumbering`)."""
     at = batch.schema.get_field_index("conn_id")
-    ids = batch.column(at).to_numpy(zero_copy_only=False)
+    ids = int64_values(batch.column(at))
     new = ids.copy()
     for index, lut in luts.items():
         local = ids - range_start(index)

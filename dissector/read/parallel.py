@@ -1,18 +1,19 @@
 """EDGE: dissect captures in several processes, each one shard of the connections.
 
 Input: capture paths, reader options, table names, a job count and a sink for record batches.
-Output: the tables' record batches, handed to the sink table after table; within a table,
-the rows of worker 0, then of worker 1, and so on.
+Output: the tables' record batches, handed to the sink table after table, each table's
+rows in the order one process makes them.
 Rules:
 - Every worker reads every packet record and dissects only the connections of its shard
-  (dissector.flow.shard; other shards' packets are told from their bytes, unparsed where
-  the link and IP headers are plain): a connection is whole in one worker, so its rows are
-  the rows one process makes. Capture damage is reported by worker 0 only.
+  (dissector.flow.shard; the compiled walk skips other shards' packets without making
+  them, the Python path tells them from their bytes, unparsed where the link and IP headers
+  are plain): a connection is whole in one worker, so its rows are the rows one process
+  makes. Capture damage is reported by worker 0 only.
 - conn_id is renumbered as one process numbers connections (dissector.read.numbering: each
-  worker lists what it opened), so `-j N` gives the rows of `-j 1`. Only their order
-  differs: a stable sort by conn_id (and by packet for anomalies tied to no connection,
-  conn_id 0) gives the order of `-j 1`, since a connection's rows keep their order. The
-  flow table's bound on open connections applies per worker.
+  worker lists what it opened), and each worker keys its rows with where they came from
+  (dissector.read.row_order): the parent merges the workers' rows by key, so `-j N` gives
+  the rows of `-j 1` in the same order. The flow table's bound on open connections applies
+  per worker.
 - Workers are forked and write Arrow IPC files to a scratch folder that is removed at the
   end; memory per process stays that of a one-process read. A worker's error is raised in
   the parent; workers ignore Ctrl-C (SIGINT), and the parent, interrupted, stops them all.
@@ -33,16 +34,20 @@ import multiprocessing
 import os
 import signal
 import tempfile
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import ExitStack
 from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
 
+import numpy as np
 import pyarrow as pa
 
 from dissector.capture.merge import Progress
 from dissector.errors import DissectorError, OutputError, os_reason
+from dissector.read.driver import fewer_collections
 from dissector.read.numbering import Opened, renumber, renumbering
 from dissector.read.options import PathLike, ReaderOptions, as_paths
+from dissector.read.row_order import RowKeys, keyed_schema, merge
 from dissector.read.tables import ReadCounts, stream_tables
 from dissector.tables.builders import Sink
 from dissector.tables.schema import TABLES
@@ -98,18 +103,34 @@ def stream_tables_parallel(
     with tempfile.TemporaryDirectory(prefix="pulsar-dissect-") as scratch:
         reports = _run_workers(files, options, sharded, jobs, scratch, progress, waiting, whole)
         tables_of = renumbering([o for o, _ in reports[:jobs]], options.per_series_ids)
-        for name in names:
-            for k in [jobs] if name in WHOLE else range(jobs):
-                # read, not memory-mapped: mapped pages would count in the parent's memory
-                with pa.OSFile(_part(scratch, k, name)) as source:
-                    reader = pa.ipc.open_file(source)
-                    for i in range(reader.num_record_batches):
-                        batch = reader.get_batch(i)
-                        sink(name, batch if k == jobs else renumber(batch, tables_of[k]))
+        with fewer_collections():  # as a one-process read writes them
+            _gather([n for n in TABLES if n in names], jobs, scratch, tables_of, sink)
     counts = sum((counts for _, counts in reports[:jobs]), ReadCounts())
     for _, extra in reports[jobs:]:  # its frames were counted by the shards
         counts.rows.update({n: extra.rows[n] for n in whole})
     return counts
+
+
+def _gather(
+    names: list[str],
+    jobs: int,
+    scratch: str,
+    tables_of: list[dict[int, np.ndarray]],
+    sink: Sink,
+) -> None:
+    """The workers' tables to `sink`, each table's rows merged in order (module rules)."""
+    for name in names:
+        with ExitStack() as opened_files:
+            if name in WHOLE:
+                for batch in _batches(opened_files, scratch, jobs, name):
+                    sink(name, batch)
+                continue
+            parts = [
+                _renumbered(_batches(opened_files, scratch, k, name), tables_of[k])
+                for k in range(jobs)
+            ]
+            for batch in merge(parts):
+                sink(name, batch)
 
 
 def _run_workers(
@@ -199,6 +220,22 @@ def _part(scratch: str, worker: int, table: str) -> str:
     return os.path.join(scratch, f"{worker}-{table}.arrow")
 
 
+def _renumbered(
+    batches: Iterator[pa.RecordBatch], luts: dict[int, np.ndarray]
+) -> Iterator[pa.RecordBatch]:
+    for batch in batches:
+        yield renumber(batch, luts)
+
+
+def _batches(files: ExitStack, scratch: str, worker: int, table: str) -> Iterator[pa.RecordBatch]:
+    """A worker's batches of a table, its file closed with `files`."""
+    # read, not memory-mapped: mapped pages would count in the parent's memory
+    source = files.enter_context(pa.OSFile(_part(scratch, worker, table)))
+    reader = pa.ipc.open_file(source)
+    for i in range(reader.num_record_batches):
+        yield reader.get_batch(i)
+
+
 def _work(
     files: list[str],
     options: ReaderOptions,
@@ -212,14 +249,23 @@ def _work(
     WHOLE) into IPC files; list what it opened. A scratch file that cannot be written (a full
     disk) is our OutputError naming the scratch folder."""
     mine = dataclasses.replace(options, shard=shard)  # its stages: its tables' (read.plan)
+    keys = None if shard is None else RowKeys()  # the rows of the WHOLE tables: in order
     try:
         sinks = {name: pa.OSFile(_part(scratch, index, name), "wb") for name in names}
-        writers = {name: pa.ipc.new_file(sinks[name], TABLES[name].schema) for name in names}
-        opened: Opened = {}
-        try:
-            counts = stream_tables(
-                files, mine, names, lambda n, b: writers[n].write_batch(b), progress, opened
+        writers = {
+            name: pa.ipc.new_file(
+                sinks[name],
+                TABLES[name].schema if keys is None else keyed_schema(TABLES[name].schema),
             )
+            for name in names
+        }
+        opened: Opened = {}
+
+        def write(name: str, batch: pa.RecordBatch) -> None:
+            writers[name].write_batch(batch if keys is None else keys.keyed(name, batch))
+
+        try:
+            counts = stream_tables(files, mine, names, write, progress, opened, keys=keys)
         finally:
             for name in names:
                 writers[name].close()

@@ -12,7 +12,9 @@ Rules:
 - One series read on its own (an executor's partition) is a group whose index is the
   series' index, its connections numbered in that index's range (dissector.read.numbering).
 - Packets come parsed by the compiled stage where it is active (dissector._core), the
-  others as read: the driver feeds each kind to the pipeline's matching entry.
+  others as read: the driver feeds each kind to the pipeline's matching entry. A sharded
+  read (-j worker) whose series do not merge has the walk deal them: one compiled dealer
+  per series, shared by its walk and its pipeline (dissector.flow.shard).
 - The public generators apply the driver's GC setting only while a batch is made
   (dissector.read.driver.collected_between).
 """
@@ -23,13 +25,16 @@ from collections import Counter
 from collections.abc import Callable, Generator, Iterable, Iterator
 from dataclasses import replace
 
+from dissector import _core
 from dissector.capture import series as series_mod
-from dissector.capture.merge import Item, Progress, merged, series_items
+from dissector.capture.merge import Dealers, Item, Progress, merged, merges, series_items
 from dissector.events import PipelineEvent
+from dissector.flow.tcp import MAX_OPEN_FLOWS
 from dissector.read.driver import Batch, collected_between, drive
 from dissector.read.numbering import Opened
 from dissector.read.options import KeylogPath, PathLike, ReaderOptions, as_paths
 from dissector.read.plan import EVENTS, ReadPlan, plan_read
+from dissector.read.row_order import Position
 
 
 def local_batches(
@@ -39,16 +44,36 @@ def local_batches(
     progress: Progress | None = None,
     other_ports: Counter[int] | None = None,
     opened: Opened | None = None,
+    order: Position | None = None,
 ) -> Iterator[Batch]:
     """The batches of a read of `paths` in this process (see the module rules), running the
     stages of `plan`.
 
-    progress: counts the bytes of the files read. other_ports, opened: see driver.drive.
+    progress: counts the bytes of the files read. other_ports, opened, order: see
+    driver.drive.
     """
     groups = series_mod.group(as_paths(paths), options.series)
     merge = options.merge and not options.per_series_ids
-    items = merged(groups, progress, options.s3_endpoint, merge, parsed=True)
-    return drive(dict(enumerate(groups)), items, options, plan, other_ports, opened)
+    dealers = None
+    if options.shard is not None and not merges(groups, merge):
+        dealers = _dealers(options.shard, options.idle_timeout is not None)
+    items = merged(groups, progress, options.s3_endpoint, merge, parsed=True, dealers=dealers)
+    return drive(dict(enumerate(groups)), items, options, plan, other_ports, opened, dealers, order)
+
+
+def _dealers(shard: tuple[int, int], clock: bool) -> Dealers | None:
+    """Series index -> its compiled dealer (remembering as many connections as the Python
+    Sharder), made at first ask; None without the compiled stage."""
+    if _core.dealer(shard, MAX_OPEN_FLOWS, clock) is None:
+        return None
+    made: dict[int, _core.Dealer | None] = {}
+
+    def of(index: int) -> _core.Dealer | None:
+        if index not in made:
+            made[index] = _core.dealer(shard, MAX_OPEN_FLOWS, clock)
+        return made[index]
+
+    return of
 
 
 def iter_series(

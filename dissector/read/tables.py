@@ -24,6 +24,7 @@ from dissector.read.numbering import Opened
 from dissector.read.options import PathLike, ReaderOptions, diagnoser
 from dissector.read.plan import TABLES as TABLES_FRONT
 from dissector.read.plan import ReadPlan, plan_read
+from dissector.read.row_order import RowKeys
 from dissector.read.runs import local_batches
 from dissector.tables.builders import Sink, TableBuilder
 from dissector.tables.columns import path_text
@@ -75,6 +76,7 @@ def stream_tables(
     progress: Progress | None = None,
     opened: Opened | None = None,
     front: str = TABLES_FRONT,
+    keys: RowKeys | None = None,
 ) -> ReadCounts:
     """Dissect the captures, handing each table's record batches to `sink` as they are made
     (see the module rule); return what was counted. Only the stages these tables need run
@@ -82,6 +84,7 @@ def stream_tables(
 
     opened: sharded reads get, per group index, (packet, conn_id) of every connection
     opened (see dissector.read.driver.drive).
+    keys: keys every row made, for the sink to take (-j workers: dissector.read.row_order).
     """
     plan = plan_read(options, tables, front)
     counts = ReadCounts()
@@ -90,24 +93,38 @@ def stream_tables(
     group = -1
     named = ""  # the capture whose name the builder holds (as text: path_text)
     with fewer_collections():  # every batch is consumed here: no caller runs meanwhile
-        batches = local_batches(paths, options, plan, progress, counts.other_ports, opened)
+        order = None if keys is None else keys.position
+        batches = local_batches(paths, options, plan, progress, counts.other_ports, opened, order)
         for g, capture, evs in batches:
             if g != group:
                 if builder is not None:
-                    builder.finish()
+                    _finish(builder, group, keys)
                     counts.rows.update(builder.counts())
                 group = g
                 builder = make_builder(plan, options, capture, sink)
                 add = builder.feeder()  # once per builder: no work per batch
+                if keys is not None:
+                    keys.use(builder)
             assert builder is not None
             if capture is not named:
                 named, builder.capture = capture, path_text(capture)
+            if keys is not None:
+                keys.feed(evs, add)
+                continue
             for ev in evs:
                 add(ev)
     if builder is not None:
-        builder.finish()
+        _finish(builder, group, keys)
         counts.rows.update(builder.counts())
     return counts
+
+
+def _finish(builder: TableBuilder, group: int, keys: RowKeys | None) -> None:
+    """The builder of `group` finishes (its last rows keyed as such, if keyed)."""
+    if keys is None:
+        builder.finish()
+    else:
+        keys.finish(group, builder.finish)
 
 
 def read_tables(

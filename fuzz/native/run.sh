@@ -23,6 +23,7 @@ cd "$(dirname "$0")/../.."
 # coverage edges, 2 KiB 176 (more inputs, shorter), the samples' 1 MiB 168.
 TARGETS=(
   "walk|fuzz/native/walk_fuzz.c dissector/_core/walk.c|pcaps|"
+  "deal|fuzz/native/deal_fuzz.c dissector/_core/deal.c dissector/_core/walk.c|pcaps|-max_len=16384"
   "frames|fuzz/native/frames_fuzz.c dissector/_core/frames.c dissector/_core/pbscan.c dissector/_core/crc32c.c|pcaps/streams pcaps|-max_len=16384"
   "recent|fuzz/native/recent_fuzz.c dissector/_core/recent.c|fuzz/native/recent-seeds pcaps/streams|-max_len=16384"
 )

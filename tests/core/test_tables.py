@@ -61,8 +61,8 @@ pytestmark = pytest.mark.skipif(not _core.COMPILED, reason="pure-Python build: n
 
 
 class Counted:
-    """Segments the C walks gave and frames the C scan gave, counted through
-    `dissector._core`'s walk and scan factories."""
+    """Segments the C walks gave (or, dealing, skipped: other shards') and frames the C
+    scan gave, counted through `dissector._core`'s walk and scan factories."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.segments = 0
@@ -70,14 +70,17 @@ class Counted:
 
         def counted(walk: Any) -> Any:
             def run(*args: Any) -> Any:
+                skipped = _core.stats()["packets_skipped"]
                 result = walk(*args)
-                self.segments += sum(type(item) is Segment for item in result[-1])
+                # those of this shard a dealing walk dealt (flow.shard.Dealt) included
+                self.segments += sum(isinstance(item, Segment) for item in result[-1])
+                self.segments += _core.stats()["packets_skipped"] - skipped
                 return result
 
             return run
 
-        monkeypatch.setattr(_core, "pcap_walk", lambda header: counted(pcap_walk(header)))
-        monkeypatch.setattr(_core, "pcapng_walk", lambda: counted(pcapng_walk()))
+        monkeypatch.setattr(_core, "pcap_walk", lambda *a: counted(pcap_walk(*a)))
+        monkeypatch.setattr(_core, "pcapng_walk", lambda *a: counted(pcapng_walk(*a)))
         self.scanned = Scanned(monkeypatch)
 
     @property

@@ -15,6 +15,7 @@ from random import Random
 import pytest
 
 from dissector import _core
+from dissector._core import Walked
 from dissector.capture import open_capture
 from dissector.errors import InputError
 from dissector.events import RawPacket, Segment
@@ -43,7 +44,7 @@ def packets_of(path: Path) -> dict[int, Packets]:
     return out
 
 
-def compare(linktype: int, batch: Packets, first: int = 0) -> list[Segment | RawPacket]:
+def compare(linktype: int, batch: Packets, first: int = 0) -> list[Walked]:
     """The compiled walk of `batch` against the Python parse, packet by packet."""
     got = Walk(linktype, compiled=True)(records(batch), first)
     assert len(got) == len(batch)

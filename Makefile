@@ -15,14 +15,10 @@ STAMP := $(VENV)/.installed-stamp
 
 install: $(STAMP) java
 
-# Sources are dependencies: setup.py compiles the C core (dissector/_core/*.c, *.h), and a
-# module edited since would otherwise run its old code. Extensions elsewhere in the package
-# (the mypyc builds of the per-packet modules before issue 39) would shadow their sources:
-# they are removed.
+# Sources are dependencies: setup.py compiles the hot modules with mypyc and the C core
+# (dissector/_core/*.c, *.h), and a module edited since would otherwise run its old code.
 $(STAMP): pyproject.toml setup.py $(shell find dissector -name '*.py' -o -name '*.[ch]')
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	find dissector -name '*.so' -not -path 'dissector/_core/*' -delete
-	rm -f ./*__mypyc.*.so
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[dev,spark]'
 	touch $(STAMP)
@@ -92,7 +88,7 @@ check: lint typecheck
 # bench: issue 12's captures (cached in /tmp/pulsar-dissector-bench), every command timed
 # as a process, reports/benchmark.md and reports/benchmark.json (about 15 minutes); then the
 # frame decoder alone (reports/bench_framing.json). py-spy, which profiles inside the
-# compiled core, is installed into .venv here only.
+# mypyc-compiled modules, is installed into .venv here only.
 # bench-quick: the same suite on tiny captures in a temporary folder (proves it works).
 bench: install
 	@command -v tshark >/dev/null 2>&1 || { apt-get update -q && \

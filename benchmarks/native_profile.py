@@ -1,14 +1,15 @@
 """Where the time goes in the compiled build: py-spy's native stacks, summarised per stage.
 
 Input: a py-spy `record --native --format raw` output (one line per distinct stack: frames
-from the root to the leaf separated by ';', then the sample count).
+from the root to the leaf separated by ';', then the sample count), and the package's
+compiled modules (the mypyc extensions beside their sources).
 Output: per stage, samples and percent; the top functions by samples spent in them or in
 the helpers they call.
 Rules: a sample counts for the innermost frame that belongs to a stage: a Python frame by
-its file (benchmarks.stages' rules), a frame of the compiled core by its C file
-(dissector/_core/*.c: the stage it stands in for, `CORE_STAGES`). Interpreter, C library,
-protobuf and Arrow frames count for the stage that called them. A sample under importlib is
-startup. cProfile cannot see inside the compiled core; this can.
+its file (benchmarks.stages' rules), a mypyc-compiled function by its C symbol
+(CPyDef_<module>___<function>, CPyPy_ for its Python entry) mapped to its module's stage.
+Interpreter, C library, protobuf and Arrow frames count for the stage that called them. A
+sample under importlib is startup. cProfile cannot see inside compiled modules; this can.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from benchmarks.stages import STAGES, stage_of
 
 ROOT = Path(__file__).resolve().parent.parent
 _FRAME = re.compile(r"^(?P<name>.*) \((?P<file>[^()]*?)(?::(?P<line>\d+))?\)$")
+_NATIVE = re.compile(r"^CPy(?:Def|Py)_(?P<symbol>\w+)$")
 
 
 def executable() -> str | None:
@@ -31,35 +33,47 @@ def executable() -> str | None:
     return str(beside) if beside.exists() else shutil.which("py-spy")
 
 
-#: The compiled core's C files -> the stage each stands in for.
-CORE_STAGES = {
-    "walk.c": "capture",
-    "_walkmodule.c": "capture",
-    "recent.c": "flow",
-    "_recentmodule.c": "flow",
-    "frames.c": "pulsar",
-    "pbscan.c": "pulsar",
-    "crc32c.c": "pulsar",
-    "_framesmodule.c": "pulsar",
-}
+def compiled_modules(package: Path = ROOT / "dissector") -> dict[str, str]:
+    """C symbol prefix ('framing___', 'pulsar___framing___', ...) -> stage of the module."""
+    out: dict[str, str] = {}
+    for ext in package.rglob("*.so"):
+        source = ext.with_name(ext.name.split(".")[0] + ".py")
+        parts = source.relative_to(package.parent).with_suffix("").parts
+        stage = stage_of((str(source), 0, "f")) or "other"
+        for n in range(1, len(parts) + 1):
+            out["___".join(parts[-n:]) + "___"] = stage
+    return out
 
 
-def classify(frame: str) -> tuple[str, str] | None:
-    """(stage, function name) of a frame that belongs to a stage, else None."""
-    m = _FRAME.match(frame)
-    if m is None:
-        return None
-    name, file = m["name"], m["file"]
-    if "dissector/_core/" in file:
-        core = CORE_STAGES.get(file.rsplit("/", 1)[-1])
-        return None if core is None else (core, f"{name} [C]")
-    if ".so" in file or file.endswith(".c") or file.endswith(".h"):
-        return None  # a library's native code: it counts for its Python caller
-    stage = stage_of((file, 0, name))
-    return None if stage is None else (stage, f"{file}({name})")
+class _Classifier:
+    def __init__(self, modules: dict[str, str]) -> None:
+        self.prefixes = sorted(modules.items(), key=lambda kv: -len(kv[0]))
+
+    def frame(self, frame: str) -> tuple[str, str] | None:
+        """(stage, function name) of a frame that belongs to a stage, else None."""
+        m = _FRAME.match(frame)
+        if m is None:
+            return None
+        name, file = m["name"], m["file"]
+        native = _NATIVE.match(name)
+        if native:
+            symbol = native["symbol"]
+            for prefix, module_stage in self.prefixes:
+                if symbol.startswith(prefix):
+                    module = prefix.rstrip("_").split("___")[-1]
+                    function = symbol[len(prefix) :].replace("___", ".")
+                    return module_stage, f"{module}.{function} [compiled]"
+            return None
+        if ".so" in file or file.endswith(".c") or file.endswith(".h"):
+            return None  # a library's native code: it counts for its Python caller
+        stage = stage_of((file, 0, name))
+        return None if stage is None else (stage, f"{file}({name})")
 
 
-def summarize(raw_file: str, top: int = 15) -> dict[str, Any]:
+def summarize(
+    raw_file: str, top: int = 15, modules: dict[str, str] | None = None
+) -> dict[str, Any]:
+    classify = _Classifier(compiled_modules() if modules is None else modules)
     stages: Counter[str] = Counter()
     functions: Counter[tuple[str, str]] = Counter()
     with open(raw_file) as fh:
@@ -75,7 +89,7 @@ def summarize(raw_file: str, top: int = 15) -> dict[str, Any]:
                 continue
             found = None
             for frame in reversed(frames):
-                found = classify(frame)
+                found = classify.frame(frame)
                 if found is not None:
                     break
             stage, function = found or ("other", "(no Python frame: interpreter, library threads)")

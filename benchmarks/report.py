@@ -206,7 +206,7 @@ def _profile(data: dict[str, Any]) -> list[str]:
         "## Where the time goes",
         "",
         f"`pulsar-dissect {_command(args, data)}` in one process, seen two ways. py-spy "
-        "`--native` samples the build as installed and sees inside the compiled core (C): "
+        "`--native` samples the build as installed and sees inside the mypyc-compiled modules: "
         "a sample counts for the innermost dissector function on its stack, with the "
         "interpreter, protobuf and Arrow helpers it called. cProfile counts each Python "
         "function's own time, cannot see inside compiled modules (their time lands on the "

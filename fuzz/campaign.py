@@ -509,9 +509,9 @@ def _version() -> str:
 
 
 def _compiled() -> bool:
-    from dissector import _core
+    import dissector.pipeline
 
-    return _core.ENABLED
+    return str(dissector.pipeline.__file__).endswith(".so")
 
 
 def campaign(args: argparse.Namespace) -> dict[str, Any]:
@@ -675,8 +675,8 @@ def markdown(report: dict[str, Any]) -> str:
         "# Fuzzing campaign (issues 14, 31 and 42)",
         "",
         f"Command: `{report['command']}` (code: commit {report['commit']}, Python "
-        f"{report['python']}, {report['cpus']} CPUs shared with other work, compiled core: "
-        f"{'yes' if report['compiled_modules'] else 'no'}).",
+        f"{report['python']}, {report['cpus']} CPUs shared with other work, mypyc-compiled "
+        f"modules: {'yes' if report['compiled_modules'] else 'no'}).",
         "",
         f"**{report['inputs']:,} inputs** in {report['wall_seconds']:,} s wall with "
         f"{report['jobs']} workers; **{report['distinct_failures']} distinct failures**; "

@@ -6,10 +6,10 @@ Output: libFuzzer's statistics on stderr; a failure prints its traceback, writes
 as `crash-*` (libFuzzer's naming, or `-artifact_prefix=`) and exits non-zero. The corpus
 libFuzzer grows lives in a temporary folder, removed when the run ends.
 Rules:
-- atheris measures coverage by instrumenting Python bytecode, and the compiled core
-  (dissector/_core, C) takes over stages it then cannot see. So this loads `dissector` from a
-  copy of its sources without the compiled modules (the same behaviour: the test suite runs
-  on both, tests/test_pure_python.py) and instruments that copy.
+- atheris measures coverage by instrumenting Python bytecode, and the per-packet modules are
+  mypyc-compiled C extensions it cannot see. So this loads `dissector` from a copy of its
+  sources without the compiled modules (the same behaviour: the test suite runs on both,
+  tests/test_pure_python.py) and instruments that copy.
 - libFuzzer keeps the inputs that reach new code; each input is mutated by libFuzzer's own
   byte mutations or, half the time, by fuzz.mutators' structure-aware ones. Seeds are the
   samples' streams (framing), payload runs (payload) or capture windows (capture).

@@ -72,7 +72,7 @@ def test_the_sdist_carries_every_c_source_and_every_module(sdist: Path) -> None:
     assert [n for n in names if n.startswith("build/")] == []
 
 
-@pytest.mark.slow  # pip builds the compiled core from it (~1 min)
+@pytest.mark.slow  # pip builds the compiled core and the mypyc modules from it (~1 to 3 min)
 def test_pip_installs_the_sdist_offline_and_it_reads_as_the_checkout(
     sdist: Path, tmp_path: Path
 ) -> None:

@@ -44,6 +44,18 @@ class FindingCode:
     CHUNK_INCOMPLETE_EXPIRED: Final[str] = "chunk.incomplete_expired"
     CONNECTION_WRONG_PROTOCOL: Final[str] = "connection.wrong_protocol"
     CHECKSUM_MISMATCH_HOP: Final[str] = "checksum.mismatch_hop"
+    CONSUMER_BUSY: Final[str] = "consumer.busy"
+    AUTH_REFRESH_UNSUPPORTED: Final[str] = "auth.refresh_unsupported"
+    AUTH_CHALLENGE_UNANSWERED: Final[str] = "auth.challenge_unanswered"
+    RECONNECT_RETRY_LOOP: Final[str] = "reconnect.retry_loop"
+    RECONNECT_STORM: Final[str] = "reconnect.storm"
+    DISPATCH_STALLED_WITH_PERMITS: Final[str] = "dispatch.stalled_with_permits"
+    SCHEMA_INCOMPATIBLE: Final[str] = "schema.incompatible"
+    TXN_COORDINATOR_NOT_FOUND: Final[str] = "txn.coordinator_not_found"
+    TXN_INVALID_STATUS: Final[str] = "txn.invalid_status"
+    TXN_TIMEOUT: Final[str] = "txn.timeout"
+    FLOW_PERMIT_LEAK: Final[str] = "flow.permit_leak"
+    CONSUMER_STATS_MISMATCH: Final[str] = "consumer.stats_mismatch"
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +80,12 @@ class Thresholds:
     max_redirects: int = 20  # maxLookupRedirects 20
     redeliveries: int = 3  # redelivery requests (bursts: see consumers.py), or redelivery_count
     reconnect_wait: float = 30.0  # a migrated producer/consumer back this soon is followed
+    retry_refusals: int = 5  # no client default: refusals in a row that make a retry loop
+    storm_per_minute: int = 20  # no client default (backoff 100 ms doubling opens ~9 a minute)
+    auth_wait: float = 60.0  # broker authenticationRefreshCheckSeconds 60
+    dispatch_wait: float = 10.0  # no client default: how long permits may go unused
+    txn_timeout: float = 60.0  # client transactionTimeout 60 s, when NEW_TXN names none
+    leaked_permits: int = 1  # no client default: permits never returned that make a leak
 
     def us(self, name: str) -> int:
         """A threshold in seconds as whole microseconds (the events' clock)."""
@@ -86,6 +104,18 @@ THRESHOLDS: dict[str, str] = {
     "redeliveries": "redelivery requests (commands within 10 ms count once) or redelivery_count "
     "of one consumer that make a storm",
     "reconnect_wait": "seconds a migrated producer/consumer may take to reappear elsewhere",
+    "retry_refusals": "refusals in a row of the same PRODUCER or SUBSCRIBE with the same "
+    "retriable error, with no LOOKUP between, that make a retry loop",
+    "storm_per_minute": "connections from one client to one broker opened and ended within "
+    "one minute that make a reconnect storm",
+    "auth_wait": "seconds an AUTH_CHALLENGE may wait for its AUTH_RESPONSE "
+    "(broker authenticationRefreshCheckSeconds)",
+    "dispatch_wait": "seconds a consumer holding permits may get no MESSAGE while the topic's "
+    "producers are receipted",
+    "txn_timeout": "seconds a transaction may stay open when NEW_TXN names no txn_ttl_millis "
+    "(client transactionTimeout)",
+    "leaked_permits": "permits a consumer never returned for messages it was delivered and "
+    "acknowledged that make a leak",
 }
 assert list(THRESHOLDS) == [f.name for f in fields(Thresholds)]
 
@@ -259,6 +289,107 @@ _TABLE: tuple[tuple[str, Severity, str, str, str | None], ...] = (
         "payload checksums failed on one hop (producer to broker, or broker to consumer)",
         "corruption in that hop (NIC offload, a proxy rewriting bytes, a client bug of the "
         "version named): compare with the other hop to locate it",
+        None,
+    ),
+    (
+        _C.CONSUMER_BUSY,
+        _E,
+        "SUBSCRIBE refused with ConsumerBusy: the subscription is held by another consumer",
+        "an Exclusive or Failover subscription still held, often by a zombie consumer whose "
+        "connection ended without CLOSE_CONSUMER (the broker has not noticed yet), or a "
+        "second application instance subscribing with the same name and type",
+        None,
+    ),
+    (
+        _C.AUTH_REFRESH_UNSUPPORTED,
+        _E,
+        "the broker closed connections at a steady period of a client that cannot refresh "
+        "its credentials",
+        "the client's CONNECT does not offer supports_auth_refresh, so when its token expires "
+        "the broker closes the connection instead of sending AUTH_CHALLENGE: upgrade the "
+        "client, or use tokens that outlive the connection",
+        None,
+    ),
+    (
+        _C.AUTH_CHALLENGE_UNANSWERED,
+        _E,
+        "an AUTH_CHALLENGE got no AUTH_RESPONSE in time",
+        "the client could not get a fresh credential (token provider failing, OAuth server "
+        "unreachable) or ignores challenges; the broker closes the connection",
+        "auth_wait",
+    ),
+    (
+        _C.RECONNECT_RETRY_LOOP,
+        _E,
+        "the same PRODUCER or SUBSCRIBE refused with the same retriable error again and again, "
+        "with no LOOKUP between",
+        "a client pinned to one broker (an assigned broker URL kept after an unload, a broken "
+        "lookup cache) instead of looking the topic up again; or a broker that stays not ready",
+        "retry_refusals",
+    ),
+    (
+        _C.RECONNECT_STORM,
+        _W,
+        "one client opened and ended connections to one broker at a high rate",
+        "a client reconnecting without backoff after errors or closes (broker restart, "
+        "authentication failure, proxy resets): look at how each connection ended",
+        "storm_per_minute",
+    ),
+    (
+        _C.DISPATCH_STALLED_WITH_PERMITS,
+        _E,
+        "a consumer holding permits got no MESSAGE while the topic's producers were receipted",
+        "the broker stopped dispatching to it: blocked on unacked messages "
+        "(maxUnackedMessagesPerConsumer, an inflated unacked count), a Key_Shared key stuck, "
+        "or a chunked message whose first chunk was acked; check the broker's consumer stats",
+        "dispatch_wait",
+    ),
+    (
+        _C.SCHEMA_INCOMPATIBLE,
+        _E,
+        "a producer, consumer or schema request was refused with IncompatibleSchema",
+        "the schema offered breaks the topic's compatibility strategy (a changed field, "
+        "another type, AUTO_PRODUCE after an upgrade): compare the schemas shown",
+        None,
+    ),
+    (
+        _C.TXN_COORDINATOR_NOT_FOUND,
+        _E,
+        "a transaction request was refused with TransactionCoordinatorNotFound",
+        "transactions not enabled on the broker (transactionCoordinatorEnabled), the "
+        "coordinator's topic not loaded, or a client that did not send TC_CLIENT_CONNECT first",
+        None,
+    ),
+    (
+        _C.TXN_INVALID_STATUS,
+        _W,
+        "a transaction request was refused: InvalidTxnStatus or TransactionNotFound",
+        "the transaction had already ended, timed out or aborted (the coordinator aborts it "
+        "after its timeout) before the client committed it or used it again",
+        None,
+    ),
+    (
+        _C.TXN_TIMEOUT,
+        _W,
+        "a transaction was not ended before its timeout",
+        "the application took longer than the transaction timeout between NEW_TXN and commit, "
+        "or never ended it: the coordinator aborts it and its messages are lost",
+        "txn_timeout",
+    ),
+    (
+        _C.FLOW_PERMIT_LEAK,
+        _W,
+        "a consumer returned fewer permits than the messages it was delivered and acknowledged",
+        "the client dropped permits (one permit returned for a whole batch that failed its "
+        "checksum or was discarded), so its window shrinks until delivery stalls",
+        "leaked_permits",
+    ),
+    (
+        _C.CONSUMER_STATS_MISMATCH,
+        _I,
+        "the broker's CONSUMER_STATS_RESPONSE disagrees with what the capture shows",
+        "the broker counts permits or unacked messages the capture does not (frames missing "
+        "from the capture, a broker accounting bug): the broker's numbers are its view",
         None,
     ),
 )

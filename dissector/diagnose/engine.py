@@ -23,6 +23,9 @@ Rules:
   or a TOPIC_MIGRATED's fact (`Lifecycle`) follows its Frame; the producer, consumer and
   spanning rules (`on_life`) read it; and the handshake: a CONNECT's or CONNECTED's fact
   (`Handshake`) follows its Frame; the connection rules (`connection.on_handshake`) read it.
+- Refusals and reconnects across connections (consumer.busy, reconnect.retry_loop,
+  reconnect.storm: dissector.diagnose.refusals) read the request facts (ERRORs, LOOKUPs
+  answered), the lifecycle facts and each connection's end.
 - Each command type has a tuple of rule handlers (`DISPATCH`, built once from the rule
   modules' HANDLERS tables: connection, requests, producers, consumers, chunks, spanning).
 - Time is the capture's: the latest event time seen. About every SWEEP_US of it, the timers
@@ -51,6 +54,7 @@ from dissector.diagnose import (
     requests,
     spanning,
 )
+from dissector.diagnose.refusals import Refusals
 from dissector.diagnose.state import ConnState, Context, Listener, RuleStep
 from dissector.events import (
     Acked,
@@ -129,6 +133,7 @@ class Diagnoser:
     ) -> None:
         self.ctx = Context(thresholds or Thresholds(), listener)
         self.ctx.span = spanning.Spanning(self.ctx)
+        self.refusals = Refusals(self.ctx)  # consumer.busy, reconnect.* (across connections)
         self.broker_ports, self.tls_ports = frozenset(broker_ports), frozenset(tls_ports)
         self.conns: dict[int, ConnState] = {}
         self._next_sweep = 0
@@ -168,7 +173,9 @@ class Diagnoser:
         elif kind is Pair:
             assert isinstance(ev, Pair)
             if is_request_pair(ev):
-                requests.on_pair(ctx, self._conn(ev.conn_id), ev)
+                conn = self._conn(ev.conn_id)
+                requests.on_pair(ctx, conn, ev)
+                self.refusals.on_pair(conn, ev)
             elif is_send_pair(ev):
                 producers.on_pair(ctx, self._conn(ev.conn_id), ev)
             elif requests.is_keepalive_pair(ev):
@@ -189,6 +196,7 @@ class Diagnoser:
             else:
                 consumers.on_life(ctx, conn, ev)
             spanning.on_life(ctx, conn, ev)
+            self.refusals.on_life(conn, ev)
         elif kind is Handshake:
             assert isinstance(ev, Handshake)
             connection.on_handshake(ctx, self._conn(ev.conn_id), ev)
@@ -222,6 +230,7 @@ class Diagnoser:
         ctx.timers.clear()
         assert ctx.span is not None
         ctx.span.finish(ctx.now)  # the rules across connections end with the capture
+        self.refusals.finish()
         return self._take()
 
     # ------------------------------------------------------------------ internals
@@ -277,9 +286,11 @@ class Diagnoser:
             conn.key = ev.key
         connection.on_conversation(conn, ev, self.broker_ports, self.tls_ports)
         closed = ev.ended in _CLOSED
+        self.refusals.ended(conn, ev)
         horizon = ev.end_ts if closed else max(ev.end_ts, self.ctx.now)
         self._close(conn, horizon, closed)
 
     def _close(self, conn: ConnState, horizon: int, closed: bool) -> None:
         for module in _MODULES:
             module.close(self.ctx, conn, horizon, closed)
+        self.refusals.close(conn)

@@ -116,8 +116,9 @@ def test_the_refused_producer_or_consumer_is_failed(run: Run, scenario: str, key
 def test_the_busy_producers_are_a_finding_and_nothing_else_is(run: Run) -> None:
     """Two PRODUCER refusals on one connection, on two topics (ProducerBusy on the topic,
     ProducerFenced on the exclusive one): a producer.busy finding per topic, naming the
-    producer the client saw refused there; the other refusals and the broker's closes raise
-    none."""
+    producer the client saw refused there; the second consumer of the Exclusive
+    subscription, refused ConsumerBusy: a consumer.busy finding naming the first (busy-a)
+    as its holder; the other refusals and the broker's closes raise none."""
     scenario = run.scenario("producer_busy")
     refused = {}  # topic -> (the refused producer's name, its exception)
     for key in ("same_name", "exclusive"):
@@ -132,7 +133,17 @@ def test_the_busy_producers_are_a_finding_and_nothing_else_is(run: Run) -> None:
     # its way (seen 0.12 ms apart on lo): delivered again after its ack on the wire, a
     # finding of its own scenario (when an ACK crosses an in-flight redelivery: issue 40)
     crossing = ("consumer.redelivered_after_ack", run.scenario("unload")["topic"])
-    findings = [f for f in rows(run.capture.findings) if (f["code"], f["topic"]) != crossing]
+    found = [f for f in rows(run.capture.findings) if (f["code"], f["topic"]) != crossing]
+    busy = run.scenario("consumer_busy")
+    assert _refusal(run, "consumer_busy", "second")["class"] == "ConsumerBusyException"
+    consumer = [f for f in found if f["code"] == "consumer.busy"]
+    findings = [f for f in found if f["code"] != "consumer.busy"]
+    assert [(f["topic"], f["entity"], f["count"]) for f in consumer] == [
+        (busy["topic"], "subscription busy-sub", 1)
+    ]
+    assert "(busy-a)" in consumer[0]["summary"], consumer[0]  # the first consumer holds it
+    assert "still open" in consumer[0]["summary"], consumer[0]  # closed after the refusal
+    assert consumer[0]["conn_id"] in run.conns(busy["topic"])
     assert sorted((f["code"], f["topic"], f["count"]) for f in findings) == sorted(
         ("producer.busy", topic, 1) for topic in refused
     )

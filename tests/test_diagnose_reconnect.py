@@ -31,7 +31,7 @@ def _rows(path: Path, code: str) -> list[dict[str, Any]]:
 
 
 def _producer(rid: int, name: str | None = "pinned") -> Msg:
-    named = {"producer_name": name} if name else {}
+    named: dict[str, Any] = {"producer_name": name} if name else {}
     return msg(C2B, "PRODUCER", topic=TOPIC, producer_id=1, request_id=rid, **named)
 
 
@@ -85,6 +85,7 @@ def test_five_refusals_in_a_row_across_connections_are_a_loop(tmp_path: Path) ->
     for said in ("10.0.0.2:6650", "ServiceNotReady", "5 times", "over 4.0 s", "5 connections"):
         assert said in summary, (said, summary)
     assert "sent the client" not in summary  # no CLOSE_* or TOPIC_MIGRATED before
+    assert "shows no LOOKUP from this client at all" in summary, summary
 
 
 def test_four_refusals_are_not_a_loop(tmp_path: Path) -> None:
@@ -175,6 +176,20 @@ def test_a_loop_on_one_pooled_connection_after_an_assigned_broker_close(tmp_path
     assert "over 2.5 s" in summary, summary
     assert f"CLOSE_PRODUCER on conn 1 (packet {s.packet(close)})" in summary, summary
     assert f"pulsar://{BROKER_B}:6650" in summary, summary
+    assert "shows no LOOKUP from this client at all" in summary, summary
+
+
+def test_a_client_seen_looking_up_other_topics_is_not_said_to_use_http(tmp_path: Path) -> None:
+    s = Scene()
+    other = Conn(client_port=42000)
+    s.open(other, 0.0)
+    answer = _lookup(100)[1]
+    elsewhere = "persistent://public/default/elsewhere"
+    s.at(0.1, msg(C2B, "LOOKUP", topic=elsewhere, request_id=100), other).at(0.2, answer, other)
+    s.close(0.3, other)
+    _refusals(s, 5, start=1.0)
+    (row,) = _rows(s.write(tmp_path / "looker.pcap"), F.RECONNECT_RETRY_LOOP)
+    assert row["count"] == 5 and "LOOKUP from this client at all" not in row["summary"]
 
 
 def test_an_unnamed_producer_is_keyed_by_its_topic(tmp_path: Path) -> None:

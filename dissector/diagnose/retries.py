@@ -24,6 +24,8 @@ Rules:
   client that looks up again is not pinned. The unnamed PRODUCER (the broker names it) is
   keyed by its topic.
 - A refusal on a connection with bytes missing ends the run (a LOOKUP may be in the gap).
+  When the capture shows no LOOKUP from the client at all, the summary says so: a client
+  looking up over HTTP (an http:// service URL) shows none on the binary port.
 Memory: runs, LOOKUP counts and moves of at most MAX_KEYS keys (the oldest forgotten).
 """
 
@@ -85,6 +87,7 @@ class Retries:
         self.runs: dict[_Key, _Run] = {}
         self.lookups: dict[tuple[str, str], int] = {}  # (client, topic) -> LOOKUPs answered
         self.moves: dict[tuple[str, str], _Move] = {}  # (client, topic) -> the latest
+        self.lookers: dict[str, None] = {}  # clients seen sending a LOOKUP answered
         self.done: list[Finding] = []
 
     @staticmethod
@@ -135,6 +138,10 @@ class Retries:
         """A LOOKUP of `topic` from the connection's client was answered."""
         if topic is not None:
             where = (_client(conn), topic)
+            if where[0] not in self.lookers:
+                self.lookers[where[0]] = None
+                if len(self.lookers) > MAX_KEYS:
+                    del self.lookers[next(iter(self.lookers))]
             self.lookups[where] = self.lookups.get(where, 0) + 1
             if len(self.lookups) > MAX_KEYS:
                 del self.lookups[next(iter(self.lookups))]
@@ -176,6 +183,11 @@ class Retries:
             f"{conns} connection{'s' if conns > 1 else ''}, with no LOOKUP of the topic "
             f"from {client} between"
         )
+        if client not in self.lookers:
+            summary += (
+                " (the capture shows no LOOKUP from this client at all: lookups over HTTP "
+                "would not be seen)"
+            )
         move = run.move
         if move is not None:
             summary += (

@@ -297,7 +297,8 @@ _TABLE: tuple[tuple[str, Severity, str, str, str | None], ...] = (
         "SUBSCRIBE refused with ConsumerBusy: the subscription is held by another consumer",
         "an Exclusive or Failover subscription still held, often by a zombie consumer whose "
         "connection ended without CLOSE_CONSUMER (the broker has not noticed yet), or a "
-        "second application instance subscribing with the same name and type",
+        "second application instance subscribing with the same name and type; the summary "
+        "names the holder when the capture shows it subscribe",
         None,
     ),
     (
@@ -323,8 +324,9 @@ _TABLE: tuple[tuple[str, Severity, str, str, str | None], ...] = (
         _E,
         "the same PRODUCER or SUBSCRIBE refused with the same retriable error again and again, "
         "with no LOOKUP between",
-        "a client pinned to one broker (an assigned broker URL kept after an unload, a broken "
-        "lookup cache) instead of looking the topic up again; or a broker that stays not ready",
+        "a client pinned to one broker (an assigned broker URL kept after an unload or a "
+        "TOPIC_MIGRATED, a broken lookup cache) instead of looking the topic up again; or a "
+        "broker that stays not ready (a bundle being unloaded, metadata store trouble)",
         "retry_refusals",
     ),
     (

@@ -107,6 +107,17 @@ def test_a_lookup_between_refusals_breaks_the_run(tmp_path: Path) -> None:
     assert _rows(s.write(tmp_path / "lookup.pcap"), F.RECONNECT_RETRY_LOOP) == []
 
 
+def test_a_lookup_answered_with_an_error_breaks_the_run_too(tmp_path: Path) -> None:
+    s = Scene()
+    _refusals(s, 2)
+    lookup = Conn(client_port=42000)
+    s.open(lookup, 2.5)
+    s.at(2.6, _lookup(100)[0], lookup).at(2.65, _error(100, TOO_MANY), lookup)
+    s.close(2.7, lookup)
+    _refusals(s, 3, start=3.0, port=41100)
+    assert _rows(s.write(tmp_path / "lookup-error.pcap"), F.RECONNECT_RETRY_LOOP) == []
+
+
 def test_an_unanswered_lookup_does_not_break_the_run(tmp_path: Path) -> None:
     s = Scene()
     _refusals(s, 2)

@@ -42,8 +42,8 @@ class Refusals:
             code = enum_name(body, "error") if body.HasField("error") else "with no code"
             asked = f" to {request.command_name}" if request is not None else ""
             self.storms.said(conn, f"ERROR {code}{asked}")
-        elif request is not None and request.command_type == _LOOKUP:
-            self.retries.looked_up(conn, request.body.topic)
+        if request is not None and request.command_type == _LOOKUP and request.body is not None:
+            self.retries.looked_up(conn, request.body.topic)  # answered, whatever the answer
 
     def on_life(self, conn: ConnState, fact: Lifecycle) -> None:
         step = fact.step

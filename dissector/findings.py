@@ -349,7 +349,8 @@ _TABLE: tuple[tuple[str, Severity, str, str, str | None], ...] = (
         _E,
         "a producer, consumer or schema request was refused with IncompatibleSchema",
         "the schema offered breaks the topic's compatibility strategy (a changed field, "
-        "another type, AUTO_PRODUCE after an upgrade): compare the schemas shown",
+        "another type, an AUTO_PRODUCE producer after an upgrade): compare the schema offered "
+        "with the topic's (diagnose --values shows what differs)",
         None,
     ),
     (

@@ -2,7 +2,7 @@
 
 Input: the events the pipeline already makes (ConversationOpened, Frame, Anomaly,
 Conversation, and the protocol facts: Pair, RequestIdReused, Acked, Permits, Lifecycle,
-Handshake;
+Handshake, and SchemaFact when values are asked for (the read plan's `schemas`);
 AppMessage is ignored), in order (`feed`); optionally the wall clock (`tick`, live); then
 `finish` at the end of the capture (or group of captures).
 Output: `Finding` records: from `feed` as episodes end (a connection closes, a late answer
@@ -23,6 +23,9 @@ Rules:
   or a TOPIC_MIGRATED's fact (`Lifecycle`) follows its Frame; the producer, consumer and
   spanning rules (`on_life`) read it; and the handshake: a CONNECT's or CONNECTED's fact
   (`Handshake`) follows its Frame; the connection rules (`connection.on_handshake`) read it.
+  IncompatibleSchema refusals (their Pairs) and, with values asked for, the schema facts
+  (`SchemaFact`) go to the schema rule (`schemas.SchemaRule`), which spans connections (a
+  topic's schema may show on another one) and makes its rows at each connection's end.
 - Each command type has a tuple of rule handlers (`DISPATCH`, built once from the rule
   modules' HANDLERS tables: connection, requests, producers, consumers, chunks, spanning).
 - Time is the capture's: the latest event time seen. About every SWEEP_US of it, the timers
@@ -49,6 +52,7 @@ from dissector.diagnose import (
     discards,
     producers,
     requests,
+    schemas,
     spanning,
 )
 from dissector.diagnose.state import ConnState, Context, Listener, RuleStep
@@ -66,6 +70,7 @@ from dissector.events import (
     Pair,
     Permits,
     RequestIdReused,
+    SchemaFact,
 )
 from dissector.facts import is_request_pair, is_send_pair
 from dissector.findings import Thresholds
@@ -129,6 +134,7 @@ class Diagnoser:
     ) -> None:
         self.ctx = Context(thresholds or Thresholds(), listener)
         self.ctx.span = spanning.Spanning(self.ctx)
+        self.schemas = schemas.SchemaRule()  # schema.incompatible, across connections
         self.broker_ports, self.tls_ports = frozenset(broker_ports), frozenset(tls_ports)
         self.conns: dict[int, ConnState] = {}
         self._next_sweep = 0
@@ -167,6 +173,8 @@ class Diagnoser:
                         handler(ctx, conn, ev, ev.body)
         elif kind is Pair:
             assert isinstance(ev, Pair)
+            if ev.error_code == schemas.INCOMPATIBLE:
+                self.schemas.on_pair(ev)
             if is_request_pair(ev):
                 requests.on_pair(ctx, self._conn(ev.conn_id), ev)
             elif is_send_pair(ev):
@@ -192,6 +200,9 @@ class Diagnoser:
         elif kind is Handshake:
             assert isinstance(ev, Handshake)
             connection.on_handshake(ctx, self._conn(ev.conn_id), ev)
+        elif kind is SchemaFact:
+            assert isinstance(ev, SchemaFact)
+            self.schemas.on_fact(ev)
         elif kind is RequestIdReused:
             assert isinstance(ev, RequestIdReused)
             requests.on_reused(ctx, self._conn(ev.conn_id), ev)
@@ -283,3 +294,4 @@ class Diagnoser:
     def _close(self, conn: ConnState, horizon: int, closed: bool) -> None:
         for module in _MODULES:
             module.close(self.ctx, conn, horizon, closed)
+        self.schemas.close(self.ctx, conn)

@@ -180,3 +180,12 @@ def test_a_bytes_producer_refused_offers_bytes(tmp_path: Path) -> None:
     (row,) = findings(s.write(tmp_path / "c.pcap"))
     assert row["code"] == F.SCHEMA_INCOMPATIBLE
     assert "offered BYTES;" in row["summary"]
+
+
+def test_findings_made_beside_values_of_messages_compare_the_same(tmp_path: Path) -> None:
+    """The findings read beside the messages table with values (payloads decoded, the values'
+    schema tracker taking the facts first) say what a findings-only read says."""
+    s, _, _ = _scene()
+    path = s.write(tmp_path / "c.pcap")
+    both = read_capture(path, tables=["findings", "messages"], values=True).arrow["findings"]
+    assert both.to_pylist() == _values_findings(path)

@@ -189,3 +189,19 @@ def test_findings_made_beside_values_of_messages_compare_the_same(tmp_path: Path
     path = s.write(tmp_path / "c.pcap")
     both = read_capture(path, tables=["findings", "messages"], values=True).arrow["findings"]
     assert both.to_pylist() == _values_findings(path)
+
+
+def test_a_get_schema_answered_by_an_error_is_no_finding_and_no_exception(
+    tmp_path: Path,
+) -> None:
+    """GET_SCHEMA declares no schema: an ERROR answering it (IncompatibleSchema or not) makes
+    a refused schema fact with no schema, and no schema.incompatible row (only PRODUCER,
+    SUBSCRIBE and GET_OR_CREATE_SCHEMA offer a schema)."""
+    s = Scene()
+    s.open()
+    s.at(1.0, msg(C2B, "GET_SCHEMA", request_id=4, topic=TOPIC)).at(1.1, _error(4))
+    s.close(2.0)
+    path = s.write(tmp_path / "c.pcap")
+    assert findings(path) == [] and _values_findings(path) == []
+    messages = read_capture(path, tables=["messages"], values=True).arrow["messages"]
+    assert messages.num_rows == 0

@@ -42,6 +42,10 @@ _INCOMPATIBLE = "IncompatibleSchema"
 
 
 def _schema(body: Any) -> Any:
+    """The body's schema (None: none, or a command without one: GET_SCHEMA answered by an
+    ERROR asks for a version, it declares no schema)."""
+    if "schema" not in body.DESCRIPTOR.fields_by_name:
+        return None
     return body.schema if body.HasField("schema") else None
 
 

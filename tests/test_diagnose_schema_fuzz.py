@@ -54,7 +54,7 @@ TOPIC = st.sampled_from(["t", "t-partition-0", "u"])
 
 
 def _fields(name: str) -> st.SearchStrategy[dict[str, Any]]:
-    return {
+    drawn: dict[str, st.SearchStrategy[dict[str, Any]]] = {
         "PRODUCER": st.fixed_dictionaries(
             {"topic": TOPIC, "producer_id": IDS, "request_id": IDS},
             optional={"schema": SCHEMA, "producer_name": st.just("p")},
@@ -87,7 +87,8 @@ def _fields(name: str) -> st.SearchStrategy[dict[str, Any]]:
             optional={"schema_version": VERSION, "error_code": st.sampled_from([18, 6]),
                       "error_message": st.just("e")},
         ),
-    }.get(name, st.just({}))  # fmt: skip
+    }  # fmt: skip
+    return drawn.get(name, st.just({}))
 
 
 NAMES = [

@@ -11,9 +11,9 @@ a request declaring one) or served (GET_SCHEMA_RESPONSE) are known; each connect
 Output: at a connection's end, one finding per topic its requests were refused on: the count
 of refusals (value, unit "refusals"), the producers or consumers refused (entity), the
 broker's message, the ERROR packets as evidence (and the packet that showed the topic's
-schema, counted 0), and the schemas: the one offered (the latest refusal's: type and name,
-and with values its fields) and, with values, the topic's as the capture saw it (its newest
-version, from any connection) and what differs (schema_shapes.differences).
+schema, counted 0), and the schemas: the one offered (the latest refusal's: type and name)
+and, with values, the topic's as the capture saw it (its newest version, from any
+connection), both with their fields, and what differs (schema_shapes.differences).
 Rules:
 - A refusal proves itself: no history is needed (a connection that starts mid-stream has no
   refusal only if its request was missed: its answer then pairs with nothing).
@@ -176,7 +176,7 @@ class SchemaRule:
         text = f"{what} refused with IncompatibleSchema ({times})"
         offered = refused.offered
         assert offered is not None
-        text += f": offered {describe(offered, fields=self.facts)}"
+        text += f": offered {describe(offered, fields=known is not None)}"
         if not self.facts:
             text += "; the topic's schema not compared (diagnose --values compares it)"
         elif known is None:

@@ -128,7 +128,8 @@ class SchemaRule:
         if label is not None and label not in refused.names and len(refused.names) < MAX_NAMES:
             refused.names.append(label)
         refused.offered = shape(body.schema if body.HasField("schema") else None)
-        refused.message = (pair.error_message or "")[:MAX_MESSAGE]
+        said = pair.error_message or ""
+        refused.message = said if len(said) <= MAX_MESSAGE else said[:MAX_MESSAGE] + " ..."
 
     def on_fact(self, fact: SchemaFact) -> None:
         """A schema fact (values asked for): a topic's schema accepted or served is known."""

@@ -351,7 +351,8 @@ _TABLE: tuple[tuple[str, Severity, str, str, str | None], ...] = (
         _E,
         "a producer, consumer or schema request was refused with IncompatibleSchema",
         "the schema offered breaks the topic's compatibility strategy (a changed field, "
-        "another type, AUTO_PRODUCE after an upgrade): compare the schemas shown",
+        "another type, an AUTO_PRODUCE producer after an upgrade): compare the schema offered "
+        "with the topic's (diagnose --values shows what differs)",
         None,
     ),
     (
@@ -403,3 +404,221 @@ REGISTRY: dict[str, FindingKind] = {
 
 #: Severities from the most to the least serious (how `diagnose` ranks findings).
 SEVERITY_RANK: dict[str, int] = {Severity.ERROR: 0, Severity.WARNING: 1, Severity.INFO: 2}
+
+# ----------------------------------------------------------------- evidence and sources
+# What proves each code on the wire, and where the symptom comes from: docs/findings.md is
+# generated from this block (scripts/gen_docs.py, `finding-reference`). A block of its own,
+# apart from the registry's entries above.
+
+#: The Pulsar binary protocol's specification (its sections are named in `sources`).
+SPEC_URL = "https://pulsar.apache.org/docs/developing-binary-protocol/"
+
+
+@dataclass(frozen=True, slots=True)
+class FindingSources:
+    """What proves a finding on the wire and where its symptom is documented."""
+
+    evidence: str  # the frames (and their fields) that prove it
+    #: "owner/repo#n" (a GitHub issue or pull request), "spec: SECTION" (a section of
+    #: SPEC_URL) or a setting's name and default, in words
+    sources: tuple[str, ...]
+
+
+_S = FindingSources
+#: Code -> its wire evidence and sources (issues from the research note on what users hit
+#: in 2025-2026, the spec, the clients' settings): one entry per code of REGISTRY.
+SOURCES: dict[str, FindingSources] = {
+    _C.FLOW_NO_FLOW_AFTER_SUBSCRIBE: _S(
+        "SUBSCRIBE answered SUCCESS, then no FLOW from the client for flow_wait seconds",
+        ("spec: Flow control", "client setting receiverQueueSize (1000; 0 waits for receive())"),
+    ),
+    _C.FLOW_STARVED: _S(
+        "a consumer's FLOW permits used up by the MESSAGE entries delivered (0 left), then no "
+        "FLOW for flow_wait seconds",
+        ("spec: Flow control", "client setting receiverQueueSize (1000)"),
+    ),
+    _C.FLOW_OVERSHOOT: _S(
+        "more MESSAGE entries delivered to a consumer than its FLOW permits plus its largest batch",
+        ("spec: Flow control",),
+    ),
+    _C.PRODUCER_SEND_TIMEOUT: _S(
+        "a SEND with no SEND_RECEIPT or SEND_ERROR for send_timeout seconds, or still waiting "
+        "when its producer or connection closed",
+        (
+            "apache/pulsar#18750",
+            "apache/pulsar#23920",
+            "spec: Producer",
+            "client setting sendTimeoutMs (30000)",
+        ),
+    ),
+    _C.PRODUCER_RECEIPT_OUT_OF_ORDER: _S(
+        "a SEND_RECEIPT naming a sequence_id other than its producer's oldest SEND waiting",
+        ("spec: Producer",),
+    ),
+    _C.PRODUCER_SEQUENCE_REGRESSION: _S(
+        "a SEND whose sequence_id is not above the highest its producer sent (chunks of one "
+        "message excepted), on one connection or after a reconnect",
+        ("spec: Producer",),
+    ),
+    _C.PRODUCER_BUSY: _S(
+        "PRODUCER answered ERROR ProducerBusy (16) or ProducerFenced (25), or PRODUCER sent "
+        "again for an open producer_id without CLOSE_PRODUCER",
+        ("apache/pulsar#5571", "PIP-68 (exclusive producer access modes)"),
+    ),
+    _C.CONSUMER_REDELIVERED_AFTER_ACK: _S(
+        "a MESSAGE whose id an earlier ACK of the same subscription covered (individual or "
+        "cumulative), on the connection where it was delivered again",
+        ("apache/pulsar#23908", "apache/pulsar#22709"),
+    ),
+    _C.CONSUMER_REDELIVERY_STORM: _S(
+        "REDELIVER_UNACKNOWLEDGED_MESSAGES bursts, or MESSAGE redelivery_count, reaching "
+        "redeliveries for one consumer",
+        ("spec: Consumer", "client settings ackTimeout, negativeAckRedeliveryDelay (60 s)"),
+    ),
+    _C.CONSUMER_ACK_HOLE: _S(
+        "a consumer's oldest MESSAGE left unacknowledged for ack_timeout seconds while ACKs "
+        "of later ones come",
+        ("apache/pulsar#23908", "spec: Consumer"),
+    ),
+    _C.CONSUMER_DISCARDED_CORRUPT: _S(
+        "an ACK with validation_error (ChecksumMismatch, DecompressionError, ...) naming "
+        "MESSAGEs delivered to the consumer",
+        ("apache/pulsar#22601", "spec: Consumer"),
+    ),
+    _C.KEEPALIVE_UNANSWERED: _S(
+        "a PING with no PONG from the other side within keepalive seconds",
+        (
+            "apache/pulsar#18750",
+            "apache/pulsar#23920",
+            "spec: Keep Alive",
+            "client setting keepAliveIntervalSeconds (30)",
+        ),
+    ),
+    _C.LOOKUP_REDIRECT_LOOP: _S(
+        "LOOKUP_RESPONSE Redirect answers for one topic: more than max_redirects in a row, "
+        "back to the broker asked, the same redirect twice in one chain, or authoritative "
+        "not followed",
+        (
+            "apache/pulsar-client-cpp#405",
+            "spec: Topic lookup",
+            "client setting maxLookupRedirects (20)",
+        ),
+    ),
+    _C.REQUEST_UNANSWERED: _S(
+        "a request with a request_id and no answer before its connection ended (at the "
+        "capture's end: older than request_timeout)",
+        ("apache/pulsar-client-go#779", "client setting operationTimeoutSeconds (30)"),
+    ),
+    _C.REQUEST_UNKNOWN_RESPONSE: _S(
+        "a response whose request_id no request of the connection waits for",
+        ("spec: Framing",),
+    ),
+    _C.REQUEST_ID_REUSED: _S(
+        "a request sent with the request_id of one of the same side still waiting",
+        ("spec: Framing",),
+    ),
+    _C.MESSAGE_OVERSIZE: _S(
+        "a SEND or MESSAGE frame larger than CONNECTED.max_message_size (5 MiB when absent)",
+        ("spec: Framing", "broker setting maxMessageSize (5 MiB)"),
+    ),
+    _C.TOPIC_MIGRATED_NOT_FOLLOWED: _S(
+        "TOPIC_MIGRATED, or CLOSE_PRODUCER / CLOSE_CONSUMER naming assignedBrokerServiceUrl, "
+        "then no PRODUCER / SUBSCRIBE at that broker within reconnect_wait seconds",
+        ("apache/pulsar#25997", "PIP-188 (topic migration)", "PIP-307 (assigned broker)"),
+    ),
+    _C.CHUNK_INCOMPLETE_EXPIRED: _S(
+        "chunks of one uuid stopping before num_chunks_from_msg for chunk_expiry seconds",
+        (
+            "apache/pulsar-client-go#1446",
+            "apache/pulsar-client-go#1397",
+            "client setting expireTimeOfIncompleteChunkedMessage (60000 ms)",
+        ),
+    ),
+    _C.CONNECTION_WRONG_PROTOCOL: _S(
+        "a TLS ClientHello or HTTP on a plaintext broker port (the client's stream), or HTTP "
+        "or TLS answering a plaintext Pulsar client (the server's stream)",
+        ("apache/pulsar#14544", "apache/pulsar-helm-chart#528", "spec: Framing"),
+    ),
+    _C.CHECKSUM_MISMATCH_HOP: _S(
+        "SEND or MESSAGE payloads whose CRC32C (over metadata and payload) fails, counted per hop",
+        ("apache/pulsar#22601", "spec: Framing"),
+    ),
+    _C.CONSUMER_BUSY: _S(
+        "SUBSCRIBE answered ERROR ConsumerBusy (5) again and again; the holder's connection "
+        "ended without CLOSE_CONSUMER when the capture shows it",
+        ("apache/pulsar#13920", "apache/pulsar#20621", "apache/pulsar-client-go#1290"),
+    ),
+    _C.AUTH_REFRESH_UNSUPPORTED: _S(
+        "CONNECT without FeatureFlags.supports_auth_refresh, with an expiring credential; "
+        "the broker closes the connections at a steady period with no AUTH_CHALLENGE",
+        (
+            "streamnative/pulsar-rs#423",
+            "streamnative/pulsar-rs#429",
+            "fsprojects/pulsar-client-dotnet#362",
+        ),
+    ),
+    _C.AUTH_CHALLENGE_UNANSWERED: _S(
+        "an AUTH_CHALLENGE with no AUTH_RESPONSE within auth_wait seconds, then the close",
+        (
+            "streamnative/pulsar-rs#423",
+            "fsprojects/pulsar-client-dotnet#362",
+            "broker setting authenticationRefreshCheckSeconds (60)",
+        ),
+    ),
+    _C.RECONNECT_RETRY_LOOP: _S(
+        "the same PRODUCER or SUBSCRIBE answered by the same retriable ERROR "
+        "(ServiceNotReady (6), TooManyRequests (14), ...) retry_refusals times with no "
+        "LOOKUP between (after a CLOSE_* naming an assigned broker, often)",
+        (
+            "apache/pulsar#25997",
+            "apache/pulsar#26009",
+            "apache/pulsar-client-cpp#405",
+            "apache/pulsar-client-go#698",
+        ),
+    ),
+    _C.RECONNECT_STORM: _S(
+        "one client's connections to one broker opened and ended at storm_per_minute a "
+        "minute or more, with the ERRORs or closes that ended them",
+        ("apache/pulsar#5264", "apache/pulsar#2876", "apache/pulsar-client-go#698"),
+    ),
+    _C.DISPATCH_STALLED_WITH_PERMITS: _S(
+        "a consumer holding FLOW permits gets no MESSAGE for dispatch_wait seconds while "
+        "SEND_RECEIPTs of its topic advance; CONSUMER_STATS_RESPONSE "
+        "blockedConsumerOnUnackedMsgs when polled",
+        ("apache/pulsar#26395", "apache/pulsar#25581", "apache/pulsar#23999"),
+    ),
+    _C.SCHEMA_INCOMPATIBLE: _S(
+        "PRODUCER or SUBSCRIBE answered ERROR IncompatibleSchema (18), or "
+        "GET_OR_CREATE_SCHEMA_RESPONSE with that error_code; the schema offered "
+        "(PRODUCER.schema, GET_OR_CREATE_SCHEMA.schema) against the topic's "
+        "(PRODUCER_SUCCESS.schema_version after an accepted schema, GET_SCHEMA_RESPONSE)",
+        ("apache/pulsar#25437", "apache/pulsar#23674", "spec: Producer"),
+    ),
+    _C.TXN_COORDINATOR_NOT_FOUND: _S(
+        "a transaction response (NEW_TXN_RESPONSE, ...) with error "
+        "TransactionCoordinatorNotFound (20), with or without a TC_CLIENT_CONNECT_REQUEST "
+        "before it",
+        ("apache/pulsar#21533", "apache/pulsar#20851"),
+    ),
+    _C.TXN_INVALID_STATUS: _S(
+        "END_TXN or ADD_PARTITION_TO_TXN / ADD_SUBSCRIPTION_TO_TXN answered InvalidTxnStatus "
+        "(21) or TransactionNotFound (24)",
+        ("apache/pulsar#19200", "apache/pulsar#21533"),
+    ),
+    _C.TXN_TIMEOUT: _S(
+        "NEW_TXN_RESPONSE opening a transaction and no END_TXN for it before its "
+        "txn_ttl_millis (else txn_timeout) passed",
+        ("apache/pulsar#19200", "client setting transactionTimeout (60 s)"),
+    ),
+    _C.FLOW_PERMIT_LEAK: _S(
+        "FLOW permits returned over time falling short of the messages delivered and "
+        "acknowledged (a MESSAGE batch of P > 1 failing its CRC32C, one permit returned)",
+        ("apache/pulsar#26336",),
+    ),
+    _C.CONSUMER_STATS_MISMATCH: _S(
+        "CONSUMER_STATS_RESPONSE availablePermits, unackedMessages, msgBacklog against the "
+        "capture's permits granted minus delivered and deliveries minus acks",
+        ("apache/pulsar#25581", "PIP-491 (message_permits on MESSAGE)"),
+    ),
+}
+assert set(SOURCES) == set(REGISTRY), sorted(set(SOURCES) ^ set(REGISTRY))

@@ -77,6 +77,7 @@ class Pipeline:
         frame_runs: bool = False,
         consumed: bool = False,
         lifecycles: bool = False,
+        schemas: bool = False,
     ) -> None:
         """messages: the extractor of application messages, or None not to extract them.
 
@@ -93,6 +94,9 @@ class Pipeline:
         lifecycles: with pairs, each producer's and consumer's step (declared, created,
         failed, closed, migrated) follows the frame that made it (`Lifecycle`:
         dissector.facts.lifecycles).
+
+        schemas: with pairs, the schema facts (`SchemaFact`: dissector.facts.schemas) follow
+        the frame that made them (the findings' schema rule reads them).
 
         keylog: TLS secrets (NSS key log) to decrypt TLS connections with; it may gain
         secrets while the pipeline runs (live), sessions waiting for theirs then retry.
@@ -133,6 +137,7 @@ class Pipeline:
             keylog=keylog,
             consumed=consumed,
             lifecycles=lifecycles,
+            schemas=schemas,
         )
         # a swapped connection's id is kept until TCP forgets the connection: no event of
         # it comes after (the anomalies of data after its close come before)

@@ -112,6 +112,48 @@ def finding_thresholds() -> str:
     return "\n".join(lines) + "\n"
 
 
+_ISSUE = re.compile(r"^(?P<repo>[\w.-]+/[\w.-]+)#(?P<number>\d+)$")
+
+
+def _source(text: str, spec_url: str) -> str:
+    """One source in Markdown: an issue as its link, a spec section as a link to the spec."""
+    issue = _ISSUE.match(text)
+    if issue is not None:
+        return f"[{text}](https://github.com/{issue['repo']}/issues/{issue['number']})"
+    if text.startswith("spec: "):
+        return f"[binary protocol: {text[len('spec: ') :]}]({spec_url})"
+    return text
+
+
+def finding_reference() -> str:
+    """Every finding code (by name) with its severity, title, threshold option and default,
+    hint, wire evidence and sources (dissector.findings: REGISTRY, Thresholds, SOURCES)."""
+    from dissector.findings import REGISTRY, SOURCES, SPEC_URL, THRESHOLDS, Thresholds
+
+    defaults = Thresholds()
+    out: list[str] = []
+    for code, kind in sorted(REGISTRY.items()):
+        told = SOURCES[code]
+        name = kind.threshold
+        if name:
+            default = getattr(defaults, name)
+            option = f"`--{name.replace('_', '-')}`, default {default:g}: {THRESHOLDS[name]}"
+        else:
+            option = "none"
+        sources = ", ".join(_source(s, SPEC_URL) for s in told.sources)
+        out += [
+            f"### `{code}`",
+            "",
+            f"- **severity**: {kind.severity}; **threshold**: {option}",
+            f"- **what it means**: {kind.title}",
+            f"- **wire evidence**: {told.evidence}",
+            f"- **usual causes**: {kind.hint}",
+            f"- **sources**: {sources}",
+            "",
+        ]
+    return "\n".join(out)
+
+
 # ------------------------------------------------------------------------------------- CLI
 
 
@@ -340,6 +382,7 @@ def blocks() -> dict[str, Callable[[], str]]:
         "anomaly-codes": anomaly_codes,
         "finding-codes": finding_codes,
         "finding-thresholds": finding_thresholds,
+        "finding-reference": finding_reference,
         "cli:overview": cli_overview,
         "layout": layout,
         "read-plan": read_plan,

@@ -133,3 +133,19 @@ def test_the_readme_python_example_runs(monkeypatch: pytest.MonkeyPatch) -> None
     assert len(blocks) == 1
     monkeypatch.chdir(ROOT)  # the example names the bundled samples from the checkout
     exec(compile(blocks[0], "README.md", "exec"), {})
+
+
+def test_the_findings_page_gives_every_code_its_evidence_and_sources() -> None:
+    """docs/findings.md (block `finding-reference`): one section per code of the registry,
+    in code order, each with its wire evidence and at least one source."""
+    from dissector.findings import REGISTRY, SOURCES
+
+    text = (ROOT / "docs" / "findings.md").read_text(encoding="utf-8")
+    sections = re.findall(r"^### `([\w.]+)`\n\n((?:- .*\n)+)", text, re.M)
+    assert [code for code, _ in sections] == sorted(REGISTRY)
+    for code, body in sections:
+        assert f"- **wire evidence**: {SOURCES[code].evidence}\n" in body, code
+        assert SOURCES[code].sources, code
+        assert f"- **usual causes**: {REGISTRY[code].hint}\n" in body, code
+    links = re.findall(r"\[([\w.-]+/[\w.-]+)#(\d+)\]\(https://github\.com/([^)]+)\)", text)
+    assert links and all(url == f"{repo}/issues/{n}" for repo, n, url in links)

@@ -98,10 +98,11 @@ class Connection:
         self.state = ConversationState(
             opened.conn_id,
             pairs=shared.pairs,
-            schemas=values,
+            schemas=values or shared.schemas,
             consumed=shared.consumed,
             lifecycles=shared.lifecycles,
         )
+        self.state.schemas.published = shared.schemas
         self.judged: set[Direction] = set()  # pending: sides that opened without CONNECT
         self.anomalies = 0
         self.tls: TlsSession | None = None  # TLS modes: the session

@@ -9,7 +9,8 @@ anomalies as they are; the count of anomalies among them (the connection's row c
 Rule: one conversation state sees every frame of its connection, in stream order, once; a
 frame's topic is set by building the tuple (no per-frame `_replace`). With values asked for
 (`messages.values`), the schema facts the state made of a frame go to it: it learns the
-schemas, and the schema anomalies it finds follow their frame.
+schemas, and the schema anomalies it finds follow their frame; when they are published
+(`state.schemas.published`: the findings with values asked for) the facts follow too.
 """
 
 from __future__ import annotations
@@ -58,6 +59,10 @@ def publish(
                         faults = messages.values.learn(told, ev)  # schema.* anomalies
                         anomalies += len(faults)
                         out.extend(faults)
+                        if state.schemas.published:
+                            out.extend(told)
+            elif state.schemas.told:  # schema facts as events, no payload decoding
+                out.extend(state.schemas.take())
         elif type(ev) is FrameRun:
             out.append(_new_frame(FrameRun, (*ev[:_TOPICS], state.observe_run(ev))))
         else:

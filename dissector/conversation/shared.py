@@ -38,6 +38,8 @@ class Shared:
     consumed: bool = False
     #: each producer's and consumer's steps are facts (dissector.facts.lifecycles)
     lifecycles: bool = False
+    #: the schema facts are made and follow their frame as events (dissector.facts.schemas)
+    schemas: bool = False
     #: TCP connections found not to be Pulsar, by server port (what a user may have meant
     #: with --port when no Pulsar traffic is found).
     other_ports: dict[int, int] = field(default_factory=dict)

@@ -2,7 +2,7 @@
 
 Input: the events the pipeline already makes (ConversationOpened, Frame, Anomaly,
 Conversation, and the protocol facts: Pair, RequestIdReused, Acked, Permits, Lifecycle,
-Handshake;
+Handshake, and SchemaFact when values are asked for (the read plan's `schemas`);
 AppMessage is ignored), in order (`feed`); optionally the wall clock (`tick`, live); then
 `finish` at the end of the capture (or group of captures).
 Output: `Finding` records: from `feed` as episodes end (a connection closes, a late answer
@@ -26,6 +26,9 @@ Rules:
 - Refusals and reconnects across connections (consumer.busy, reconnect.retry_loop,
   reconnect.storm: dissector.diagnose.refusals) read the request facts (ERRORs, LOOKUPs
   answered), the lifecycle facts and each connection's end.
+  IncompatibleSchema refusals (their Pairs) and, with values asked for, the schema facts
+  (`SchemaFact`) go to the schema rule (`schemas.SchemaRule`), which spans connections (a
+  topic's schema may show on another one) and makes its rows at each connection's end.
 - Each command type has a tuple of rule handlers (`DISPATCH`, built once from the rule
   modules' HANDLERS tables: connection, requests, producers, consumers, chunks, spanning).
 - Time is the capture's: the latest event time seen. About every SWEEP_US of it, the timers
@@ -52,6 +55,7 @@ from dissector.diagnose import (
     discards,
     producers,
     requests,
+    schemas,
     spanning,
 )
 from dissector.diagnose.refusals import Refusals
@@ -70,6 +74,7 @@ from dissector.events import (
     Pair,
     Permits,
     RequestIdReused,
+    SchemaFact,
 )
 from dissector.facts import is_request_pair, is_send_pair
 from dissector.findings import Thresholds
@@ -134,6 +139,7 @@ class Diagnoser:
         self.ctx = Context(thresholds or Thresholds(), listener)
         self.ctx.span = spanning.Spanning(self.ctx)
         self.refusals = Refusals(self.ctx)  # consumer.busy, reconnect.* (across connections)
+        self.schemas = schemas.SchemaRule()  # schema.incompatible, across connections
         self.broker_ports, self.tls_ports = frozenset(broker_ports), frozenset(tls_ports)
         self.conns: dict[int, ConnState] = {}
         self._next_sweep = 0
@@ -172,6 +178,8 @@ class Diagnoser:
                         handler(ctx, conn, ev, ev.body)
         elif kind is Pair:
             assert isinstance(ev, Pair)
+            if ev.error_code == schemas.INCOMPATIBLE:
+                self.schemas.on_pair(ev)
             if is_request_pair(ev):
                 conn = self._conn(ev.conn_id)
                 requests.on_pair(ctx, conn, ev)
@@ -200,6 +208,9 @@ class Diagnoser:
         elif kind is Handshake:
             assert isinstance(ev, Handshake)
             connection.on_handshake(ctx, self._conn(ev.conn_id), ev)
+        elif kind is SchemaFact:
+            assert isinstance(ev, SchemaFact)
+            self.schemas.on_fact(ev)
         elif kind is RequestIdReused:
             assert isinstance(ev, RequestIdReused)
             requests.on_reused(ctx, self._conn(ev.conn_id), ev)
@@ -294,3 +305,4 @@ class Diagnoser:
         for module in _MODULES:
             module.close(self.ctx, conn, horizon, closed)
         self.refusals.close(conn)
+        self.schemas.close(self.ctx, conn)

@@ -94,6 +94,7 @@ PipelineEvent = (
     | Handshake
     | Delivering
     | AckedIds
+    | SchemaFact
 )
 
 __all__ = [

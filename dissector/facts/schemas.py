@@ -5,7 +5,8 @@ Input: from the machine's table (`table.TRANSITIONS`), the commands declaring a 
 with the request it answers (`answered`), and a PRODUCER_SUCCESS that is not ready yet with
 the request it will answer (`producer_answered`).
 Output: `SchemaFact`s (dissector.events), in wire order, in `told`, taken by their consumer
-(`take`; the values' schema tracker); none are made unless wanted (`told` None).
+(`take`; the values' schema tracker, and when `published` the events after their frame: the
+findings' schema rule); none are made unless wanted (`told` None).
 Rules, per topic as the client named it:
 - DECLARED: every PRODUCER and SUBSCRIBE (their schema, or None: a producer of plain bytes
   declares none), and every GET_OR_CREATE_SCHEMA.
@@ -41,6 +42,10 @@ _INCOMPATIBLE = "IncompatibleSchema"
 
 
 def _schema(body: Any) -> Any:
+    """The body's schema (None: none, or a command without one: GET_SCHEMA answered by an
+    ERROR asks for a version, it declares no schema)."""
+    if "schema" not in body.DESCRIPTOR.fields_by_name:
+        return None
     return body.schema if body.HasField("schema") else None
 
 
@@ -59,11 +64,12 @@ def _entity(ctype: int, body: Any) -> tuple[EntityKind | None, int | None]:
 class SchemaFacts:
     """The schema facts of one connection, as they are made; see the module docstring."""
 
-    __slots__ = ("conn_id", "told")
+    __slots__ = ("conn_id", "published", "told")
 
     def __init__(self, conn_id: int, wanted: bool) -> None:
         self.conn_id = conn_id
         self.told: list[SchemaFact] | None = [] if wanted else None
+        self.published = False  # the facts also go out as events (the pipeline's `schemas`)
 
     def take(self) -> list[SchemaFact]:
         """The facts made since the last call (an empty list when none is wanted)."""

@@ -98,6 +98,7 @@ def make_pipeline(
         frame_runs=plan.frame_runs,
         consumed=plan.consumed,
         lifecycles=plan.lifecycles,
+        schemas=plan.schemas,
     )
 
 

@@ -17,7 +17,10 @@ Rules:
   ACK says of its consumer's messages (`consumed`: dissector.facts.consumed) by the journeys
   alone, and by a caller of the event API whenever it has pairs (it may feed a joiner of its
   own); the facts of each producer's and consumer's steps (`lifecycles`:
-  dissector.facts.lifecycles) by the findings and journeys, and by the event API with pairs.
+  dissector.facts.lifecycles) by the findings and journeys, and by the event API with pairs;
+  the schema facts as events (`schemas`: dissector.facts.schemas) by the findings when values
+  are asked for (`diagnose --values`: schema.incompatible then compares the schemas), with no
+  payload decoding.
   A read does only what its tables need: `read_tables(path, tables=["frames"])` decodes no
   payload and pairs nothing.
 - `ReaderOptions.messages` and `.pairs` can turn a stage off, never on: a table that needs it
@@ -76,6 +79,9 @@ class ReadPlan:
     consumed: bool = False
     #: with pairs, each producer's and consumer's steps (dissector.facts.lifecycles)
     lifecycles: bool = False
+    #: the schema facts follow their frame as events: the findings with values asked for
+    #: (schema.incompatible compares the schema offered with the topic's)
+    schemas: bool = False
 
 
 def plan_read(
@@ -101,6 +107,7 @@ def plan_read(
     findings, journeys = "findings" in asked, "journeys" in asked
     consumed = pairs and (journeys or front == EVENTS)
     lifecycles = pairs and (findings or journeys or front == EVENTS)
+    schemas = pairs and findings and options.values
     runs = front in (TABLES, SPANS) and not (
         payloads or pairs or options.frame_bytes or fields or asked & FRAME_BY_FRAME
     )
@@ -117,6 +124,7 @@ def plan_read(
         journeys=journeys,
         consumed=consumed,
         lifecycles=lifecycles,
+        schemas=schemas,
     )
 
 

@@ -72,6 +72,18 @@ def test_options_turn_a_stage_off_never_on() -> None:
     assert not plan_read(ReaderOptions(), ["frames"]).payloads  # on, but not needed
 
 
+def test_the_findings_with_values_get_schema_facts_and_no_payloads() -> None:
+    """diagnose --values: the schema facts follow their frames (schema.incompatible compares
+    the schemas) while no payload is decoded; without values, or without findings, none."""
+    values = ReaderOptions(values=True)
+    plan = plan_read(values, ["findings"])
+    assert (plan.schemas, plan.payloads) == (True, False)
+    assert not plan_read(ReaderOptions(), ["findings"]).schemas
+    for name in sorted(set(REGISTRY) - {"findings"}):
+        assert not plan_read(values, [name]).schemas, name
+    assert plan_read(values, ["findings", "messages"]).schemas
+
+
 def test_what_reads_every_frame_takes_no_runs() -> None:
     assert not plan_read(ReaderOptions(fields=True), ["frames"]).frame_runs
     assert plan_read(ReaderOptions(fields=True), ["entities"]).frame_runs  # no fields made

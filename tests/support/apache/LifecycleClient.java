@@ -13,7 +13,8 @@
 //         record}}: what this client saw, in its own words: the exceptions it got (class and message), the message ids
 //         the broker gave back and delivered (with partition, redelivery count, key and the
 //         consumer that got each), the consumer event listener's becameActive/becameInactive
-//         calls, the reachedEndOfTopic callback, the admin answers.
+//         calls, the reachedEndOfTopic callback, the admin answers, the schemas its
+//         producers declared (type and name, as their SchemaInfo says).
 // Rule:   every scenario runs in a PulsarClient of its own (its own connection), one after
 //         the other, and closes everything before the next; waits are for events (a
 //         callback, a message), bounded by WAIT seconds; an unexpected failure exits
@@ -102,6 +103,8 @@ public final class LifecycleClient {
             case "topic_not_found", "terminated_producer" -> r.put("producer",
                     failure(() -> client.newProducer().topic(topic).producerName("nf").create()));
             case "incompatible_schema" -> {
+                r.put("schemas", Json.entry("strings", schemaOf(Schema.STRING),
+                        "longs", schemaOf(Schema.INT64)));
                 Producer<String> first = client.newProducer(Schema.STRING).topic(topic)
                         .producerName("strings").create();
                 r.put("int64", failure(() -> client.newProducer(Schema.INT64).topic(topic)
@@ -341,6 +344,12 @@ public final class LifecycleClient {
     }
 
     /** What a call that should fail threw: its class and message (null if it succeeded). */
+    /** A schema's type and name as the client declares it (its SchemaInfo). */
+    static Map<String, Object> schemaOf(Schema<?> schema) {
+        return Json.entry("type", schema.getSchemaInfo().getType().name(),
+                "name", schema.getSchemaInfo().getName());
+    }
+
     static Object failure(Call call) {
         try {
             Object made = call.call();

@@ -12,8 +12,8 @@ at the capture's end, `txn.timeout` per connection that opened the transactions.
 Rules:
 - coordinator_not_found: a transaction request answered TransactionCoordinatorNotFound; the
   row says whether the connection sent TC_CLIENT_CONNECT_REQUEST before it (a client on
-  protocol 19 or later should: the broker then finds the coordinator), when the connection
-  was captured whole (else: unknown).
+  protocol 19 or later should: the broker then finds the coordinator) and whether the
+  latest was refused, when the connection was captured whole (else: unknown).
 - invalid_status: a transaction request answered InvalidTxnStatus or TransactionNotFound;
   the row names the request and the transaction (most and least bits).
 - timeout: a transaction opened (NEW_TXN answered with its txnid) is due by the
@@ -99,6 +99,9 @@ class TxnConn:
 
     protocol: int | None = None  # the CONNECT's protocol_version
     tc_connect: bool = False  # a TC_CLIENT_CONNECT_REQUEST sent so far
+    tc_refused: str | None = None  # the latest one's error, when refused (None: accepted)
+    #: a refusal that came after a refused TC_CLIENT_CONNECT_REQUEST: that one's error
+    not_found_after: str | None = None
     not_found: Evidence = field(default_factory=Evidence)
     not_found_names: Counter[str] = field(default_factory=Counter)
     not_found_unconnected: int = 0  # of them, sent with no TC_CLIENT_CONNECT_REQUEST before
@@ -107,7 +110,7 @@ class TxnConn:
     invalid_named: list[str] = field(default_factory=list)  # "END_TXN txn (1, 5)", the first
 
 
-class Opened(NamedTuple):
+class OpenTxn(NamedTuple):
     """A transaction the capture saw opened, waiting for its END_TXN."""
 
     conn: ConnState
@@ -121,7 +124,7 @@ class Opened(NamedTuple):
 class Late(NamedTuple):
     """A transaction not ended by its due time."""
 
-    opened: Opened
+    opened: OpenTxn
     end: Frame | None  # its END_TXN, sent late; None: none before the capture ended
     answer: Frame | None
     error: str | None
@@ -134,7 +137,7 @@ class Transactions:
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
         self.conns: dict[int, TxnConn] = {}
-        self.open: dict[tuple[int, int], Opened] = {}
+        self.open: dict[tuple[int, int], OpenTxn] = {}
         self.late: dict[int, list[Late]] = {}  # conn_id of the NEW_TXN -> its late ones
 
     def _state(self, conn: ConnState) -> TxnConn:
@@ -159,6 +162,8 @@ class Transactions:
                 state.not_found.add(pair.response)
             state.not_found_names[_name(request)] += 1
             state.not_found_unconnected += ctype != _TC_CONNECT and not state.tc_connect
+            if ctype != _TC_CONNECT and state.tc_refused:
+                state.not_found_after = state.tc_refused
         elif code in INVALID:
             assert code is not None
             state.invalid.add(request)
@@ -170,6 +175,7 @@ class Transactions:
                 state.invalid_named.append(f"{_name(request)} {_txn(ident)} ({code})")
         if ctype == _TC_CONNECT:
             state.tc_connect = True
+            state.tc_refused = code if pair.outcome is Outcome.ERROR else None
         elif ctype == _NEW_TXN and pair.outcome is Outcome.SUCCESS:
             self._opened(conn, pair)
         elif ctype == _END_TXN:
@@ -184,7 +190,7 @@ class Transactions:
         body: Any = request.body
         ms = body.txn_ttl_millis if body.HasField("txn_ttl_millis") else 0
         ttl = ms * 1000 if ms > 0 else self.ctx.us["txn_timeout"]
-        opened = Opened(conn, request, response, ttl, response.last_ts + ttl, ident)
+        opened = OpenTxn(conn, request, response, ttl, response.last_ts + ttl, ident)
         bounded(self.open, ident, lambda: opened)
 
     def _ended(self, pair: Pair) -> None:
@@ -236,6 +242,8 @@ class Transactions:
                 before += "capture missed the connection's start)"
             elif state.not_found_unconnected == 0:
                 before = "the connection had sent TC_CLIENT_CONNECT_REQUEST before"
+                if state.not_found_after:
+                    before += f", which was refused ({state.not_found_after})"
             else:
                 protocol = state.protocol
                 before = (

@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 
 import dissector
+from dissector.findings import FindingCode as F
 from tests.support.apache.raw import RawClient
 from tests.support.apache.secure import SecureBroker, captured
 from tests.support.peers import LOOPBACK
@@ -228,19 +229,19 @@ def test_the_brokers_own_answers_make_the_transaction_findings(raw_txn: Run) -> 
     ]
     refused = [(t, e) for t, e in ended if e in ("InvalidTxnStatus", "TransactionNotFound")]
     assert refused, (late, unknown)  # Apache refuses the END_TXN of an unknown txn at least
-    (row,) = rows.pop("txn.invalid_status")
+    (row,) = rows.pop(F.TXN_INVALID_STATUS)
     assert row["count"] == len(refused)
     for name, error in refused:
         assert f"END_TXN {name} ({error})" in row["summary"]
     # the transaction was ended after its timeout, by construction
-    (row,) = rows.pop("txn.timeout")
+    (row,) = rows.pop(F.TXN_TIMEOUT)
     assert row["count"] == 1 and row["value"] > TTL_MS / 1000
     assert f"txn ({ident[0]}, {ident[1]}) (timeout {TTL_MS / 1000:g} s)" in row["summary"]
     if late.get("error"):
         assert f"answered {late['error']}" in row["summary"]
     # a coordinator that does not exist, with and without TC_CLIENT_CONNECT before
     assert no_tc["error"] == unconnected["error"] == "TransactionCoordinatorNotFound"
-    connected, alone = sorted(rows.pop("txn.coordinator_not_found"), key=lambda r: r["conn_id"])
+    connected, alone = sorted(rows.pop(F.TXN_COORDINATOR_NOT_FOUND), key=lambda r: r["conn_id"])
     assert connected["count"] == alone["count"] == 1
     assert "had sent TC_CLIENT_CONNECT_REQUEST before" in connected["summary"]
     assert "1 of them with no TC_CLIENT_CONNECT_REQUEST before" in alone["summary"]

@@ -164,8 +164,9 @@ def _tc_connected(client: RawClient) -> int:
 @pytest.fixture(scope="module")
 def raw_txn(apache_secure_broker: SecureBroker, tmp_path_factory: pytest.TempPathFactory) -> Run:
     """Two raw client connections (protocol 21). The first: TC_CLIENT_CONNECT until
-    accepted; NEW_TXN with a TTL_MS timeout, then END_TXN (commit) once its own clock says
-    TTL_MS and a second more have passed since the NEW_TXN_RESPONSE; END_TXN for a
+    accepted; NEW_TXN with a TTL_MS timeout, and a second one never ended; then END_TXN
+    (commit) of the first once its own clock says TTL_MS and a second more have passed since
+    the first NEW_TXN_RESPONSE (the capture goes on past the second's too); END_TXN for a
     transaction nobody opened; NEW_TXN naming a coordinator that does not exist. The second:
     that NEW_TXN with no TC_CLIENT_CONNECT before. Their records: every frame sent and
     received."""
@@ -180,6 +181,8 @@ def raw_txn(apache_secure_broker: SecureBroker, tmp_path_factory: pytest.TempPat
             made = _fields(client.expect("NEW_TXN_RESPONSE"))
             assert "error" not in made, made
             opened = time.monotonic()
+            client.send("NEW_TXN", request_id=rid + 4, tc_id=TC, txn_ttl_millis=TTL_MS)
+            assert "error" not in _fields(client.expect("NEW_TXN_RESPONSE"))  # left open
             while time.monotonic() - opened < TTL_MS / 1000 + 1.0:
                 time.sleep(0.1)
             bits = {k: made.get(k, 0) for k in ("txnid_most_bits", "txnid_least_bits")}
@@ -213,9 +216,10 @@ def _received(record: dict[str, Any], name: str) -> list[dict[str, Any]]:
 def test_the_brokers_own_answers_make_the_transaction_findings(raw_txn: Run) -> None:
     _, record, capture = raw_txn
     first, second = record["records"]
-    made, no_tc = [f for f in _received(first, "NEW_TXN_RESPONSE") if "error" not in f] + [
+    made, left, no_tc = [f for f in _received(first, "NEW_TXN_RESPONSE") if "error" not in f] + [
         f for f in _received(first, "NEW_TXN_RESPONSE") if "error" in f
     ]
+    open_ident = (int(left.get("txnid_most_bits", 0)), int(left["txnid_least_bits"]))
     late, unknown = _received(first, "END_TXN_RESPONSE")
     (unconnected,) = _received(second, "NEW_TXN_RESPONSE")
     ident = (int(made.get("txnid_most_bits", 0)), int(made["txnid_least_bits"]))
@@ -233,12 +237,14 @@ def test_the_brokers_own_answers_make_the_transaction_findings(raw_txn: Run) -> 
     assert row["count"] == len(refused)
     for name, error in refused:
         assert f"END_TXN {name} ({error})" in row["summary"]
-    # the transaction was ended after its timeout, by construction
+    # the first was ended after its timeout, the second never: both by construction
     (row,) = rows.pop(F.TXN_TIMEOUT)
-    assert row["count"] == 1 and row["value"] > TTL_MS / 1000
-    assert f"txn ({ident[0]}, {ident[1]}) (timeout {TTL_MS / 1000:g} s)" in row["summary"]
+    assert row["count"] == 2 and row["value"] > TTL_MS / 1000
+    assert f"txn ({ident[0]}, {ident[1]}) (timeout {TTL_MS / 1000:g} s) ended" in row["summary"]
     if late.get("error"):
         assert f"answered {late['error']}" in row["summary"]
+    still = f"txn ({open_ident[0]}, {open_ident[1]}) (timeout {TTL_MS / 1000:g} s) still open"
+    assert still in row["summary"]
     # a coordinator that does not exist, with and without TC_CLIENT_CONNECT before
     assert no_tc["error"] == unconnected["error"] == "TransactionCoordinatorNotFound"
     connected, alone = sorted(rows.pop(F.TXN_COORDINATOR_NOT_FOUND), key=lambda r: r["conn_id"])

@@ -18,6 +18,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from dissector.diagnose.auth import expiry_us
 from dissector.findings import FindingCode as F
 from dissector.findings import Thresholds
 from tests.support.crafted import B2C, C2B, T0_US, Conn, Msg, Seg, Session, msg
@@ -233,3 +234,18 @@ def test_a_capture_ending_sooner_than_auth_wait_cannot_tell(tmp_path: Path) -> N
     assert findings(path) == []
     (row,) = findings(path, Thresholds(auth_wait=20.0))  # 30 s unanswered is past 20 s
     assert row["code"] == F.AUTH_CHALLENGE_UNANSWERED and abs(row["value"] - 30.0) < 1e-6
+
+
+def test_a_credential_is_read_for_its_expiry_only_when_it_is_a_jwt_with_one() -> None:
+    assert expiry_us(jwt(20.0)) == (T0_US + 20_000_000) // 1_000_000 * 1_000_000
+    b64 = base64.urlsafe_b64encode
+    for data in (
+        SECRET,
+        b"a.b.c",
+        b"x." + b64(b"[" * 5000) + b".y",  # nested too deep for JSON
+        b"x." + b64(b'{"exp": "soon"}') + b".y",
+        b"x." + b64(b'{"exp": true}') + b".y",
+        b"x." + b64(b'{"exp": 1e400}') + b".y",
+        b"x." + b64(b"\xff\xfe") + b".y",
+    ):
+        assert expiry_us(data) is None, data

@@ -81,7 +81,7 @@ def expiry_us(data: bytes) -> int | None:
     part = data.split(b".")[1]
     try:
         claims = json.loads(base64.urlsafe_b64decode(part + b"=" * (-len(part) % 4)))
-    except (ValueError, binascii.Error):
+    except (ValueError, binascii.Error, RecursionError):  # not JSON; nested too deep
         return None
     exp = claims.get("exp") if isinstance(claims, dict) else None
     if isinstance(exp, bool) or not isinstance(exp, (int, float)) or not 0 < exp < 1e11:

@@ -155,6 +155,20 @@ def test_a_broker_that_challenged_is_not_this(tmp_path: Path) -> None:
     assert findings(s.write(tmp_path / "c.pcap")) == []
 
 
+def test_a_broker_ending_connections_whose_pings_go_unanswered_is_not_this(
+    tmp_path: Path,
+) -> None:
+    s = Scene()
+    for i, conn in enumerate(_conns(2)):
+        open_with(s, conn, i * 100.0, hello())
+        s.at(i * 100.0 + 1.0, ping(B2C), conn)  # never answered: the broker ends it
+        close_by(s, i * 100.0 + 31.0, conn)
+    assert [r["code"] for r in findings(s.write(tmp_path / "c.pcap"))] == [
+        F.KEEPALIVE_UNANSWERED,
+        F.KEEPALIVE_UNANSWERED,
+    ]
+
+
 def test_one_connection_ended_at_its_tokens_expiry(tmp_path: Path) -> None:
     s = Scene()
     (conn,) = _conns(1)

@@ -15,13 +15,15 @@ Rules:
   connection with bytes missing (a TCP gap: the answer may be in it) says nothing.
 - refresh_unsupported: a connection captured whole and intact whose CONNECT carries a
   credential (auth_data) and does not offer `supports_auth_refresh`, accepted (CONNECTED),
-  with no AUTH_CHALLENGE, that the broker ended (its FIN or RST came first: a client that
-  closes its own connection is not this; unknown when the capture shows no FIN/RST) is a
-  candidate; its lifetime runs from CONNECT to the broker's FIN/RST. The candidates of one
-  client address and broker make a finding when at least two have similar lifetimes (a
-  steady period: the token's lifetime) or when one ends at its own token's expiry: a JWT's
-  `exp` claim (read from the credential, never shown; the secret is its signature), the
-  close no earlier than SKEW_US before it and no later than auth_wait + SKEW_US after it.
+  with no AUTH_CHALLENGE and every PING answered (a broker ends a connection whose PINGs
+  go unanswered: keepalive.unanswered), that the broker ended (its FIN or RST came first: a
+  client that closes its own connection is not this; unknown when the capture shows no
+  FIN/RST) is a candidate; its lifetime runs from CONNECT to the broker's FIN/RST. The
+  candidates of one client address and broker make a finding when at least two have
+  similar lifetimes (a steady period: the token's lifetime) or when one ends at its own
+  token's expiry: a JWT's `exp` claim (read from the credential, never shown; the secret is
+  its signature), the close no earlier than SKEW_US before it and no later than auth_wait +
+  SKEW_US after it.
   Similar: within min(auth_wait, 10% of the shorter) + SKEW_US of each other. The broker
   notices an expired credential at its next check (every auth_wait), so one lifetime's
   closes spread over up to one check; the 10% keeps lifetimes of different sizes (5 s and
@@ -228,6 +230,7 @@ class Auth:
             or state.refresh
             or not state.accepted
             or ev.info.auth_challenges
+            or ev.info.pings > ev.info.pongs
             or ev.ended not in _CLOSED
             or ev.closed_by is not B2C
             or conn.key is None

@@ -108,8 +108,9 @@ THRESHOLDS: dict[str, str] = {
     "retriable error, with no LOOKUP between, that make a retry loop",
     "storm_per_minute": "connections from one client to one broker opened and ended within "
     "one minute that make a reconnect storm",
-    "auth_wait": "seconds an AUTH_CHALLENGE may wait for its AUTH_RESPONSE "
-    "(broker authenticationRefreshCheckSeconds)",
+    "auth_wait": "seconds an AUTH_CHALLENGE may wait for its AUTH_RESPONSE, and how long "
+    "after a token's expiry the broker may take to close (broker "
+    "authenticationRefreshCheckSeconds)",
     "dispatch_wait": "seconds a consumer holding permits may get no MESSAGE while the topic's "
     "producers are receipted",
     "txn_timeout": "seconds a transaction may stay open when NEW_TXN names no txn_ttl_millis "
@@ -304,12 +305,14 @@ _TABLE: tuple[tuple[str, Severity, str, str, str | None], ...] = (
     (
         _C.AUTH_REFRESH_UNSUPPORTED,
         _E,
-        "the broker closed connections at a steady period of a client that cannot refresh "
-        "its credentials",
+        "the broker ended connections of a client that cannot refresh its credentials, at "
+        "their token's expiry or at a steady period, with no AUTH_CHALLENGE",
         "the client's CONNECT does not offer supports_auth_refresh, so when its token expires "
-        "the broker closes the connection instead of sending AUTH_CHALLENGE: upgrade the "
-        "client, or use tokens that outlive the connection",
-        None,
+        "the broker closes the connection instead of sending AUTH_CHALLENGE (it reconnects "
+        "with a fresh token, again and again at the token's lifetime): upgrade the client "
+        "(older pulsar-rs and .NET clients do not offer it), or use tokens that outlive the "
+        "connection",
+        "auth_wait",
     ),
     (
         _C.AUTH_CHALLENGE_UNANSWERED,

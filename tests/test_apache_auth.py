@@ -28,6 +28,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import dissector
+from dissector.findings import FindingCode as F
 from tests.support.apache.raw import RawClient
 from tests.support.apache.secure import SecureBroker, captured
 from tests.support.cli import cli
@@ -87,6 +88,7 @@ def test_tokens_were_refreshed_and_messages_kept_flowing(refresh: Run) -> None:
         ours = messages[messages.kind == kind]
         assert Counter(ours.payload_sha256) == Counter(e["sha256"] for e in entries), kind
     assert len(capture.conversations) == 1
+    assert not [c for c in capture.findings.code if c.startswith("auth.")]  # all answered
 
 
 def _wire_tokens(cap: Path, port: int) -> list[str]:
@@ -226,6 +228,63 @@ def test_without_refresh_support_the_broker_closes_at_expiry(
     assert "supports_auth_refresh" not in list(conv["feature_flags"])
     assert conv["end_ts"].timestamp() * 1000 >= record["exp"] * 1000
     assert _rows(capture.anomalies) == []
+
+
+def _ms(when: Any) -> int:
+    """A table's time as whole ms since the epoch (as the raw client notes its times)."""
+    return int(when.value // 1_000_000)
+
+
+def test_without_refresh_support_the_closes_are_a_finding(no_refresh: Run) -> None:
+    _, record, capture = no_refresh
+    (row,) = _rows(capture.findings)
+    assert row["code"] == F.AUTH_REFRESH_UNSUPPORTED and row["count"] == 1
+    assert row["entity"] == f"client {LOOPBACK}"
+    assert "raw-no-refresh" in row["summary"] and "at its token's expiry" in row["summary"]
+    # the evidence ends with the broker's FIN: after the token's exp, no later than the raw
+    # client read the end of the stream; it begins with the CONNECT it sent
+    assert record["exp"] * 1000 <= _ms(row["last_ts"]) <= record["eof_ms"]
+    connect_ms = record["frames"][0]["ms"]
+    assert _ms(row["first_ts"]) <= connect_ms
+    lifetime = (row["last_ts"] - row["first_ts"]).total_seconds()
+    assert abs(row["value"] - lifetime) <= 0.0005  # value: seconds to the ms
+    assert len(row["evidence"]) == 2
+
+
+@pytest.fixture(scope="module")
+def unanswered(broker: SecureBroker, tmp_path_factory: pytest.TempPathFactory) -> Run:
+    """A raw client offering supports_auth_refresh, with a token living LIFETIME s, that
+    reads the broker's AUTH_CHALLENGE and never answers it, then reads until the broker ends
+    the stream."""
+    cap = tmp_path_factory.mktemp("auth") / "unanswered.pcap"
+    token = broker.token(ROLE, LIFETIME)
+
+    def run() -> dict[str, Any]:
+        with RawClient(LOOPBACK, broker.port) as client:
+            client.connect("raw-silent", token, feature_flags={"supports_auth_refresh": True})
+            client.expect("AUTH_CHALLENGE")
+            assert client.receive() is None  # the broker's end of the stream
+        return client.record
+
+    record = captured(cap, broker.port, run)
+    return cap, record, dissector.read_capture(cap, ports=[broker.port])
+
+
+def test_a_challenge_left_unanswered_is_a_finding(unanswered: Run) -> None:
+    _, record, capture = unanswered
+    commands = [(f["direction"], f["command"]) for f in record["frames"]]
+    assert commands == [
+        ("sent", "CONNECT"),
+        ("received", "CONNECTED"),
+        ("received", "AUTH_CHALLENGE"),
+    ]
+    (row,) = _rows(capture.findings)
+    assert row["code"] == F.AUTH_CHALLENGE_UNANSWERED and row["count"] == 1
+    assert "the broker ended the connection" in row["summary"]
+    challenge_ms = record["frames"][2]["ms"]
+    assert _ms(row["first_ts"]) <= challenge_ms  # the challenge, seen before the client read it
+    assert challenge_ms <= _ms(row["last_ts"]) <= record["eof_ms"]  # then the broker's FIN
+    assert len(row["evidence"]) == 2
 
 
 # --------------------------------------------------------------------------- refused roles

@@ -14,6 +14,7 @@ each SEND and ACK carries its transaction's bits.
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from collections import Counter
 from pathlib import Path
@@ -22,7 +23,10 @@ from typing import Any
 import pytest
 
 import dissector
+from dissector.findings import FindingCode as F
+from tests.support.apache.raw import RawClient
 from tests.support.apache.secure import SecureBroker, captured
+from tests.support.peers import LOOPBACK
 
 pytestmark = [pytest.mark.apache, pytest.mark.capture, pytest.mark.tools]
 
@@ -117,3 +121,141 @@ def test_an_aborted_transactional_ack_is_no_ack(txn: Run) -> None:
     assert aborted
     codes = set(capture.findings.code)
     assert "consumer.redelivered_after_ack" not in codes, capture.findings.to_dict("records")
+
+
+def test_a_healthy_transaction_run_gives_no_transaction_finding(txn: Run) -> None:
+    """Both transactions end (commit, abort) well within their 5-minute timeout: no txn.*."""
+    codes = set(txn[2].findings.code)
+    assert not {c for c in codes if c.startswith("txn.")}, txn[2].findings.to_dict("records")
+
+
+# --------------------------------------------------------------------------- raw client
+
+TTL_MS = 1000  # the transaction's txn_ttl_millis: the raw client outwaits it by construction
+TC = 0  # the standalone broker's one transaction coordinator
+NO_TC = 77  # a coordinator id that does not exist
+UNKNOWN = (TC, 987_654_321)  # a transaction nobody opened
+READY_TIMEOUT = 120.0  # bounds the wait for the coordinator (an event: its answer)
+TC_TOPIC = f"persistent://pulsar/system/transaction_coordinator_assign-partition-{TC}"
+
+
+def _fields(cmd: Any) -> dict[str, Any]:
+    """A command's sub-message's fields set, as protobuf gives them (ints as ints)."""
+    subs = [v for f, v in cmd.ListFields() if f.name != "type"]
+    return {f.name: v for f, v in subs[0].ListFields()}
+
+
+def _tc_connected(client: RawClient) -> int:
+    """LOOKUP of the coordinator's topic (the broker then serves it, as the Java client
+    has it do), then TC_CLIENT_CONNECT_REQUEST until the coordinator accepts it (it answers
+    ServiceNotReady while its topic loads); the next request id."""
+    rid, deadline = 1, time.monotonic() + READY_TIMEOUT
+    while True:
+        client.send("LOOKUP", topic=TC_TOPIC, request_id=rid)
+        client.expect("LOOKUP_RESPONSE")
+        client.send("TC_CLIENT_CONNECT_REQUEST", request_id=rid + 1, tc_id=TC)
+        rid += 2
+        if "error" not in _fields(client.expect("TC_CLIENT_CONNECT_RESPONSE")):
+            return rid
+        assert time.monotonic() < deadline, "the transaction coordinator never got ready"
+        time.sleep(0.2)
+
+
+@pytest.fixture(scope="module")
+def raw_txn(apache_secure_broker: SecureBroker, tmp_path_factory: pytest.TempPathFactory) -> Run:
+    """Two raw client connections (protocol 21). The first: TC_CLIENT_CONNECT until
+    accepted; NEW_TXN with a TTL_MS timeout, and a second one never ended; then END_TXN
+    (commit) of the first once its own clock says TTL_MS and a second more have passed since
+    the first NEW_TXN_RESPONSE (the capture goes on past the second's too); END_TXN for a
+    transaction nobody opened; NEW_TXN naming a coordinator that does not exist. The second:
+    that NEW_TXN with no TC_CLIENT_CONNECT before. Their records: every frame sent and
+    received."""
+    broker = apache_secure_broker
+    cap = tmp_path_factory.mktemp("txn") / "raw-txn.pcap"
+
+    def run() -> list[dict[str, Any]]:
+        with RawClient(LOOPBACK, broker.port) as client:
+            client.connect("raw-txn", broker.super_token)
+            rid = _tc_connected(client)
+            client.send("NEW_TXN", request_id=rid, tc_id=TC, txn_ttl_millis=TTL_MS)
+            made = _fields(client.expect("NEW_TXN_RESPONSE"))
+            assert "error" not in made, made
+            opened = time.monotonic()
+            client.send("NEW_TXN", request_id=rid + 4, tc_id=TC, txn_ttl_millis=TTL_MS)
+            assert "error" not in _fields(client.expect("NEW_TXN_RESPONSE"))  # left open
+            while time.monotonic() - opened < TTL_MS / 1000 + 1.0:
+                time.sleep(0.1)
+            bits = {k: made.get(k, 0) for k in ("txnid_most_bits", "txnid_least_bits")}
+            client.send("END_TXN", request_id=rid + 1, txn_action=0, **bits)
+            client.expect("END_TXN_RESPONSE")
+            most, least = UNKNOWN
+            client.send(
+                "END_TXN",
+                request_id=rid + 2,
+                txn_action=0,
+                txnid_most_bits=most,
+                txnid_least_bits=least,
+            )
+            client.expect("END_TXN_RESPONSE")
+            client.send("NEW_TXN", request_id=rid + 3, tc_id=NO_TC, txn_ttl_millis=TTL_MS)
+            client.expect("NEW_TXN_RESPONSE")
+        with RawClient(LOOPBACK, broker.port) as other:
+            other.connect("raw-txn-unconnected", broker.super_token)
+            other.send("NEW_TXN", request_id=1, tc_id=NO_TC, txn_ttl_millis=TTL_MS)
+            other.expect("NEW_TXN_RESPONSE")
+        return [client.record, other.record]
+
+    records = captured(cap, broker.port, run)
+    return cap, {"records": records}, dissector.read_capture(cap, ports=[broker.port])
+
+
+def _received(record: dict[str, Any], name: str) -> list[dict[str, Any]]:
+    return [f["fields"] for f in record["frames"] if f["command"] == name]
+
+
+def test_the_brokers_own_answers_make_the_transaction_findings(raw_txn: Run) -> None:
+    _, record, capture = raw_txn
+    first, second = record["records"]
+    made, left, no_tc = [f for f in _received(first, "NEW_TXN_RESPONSE") if "error" not in f] + [
+        f for f in _received(first, "NEW_TXN_RESPONSE") if "error" in f
+    ]
+    open_ident = (int(left.get("txnid_most_bits", 0)), int(left["txnid_least_bits"]))
+    late, unknown = _received(first, "END_TXN_RESPONSE")
+    (unconnected,) = _received(second, "NEW_TXN_RESPONSE")
+    ident = (int(made.get("txnid_most_bits", 0)), int(made["txnid_least_bits"]))
+    rows: dict[str, list[dict[str, Any]]] = {}
+    for row in capture.findings.to_dict("records"):
+        rows.setdefault(row["code"], []).append(row)
+    # what the broker answered, as the raw clients read it, decides what must be found
+    ended = [
+        (f"txn ({ident[0]}, {ident[1]})", late.get("error")),
+        (f"txn ({UNKNOWN[0]}, {UNKNOWN[1]})", unknown.get("error")),
+    ]
+    refused = [(t, e) for t, e in ended if e in ("InvalidTxnStatus", "TransactionNotFound")]
+    assert refused, (late, unknown)  # Apache refuses the END_TXN of an unknown txn at least
+    (row,) = rows.pop(F.TXN_INVALID_STATUS)
+    assert row["count"] == len(refused)
+    for name, error in refused:
+        assert f"END_TXN {name} ({error})" in row["summary"]
+    # the first was ended after its timeout, the second never: both by construction
+    (row,) = rows.pop(F.TXN_TIMEOUT)
+    assert row["count"] == 2 and row["value"] > TTL_MS / 1000
+    assert f"txn ({ident[0]}, {ident[1]}) (timeout {TTL_MS / 1000:g} s) ended" in row["summary"]
+    if late.get("error"):
+        assert f"answered {late['error']}" in row["summary"]
+    still = f"txn ({open_ident[0]}, {open_ident[1]}) (timeout {TTL_MS / 1000:g} s) still open"
+    assert still in row["summary"]
+    # a coordinator that does not exist, with and without TC_CLIENT_CONNECT before
+    assert no_tc["error"] == unconnected["error"] == "TransactionCoordinatorNotFound"
+    connected, alone = sorted(rows.pop(F.TXN_COORDINATOR_NOT_FOUND), key=lambda r: r["conn_id"])
+    assert connected["count"] == alone["count"] == 1
+    assert "had sent TC_CLIENT_CONNECT_REQUEST before" in connected["summary"]
+    assert "1 of them with no TC_CLIENT_CONNECT_REQUEST before" in alone["summary"]
+    assert "protocol 21" in alone["summary"]
+    conversations = capture.conversations
+    port = dict(zip(conversations.conn_id, conversations.client_port, strict=True))
+    assert [port[r["conn_id"]] for r in (connected, alone)] == [
+        first["local_port"],
+        second["local_port"],
+    ]
+    assert rows == {}, rows

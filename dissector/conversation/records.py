@@ -56,6 +56,9 @@ def conversation(
         info=info,
         anomalies=anomalies,
         tls=tls,
+        closed_by=ev.closed_by,
+        close_packet=ev.close_packet,
+        close_ts=ev.close_ts,
     )
 
 

@@ -22,7 +22,10 @@ Rules:
   producers' and consumers' lives: a PRODUCER's or SUBSCRIBE's, their answer's, a CLOSE_*'s
   or a TOPIC_MIGRATED's fact (`Lifecycle`) follows its Frame; the producer, consumer and
   spanning rules (`on_life`) read it; and the handshake: a CONNECT's or CONNECTED's fact
-  (`Handshake`) follows its Frame; the connection rules (`connection.on_handshake`) read it.
+  (`Handshake`) follows its Frame; the connection rules (`connection.on_handshake`) read it,
+  and the auth and transaction rules (`auth.Auth`, `transactions.Transactions`: state of
+  their own, told of handshakes, of AUTH_CHALLENGEs' and transaction requests' completion
+  facts, of each connection's end, and of the capture's).
 - Refusals and reconnects across connections (consumer.busy, reconnect.retry_loop,
   reconnect.storm: dissector.diagnose.refusals) read the request facts (ERRORs, LOOKUPs
   answered), the lifecycle facts and each connection's end.
@@ -49,6 +52,7 @@ from collections.abc import Callable, Collection
 from typing import Any
 
 from dissector.diagnose import (
+    auth,
     chunks,
     connection,
     consumers,
@@ -57,6 +61,7 @@ from dissector.diagnose import (
     requests,
     schemas,
     spanning,
+    transactions,
 )
 from dissector.diagnose.refusals import Refusals
 from dissector.diagnose.state import ConnState, Context, Listener, RuleStep
@@ -144,6 +149,8 @@ class Diagnoser:
         self.conns: dict[int, ConnState] = {}
         self._next_sweep = 0
         self._placed = 0  # connections added to `conns` so far (their `order`)
+        self.auth = auth.Auth(self.ctx)  # credentials and challenges (auth.py)
+        self.txn = transactions.Transactions(self.ctx)  # transactions (transactions.py)
 
     def _conn(self, conn_id: int) -> ConnState:
         conn = self.conns.get(conn_id)
@@ -180,10 +187,14 @@ class Diagnoser:
             assert isinstance(ev, Pair)
             if ev.error_code == schemas.INCOMPATIBLE:
                 self.schemas.on_pair(ev)
+            if auth.is_auth_pair(ev):  # AUTH_RESPONSE's name also makes it a request pair
+                self.auth.on_pair(self._conn(ev.conn_id), ev)
             if is_request_pair(ev):
                 conn = self._conn(ev.conn_id)
                 requests.on_pair(ctx, conn, ev)
                 self.refusals.on_pair(conn, ev)
+                if transactions.is_txn_pair(ev):
+                    self.txn.on_pair(conn, ev)
             elif is_send_pair(ev):
                 producers.on_pair(ctx, self._conn(ev.conn_id), ev)
             elif requests.is_keepalive_pair(ev):
@@ -207,7 +218,10 @@ class Diagnoser:
             self.refusals.on_life(conn, ev)
         elif kind is Handshake:
             assert isinstance(ev, Handshake)
-            connection.on_handshake(ctx, self._conn(ev.conn_id), ev)
+            conn = self._conn(ev.conn_id)
+            connection.on_handshake(ctx, conn, ev)
+            self.auth.on_handshake(conn, ev)
+            self.txn.on_handshake(conn, ev)
         elif kind is SchemaFact:
             assert isinstance(ev, SchemaFact)
             self.schemas.on_fact(ev)
@@ -237,11 +251,13 @@ class Diagnoser:
         ctx = self.ctx
         for conn in list(self.conns.values()):
             self._close(conn, ctx.now, closed=False)
+        self.txn.finish(list(self.conns.values()))
         self.conns.clear()
         ctx.timers.clear()
         assert ctx.span is not None
         ctx.span.finish(ctx.now)  # the rules across connections end with the capture
         self.refusals.finish()
+        self.auth.finish()
         return self._take()
 
     # ------------------------------------------------------------------ internals
@@ -300,6 +316,8 @@ class Diagnoser:
         self.refusals.ended(conn, ev)
         horizon = ev.end_ts if closed else max(ev.end_ts, self.ctx.now)
         self._close(conn, horizon, closed)
+        self.auth.ended(conn, ev)
+        self.txn.ended(conn)
 
     def _close(self, conn: ConnState, horizon: int, closed: bool) -> None:
         for module in _MODULES:

@@ -14,7 +14,7 @@ from typing import NamedTuple
 from dissector.anomalies import Severity
 from dissector.events.facts import ConnectionInfo
 from dissector.events.packets import FlowKey
-from dissector.events.vocabulary import CloseReason, TraceFormat
+from dissector.events.vocabulary import CloseReason, Direction, TraceFormat
 
 
 class ConversationOpened(NamedTuple):
@@ -69,6 +69,11 @@ class Conversation:
     info: ConnectionInfo  # handshake and entities
     anomalies: int  # anomaly rows of this connection
     tls: TlsInfo | None = None  # TLS conversations: what the handshake showed
+    #: who ended it: the side whose FIN or RST came first (None: neither seen), that packet
+    #: and its time (µs; 0 when None)
+    closed_by: Direction | None = None
+    close_packet: int = 0
+    close_ts: int = 0
 
     @property
     def summary(self) -> ConnectionInfo:

@@ -143,6 +143,10 @@ class ConnClosed(NamedTuple):
     packets_b2c: int = 0
     bytes_c2b: int = 0  # TCP payload bytes on the wire per direction (retransmissions included)
     bytes_b2c: int = 0
+    #: the side whose FIN or RST came first (None: neither seen), with that packet and time
+    closed_by: Direction | None = None
+    close_packet: int = 0
+    close_ts: int = 0
 
 
 class StreamData(NamedTuple):

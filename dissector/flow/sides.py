@@ -5,10 +5,10 @@ the other way round after they were first taken (`classify.SWAPS`): its `FlowKey
 made with the old roles, a map by `Direction` (decoders, marks, counts).
 Output: the same as the new roles say it (`swap`).
 Rule: a swap changes what is said per side and nothing else: a key's client and broker, an
-event's direction, a `ConnClosed`'s counts per side, a map's keys (client first) and the
-direction its values read (an object with a `direction` attribute now reads the other
-side); a thing that says nothing per side is returned as it is. Swapping twice gives back
-what was swapped.
+event's direction, a `ConnClosed`'s counts per side and its closing side, a map's keys
+(client first) and the direction its values read (an object with a `direction` attribute
+now reads the other side); a thing that says nothing per side is returned as it is.
+Swapping twice gives back what was swapped.
 """
 
 from __future__ import annotations
@@ -48,6 +48,7 @@ def _swapped(x: Any) -> Any:
             packets_b2c=x.packets_c2b,
             bytes_c2b=x.bytes_b2c,
             bytes_b2c=x.bytes_c2b,
+            closed_by=None if x.closed_by is None else OTHER[x.closed_by],
         )
     direction = getattr(x, "direction", None)
     if isinstance(direction, Direction) and hasattr(x, "_replace"):  # an event (NamedTuple)

@@ -14,7 +14,8 @@ Rules:
   handles SYN/FIN/RST/ACK, and bounds the table (MAX_OPEN_FLOWS, MAX_CLOSED_KEPT).
 - Open connections are kept in order of their latest packet, so that past MAX_OPEN_FLOWS the
   least recently active one is evicted in constant time (`tcp.flow_evicted`, then closed).
-- FIN/RST close a connection; a new SYN on the same ports starts a new conversation.
+- FIN/RST close a connection; a new SYN on the same ports starts a new conversation. The
+  side whose FIN or RST came first is told (`ConnClosed.closed_by`): who ended it.
 - Idle timeout (optional, as Zeek's inactivity timeout): a connection without a packet for
   longer than `idle_timeout` µs is closed (`timeout`, at its own last packet) and forgotten:
   a later packet of it starts a new connection. Time is `clock`: the latest time seen so far,
@@ -74,6 +75,7 @@ class _Conn:
     __slots__ = (
         "active",
         "closed",
+        "closer",
         "conn_id",
         "counts",
         "deadline",
@@ -98,6 +100,8 @@ class _Conn:
         self.active = ts  # the flow table's clock at its latest packet (idle timeout)
         self.counts = {C2B: [0, 0], B2C: [0, 0]}  # direction -> [packets, payload bytes]
         self.deadline = NEVER  # the earliest grace end of an unseen ACK (never: none)
+        #: the side whose FIN or RST came first, its packet and time (None: none yet)
+        self.closer: tuple[Direction, int, int] | None = None
 
 
 class Reassembler:
@@ -186,6 +190,8 @@ class Reassembler:
             half.deliver(payload, 0, seg.number, seg.ts, out)
         elif payload or seg.missing:
             half.segment(seq, payload, seg.missing, seg, out)
+        if flags & (FIN | RST) and conn.closer is None:
+            conn.closer = (direction, seg.number, ts)
         if flags & FIN:
             half.fin_seq = (seq + len(payload) + seg.missing) & _MASK
         if flags & ACK:
@@ -325,7 +331,10 @@ class Reassembler:
         else:  # capture end, eviction, port reuse, timeout: the connection's own last packet
             ts, packet = conn.last_ts, conn.last_packet
         (p1, b1), (p2, b2) = conn.counts[C2B], conn.counts[B2C]
-        out.append(ConnClosed(conn.conn_id, reason, ts, packet, p1, p2, b1, b2))
+        by, by_packet, by_ts = conn.closer or (None, 0, 0)
+        out.append(
+            ConnClosed(conn.conn_id, reason, ts, packet, p1, p2, b1, b2, by, by_packet, by_ts)
+        )
         self._conns.pop(conn.conn_id, None)
         self._window.fit(2 * len(self._conns))
         self._closed.append(conn)

@@ -45,6 +45,8 @@ def test_an_event_trades_its_direction_only() -> None:
 def test_an_end_trades_its_counts() -> None:
     closed = ConnClosed(7, CloseReason.FIN, 900, 9, 3, 5, 120, 4000)
     assert swap(closed) == ConnClosed(7, CloseReason.FIN, 900, 9, 5, 3, 4000, 120)
+    by_client = closed._replace(closed_by=C2B, close_packet=8, close_ts=899)
+    assert swap(by_client) == swap(closed)._replace(closed_by=B2C, close_packet=8, close_ts=899)
 
 
 def test_a_map_by_side_trades_keys_and_what_its_values_read() -> None:

@@ -203,6 +203,22 @@ def test_fin_both_ways_closes() -> None:
     assert [e.reason for e in events if isinstance(e, ConnClosed)] == ["fin"]
 
 
+def test_the_side_whose_fin_or_rst_came_first_ended_it() -> None:
+    broker_first = handshake() + [
+        seg(5001, b"", flags=FIN | ACK, ack=1001, frm=BROKER, to=CLIENT),
+        seg(1001, b"", flags=FIN | ACK, ack=5002),
+        seg(5002, ack=1002, frm=BROKER, to=CLIENT),
+    ]
+    (closed,) = [e for e in run(broker_first) if isinstance(e, ConnClosed)]
+    fin = broker_first[3]  # the broker's FIN
+    assert (closed.closed_by, closed.close_packet, closed.close_ts) == (B2C, fin.number, fin.ts)
+    client_rst = handshake() + [seg(1001, b"a"), seg(1002, flags=RST)]
+    (closed,) = [e for e in run(client_rst) if isinstance(e, ConnClosed)]
+    assert (closed.closed_by, closed.close_packet) == (C2B, client_rst[-1].number)
+    (open_at_end,) = [e for e in run(handshake()) if isinstance(e, ConnClosed)]
+    assert open_at_end.reason == "capture_end" and open_at_end.closed_by is None
+
+
 def test_rst_closes_and_data_after_close_is_reported() -> None:
     segs = handshake() + [seg(1001, b"a"), seg(1002, flags=RST), seg(1002, b"late")]
     events = run(segs)

@@ -32,6 +32,9 @@ Rules:
   (Context.schedule): a sweep takes out what is due, not every open connection, producer and
   consumer; what it finds to tell, it tells in the order of the connections, the rule
   modules (requests, producers, consumers) and their producers and consumers.
+- What the rules checked and found in order (SENDs, requests and PINGs answered and how
+  fast, permits followed, connections whole) is counted from the same facts
+  (dissector.diagnose.checks); `checked` gives it after `finish`.
 - A connection whose opening the engine did not see (a builder started mid-capture) gets
   state at its first event, with no endpoints (`key` None).
 """
@@ -43,6 +46,7 @@ from collections.abc import Callable, Collection
 from typing import Any
 
 from dissector.diagnose import (
+    checks,
     chunks,
     connection,
     consumers,
@@ -131,6 +135,7 @@ class Diagnoser:
         self.ctx.span = spanning.Spanning(self.ctx)
         self.broker_ports, self.tls_ports = frozenset(broker_ports), frozenset(tls_ports)
         self.conns: dict[int, ConnState] = {}
+        self.checks = checks.Checks()  # what was checked and found in order (`checked`)
         self._next_sweep = 0
         self._placed = 0  # connections added to `conns` so far (their `order`)
 
@@ -167,6 +172,7 @@ class Diagnoser:
                         handler(ctx, conn, ev, ev.body)
         elif kind is Pair:
             assert isinstance(ev, Pair)
+            self.checks.on_pair(ev)
             if is_request_pair(ev):
                 requests.on_pair(ctx, self._conn(ev.conn_id), ev)
             elif is_send_pair(ev):
@@ -180,6 +186,7 @@ class Diagnoser:
             consumers.on_acked(ctx, conn, ev)
         elif kind is Permits:
             assert isinstance(ev, Permits)
+            self.checks.on_permits(ev)
             consumers.on_permits(ctx, self._conn(ev.conn_id), ev)
         elif kind is Lifecycle:
             assert isinstance(ev, Lifecycle)
@@ -223,6 +230,11 @@ class Diagnoser:
         assert ctx.span is not None
         ctx.span.finish(ctx.now)  # the rules across connections end with the capture
         return self._take()
+
+    def checked(self) -> list[checks.CheckRow]:
+        """What the rules checked and found in order, one row per check (after `finish`:
+        the `checks` table, dissector.diagnose.checks)."""
+        return self.checks.rows(self.ctx.now)
 
     # ------------------------------------------------------------------ internals
 
@@ -281,5 +293,6 @@ class Diagnoser:
         self._close(conn, horizon, closed)
 
     def _close(self, conn: ConnState, horizon: int, closed: bool) -> None:
+        self.checks.on_close(conn)
         for module in _MODULES:
             module.close(self.ctx, conn, horizon, closed)

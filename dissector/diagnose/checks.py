@@ -196,8 +196,11 @@ class Checks:
         self.gaps += not conn.intact
 
     def rows(self, ts: int) -> list[CheckRow]:
-        """One row per check (call after every connection's `on_close`)."""
-        out = []
+        """One row per check (call after every connection's `on_close`); none when there
+        was no connection."""
+        out: list[CheckRow] = []
+        if not self.connections:
+            return out
         for check, a, entities in (
             (SENDS, self.sends, self.producers),
             (REQUESTS, self.requests, self.request_conns),

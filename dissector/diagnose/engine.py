@@ -136,6 +136,7 @@ class Diagnoser:
         self.broker_ports, self.tls_ports = frozenset(broker_ports), frozenset(tls_ports)
         self.conns: dict[int, ConnState] = {}
         self.checks = checks.Checks()  # what was checked and found in order (`checked`)
+        self.seen = 0  # the latest frame's time (the wall clock of `tick` is not the capture's)
         self._next_sweep = 0
         self._placed = 0  # connections added to `conns` so far (their `order`)
 
@@ -164,6 +165,8 @@ class Diagnoser:
         if kind is Frame:
             assert isinstance(ev, Frame)
             self._clock(ev.last_ts)
+            if ev.last_ts > self.seen:
+                self.seen = ev.last_ts
             if ev.body is not None:
                 handlers = DISPATCH.get(ev.command_type)
                 if handlers:
@@ -233,8 +236,9 @@ class Diagnoser:
 
     def checked(self) -> list[checks.CheckRow]:
         """What the rules checked and found in order, one row per check (after `finish`:
-        the `checks` table, dissector.diagnose.checks)."""
-        return self.checks.rows(self.ctx.now)
+        the `checks` table, dissector.diagnose.checks); none when no connection was seen.
+        Their time is the latest frame's (live's wall clock ticks are not the capture's)."""
+        return self.checks.rows(self.seen)
 
     # ------------------------------------------------------------------ internals
 

@@ -86,12 +86,12 @@ def row_line(row: Row) -> str:
     return printable(text) + "\n"
 
 
-def added_up(checks: Iterable[Row]) -> dict[str, Row]:
+def added_up(checks: Iterable[Row], *, sketches: bool = False) -> dict[str, Row]:
     """Check name -> its rows added up (every capture, group or worker): count, entities,
     failed, unknown added; worst_us the largest; the latency sketches added, p99_us taken
-    from the sum; detail in words."""
+    from the sum; detail in words (sketches: the sum kept, as `latency_buckets`)."""
     out: dict[str, Row] = {}
-    sketches: dict[str, list[list[int]]] = {}
+    buckets: dict[str, list[list[int]]] = {}
     for row in checks:
         name = row["check"]
         got = out.setdefault(
@@ -103,12 +103,15 @@ def added_up(checks: Iterable[Row]) -> dict[str, Row]:
         worst = row["worst_us"]
         if worst is not None and (got["worst_us"] is None or worst > got["worst_us"]):
             got["worst_us"] = worst
-        sketches.setdefault(name, []).append(row["latency_buckets"] or [])
+        buckets.setdefault(name, []).append(row["latency_buckets"] or [])
     order = {name: i for i, name in enumerate(CHECKS)}
     for name in sorted(out, key=lambda n: order.get(n, len(order))):
         got = out.pop(name)
-        got["p99_us"] = quantile(merge(sketches[name]), 0.99, got["worst_us"])
+        summed = merge(buckets[name])
+        got["p99_us"] = quantile(summed, 0.99, got["worst_us"])
         got["detail"] = describe(name, *_numbers(got))
+        if sketches:
+            got["latency_buckets"] = summed
         out[name] = got
     return out
 

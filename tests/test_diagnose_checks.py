@@ -131,9 +131,7 @@ def test_no_findings_is_a_clean_bill(tmp_path: Path) -> None:
     )
     page = tmp_path / "ok.html"
     assert cli("report", str(path), "-o", str(page)).returncode == 0
-    assert "checked: 3 SENDs on 1 producer, every one answered within 4.1 ms;" in (
-        page.read_text()
-    )
+    assert "checked: 3 SENDs on 1 producer, every one answered within 4.1 ms;" in (page.read_text())
     shown = json.loads(cli("diagnose", str(path), "--format", "json").stdout)
     assert (shown["findings"], shown["connections"]) == (0, [])
     sends = shown["checked"]["sends"]

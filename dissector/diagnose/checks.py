@@ -291,7 +291,10 @@ def words(
         if unknown:
             unknown_text = f"{_n(unknown, one, many)} with no answer in the capture"
             if check == REQUESTS:
-                unknown_text = f"{_n(unknown, one, many)} or answers only half captured"
+                unknown_text = (
+                    f"{_n(unknown, 'request or answer', 'requests or answers')} whose other "
+                    "half is not in the capture"
+                )
     elif check == PERMITS:
         if count:
             checked = f"{_possessive(count, 'consumer')} permits followed"

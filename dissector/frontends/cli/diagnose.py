@@ -57,8 +57,11 @@ def add_parser(sub: Subcommands) -> None:
         "diagnose",
         help="what went wrong: stalls, starved consumers, redeliveries, loops, with evidence",
         description="Findings (the findings table) ranked by severity and impact, grouped by "
-        "connection and entity, each with the packets that prove it. Exit 0 whatever is "
-        "found.",
+        "connection and entity, each with the packets that prove it; then what the rules "
+        "checked (SENDs, requests and PINGs answered and how fast, consumers' permits, "
+        "connections: the checks table), and when nothing was found what the captures could "
+        "not tell them (connections started before the capture, bytes lost). Exit 0 "
+        "whatever is found.",
     )
     reader_arguments(diagnose)
     diagnose.add_argument("--format", choices=["text", "json"], default="text")

@@ -22,7 +22,9 @@ The clean bill of each is compared with the manifest too: the SENDs answered are
 entries the client's message ids name (a batch is one entry, a chunked message one entry
 per chunk), on the producers that sent them, none failed and none unanswered.
 
-The real-peer scenes assert their exact findings in their own files (their captures live as
+The same scenarios recorded against Apache's own broker (tests/test_apache_golden.py, which
+collects the per-scene test again on its recordings) are held to the same findings. The
+other real-peer scenes assert their exact findings in their own files (their captures live as
 long as the test): tests/test_apache_broker.py and tests/test_go_client.py (a healthy run:
 no finding, and the clean bill's SENDs are the client's entries), tests/test_apache_dispatch.py
 (healthy dispatch: no finding), tests/test_journeys_real_peers.py (healthy: no finding),
@@ -42,7 +44,7 @@ from typing import Any
 
 import pytest
 
-from dissector.read import read_capture
+from dissector.read import Capture, read_capture
 
 PCAPS = Path(__file__).resolve().parent.parent / "pcaps"
 #: sample -> the findings its scenario allows, by code (every code not here must not fire)
@@ -71,22 +73,28 @@ def _name(path: Path) -> str:
     return path.name.removesuffix(".gz").removesuffix(".pcap")
 
 
-def _manifest(path: Path) -> dict[str, Any]:
-    manifest: dict[str, Any] = json.loads((PCAPS / f"{_name(path)}.manifest.json").read_text())
-    return manifest
+@pytest.fixture(scope="module", params=_samples(), ids=_name)
+def sample(request: pytest.FixtureRequest) -> tuple[Capture, dict[str, Any]]:
+    """A sample capture read with its broker's port, and its manifest."""
+    path = request.param
+    manifest = json.loads((PCAPS / f"{_name(path)}.manifest.json").read_text())
+    tables = ["findings", "checks"]
+    return read_capture(path, ports=[manifest["broker_port"]], tables=tables), manifest
 
 
 def test_every_sample_has_its_expected_findings() -> None:
     assert sorted(_name(p) for p in _samples()) == sorted(EXPECTED)
 
 
-@pytest.mark.parametrize("path", _samples(), ids=_name)
-def test_a_sample_has_only_the_findings_its_scenario_made(path: Path) -> None:
-    manifest = _manifest(path)
-    tables = read_capture(path, ports=[manifest["broker_port"]], tables=["findings", "checks"])
-    rows = tables.arrow["findings"].to_pylist()
-    assert Counter(r["code"] for r in rows) == EXPECTED[_name(path)], rows
-    checks = {r["check"]: r for r in tables.arrow["checks"].to_pylist()}
+def test_a_scene_has_only_the_findings_its_scenario_made(
+    sample: tuple[Capture, dict[str, Any]],
+) -> None:
+    """(Collected again by tests/test_apache_golden.py, on the same scenarios recorded
+    against Apache's broker.)"""
+    capture, manifest = sample
+    rows = capture.arrow["findings"].to_pylist()
+    assert Counter(r["code"] for r in rows) == EXPECTED[manifest["name"]], rows
+    checks = {r["check"]: r for r in capture.arrow["checks"].to_pylist()}
     sends = checks["sends"]
     assert all(e["result"] == "Ok" for e in manifest["sent"]), manifest["sent"]
     assert (sends["count"], sends["failed"], sends["unknown"]) == (_entries(manifest), 0, 0)

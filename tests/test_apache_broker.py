@@ -156,10 +156,20 @@ def test_one_journey_per_message_acked(
 def test_a_healthy_run_has_no_anomaly_and_no_finding(
     run: tuple[Path, dict[str, Any], dissector.Capture],
 ) -> None:
-    cap, _, capture = run
+    cap, record, capture = run
     assert _rows(capture.anomalies) == []
     assert _rows(capture.findings) == []
     port = str(capture.conversations.broker_port.iloc[0])
     done = cli("diagnose", str(cap), "--port", port, "--format", "json")
     assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout) == {"findings": 0, "connections": []}, done.stdout
+    shown = json.loads(done.stdout)
+    assert (shown["findings"], shown["connections"]) == (0, []), done.stdout
+    # the clean bill: every SEND answered, one per entry the client's message ids name (a
+    # batch is one entry), on its two producers; its one consumer's permits followed
+    sends = shown["checked"]["sends"]
+    entries = {(e["message_id"]["ledger_id"], e["message_id"]["entry_id"]) for e in record["sent"]}
+    assert len(entries) == SINGLES + BATCHES
+    assert (sends["count"], sends["failed"], sends["unknown"]) == (len(entries), 0, 0)
+    assert sends["entities"] == len({e["producer"] for e in record["sent"]}) == 2
+    assert shown["checked"]["permits"]["count"] == 1
+    assert shown["checked"]["connections"]["unknown"] == shown["checked"]["bytes"]["unknown"] == 0

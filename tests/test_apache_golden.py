@@ -38,6 +38,9 @@ from tests.support.broker_traits import APACHE
 from tests.support.capture import capture_scenario
 from tests.support.samples import identity
 from tests.support.scripts import load_script
+from tests.test_diagnose_no_false_alarm import (  # noqa: F401  (no false alarm on them either)
+    test_a_scene_has_only_the_findings_its_scenario_made,
+)
 from tests.test_golden_captures import (  # noqa: F401  (collected here, on this module's captures)
     test_broker_endpoint_and_handshake,
     test_clean_capture_has_no_anomalies,

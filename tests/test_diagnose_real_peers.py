@@ -5,7 +5,9 @@ Each scenario makes a fault happen for real (a consumer that asks for nothing, a
 that rejects a message again and again, a broker paused with SIGSTOP while a producer sends)
 under tcpdump, and keeps the client's own record of it (the sends it reports timed out,
 the message ids it received again, its keep-alive warning). The findings expected follow
-from that record and from what the scenario did; they are never taken from our output.
+from that record and from what the scenario did; they are never taken from our output. The
+starved, storm and hole scenes allow their own codes and no other (a rule that fires there
+too is a false alarm).
 Thresholds are passed as the scenario set the client (its send timeout) or chosen below the
 waits the scenario makes by construction (a sleep lasts at least its time): no assertion
 depends on how fast the machine is.
@@ -72,6 +74,8 @@ def test_consumer_with_no_receiver_queue_is_starved(tmp_path: Path, peer: Peer) 
     found = {(r["code"], r["entity"]) for r in rows}
     assert (F.FLOW_NO_FLOW_AFTER_SUBSCRIBE, "consumer 0 (sub starved)") in found, rows
     assert (F.FLOW_STARVED, "consumer 0 (sub starved)") in found, rows
+    # what the scenario did and nothing else (tests/test_diagnose_no_false_alarm.py)
+    assert {r["code"] for r in rows} == {F.FLOW_NO_FLOW_AFTER_SUBSCRIBE, F.FLOW_STARVED}, rows
     starved = next(r for r in rows if r["code"] == F.FLOW_STARVED)
     assert starved["value"] >= 2.0 and starved["topic"] == topic
 
@@ -105,6 +109,7 @@ def test_negative_acks_make_a_redelivery_storm(tmp_path: Path, peer: Peer) -> No
     rows = findings(cap)
     storm = [r for r in rows if r["code"] == F.CONSUMER_REDELIVERY_STORM]
     assert len(storm) == 1, rows
+    assert {r["code"] for r in rows} == {F.CONSUMER_REDELIVERY_STORM}, rows  # and nothing else
     # four requests (a nack each, 100 ms apart at least: the redelivery delay)
     assert storm[0]["entity"] == "consumer 0 (sub nacks)" and storm[0]["value"] == len(seen)
 
@@ -126,6 +131,7 @@ def test_a_message_never_acknowledged_is_an_ack_hole(tmp_path: Path, peer: Peer)
     rows = findings(cap, Thresholds(ack_timeout=1.0))
     holes = [r for r in rows if r["code"] == F.CONSUMER_ACK_HOLE]
     assert len(holes) == 1 and holes[0]["entity"] == "consumer 0 (sub hole)", rows
+    assert {r["code"] for r in rows} == {F.CONSUMER_ACK_HOLE}, rows  # and nothing else
     assert holes[0]["value"] >= 2.0 and holes[0]["topic"] == topic
 
 

@@ -302,10 +302,18 @@ def test_connect_names_the_go_client(run: Run) -> None:
 
 
 def test_a_healthy_run_has_no_anomaly_and_no_finding(run: Run) -> None:
-    cap, _, capture = run
+    cap, records, capture = run
     assert _rows(capture.anomalies) == []
     assert _rows(capture.findings) == []
     port = str(capture.conversations.broker_port.iloc[0])
     done = cli("diagnose", str(cap), "--port", port, "--format", "json")
     assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout) == {"findings": 0, "connections": []}, done.stdout
+    shown = json.loads(done.stdout)
+    assert (shown["findings"], shown["connections"]) == (0, []), done.stdout
+    # the clean bill: every SEND answered, one per entry the client's message ids name (a
+    # batch is one entry, a chunked message one per chunk), one producer per run
+    entries = {(r["topic"], *e) for r in records for m in r["sent"] for e in _entries(m)}
+    sends = shown["checked"]["sends"]
+    assert (sends["count"], sends["failed"], sends["unknown"]) == (len(entries), 0, 0)
+    assert sends["entities"] == len(RUNS)
+    assert shown["checked"]["connections"]["unknown"] == shown["checked"]["bytes"]["unknown"] == 0

@@ -104,6 +104,9 @@ def test_the_discards_are_a_finding_of_the_consumer(run: Run) -> None:
     _, record, capture = run
     findings = capture.findings
     code = FindingCode.CONSUMER_DISCARDED_CORRUPT
+    # the discards and nothing else: every SEND was receipted (the record's ids) and every
+    # MESSAGE acknowledged, as discarded (tests/test_diagnose_no_false_alarm.py)
+    assert set(findings.code) == {code}, findings.to_dict("records")
     rows = findings[findings.code == code].astype(object).to_dict("records")
     assert {r["topic"] for r in rows} == {record["topic"]}
     assert sum(r["count"] for r in rows) == len(record["discarded"]) == COUNT

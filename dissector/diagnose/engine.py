@@ -41,6 +41,9 @@ Rules:
   (Context.schedule): a sweep takes out what is due, not every open connection, producer and
   consumer; what it finds to tell, it tells in the order of the connections, the rule
   modules (requests, producers, consumers) and their producers and consumers.
+- What the rules checked and found in order (SENDs, requests and PINGs answered and how
+  fast, permits followed, connections whole) is counted from the same facts
+  (dissector.diagnose.checks); `checked` gives it after `finish`.
 - A connection whose opening the engine did not see (a builder started mid-capture) gets
   state at its first event, with no endpoints (`key` None).
 """
@@ -53,6 +56,7 @@ from typing import Any
 
 from dissector.diagnose import (
     auth,
+    checks,
     chunks,
     connection,
     consumers,
@@ -147,6 +151,8 @@ class Diagnoser:
         self.schemas = schemas.SchemaRule()  # schema.incompatible, across connections
         self.broker_ports, self.tls_ports = frozenset(broker_ports), frozenset(tls_ports)
         self.conns: dict[int, ConnState] = {}
+        self.checks = checks.Checks()  # what was checked and found in order (`checked`)
+        self.seen = 0  # the latest frame's time (the wall clock of `tick` is not the capture's)
         self._next_sweep = 0
         self._placed = 0  # connections added to `conns` so far (their `order`)
         self.auth = auth.Auth(self.ctx)  # credentials and challenges (auth.py)
@@ -177,6 +183,8 @@ class Diagnoser:
         if kind is Frame:
             assert isinstance(ev, Frame)
             self._clock(ev.last_ts)
+            if ev.last_ts > self.seen:
+                self.seen = ev.last_ts
             if ev.body is not None:
                 handlers = DISPATCH.get(ev.command_type)
                 if handlers:
@@ -185,6 +193,7 @@ class Diagnoser:
                         handler(ctx, conn, ev, ev.body)
         elif kind is Pair:
             assert isinstance(ev, Pair)
+            self.checks.on_pair(ev)
             if ev.error_code == schemas.INCOMPATIBLE:
                 self.schemas.on_pair(ev)
             if auth.is_auth_pair(ev):  # AUTH_RESPONSE's name also makes it a request pair
@@ -206,6 +215,7 @@ class Diagnoser:
             consumers.on_acked(ctx, conn, ev)
         elif kind is Permits:
             assert isinstance(ev, Permits)
+            self.checks.on_permits(ev)
             consumers.on_permits(ctx, self._conn(ev.conn_id), ev)
         elif kind is Lifecycle:
             assert isinstance(ev, Lifecycle)
@@ -259,6 +269,12 @@ class Diagnoser:
         self.refusals.finish()
         self.auth.finish()
         return self._take()
+
+    def checked(self) -> list[checks.CheckRow]:
+        """What the rules checked and found in order, one row per check (after `finish`:
+        the `checks` table, dissector.diagnose.checks); none when no connection was seen.
+        Their time is the latest frame's (live's wall clock ticks are not the capture's)."""
+        return self.checks.rows(self.seen)
 
     # ------------------------------------------------------------------ internals
 
@@ -320,6 +336,7 @@ class Diagnoser:
         self.txn.ended(conn)
 
     def _close(self, conn: ConnState, horizon: int, closed: bool) -> None:
+        self.checks.on_close(conn)
         for module in _MODULES:
             module.close(self.ctx, conn, horizon, closed)
         self.refusals.close(conn)

@@ -11,7 +11,8 @@ Rules:
   `__HIVE_DEFAULT_PARTITION__`, the name Hive, Spark and DuckDB read as null.
 - broker is the connection's broker endpoint `<broker_ip>_<broker_port>` (every table joins
   its connection by `conn_id`; IPv6 colons become '-', as ':' is not allowed in Hadoop
-  paths); rows of no connection (capture-level anomalies) go to `broker=__none__`.
+  paths); rows of no connection (capture-level anomalies, the checks of a capture) go to
+  `broker=__none__`.
 - Partition values live in the directory names only, not in the files (engines reject a
   column found in both). Files are written through pyarrow.fs, so any filesystem pyarrow
   writes (local, S3, GCS, HDFS) works.

@@ -131,6 +131,10 @@ class Capture:
         return self.table("findings")
 
     @property
+    def checks(self) -> pd.DataFrame:
+        return self.table("checks")
+
+    @property
     def journeys(self) -> pd.DataFrame:
         return self.table("journeys")
 
@@ -162,8 +166,9 @@ def read_capture(
 ) -> Capture:
     """Dissect captures into tables: `.frames`, `.messages`, `.anomalies`, `.conversations`,
     `.timeline` (request/response pairs with latency), `.entities` (producers, consumers)
-    `.findings` (diagnoses: what went wrong, with evidence; dissector.findings) and
-    `.journeys` (each message from its SEND to each subscription's ACK, docs/journeys.md).
+    `.findings` (diagnoses: what went wrong, with evidence; dissector.findings), `.checks`
+    (what the diagnoses checked and could not know: the clean bill) and `.journeys` (each
+    message from its SEND to each subscription's ACK, docs/journeys.md).
 
     ports: extra broker ports, added to the defaults (6650 plain, 6651 TLS).
     payload_preview: keep the first N bytes of every payload (escaped) in the messages table.

@@ -20,7 +20,7 @@ Rules:
 - Inputs that are not regular files (standard input, pipes) are read by one process, and
   so are reads with values (--values): a topic's schemas, taught by its producers'
   connections, decode its consumers' messages on other connections (docs/values.md).
-- The findings and journeys tables span connections (reconnects, redirects, migrations; a
+- The findings, checks and journeys tables span connections (reconnects, redirects, migrations; a
   message's producer and its consumers): no shard sees them all, so one more worker reads
   every connection for them alone (its stages those of its tables: dissector.read.plan) and
   numbers connections as one process does: their rows are those of `-j 1` by
@@ -53,7 +53,7 @@ from dissector.tables.builders import Sink
 from dissector.tables.schema import TABLES
 
 #: Tables that need every connection: made by one more worker that reads them all.
-WHOLE = frozenset({"findings", "journeys"})
+WHOLE = frozenset({"findings", "checks", "journeys"})
 #: Seconds between two calls of `waiting` while the workers run.
 WAIT_TICK = 0.25
 #: What a worker reports: the connections it opened, and what it counted.

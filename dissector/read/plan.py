@@ -11,7 +11,9 @@ findings and journeys consumers;
 shows it (generated).
 Rules:
 - What each table needs is said here once: payload decoding (decompression, batches, chunks,
-  and the anomalies they find) by every table but `WITHOUT_PAYLOADS`; the facts' completions
+  and the anomalies they find) by every table but `WITHOUT_PAYLOADS`; the checks table (what
+  the findings' rules checked) needs what the findings need, its Diagnoser being theirs
+  (`DIAGNOSED`); the facts' completions
   (`WITH_PAIRS`) by the timeline, the findings and the journeys; frames one by one (no frame
   runs) by the findings and journeys (`FRAME_BY_FRAME`); the facts of what each MESSAGE and
   ACK says of its consumer's messages (`consumed`: dissector.facts.consumed) by the journeys
@@ -47,18 +49,20 @@ FRONTS = (TABLES, TEXT, EVENTS, SPANS)
 
 #: Tables whose rows never depend on payload decoding: reading only these skips it
 #: (findings read frames' metadata, never their payloads' contents).
-WITHOUT_PAYLOADS = frozenset({"frames", "timeline", "entities", "findings"})
+WITHOUT_PAYLOADS = frozenset({"frames", "timeline", "entities", "findings", "checks"})
 #: Tables made from the protocol facts' completions (dissector.facts: requests answered,
 #: SENDs receipted, deliveries acked): a read making one has the state machine make them
 #: (the journeys read which SEND each receipt answers from them).
-WITH_PAIRS = frozenset({"timeline", "findings", "journeys"})
+WITH_PAIRS = frozenset({"timeline", "findings", "checks", "journeys"})
 #: Tables whose rules read the facts' completions whatever `ReaderOptions.pairs` says (the
 #: findings' request and producer rules and the journeys' SEND side keep no matching of
 #: their own).
-FACTS_READ = frozenset({"findings", "journeys"})
+FACTS_READ = frozenset({"findings", "checks", "journeys"})
 #: Tables made from frames read one by one (their rules keep state across frames): a read
 #: that makes one takes no frame runs.
-FRAME_BY_FRAME = frozenset({"findings", "journeys"})
+FRAME_BY_FRAME = frozenset({"findings", "checks", "journeys"})
+#: Tables made by the findings' Diagnoser (the checks: what its rules checked).
+DIAGNOSED = frozenset({"findings", "checks"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,7 +77,7 @@ class ReadPlan:
     frame_runs: bool  # frames of the commonest commands may come as FrameRun columns
     frame_bytes: bool  # frames carry their bytes as on the wire (the hex view)
     fields: bool  # the frames table's on-request `fields` column
-    findings: bool  # a Diagnoser sees every event (the findings table)
+    findings: bool  # a Diagnoser sees every event (the findings or checks table)
     journeys: bool  # a Joiner sees every event (the journeys table)
     #: with pairs, the facts of each MESSAGE and ACK for the journeys (dissector.facts.consumed)
     consumed: bool = False
@@ -104,7 +108,7 @@ def plan_read(
         payloads = options.messages and (front == TEXT or not asked <= WITHOUT_PAYLOADS)
         pairs = bool(asked & FACTS_READ) or (options.pairs and bool(asked & WITH_PAIRS))
     fields = options.fields and "frames" in asked
-    findings, journeys = "findings" in asked, "journeys" in asked
+    findings, journeys = bool(asked & DIAGNOSED), "journeys" in asked
     consumed = pairs and (journeys or front == EVENTS)
     lifecycles = pairs and (findings or journeys or front == EVENTS)
     schemas = pairs and findings and options.values

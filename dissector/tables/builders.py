@@ -13,7 +13,9 @@ made. A connection's Community ID is computed once, when its conversation opens;
 share that one string. The findings table is made by a dissector.diagnose.Diagnoser, made
 only when that table is asked for, which sees every event before `add` does: feed events
 through `feeder()` (`add` itself never tests for it, so the other tables cost what they did);
-it reads frames one by one, so a read that makes findings takes no frame runs. The journeys
+it reads frames one by one, so a read that makes findings takes no frame runs; the checks
+table (what its rules checked and found in order) is made by the same Diagnoser, at
+`finish`, one row per check. The journeys
 table is made the same way, by a dissector.journeys.Joiner (docs/journeys.md), made only
 when that table is asked for; its rows come at `finish` (or when its bound pushes a message
 out).
@@ -67,6 +69,7 @@ conversation_row = TABLES["conversations"].row  # (Conversation, capture, commun
 pair_row = TABLES["timeline"].row  # (Pair, community_id)
 entity_row = TABLES["entities"].row  # (conn_id, Entity, community_id)
 finding_row = TABLES["findings"].row  # (Finding, community_id)
+check_row = TABLES["checks"].row  # (Check)
 journey_row = TABLES["journeys"].row  # (Journey)
 
 
@@ -170,9 +173,9 @@ class TableBuilder:
     `_Batches` per table made. sink: when given, each finished record batch is handed to it
     (call `flush` at the end) instead of being kept for `tables()`. fields: make the frames
     table's on-request `fields` column (JSON of every field; about 10 µs a frame).
-    diagnoser: what makes the findings table (default: one with the default thresholds and
-    ports), used only if that table is made. values: values were asked for (the journeys
-    rows then say why a message has none). Call `finish` at the end of the capture.
+    diagnoser: what makes the findings and checks tables (default: one with the default
+    thresholds and ports), used only if one of them is made. values: values were asked for
+    (the journeys rows then say why a message has none). Call `finish` at the end of the capture.
     """
 
     def __init__(
@@ -201,9 +204,9 @@ class TableBuilder:
         self._conns: dict[int, ConnInfo] = {}
         self._cids: dict[int, str | None] = {}
         self.frame_count = self.message_count = 0  # rows of frames / messages, made or not
-        self.findings = get("findings")
+        self.findings, self.checks = get("findings"), get("checks")
         self.diagnoser: Diagnoser | None = None
-        if self.findings is not None:
+        if self.findings is not None or self.checks is not None:
             if diagnoser is None:
                 from dissector.diagnose import Diagnoser
 
@@ -288,7 +291,8 @@ class TableBuilder:
         return add_watched_both
 
     def _found(self, found: list[Finding]) -> None:
-        assert self.findings is not None
+        if self.findings is None:  # the checks alone were asked for
+            return
         for f in found:
             self.findings.add(finding_row(f, None if f.key is None else conn_info(f.key)[4]))
 
@@ -307,6 +311,9 @@ class TableBuilder:
         made, and every row is made into record batches (`flush`)."""
         if self.diagnoser is not None:
             self._found(self.diagnoser.finish())
+            if self.checks is not None:
+                for c in self.diagnoser.checked():
+                    self.checks.add(check_row(c))
         if self.joiner is not None:
             self._joined(self.joiner.finish())
         self.flush()

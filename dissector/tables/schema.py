@@ -19,7 +19,7 @@ from __future__ import annotations
 import pyarrow as pa
 
 from dissector.tables.columns import Table
-from dissector.tables.diagnoses import FINDINGS
+from dissector.tables.diagnoses import CHECKS, FINDINGS
 from dissector.tables.journeys import JOURNEYS
 from dissector.tables.per_connection import CONVERSATIONS, ENTITIES, TIMELINE
 from dissector.tables.per_frame import ANOMALIES, FRAMES, MESSAGES
@@ -27,7 +27,17 @@ from dissector.tables.per_frame import ANOMALIES, FRAMES, MESSAGES
 #: Every table, in the order the frontends list them.
 TABLES: dict[str, Table] = {
     t.name: t
-    for t in (FRAMES, MESSAGES, ANOMALIES, CONVERSATIONS, TIMELINE, ENTITIES, FINDINGS, JOURNEYS)
+    for t in (
+        FRAMES,
+        MESSAGES,
+        ANOMALIES,
+        CONVERSATIONS,
+        TIMELINE,
+        ENTITIES,
+        FINDINGS,
+        CHECKS,
+        JOURNEYS,
+    )
 }
 #: Table name -> its Arrow schema (the one pandas, Parquet and Spark come from).
 SCHEMAS: dict[str, pa.Schema] = {name: t.schema for name, t in TABLES.items()}

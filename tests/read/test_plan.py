@@ -33,6 +33,7 @@ ALONE = {
     "timeline": (False, True, False, False, False),
     "entities": (False, False, True, False, False),
     "findings": (False, True, False, True, False),  # the request rules read the pairs
+    "checks": (False, True, False, True, False),  # made by the findings' Diagnoser
     "journeys": (True, True, False, False, True),  # receipts: the facts pair them
 }
 

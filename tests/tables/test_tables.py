@@ -17,6 +17,7 @@ import pytest
 
 from dissector.anomalies import Severity
 from dissector.diagnose import Diagnoser
+from dissector.diagnose.checks import CheckRow
 from dissector.events import (
     Anomaly,
     AppMessage,
@@ -712,6 +713,49 @@ def test_journeys_columns_by_name() -> None:
             "value": '{"v": 30}',
             "value_schema": "schema-31",
             "value_error": "error-32",
+        }
+    ]
+
+
+class _OneCheck(Diagnoser):
+    """A diagnoser whose checks are `made`."""
+
+    def __init__(self, made: CheckRow) -> None:
+        super().__init__()
+        self.made = made
+
+    def checked(self) -> list[CheckRow]:
+        return [self.made]
+
+
+def test_checks_columns_by_name() -> None:
+    made = CheckRow(
+        ts=2,
+        check="check-3",
+        counted=4,
+        entities=5,
+        failed=6,
+        unknown=7,
+        worst_us=8,
+        p99_us=9,
+        sketch=(10, 11),
+        detail="detail-12",
+    )
+    builder = TableBuilder(capture="cap-99", tables=["checks"], diagnoser=_OneCheck(made))
+    builder.finish()
+    assert rows(builder.tables()["checks"]) == [
+        {
+            "ts": 2,
+            "conn_id": 0,
+            "check": "check-3",
+            "count": 4,
+            "entities": 5,
+            "failed": 6,
+            "unknown": 7,
+            "worst_us": 8,
+            "p99_us": 9,
+            "latency_buckets": [10, 11],
+            "detail": "detail-12",
         }
     ]
 

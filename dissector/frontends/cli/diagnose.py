@@ -3,9 +3,12 @@
 Input: the parsed arguments of `diagnose` (captures, decoding options, the findings'
 thresholds) and the captures they name.
 Output: the findings table's rows, ranked and grouped by connection and entity
-(dissector.frontends.diagnoses), as text or JSON on stdout; exit 0 whatever was found.
-Rule: the rows are those of `read --table findings` (the same table machinery, the same
-thresholds): only the findings table is made, so the frames are decoded and nothing else.
+(dissector.frontends.diagnoses), then what the rules checked and what the captures could
+not tell them (the checks table's rows added up: the "clean bill" when nothing was found),
+as text or JSON (`checked`) on stdout; exit 0 whatever was found.
+Rule: the rows are those of `read --table findings --table checks` (the same table
+machinery, the same thresholds): only those two tables are made, by one Diagnoser, so the
+frames are decoded and nothing else.
 """
 
 from __future__ import annotations
@@ -28,20 +31,23 @@ from dissector.frontends.cli.options import (
 from dissector.frontends.diagnoses import as_json, render
 from dissector.tables.schema import TABLES
 
-_TABLES = ["findings"]
+_TABLES = ["findings", "checks"]
 
 
 def cmd_diagnose(args: argparse.Namespace, out: TextIO) -> int:
     """Findings ranked by severity and impact, grouped by connection and entity."""
     options = reader_options(args)
-    batches: list[pa.RecordBatch] = []
-    counts = stream_tables(args, options, _TABLES, lambda _, batch: batches.append(batch))
+    batches: dict[str, list[pa.RecordBatch]] = {name: [] for name in _TABLES}
+    counts = stream_tables(args, options, _TABLES, lambda name, batch: batches[name].append(batch))
     print_hint(counts, options)
-    rows = pa.Table.from_batches(batches, schema=TABLES["findings"].schema).to_pylist()
+    rows, checks = (
+        pa.Table.from_batches(batches[name], schema=TABLES[name].schema).to_pylist()
+        for name in _TABLES
+    )
     if args.format == "json":
-        out.write(json.dumps(as_json(rows), indent=1) + "\n")
+        out.write(json.dumps(as_json(rows, checks), indent=1) + "\n")
     else:
-        out.write(render(rows))
+        out.write(render(rows, checks))
     return 0
 
 
@@ -51,8 +57,11 @@ def add_parser(sub: Subcommands) -> None:
         "diagnose",
         help="what went wrong: stalls, starved consumers, redeliveries, loops, with evidence",
         description="Findings (the findings table) ranked by severity and impact, grouped by "
-        "connection and entity, each with the packets that prove it. Exit 0 whatever is "
-        "found.",
+        "connection and entity, each with the packets that prove it; then what the rules "
+        "checked (SENDs, requests and PINGs answered and how fast, consumers' permits, "
+        "connections: the checks table), and when nothing was found what the captures could "
+        "not tell them (connections started before the capture, bytes lost). Exit 0 "
+        "whatever is found.",
     )
     reader_arguments(diagnose)
     diagnose.add_argument("--format", choices=["text", "json"], default="text")

@@ -8,7 +8,8 @@ latencies (dissector.tables.stats.Subscriptions, as `summary`): what `html.page`
 Rules:
 - Bounded, whatever the capture's size: counts and per-second buckets, the first
   LADDER_FRAMES frames of at most LADDER_KEPT connections, the SLOWEST slowest requests, the
-  first ROWS anomalies, entities and findings; latency keeps one integer per answered request
+  first ROWS anomalies, entities and findings, the checks added up (one row per check);
+  latency keeps one integer per answered request
   and per journey's dispatch and end-to-end latency (dissector.tables.stats, as `summary`).
 - Every number kept is computed from the table rows it names; nothing is estimated.
 """
@@ -25,6 +26,7 @@ import pyarrow as pa
 
 from dissector.anomalies import AnomalyCode
 from dissector.events import Outcome
+from dissector.frontends.diagnoses import added_up
 from dissector.tables.columns import path_text
 from dissector.tables.stats import Latencies, Subscriptions
 
@@ -36,7 +38,7 @@ ROWS = 500
 #: What the report reads: every table.
 REPORT_TABLES = (
     "frames", "messages", "anomalies", "conversations", "timeline", "entities", "findings",
-    "journeys",
+    "checks", "journeys",
 )  # fmt: skip
 _LADDER_COLUMNS = [
     "ts", "conn_id", "direction", "command", "request_id", "producer_id", "consumer_id",
@@ -78,6 +80,8 @@ class ReportData:
         self._seq = 0
         self.findings: list[dict[str, Any]] = []  # the first ROWS (ranked when shown)
         self.finding_count = 0
+        #: what the rules checked: the checks rows added up as they come, one per check
+        self.checks: list[dict[str, Any]] = []
         #: conn_id -> packet -> (severity, code) of the findings it is evidence of
         self.evidence: dict[int, dict[int, list[tuple[str, str]]]] = defaultdict(dict)
 
@@ -188,6 +192,12 @@ class ReportData:
 
     def _journeys(self, batch: pa.RecordBatch) -> None:
         self.subscriptions.add(batch)
+
+    def _checks(self, batch: pa.RecordBatch) -> None:
+        self.checks = [
+            {"check": name, **added}
+            for name, added in added_up([*self.checks, *batch.to_pylist()], sketches=True).items()
+        ]
 
     def _findings(self, batch: pa.RecordBatch) -> None:
         self.finding_count += batch.num_rows

@@ -21,7 +21,7 @@ from typing import Any
 
 from dissector.anomalies import REGISTRY
 from dissector.events import Direction, EntityKind
-from dissector.frontends.diagnoses import evidence_text, ranked
+from dissector.frontends.diagnoses import bill, evidence_text, ranked
 from dissector.frontends.report.collect import LADDER_FRAMES, ROWS, ReportData, when
 from dissector.frontends.report.plots import TOPICS_PLOTTED, cdf, figure, io_graph
 from dissector.frontends.report.subscriptions import subscriptions_section
@@ -146,8 +146,9 @@ def _drawn(report: ReportData) -> list[dict[str, Any]]:
 
 
 def _findings_section(report: ReportData, drawn: list[dict[str, Any]]) -> str:
+    checked = f"<p class=checked>{html.escape(bill(report.checks))}</p>"
     if not report.findings:
-        return "<p>Nothing the diagnosis rules check went wrong.</p>"
+        return f"<p>Nothing the diagnosis rules check went wrong.</p>{checked}"
     ladders = {c["conn_id"] for c in drawn}
     items = []
     for conn_id, found in ranked(report.findings):

@@ -5,13 +5,16 @@ The scenes play a client with a receiver queue of 10 (its first FLOW grants 10).
 leaking one is the Java client of apache/pulsar#26336 (PIP-491): a batch of 5 fails its
 checksum, the client discards it (ACK validation_error ChecksumMismatch = 2 of
 proto/pulsar_api.proto) and returns 1 permit for it; it then keeps processing single
-messages, returning each permit. Expected values follow from what the scene sent: the
-broker debited 5 for the batch (num_messages_in_batch) and 1 per message, the client
-returned 1 + 1 per message, so 4 permits are never returned and its window (10 granted,
-nothing held) stays at 10 - 4 = 6. Near misses: the same client returning 5 for the batch;
-a healthy client returning permits in batches of half its queue (a capture ending before
-its next FLOW); redeliveries asked for and made; the leak seen from a capture that began
-mid-connection; a threshold above the leak.
+messages (each taken, acknowledged, its permit returned). Expected values follow from what
+the scene sent: the broker debited 5 for the batch (num_messages_in_batch) and 1 per
+message, the client returned 1 + 1 per message, so 4 permits are never returned and its
+window (10 granted, nothing held) stays at 10 - 4 = 6. What the wire proves is a lower
+bound: a message taken but not yet acknowledged at a FLOW may or may not have had its
+permit returned (the twin returning each permit before its ACK proves 3). Near misses: the
+same client returning 5 for the batch; a healthy client returning permits in batches of
+half its queue (a capture ending before its next FLOW); redeliveries asked for and made; a
+copy delivered again while the first waits in the client's queue; the leak seen from a
+capture that began mid-connection; a threshold above the leak.
 """
 
 from __future__ import annotations
@@ -172,5 +175,28 @@ def test_redeliveries_are_no_leak(tmp_path: Path) -> None:
     s.at(5.1, ack(4, 5, 6, 7))
     s.at(6, flow(0))
     s.close(7)
+    codes = [r["code"] for r in findings(s.write(tmp_path / "c.pcap"))]
+    assert F.FLOW_PERMIT_LEAK not in codes
+
+
+def test_a_copy_delivered_again_while_the_first_waits_is_no_leak(tmp_path: Path) -> None:
+    """A client (queue of 3, each permit returned after its ACK) holds entry 2 in its queue
+    when the broker delivers it again; it takes the first copy, acknowledges entry 2 and
+    returns that permit, the second copy still queued when the capture ends. Every permit
+    of what it took came back: the ACK of entry 2 covers a copy the client has not taken."""
+    s = Scene()
+    s.open()
+    for m in subscribe():
+        s.at(0, m)
+    s.at(0.1, flow(3))
+    for i in range(3):
+        s.at(1 + i / 10, message(i))
+    s.at(2, ack(0)).at(2.1, flow(1))
+    asked = [{"ledgerId": 9, "entryId": 2}]
+    s.at(3, msg(C2B, "REDELIVER_UNACKNOWLEDGED_MESSAGES", consumer_id=2, message_ids=asked))
+    s.at(3.1, message(2, redelivery_count=1))
+    s.at(4, ack(1)).at(4.1, flow(1))
+    s.at(5, ack(2)).at(5.1, flow(1))
+    s.close(6)
     codes = [r["code"] for r in findings(s.write(tmp_path / "c.pcap"))]
     assert F.FLOW_PERMIT_LEAK not in codes

@@ -101,7 +101,7 @@ def test_a_batch_corrupted_in_flight_leaks_permits(corrupted: Run) -> None:
     rows = {r["code"]: r for r in corrupted.findings}
     row = rows[F.FLOW_PERMIT_LEAK]
     assert 1 <= row["value"] <= BATCH_SIZE - 1 and row["unit"] == "permits"
-    assert f"1 batches of {BATCH_SIZE} messages" in row["summary"]
+    assert f"1 batch of {BATCH_SIZE} messages" in row["summary"]
     assert "ChecksumMismatch 1" in row["summary"]
     frames = corrupted.tables.frames
     corrupt = frames[

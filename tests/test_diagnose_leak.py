@@ -85,7 +85,7 @@ def test_a_batch_discarded_for_one_permit_leaks_the_rest(tmp_path: Path) -> None
     assert row["count"] == len(sc.flows)  # short after each FLOW that followed the discard
     assert f"window (permits granted minus those of the messages it processed) was {QUEUE} " \
         f"after its first FLOW and {QUEUE - 4} after its last" in row["summary"]  # fmt: skip
-    assert "1 batches of 5 messages" in row["summary"]
+    assert "1 batch of 5 messages" in row["summary"]
     assert "ChecksumMismatch 1" in row["summary"]
     # the first FLOW, the corrupt batch and its discard, then the short FLOWs (the first
     # ones, and always the latest, as far as the evidence bound allows)

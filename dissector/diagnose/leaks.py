@@ -25,18 +25,21 @@ Rules:
   client's queue: never above W; the first FLOW's is the first grant). The shortfall is
   the baseline minus the window; it never exceeds the permits leaked (a healthy client's
   is <= 0 at every FLOW, whatever its batching; a capture ending mid-batch has no FLOW to
-  judge: silent). A leak is a shortfall of at least `leaked_permits` after each of the
-  last two FLOWs of a stretch: the client went on returning permits and did not make up.
+  judge: silent), so the row says "at least": a message taken and not yet acknowledged at
+  a FLOW may or may not have had its permit returned. A leak is a shortfall of at least
+  `leaked_permits` after each of the last two FLOWs of a stretch (the smaller counts): the
+  client went on returning permits and did not make up.
 - Redeliveries (a REDELIVER_UNACKNOWLEDGED_MESSAGES, negative acks, a redelivered MESSAGE)
   end a stretch (its leak, if established, is kept) and start another with a new baseline:
-  a message the client still queues while its id is delivered again would otherwise count
-  as processed before its permit came back.
+  a copy the client still queues while its id is delivered again (or acknowledged through
+  the other copy) would otherwise count as processed before its permit came back. Stretches
+  add up (each one's leak happened within it).
 - Judged only for a consumer whose SUBSCRIBE was captured, on a connection whose CONNECT
   was seen and no byte is missing (`ConnState.trusted`); a consumer id subscribed again is
   a new consumer (its own windows). Nothing is said otherwise.
-- Known look-alike: a client that shrinks its receiver queue on purpose (Go's or Java's
-  auto-scaled queue under memory pressure) returns fewer permits too; the summary says
-  when no discard explains the shortfall.
+- Known look-alike: a client that shrinks its receiver queue on purpose (pulsar-client-go's
+  auto-scaled queue under memory pressure, shrinkReceiverQueueSize) returns fewer permits
+  too; the summary says when no discard in the capture explains the shortfall.
 """
 
 from __future__ import annotations
@@ -163,9 +166,10 @@ def _judge(ctx: Context, conn: ConnState, c: ConsumerState) -> None:
         batches = sum(n for n, _ in led.discards.values())
         debited = sum(p for _, p in led.discards.values())
         kinds = ", ".join(f"{kind} {n}" for kind, (n, _) in sorted(led.discards.items()))
+        what = "1 batch" if batches == 1 else f"{batches} batches"
         cause = (
-            f"; it discarded {batches} batches of {debited} messages in all ({kinds}): a "
-            "client that returns 1 permit for a discarded batch loses the rest"
+            f"; it discarded {what} of {debited} messages in all ({kinds}): a client "
+            "that returns 1 permit for a discarded batch loses the rest"
         )
     else:
         cause = (

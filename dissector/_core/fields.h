@@ -409,8 +409,9 @@ static const pd_field pd_fields_30[] = { /* pulsar.proto.CommandMessage */
     {3, 0, PD_K_VARINT, 0, -1}, /* redelivery_count */
     {4, 0, PD_K_VARINT, 1, -1}, /* ack_set */
     {5, 0, PD_K_VARINT, 0, -1}, /* consumer_epoch */
+    {6, 0, PD_K_VARINT, 0, -1}, /* message_permits */
 };
-static const uint8_t pd_slot_30[] = {0, 1, 2, 3, 4, 5};
+static const uint8_t pd_slot_30[] = {0, 1, 2, 3, 4, 5, 6};
 static const pd_field pd_fields_31[] = { /* pulsar.proto.CommandAck */
     {1, 0, PD_K_VARINT, 0, -1}, /* consumer_id */
     {2, 0, PD_K_ENUM, 0, 13}, /* ack_type */
@@ -894,7 +895,7 @@ static const pd_message pd_messages[] = {
     {"pulsar.proto.CommandCloseProducer", 4, pd_slot_27, pd_fields_27},
     {"pulsar.proto.CommandSubscribe", 19, pd_slot_28, pd_fields_28},
     {"pulsar.proto.CommandFlow", 2, pd_slot_29, pd_fields_29},
-    {"pulsar.proto.CommandMessage", 5, pd_slot_30, pd_fields_30},
+    {"pulsar.proto.CommandMessage", 6, pd_slot_30, pd_fields_30},
     {"pulsar.proto.CommandAck", 8, pd_slot_31, pd_fields_31},
     {"pulsar.proto.CommandAckResponse", 6, pd_slot_32, pd_fields_32},
     {"pulsar.proto.CommandActiveConsumerChange", 2, pd_slot_33, pd_fields_33},

@@ -971,18 +971,20 @@ class CommandFlow(_message.Message):
     def __init__(self, consumer_id: _Optional[int] = ..., messagePermits: _Optional[int] = ...) -> None: ...
 
 class CommandMessage(_message.Message):
-    __slots__ = ("consumer_id", "message_id", "redelivery_count", "ack_set", "consumer_epoch")
+    __slots__ = ("consumer_id", "message_id", "redelivery_count", "ack_set", "consumer_epoch", "message_permits")
     CONSUMER_ID_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_ID_FIELD_NUMBER: _ClassVar[int]
     REDELIVERY_COUNT_FIELD_NUMBER: _ClassVar[int]
     ACK_SET_FIELD_NUMBER: _ClassVar[int]
     CONSUMER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_PERMITS_FIELD_NUMBER: _ClassVar[int]
     consumer_id: int
     message_id: MessageIdData
     redelivery_count: int
     ack_set: _containers.RepeatedScalarFieldContainer[int]
     consumer_epoch: int
-    def __init__(self, consumer_id: _Optional[int] = ..., message_id: _Optional[_Union[MessageIdData, _Mapping]] = ..., redelivery_count: _Optional[int] = ..., ack_set: _Optional[_Iterable[int]] = ..., consumer_epoch: _Optional[int] = ...) -> None: ...
+    message_permits: int
+    def __init__(self, consumer_id: _Optional[int] = ..., message_id: _Optional[_Union[MessageIdData, _Mapping]] = ..., redelivery_count: _Optional[int] = ..., ack_set: _Optional[_Iterable[int]] = ..., consumer_epoch: _Optional[int] = ..., message_permits: _Optional[int] = ...) -> None: ...
 
 class CommandAck(_message.Message):
     __slots__ = ("consumer_id", "ack_type", "message_id", "validation_error", "properties", "txnid_least_bits", "txnid_most_bits", "request_id")

@@ -18,7 +18,8 @@ Rules:
   matched with their acks there too: an ACK's fact (`Acked`) follows its Frame; the discard
   and consumer rules (`discards.on_acked`, `consumers.on_acked`) read it. Consumers' permits
   are counted there as well: a FLOW's fact (`Permits`), or a MESSAGE's that left its
-  consumer none, follows its Frame; the flow rules (`consumers.on_permits`) read it. So are
+  consumer none, follows its Frame; the flow rules (`consumers.on_permits`) and the leak
+  rule (`leaks.on_permits`, which also reads ACKs' and SUBSCRIBEs' facts) read it. So are
   producers' and consumers' lives: a PRODUCER's or SUBSCRIBE's, their answer's, a CLOSE_*'s
   or a TOPIC_MIGRATED's fact (`Lifecycle`) follows its Frame; the producer, consumer and
   spanning rules (`on_life`) read it; and the handshake: a CONNECT's or CONNECTED's fact
@@ -61,6 +62,7 @@ from dissector.diagnose import (
     connection,
     consumers,
     discards,
+    leaks,
     producers,
     requests,
     schemas,
@@ -124,7 +126,7 @@ requests.ANSWERED.update(
     }
 )
 #: Rule modules with per-connection timers and rows, in the order their rows come.
-_MODULES = (connection, requests, producers, consumers, discards, chunks)
+_MODULES = (connection, requests, producers, consumers, discards, leaks, chunks)
 #: Rule modules with timers (Context.schedule), by their KIND: `due` and `tell`.
 _SWEPT: dict[int, Any] = {m.KIND: m for m in (requests, producers, consumers)}
 #: Where a timer's producer or consumer is found by its id.
@@ -213,16 +215,20 @@ class Diagnoser:
             conn = self._conn(ev.conn_id)
             discards.on_acked(ctx, conn, ev)  # creates the consumer first, as ever
             consumers.on_acked(ctx, conn, ev)
+            leaks.on_acked(ctx, conn, ev)
         elif kind is Permits:
             assert isinstance(ev, Permits)
             self.checks.on_permits(ev)
-            consumers.on_permits(ctx, self._conn(ev.conn_id), ev)
+            conn = self._conn(ev.conn_id)
+            consumers.on_permits(ctx, conn, ev)
+            leaks.on_permits(ctx, conn, ev)
         elif kind is Lifecycle:
             assert isinstance(ev, Lifecycle)
             conn = self._conn(ev.conn_id)
             if ev.kind is EntityKind.PRODUCER:
                 producers.on_life(ctx, conn, ev)
             else:
+                leaks.on_life(ctx, conn, ev)  # judges a consumer its id's new one replaces
                 consumers.on_life(ctx, conn, ev)
             spanning.on_life(ctx, conn, ev)
             self.refusals.on_life(conn, ev)

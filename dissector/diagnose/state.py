@@ -296,6 +296,7 @@ class ConsumerState:
     #: ACKs with a validation_error, and the MESSAGEs they discarded (discards.py)
     discarded: Evidence = field(default_factory=Evidence)
     discard_kinds: dict[str, int] = field(default_factory=dict)  # validation error -> ids
+    leak: Any = None  # its windows after each FLOW (dissector.diagnose.leaks.Ledger)
 
     def label(self) -> str:
         sub = f" (sub {self.subscription})" if self.subscription else ""

@@ -76,13 +76,16 @@ class Delivered:
     completion fact still waits for it (False once a REDELIVER_UNACKNOWLEDGED_MESSAGES asked
     for it again: still unacknowledged, its pair made)."""
 
-    __slots__ = ("first_packet", "first_ts", "frame", "number", "waiting")
+    __slots__ = ("first_packet", "first_ts", "frame", "number", "permits", "waiting")
 
     def __init__(self, frame: Frame, number: int) -> None:
         self.frame = frame
         self.first_ts, self.first_packet = frame.last_ts, frame.last_packet
         self.number = number  # first deliveries of its consumer are numbered in order
         self.waiting = True
+        #: the permits its latest delivery debited its consumer (facts.permits; 0: none
+        #: counted, or debited to an earlier life of its consumer id)
+        self.permits = 0
 
 
 class Acked(NamedTuple):
@@ -121,6 +124,16 @@ class Permits(NamedTuple):
     left: int
     #: the largest batch delivered to it so far (1 before any)
     max_batch: int
+    #: permits of its deliveries not processed yet: delivered and neither acknowledged
+    #: (an ACK, with or without a validation_error) nor delivered again; `left + pending`
+    #: is its window (its FLOWs' messagePermits minus the permits of what it processed)
+    pending: int = 0
+    #: redeliveries so far: MESSAGEs delivered again (a redelivery_count, an id delivered
+    #: or acknowledged before) and REDELIVER_UNACKNOWLEDGED_MESSAGES sent
+    redeliveries: int = 0
+    #: a MESSAGE's: its debit is the broker's own CommandMessage.message_permits (PIP-491),
+    #: not the count the facts infer (num_messages_in_batch, the ack_set's bits)
+    broker_debit: bool = False
 
 
 class Lifecycle(NamedTuple):
@@ -231,6 +244,10 @@ class Entity:
     flows: int = 0
     used: int = 0
     max_batch: int = 1
+    # consumers, with facts only: permits of deliveries processed (acknowledged, discarded
+    # with a validation_error, or delivered again), and redeliveries (events.Permits)
+    processed: int = 0
+    redeliveries: int = 0
 
 
 @dataclass(slots=True)

@@ -8,12 +8,13 @@ the one lookup the machine makes per frame; commands absent do nothing.
 Rule (the pairing column, first match): a command with a request_id is a request or a
 response (`commands.RESPONSES`); CLOSE_PRODUCER/CLOSE_CONSUMER a request unless a broker's
 notification; then SEND, SEND_RECEIPT/SEND_ERROR, MESSAGE (its delivery, its permits, then
-its journeys' fact: `consumed.py`), FLOW, ACK (then its journeys' fact), REDELIVER, the
-FIFO pairs and CONNECT/CONNECTED, whose handlers run after the request_id one when a
-command has both (an ACK with a request_id is a request and names deliveries); PRODUCER,
-SUBSCRIBE and GET_OR_CREATE_SCHEMA then declare their schema (`schemas.py`; their
-answers' schema facts are made where requests pair them); last, PRODUCER, SUBSCRIBE,
-CLOSE_PRODUCER, CLOSE_CONSUMER and TOPIC_MIGRATED make their `Lifecycle` fact
+its journeys' fact: `consumed.py`), FLOW, ACK (its permits processed, then its journeys'
+fact), REDELIVER (counted by `permits.py`), the FIFO pairs and CONNECT/CONNECTED, whose
+handlers run after the request_id one when a command has both (an ACK with a request_id is
+a request and names deliveries); PRODUCER, SUBSCRIBE and GET_OR_CREATE_SCHEMA then declare
+their schema (`schemas.py`; their answers' schema facts are made where requests pair them),
+a SUBSCRIBE then forgets its consumer id's earlier debits (`permits.py`); last, PRODUCER,
+SUBSCRIBE, CLOSE_PRODUCER, CLOSE_CONSUMER and TOPIC_MIGRATED make their `Lifecycle` fact
 (`lifecycles.py`; the answers' where requests pair them).
 """
 
@@ -62,14 +63,15 @@ def _pairing() -> dict[int, Handler]:
         T["SEND_ERROR"]: acks.on_receipt,
         T["MESSAGE"]: _then(_then(acks.on_message, permits.on_message), consumed.on_message),
         T["FLOW"]: permits.on_flow,
-        T["ACK"]: _then(acks.on_ack, consumed.on_ack),
-        T["REDELIVER_UNACKNOWLEDGED_MESSAGES"]: acks.on_ack,
+        T["ACK"]: _then(_then(acks.on_ack, permits.on_ack), consumed.on_ack),
+        T["REDELIVER_UNACKNOWLEDGED_MESSAGES"]: _then(acks.on_ack, permits.on_ack),
     }
     special.update(dict.fromkeys(FIFO_REQUESTS, requests.on_fifo_request))
     special.update(dict.fromkeys(FIFO_PAIRS, requests.on_fifo_response))
     special[T["CONNECT"]] = requests.on_connect
     special[T["CONNECTED"]] = requests.on_connected
     special.update(dict.fromkeys(DECLARING, _declared))
+    special[T["SUBSCRIBE"]] = _then(special[T["SUBSCRIBE"]], permits.on_subscribe)
     for steps in (special, lifecycles.STEPS):  # a producer's or consumer's step last
         for t, handler in steps.items():
             first = on.get(t)

@@ -341,6 +341,8 @@ class RecordingProxy:
     ``tls``: terminate TLS with this server context (the proxy installs an SNI
     recorder as its ``sni_callback``); ``.url`` is then ``pulsar+ssl://tls_host:port``.
     ``port``: listen there (default: a free port).
+    ``rewriter_class``: the broker->client filter (a subclass of ``_LookupRewriter`` may
+    alter other frames too: tests/support/apache/corrupt.py).
     """
 
     def __init__(
@@ -359,6 +361,7 @@ class RecordingProxy:
                 f"lookup_rewrite must be 'url', 'proxy_flag' or None: {lookup_rewrite!r}"
             )
         self.target = (target_host, target_port)
+        self.rewriter_class: type[_LookupRewriter] = _LookupRewriter
         self.drain_timeout = drain_timeout
         self.lookup_rewrite = lookup_rewrite
         self.connections: list[RecordedConnection] = []
@@ -411,7 +414,7 @@ class RecordingProxy:
                 self._sockets += [client, upstream]
             done = threading.Barrier(2, action=_closer(conn))
             rewriter = (
-                _LookupRewriter(conn, self.url, self.lookup_rewrite, tls=self.tls is not None)
+                self.rewriter_class(conn, self.url, self.lookup_rewrite, tls=self.tls is not None)
                 if self.lookup_rewrite
                 else None
             )

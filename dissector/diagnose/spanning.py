@@ -18,8 +18,10 @@ Rules:
 - Acks, deliveries and SEEKs of subscriptions (consumer.redelivered_after_ack):
   dissector.diagnose.subscriptions.
 - More than max_redirects consecutive Redirect answers for one (client, topic), a Redirect
-  to the broker just asked, or a follow-up LOOKUP whose `authoritative` is not the
-  Redirect's, is a redirect loop.
+  to the broker just asked, the same Redirect (from the same broker to the same broker
+  URL) twice in one run of Redirects (a cycle: dissector.diagnose.cycles), or a follow-up
+  LOOKUP whose `authoritative` is not the Redirect's, is a redirect loop. A run ends at the
+  chain's next non-Redirect answer.
 - After TOPIC_MIGRATED or a broker CLOSE_* with an assigned broker URL, the same client must
   create the producer/consumer again on another broker within reconnect_wait; coming back
   to the same broker, later, or not at all (measured to the capture's end) is not following.
@@ -34,6 +36,8 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+from dissector.diagnose.cycles import Hops
+from dissector.diagnose.cycles import name as broker_name
 from dissector.diagnose.state import (
     MAX_KEYS,
     ConnState,
@@ -70,6 +74,7 @@ class _Chain:
     longest: int = 0
     authoritative: bool | None = None  # the last Redirect's, for the follow-up LOOKUP
     run: Evidence = field(default_factory=Evidence)  # the current run of Redirects
+    hops: Hops = field(default_factory=Hops)  # its Redirects, for cycles
     loop: Evidence = field(default_factory=Evidence)
     why: list[str] = field(default_factory=list)
     last: ConnState | None = None
@@ -185,8 +190,29 @@ class Spanning:
             chain.loop.add(response)
             chain.last = conn
             chain.why.append(f"a Redirect to {url}, the broker asked")
+        self._cycle(chain, conn, response, url, request.body.topic)
         if chain.redirects == self.ctx.th.max_redirects + 1:
             self.ctx.established(self._chain_finding(chain, request.body.topic, conn))
+
+    def _cycle(self, chain: _Chain, conn: ConnState, response: Frame, url: str, topic: str) -> None:
+        """The same Redirect twice in the run: a cycle (told once; its later repeats are
+        evidence too)."""
+        known = chain.hops.cycle
+        cycle = chain.hops.add(_broker(conn), _host(url), response.last_packet, response.last_ts)
+        if cycle is None:
+            return
+        chain.last = conn
+        if known is not None:
+            chain.loop.add(response)
+            return
+        for packet, ts in cycle.packets:
+            if packet not in chain.loop.packets:  # not told already (a Redirect to itself)
+                chain.loop.add_at(packet, ts)
+        asked = broker_name(_broker(conn))
+        chain.why.append(
+            f"a cycle of Redirects {cycle.named()} (the Redirect from {asked} to {url} twice)"
+        )
+        self.ctx.established(self._chain_finding(chain, topic, conn))
 
     def _end_run(self, chain: _Chain) -> None:
         if chain.redirects > self.ctx.th.max_redirects:
@@ -195,6 +221,7 @@ class Spanning:
         chain.longest = max(chain.longest, chain.redirects)
         chain.redirects = 0
         chain.run = Evidence()
+        chain.hops = Hops()
         chain.authoritative = None
 
     def _chain_finding(self, chain: _Chain, topic: str, conn: ConnState | None) -> Finding:

@@ -29,10 +29,12 @@ URL = {conn: f"pulsar://{name}" for conn, name in NAME.items()}
 CONNECT, FAILED = 1, 2  # LookupType
 
 
-def _chain(path: list[Conn], last: int) -> tuple[Scene, list[Msg]]:
+def _chain(
+    path: list[Conn], last: int = CONNECT, urls: dict[Conn, str] = URL
+) -> tuple[Scene, list[Msg]]:
     """LOOKUPs of TOPIC on the brokers of `path` in turn, 0.1 s apart: each but the last
-    answered with a Redirect to the next broker (authoritative, and followed as such); the
-    last answered `last`. Returns the scene and its Redirects."""
+    answered with a Redirect (authoritative, and followed as such) naming `urls[the next
+    broker of the path]`; the last answered `last`. Returns the scene and its Redirects."""
     s = Scene()
     for conn in dict.fromkeys(path):
         s.open(conn)
@@ -40,15 +42,13 @@ def _chain(path: list[Conn], last: int) -> tuple[Scene, list[Msg]]:
     for rid, (conn, after) in enumerate(zip(path, [*path[1:], None], strict=True), 1):
         t = rid / 10
         s.at(t, msg(C2B, "LOOKUP", topic=TOPIC, request_id=rid, authoritative=rid > 1), conn)
-        if after is None:
-            s.at(t + 0.01, msg(B2C, "LOOKUP_RESPONSE", request_id=rid, response=last), conn)
-            continue
-        redirect = msg(
-            B2C, "LOOKUP_RESPONSE", request_id=rid, response=0, authoritative=True,
-            brokerServiceUrl=URL[after],
-        )  # fmt: skip
-        s.at(t + 0.01, redirect, conn)
-        redirects.append(redirect)
+        answer: dict[str, Any] = {"response": last}
+        if after is not None:
+            answer = {"response": 0, "authoritative": True, "brokerServiceUrl": urls[after]}
+        m = msg(B2C, "LOOKUP_RESPONSE", request_id=rid, **answer)
+        s.at(t + 0.01, m, conn)
+        if after is not None:
+            redirects.append(m)
     for conn in dict.fromkeys(path):
         s.close(2, conn)
     return s, redirects
@@ -105,31 +105,10 @@ def test_a_triangle_repeated_is_a_loop(tmp_path: Path) -> None:
     assert row["evidence"] == [s.packet(r) for r in redirects]
 
 
-def _named_chain(path: list[Conn], urls: dict[Conn, str]) -> tuple[Scene, list[Msg]]:
-    """As _chain, the Redirects naming `urls[next broker]`; the last LOOKUP answered Connect."""
-    s = Scene()
-    for conn in dict.fromkeys(path):
-        s.open(conn)
-    redirects = []
-    for rid, (conn, after) in enumerate(zip(path, [*path[1:], None], strict=True), 1):
-        t = rid / 10
-        s.at(t, msg(C2B, "LOOKUP", topic=TOPIC, request_id=rid, authoritative=rid > 1), conn)
-        answer: dict[str, Any] = {"response": CONNECT}
-        if after is not None:
-            answer = {"response": 0, "authoritative": True, "brokerServiceUrl": urls[after]}
-        m = msg(B2C, "LOOKUP_RESPONSE", request_id=rid, **answer)
-        s.at(t + 0.01, m, conn)
-        if after is not None:
-            redirects.append(m)
-    for conn in dict.fromkeys(path):
-        s.close(2, conn)
-    return s, redirects
-
-
 def test_asked_again_where_it_began_is_a_retry_not_a_cycle(tmp_path: Path) -> None:
     """A -> B; the client never asks B (it could not reach it) and starts again at A, which
     names B again, then connects at A: the Redirect A -> B twice, but not on one path."""
-    s, _ = _named_chain([A, A, A], {A: URL[B]})
+    s, _ = _chain([A, A, A], urls={A: URL[B]})
     assert codes(s.write(tmp_path / "c.pcap")) == []
 
 
@@ -139,7 +118,7 @@ HOSTS = {A: "pulsar://broker-a.pulsar.svc:6650", B: "pulsar://broker-b.pulsar.sv
 def test_a_ping_pong_named_by_host_names_is_a_loop(tmp_path: Path) -> None:
     """Brokers advertising host names (the capture cannot resolve them): the next LOOKUP went
     to another broker on the URL's port, so it followed; A -> B -> A -> B repeats A -> B."""
-    s, redirects = _named_chain([A, B, A, B], HOSTS)
+    s, redirects = _chain([A, B, A, B], urls=HOSTS)
     (row,) = findings(s.write(tmp_path / "c.pcap"))
     cycle = f"{NAME[A]} -> broker-b.pulsar.svc:6650 -> broker-a.pulsar.svc:6650 -> "
     assert f"a cycle of Redirects {cycle}broker-b.pulsar.svc:6650 (" in row["summary"]
@@ -149,5 +128,5 @@ def test_a_ping_pong_named_by_host_names_is_a_loop(tmp_path: Path) -> None:
 def test_a_retry_named_by_host_name_is_no_loop(tmp_path: Path) -> None:
     """The retry above with a host name: the LOOKUP after the Redirect went to the broker
     that redirected, not another: a new path each time."""
-    s, _ = _named_chain([A, A, A], {A: HOSTS[B]})
+    s, _ = _chain([A, A, A], urls={A: HOSTS[B]})
     assert codes(s.write(tmp_path / "c.pcap")) == []

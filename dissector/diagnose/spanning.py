@@ -2,7 +2,8 @@
 
 Input: from the per-connection rules, SENDs and receipts of named producers, deliveries and
 acks of subscribed consumers, LOOKUP and SEEK answers; from the engine, LOOKUP and SEEK
-requests (`HANDLERS`) and the lifecycle facts (`on_life`: PRODUCER/SUBSCRIBE declared,
+requests and FLOWs (`HANDLERS`; a FLOW starts a dispatch: dissector.diagnose.crossing) and
+the lifecycle facts (`on_life`: PRODUCER/SUBSCRIBE declared,
 TOPIC_MIGRATED, a broker's CLOSE_PRODUCER/CLOSE_CONSUMER naming an assigned broker); at the
 end, the capture's last time (`finish`).
 Output: findings producer.sequence_regression (across connections), lookup.redirect_loop
@@ -36,6 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+from dissector.diagnose import crossing
 from dissector.diagnose.cycles import Hops
 from dissector.diagnose.cycles import name as broker_name
 from dissector.diagnose.state import (
@@ -157,8 +159,10 @@ class Spanning:
     def delivered(self, conn: ConnState, c: ConsumerState, key: tuple[int, int], f: Frame) -> None:
         self.subs.delivered(conn, c, key, f)
 
-    def acked(self, c: ConsumerState, key: tuple[int, int], *, cumulative: bool) -> None:
-        self.subs.acked(c, key, cumulative=cumulative)
+    def acked(
+        self, c: ConsumerState, key: tuple[int, int], *, cumulative: bool, ack: Frame
+    ) -> None:
+        self.subs.acked(c, key, cumulative=cumulative, ack=ack)
 
     # ------------------------------------------------------------------ lookups
 
@@ -356,7 +360,15 @@ def seek_answered(ctx: Context, conn: ConnState, request: Frame, response: Frame
     _span(ctx).subs.seek_answered(conn, request.body.request_id, done=done)
 
 
+def on_flow(ctx: Context, conn: ConnState, frame: Frame, body: Any) -> None:
+    """A FLOW: its consumer's dispatch starts (crossing.py)."""
+    c = conn.consumers.get(body.consumer_id)
+    if c is not None and frame.direction is C2B:
+        crossing.flowed(c, frame.last_ts)
+
+
 HANDLERS: dict[int, RuleStep] = {
     T["LOOKUP"]: on_lookup,
     T["SEEK"]: on_seek,
+    T["FLOW"]: on_flow,
 }

@@ -101,6 +101,13 @@ def test_a_tls_answer_on_the_plain_port(tmp_path: Path, record: bytes, kind: str
     assert row["evidence"] == [_packet(s, seg)]
 
 
+def test_bytes_that_are_neither_http_nor_tls_are_not_named(tmp_path: Path) -> None:
+    """The server's first byte is TLS's handshake type but no TLS version follows (0x16,
+    then 0x00): some other protocol, or garbage; nothing says it is TLS."""
+    s, _ = _answered(bytes.fromhex("1600000a") + bytes(16))
+    assert codes(s.write(tmp_path / "c.pcap")) == []
+
+
 def test_a_pulsar_answer_is_no_finding(tmp_path: Path) -> None:
     connected = msg(B2C, "CONNECTED", server_version="diag-broker", protocol_version=21)
     s, _ = _answered(connected.data)
@@ -111,6 +118,16 @@ def test_a_server_stream_captured_from_its_middle_is_not_judged(tmp_path: Path) 
     """The SYN-ACK is not in the capture: the server's first captured bytes need not be its
     first bytes (the same HTTP answer, the same CONNECT before it)."""
     s, _ = _answered(ANSWER, syn_ack=False)
+    assert codes(s.write(tmp_path / "c.pcap")) == []
+
+
+def test_an_answer_to_a_client_that_said_nothing_is_not_judged(tmp_path: Path) -> None:
+    """No CONNECT from the client (a TCP probe, or bytes the capture missed): nothing shows a
+    Pulsar client was answered."""
+    s = Scene()
+    conn = s.open(Conn(), connect=False)
+    s._timed(s.sessions[conn].handshake(), 0)
+    s.raw(0.01, ANSWER, conn, B2C).close(1, conn)
     assert codes(s.write(tmp_path / "c.pcap")) == []
 
 

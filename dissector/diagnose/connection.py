@@ -21,7 +21,8 @@ Rules:
   TLS record (handshake or alert: 0x16 or 0x15, then version 3.x; an alert alone is 7
   bytes, a frame cut short). On a TLS port the client's plaintext is what is wrong (the
   rule above), so a TLS answer is one on a port that is not a TLS port. A server stream
-  captured from its middle (no SYN-ACK) says nothing.
+  captured from its middle (no SYN-ACK) says nothing: its first bytes are skipped while
+  the framing resynchronises, no header is read there.
 """
 
 from __future__ import annotations
@@ -91,7 +92,6 @@ def on_anomaly(ctx: Context, conn: ConnState, anomaly: Anomaly) -> None:
         return
     if code == AnomalyCode.TCP_MIDSTREAM_START:
         conn.midstream = conn.midstream or anomaly.direction is C2B
-        conn.server_midstream = conn.server_midstream or anomaly.direction is not C2B
         return
     if code == AnomalyCode.TLS_SKIPPED_BYTES and anomaly.direction is C2B:
         if anomaly.stream_offset == 0 and not conn.midstream:  # a TLS port, and no TLS
@@ -106,7 +106,7 @@ def on_anomaly(ctx: Context, conn: ConnState, anomaly: Anomaly) -> None:
         return
     total = int(found.group(1))
     if server:
-        if anomaly.stream_offset == 0 and not conn.server_midstream:
+        if anomaly.stream_offset == 0:  # a stream captured from its middle resyncs instead
             _served(conn, anomaly, total)
         return
     if anomaly.stream_offset == 0 and not conn.whole and not conn.midstream:

@@ -64,4 +64,5 @@ def crossed(conn: ConnState, c: ConsumerState, acked_ts: int, ts: int) -> bool:
     start, first = c.flow_ts, c.dispatch_first
     if start is None or first is None:
         return False
-    return start <= acked_ts < first and gap <= first - start
+    # within the dispatch's time of an ACK sent before its first MESSAGE (so after its FLOW)
+    return acked_ts < first and gap <= first - start

@@ -339,10 +339,9 @@ class ConnState:
     wrong: Evidence = field(default_factory=Evidence)  # connection.wrong_protocol
     wrong_detail: str = ""
     #: the server's stream opening with HTTP or TLS (connection.wrong_protocol once the
-    #: client's CONNECT shows it spoke Pulsar), and whether that stream was captured whole
+    #: client's CONNECT shows it spoke Pulsar)
     served: Evidence = field(default_factory=Evidence)
     served_detail: str = ""
-    server_midstream: bool = False
     #: hop ("SEND", "MESSAGE") -> frames whose checksum failed
     bad_checksums: dict[str, Evidence] = field(default_factory=dict)
     #: topic -> its PRODUCER refusals and re-sends on this connection (producer.busy)

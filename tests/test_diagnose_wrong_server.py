@@ -108,6 +108,18 @@ def test_bytes_that_are_neither_http_nor_tls_are_not_named(tmp_path: Path) -> No
     assert codes(s.write(tmp_path / "c.pcap")) == []
 
 
+def test_a_tls_answer_on_the_tls_port_is_the_clients_fault(tmp_path: Path) -> None:
+    """The same CONNECT and TLS alert on the TLS port 6651: the client's plaintext is what
+    is wrong there (one row, saying so)."""
+    s = Scene()
+    conn = s.open(Conn(broker_port=6651), connect=False)
+    s._timed(s.sessions[conn].handshake(), 0)
+    s.at(0, CONNECT, conn)
+    s.raw(0.01, TLS_ALERT, conn, B2C).close(1, conn)
+    (row,) = findings(s.write(tmp_path / "c.pcap"))
+    assert "its client stream on a TLS port does not open with TLS" in row["summary"]
+
+
 def test_a_pulsar_answer_is_no_finding(tmp_path: Path) -> None:
     connected = msg(B2C, "CONNECTED", server_version="diag-broker", protocol_version=21)
     s, _ = _answered(connected.data)

@@ -3,9 +3,9 @@
 Input: from the per-connection rules, SENDs and receipts of named producers, deliveries and
 acks of subscribed consumers, LOOKUP and SEEK answers; from the engine, LOOKUP and SEEK
 requests and FLOWs (`HANDLERS`; a FLOW starts a dispatch: dissector.diagnose.crossing) and
-the lifecycle facts (`on_life`: PRODUCER/SUBSCRIBE declared,
-TOPIC_MIGRATED, a broker's CLOSE_PRODUCER/CLOSE_CONSUMER naming an assigned broker); at the
-end, the capture's last time (`finish`).
+the lifecycle facts (`on_life`: PRODUCER/SUBSCRIBE declared, TOPIC_MIGRATED, a broker's
+CLOSE_PRODUCER/CLOSE_CONSUMER naming an assigned broker); at the end, the capture's last
+time (`finish`).
 Output: findings producer.sequence_regression (across connections), lookup.redirect_loop
 and topic.migrated_not_followed, one row per producer name, (client, topic) lookup chain or
 migration; consumer.redelivered_after_ack, through dissector.diagnose.subscriptions.

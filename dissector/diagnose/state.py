@@ -292,10 +292,10 @@ class ConsumerState:
     redeliver_burst: int = 0  # when the latest burst began
     redeliver_commands: int = 0  # REDELIVER_UNACKNOWLEDGED_MESSAGES sent
     redelivered: Evidence = field(default_factory=Evidence)  # MESSAGE redelivery_count > 0
+    max_redelivery_count: int = 0
     #: its latest dispatch (crossing.py): the FLOW that started it, its first MESSAGE
     flow_ts: int | None = None
     dispatch_first: int | None = None
-    max_redelivery_count: int = 0
     #: ACKs with a validation_error, and the MESSAGEs they discarded (discards.py)
     discarded: Evidence = field(default_factory=Evidence)
     discard_kinds: dict[str, int] = field(default_factory=dict)  # validation error -> ids

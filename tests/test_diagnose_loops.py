@@ -130,3 +130,38 @@ def test_a_retry_named_by_host_name_is_no_loop(tmp_path: Path) -> None:
     that redirected, not another: a new path each time."""
     s, _ = _chain([A, A, A], urls={A: HOSTS[B]})
     assert codes(s.write(tmp_path / "c.pcap")) == []
+
+
+def test_a_ping_pong_behind_a_pulsar_proxy_is_a_loop(tmp_path: Path) -> None:
+    """Every connection goes to the proxy (10.0.0.9:6650); each but the first names the
+    broker it goes to in CONNECT's proxy_to_broker_url, which answers its LOOKUPs: the proxy
+    sends the client to A, A to B, B to A, A to B again: a cycle A -> B -> A -> B."""
+    s = Scene()
+    proxy = {name: Conn(client_port=port, broker_ip="10.0.0.9") for name, port in
+             (("first", 40010), ("A", 40011), ("B", 40012))}  # fmt: skip
+    for name, conn in proxy.items():
+        s.open(conn, connect=False)
+        s._timed(s.sessions[conn].handshake(), 0)
+        to: dict[str, Any] = {}
+        if name != "first":
+            to["proxy_to_broker_url"] = URL[A if name == "A" else B]
+        s.at(0, msg(C2B, "CONNECT", client_version="diag-client", protocol_version=21, **to), conn)
+        s.at(0, msg(B2C, "CONNECTED", server_version="diag-broker", protocol_version=21), conn)
+    path = [("first", A), ("A", B), ("B", A), ("A", B)]
+    redirects = []
+    for rid, (asked, to_broker) in enumerate(path, 1):
+        conn, t = proxy[asked], rid / 10
+        s.at(t, msg(C2B, "LOOKUP", topic=TOPIC, request_id=rid, authoritative=rid > 1), conn)
+        redirect = msg(
+            B2C, "LOOKUP_RESPONSE", request_id=rid, response=0, authoritative=True,
+            brokerServiceUrl=URL[to_broker], proxy_through_service_url=True,
+        )  # fmt: skip
+        s.at(t + 0.01, redirect, conn)
+        redirects.append(redirect)
+    for conn in proxy.values():
+        s.close(1, conn)
+    (row,) = findings(s.write(tmp_path / "c.pcap"))
+    cycle = " -> ".join(NAME[c] for c in (A, B, A, B))
+    told = f"a cycle of Redirects {cycle} (the Redirect from {NAME[A]} to {URL[B]} twice)"
+    assert told in row["summary"], row["summary"]
+    assert row["evidence"] == [s.packet(r) for r in redirects[1:]]

@@ -5,7 +5,8 @@ SEND and MESSAGE frames (`HANDLERS`), the connection's anomalies (`on_anomaly`) 
 (`close`, with whether the conversation was TLS).
 Output: findings message.oversize, checksum.mismatch_hop and connection.wrong_protocol, one
 row per connection (and hop); the facts other rules need: `whole` (CONNECT captured),
-`intact` (no TCP gap), the client version and the broker's max_message_size.
+`intact` (no TCP gap), the client version, the broker a proxy connection goes to
+(`proxy_to`) and the broker's max_message_size.
 Rules:
 - A SEND or MESSAGE whose payload is larger than CONNECTED.max_message_size (5 MiB when the
   broker does not send it, as clients assume) is oversize; so is a frame larger than the
@@ -65,6 +66,7 @@ def on_handshake(ctx: Context, conn: ConnState, fact: Handshake) -> None:
     if frame.command_type == _CONNECT:
         conn.whole = frame.direction is C2B and not conn.midstream
         conn.client_version = fact.info.client_version
+        conn.proxy_to = fact.info.proxy_to_broker_url
     else:
         conn.max_message_size = fact.info.max_message_size
 

@@ -1,7 +1,8 @@
 """Redirect cycles in one lookup chain: the same redirect seen twice (lookup.redirect_loop).
 
 Input: the Redirects of one run of a (client, topic) lookup chain, in order (`Hops.add`):
-the broker asked (its address as the connection shows it) and the broker it redirects to
+the broker asked (its address as the connection shows it; through a Pulsar proxy, the
+broker the connection's CONNECT named in proxy_to_broker_url) and the broker it redirects to
 (host and port of the Redirect's service URL), with the LOOKUP_RESPONSE's packet and time.
 Output: the run's first cycle (`Hops.add` returns it for the Redirect that closes it, and
 again for each later Redirect repeating an edge): the brokers it passes, named `host:port`,

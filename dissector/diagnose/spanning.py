@@ -202,7 +202,8 @@ class Spanning:
         """The same Redirect twice in the run: a cycle (told once; its later repeats are
         evidence too)."""
         known = chain.hops.cycle
-        cycle = chain.hops.add(_broker(conn), _host(url), response.last_packet, response.last_ts)
+        asked = _host(conn.proxy_to) if conn.proxy_to else _broker(conn)  # behind a proxy
+        cycle = chain.hops.add(asked, _host(url), response.last_packet, response.last_ts)
         if cycle is None:
             return
         chain.last = conn
@@ -212,9 +213,9 @@ class Spanning:
         for packet, ts in cycle.packets:
             if packet not in chain.loop.packets:  # not told already (a Redirect to itself)
                 chain.loop.add_at(packet, ts)
-        asked = broker_name(_broker(conn))
         chain.why.append(
-            f"a cycle of Redirects {cycle.named()} (the Redirect from {asked} to {url} twice)"
+            f"a cycle of Redirects {cycle.named()} (the Redirect from {broker_name(asked)} to "
+            f"{url} twice)"
         )
         self.ctx.established(self._chain_finding(chain, topic, conn))
 

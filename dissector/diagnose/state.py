@@ -318,6 +318,7 @@ class ConnState:
     max_message_size: int | None = None  # CONNECTED's, when sent
     #: µs from a client's request to the broker's answer, the shortest seen (crossing.py)
     round_trip: int | None = None
+    proxy_to: str | None = None  # CONNECT's proxy_to_broker_url: the broker behind a proxy
     producers: dict[int, ProducerState] = field(default_factory=dict)
     consumers: dict[int, ConsumerState] = field(default_factory=dict)
     #: requests the facts report never answered (requests.on_pair), judged at the end

@@ -279,9 +279,12 @@ _TABLE: tuple[tuple[str, Severity, str, str, str | None], ...] = (
     (
         _C.CONNECTION_WRONG_PROTOCOL,
         _E,
-        "a broker port received TLS or HTTP instead of the Pulsar binary protocol",
+        "TLS or HTTP instead of the Pulsar binary protocol on a broker port (sent by the "
+        "client, or answered to it)",
         "the client uses the wrong port or scheme (pulsar:// vs pulsar+ssl://, the HTTP "
-        "admin URL as service URL, an HTTP health check on the binary port)",
+        "admin URL as service URL, an HTTP health check on the binary port); or the service "
+        "URL reaches an HTTP proxy, ingress or load balancer, or a TLS listener, instead of "
+        "the broker's plaintext port",
         None,
     ),
     (

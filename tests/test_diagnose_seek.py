@@ -32,14 +32,16 @@ def _seek() -> Msg:
     return msg(C2B, "SEEK", consumer_id=2, request_id=SEEK_RID, message_publish_time=1)
 
 
-def _consumed(scene: Scene, conn: Conn | None = None) -> None:
-    """Subscribed at 0 s, entries 0-4 delivered at 1 s; 0-2 acked at 1.1 s."""
+def _consumed(scene: Scene, conn: Conn | None = None) -> Msg:
+    """Subscribed at 0 s, entries 0-4 delivered at 1 s; 0-2 acked at 1.1 s (that ACK)."""
     for m in subscribe():
         scene.at(0, m, conn)
     scene.at(0.1, flow(100), conn)
     for entry in range(5):
         scene.at(1, message(entry), conn)
-    scene.at(1.1, ack(0, 1, 2), conn)
+    acked = ack(0, 1, 2)
+    scene.at(1.1, acked, conn)
+    return acked
 
 
 def _redispatched(scene: Scene, t: float, rid: int, ack_at: float | None = None) -> None:
@@ -119,11 +121,12 @@ def test_a_failed_seek_leaves_the_acks_sent_meanwhile(tmp_path: Path) -> None:
 
 
 def test_a_redelivery_found_before_a_seek_is_kept(tmp_path: Path) -> None:
-    """Entry 1, acked, came again before the SEEK: that finding stands; what the seek sends
-    again after its SUCCESS is no fault."""
+    """Entry 1, acked, came again before the SEEK: that finding stands (its evidence the
+    MESSAGE and the ACK it came after); what the seek sends again after its SUCCESS is no
+    fault."""
     s = Scene()
     s.open()
-    _consumed(s)
+    acked = _consumed(s)
     again = message(1)
     s.at(1.5, again)
     s.at(2, _seek()).at(2.01, msg(B2C, "SUCCESS", request_id=SEEK_RID))
@@ -131,7 +134,7 @@ def test_a_redelivery_found_before_a_seek_is_kept(tmp_path: Path) -> None:
     s.close(3)
     (row,) = findings(s.write(tmp_path / "c.pcap"))
     assert row["code"] == F.CONSUMER_REDELIVERED_AFTER_ACK and row["count"] == 1
-    assert row["evidence"] == [s.packet(again)]
+    assert row["evidence"] == [s.packet(acked), s.packet(again)]
 
 
 def test_a_seek_left_unanswered_by_a_dropped_connection(tmp_path: Path) -> None:

@@ -11,8 +11,8 @@ place), the clock (the sweep: `due`, `tell`, the engine's timers, Context.schedu
 end.
 Output: findings flow.no_flow_after_subscribe, flow.starved, flow.overshoot,
 consumer.ack_hole and consumer.redelivery_storm, one row per consumer; deliveries and acks
-are also handed to dissector.diagnose.spanning (consumer.redelivered_after_ack is per
-subscription, across connections).
+are also handed to dissector.diagnose.spanning (consumer.redelivered_after_ack follows a
+subscription across connections).
 Rules:
 - Permits are counted by the facts (dissector.facts.permits: + FLOW messagePermits, - each
   MESSAGE's entries, its ack_set applied); this module counts none. They are judged only
@@ -161,10 +161,10 @@ def on_acked(ctx: Context, conn: ConnState, fact: Acked) -> None:
     # before it was delivered (or delivered before the capture began) proves nothing
     if done and span is not None:
         if fact.upto is not None:  # cumulative
-            span.acked(c, fact.upto, cumulative=True)
+            span.acked(c, fact.upto, cumulative=True, ack=frame)
         else:
             for key, _ in done:
-                span.acked(c, key, cumulative=False)
+                span.acked(c, key, cumulative=False, ack=frame)
     closed = False
     for _, delivered in done:
         if delivered is oldest:

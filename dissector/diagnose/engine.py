@@ -14,7 +14,8 @@ Rules:
 - Requests are matched with their answers, and SENDs with their receipts, once, by the
   facts' state machine (dissector.facts): a completion fact comes right after its answer's
   Frame; the request rules (`requests.on_pair`), the producer rules (`producers.on_pair`)
-  and the keep-alive rule (`requests.on_keepalive`: a PONG's) read those. Deliveries are
+  and the keep-alive rule (`requests.on_keepalive`: a PONG's) read those, and every pair
+  times the connection's round trip (`crossing.timed`). Deliveries are
   matched with their acks there too: an ACK's fact (`Acked`) follows its Frame; the discard
   and consumer rules (`discards.on_acked`, `consumers.on_acked`) read it. Consumers' permits
   are counted there as well: a FLOW's fact (`Permits`), or a MESSAGE's that left its
@@ -61,6 +62,7 @@ from dissector.diagnose import (
     chunks,
     connection,
     consumers,
+    crossing,
     discards,
     leaks,
     producers,
@@ -195,6 +197,7 @@ class Diagnoser:
                         handler(ctx, conn, ev, ev.body)
         elif kind is Pair:
             assert isinstance(ev, Pair)
+            crossing.timed(self._conn(ev.conn_id), ev)  # the connection's round trip
             self.checks.on_pair(ev)
             if ev.error_code == schemas.INCOMPATIBLE:
                 self.schemas.on_pair(ev)

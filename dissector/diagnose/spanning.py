@@ -2,9 +2,10 @@
 
 Input: from the per-connection rules, SENDs and receipts of named producers, deliveries and
 acks of subscribed consumers, LOOKUP and SEEK answers; from the engine, LOOKUP and SEEK
-requests (`HANDLERS`) and the lifecycle facts (`on_life`: PRODUCER/SUBSCRIBE declared,
-TOPIC_MIGRATED, a broker's CLOSE_PRODUCER/CLOSE_CONSUMER naming an assigned broker); at the
-end, the capture's last time (`finish`).
+requests and FLOWs (`HANDLERS`; a FLOW starts a dispatch: dissector.diagnose.crossing) and
+the lifecycle facts (`on_life`: PRODUCER/SUBSCRIBE declared, TOPIC_MIGRATED, a broker's
+CLOSE_PRODUCER/CLOSE_CONSUMER naming an assigned broker); at the end, the capture's last
+time (`finish`).
 Output: findings producer.sequence_regression (across connections), lookup.redirect_loop
 and topic.migrated_not_followed, one row per producer name, (client, topic) lookup chain or
 migration; consumer.redelivered_after_ack, through dissector.diagnose.subscriptions.
@@ -18,8 +19,10 @@ Rules:
 - Acks, deliveries and SEEKs of subscriptions (consumer.redelivered_after_ack):
   dissector.diagnose.subscriptions.
 - More than max_redirects consecutive Redirect answers for one (client, topic), a Redirect
-  to the broker just asked, or a follow-up LOOKUP whose `authoritative` is not the
-  Redirect's, is a redirect loop.
+  to the broker just asked, the same Redirect (from the same broker to the same broker
+  URL) twice in one run of Redirects (a cycle: dissector.diagnose.cycles), or a follow-up
+  LOOKUP whose `authoritative` is not the Redirect's, is a redirect loop. A run ends at the
+  chain's next non-Redirect answer.
 - After TOPIC_MIGRATED or a broker CLOSE_* with an assigned broker URL, the same client must
   create the producer/consumer again on another broker within reconnect_wait; coming back
   to the same broker, later, or not at all (measured to the capture's end) is not following.
@@ -34,6 +37,9 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+from dissector.diagnose import crossing
+from dissector.diagnose.cycles import Hops
+from dissector.diagnose.cycles import name as broker_name
 from dissector.diagnose.state import (
     MAX_KEYS,
     ConnState,
@@ -70,6 +76,7 @@ class _Chain:
     longest: int = 0
     authoritative: bool | None = None  # the last Redirect's, for the follow-up LOOKUP
     run: Evidence = field(default_factory=Evidence)  # the current run of Redirects
+    hops: Hops = field(default_factory=Hops)  # its Redirects, for cycles
     loop: Evidence = field(default_factory=Evidence)
     why: list[str] = field(default_factory=list)
     last: ConnState | None = None
@@ -152,8 +159,10 @@ class Spanning:
     def delivered(self, conn: ConnState, c: ConsumerState, key: tuple[int, int], f: Frame) -> None:
         self.subs.delivered(conn, c, key, f)
 
-    def acked(self, c: ConsumerState, key: tuple[int, int], *, cumulative: bool) -> None:
-        self.subs.acked(c, key, cumulative=cumulative)
+    def acked(
+        self, c: ConsumerState, key: tuple[int, int], *, cumulative: bool, ack: Frame
+    ) -> None:
+        self.subs.acked(c, key, cumulative=cumulative, ack=ack)
 
     # ------------------------------------------------------------------ lookups
 
@@ -185,8 +194,30 @@ class Spanning:
             chain.loop.add(response)
             chain.last = conn
             chain.why.append(f"a Redirect to {url}, the broker asked")
+        self._cycle(chain, conn, response, url, request.body.topic)
         if chain.redirects == self.ctx.th.max_redirects + 1:
             self.ctx.established(self._chain_finding(chain, request.body.topic, conn))
+
+    def _cycle(self, chain: _Chain, conn: ConnState, response: Frame, url: str, topic: str) -> None:
+        """The same Redirect twice in the run: a cycle (told once; its later repeats are
+        evidence too)."""
+        known = chain.hops.cycle
+        asked = _host(conn.proxy_to) if conn.proxy_to else _broker(conn)  # behind a proxy
+        cycle = chain.hops.add(asked, _host(url), response.last_packet, response.last_ts)
+        if cycle is None:
+            return
+        chain.last = conn
+        if known is not None:
+            chain.loop.add(response)
+            return
+        for packet, ts in cycle.packets:
+            if packet not in chain.loop.packets:  # not told already (a Redirect to itself)
+                chain.loop.add_at(packet, ts)
+        chain.why.append(
+            f"a cycle of Redirects {cycle.named()} (the Redirect from {broker_name(asked)} to "
+            f"{url} twice)"
+        )
+        self.ctx.established(self._chain_finding(chain, topic, conn))
 
     def _end_run(self, chain: _Chain) -> None:
         if chain.redirects > self.ctx.th.max_redirects:
@@ -195,6 +226,7 @@ class Spanning:
         chain.longest = max(chain.longest, chain.redirects)
         chain.redirects = 0
         chain.run = Evidence()
+        chain.hops = Hops()
         chain.authoritative = None
 
     def _chain_finding(self, chain: _Chain, topic: str, conn: ConnState | None) -> Finding:
@@ -329,7 +361,15 @@ def seek_answered(ctx: Context, conn: ConnState, request: Frame, response: Frame
     _span(ctx).subs.seek_answered(conn, request.body.request_id, done=done)
 
 
+def on_flow(ctx: Context, conn: ConnState, frame: Frame, body: Any) -> None:
+    """A FLOW: its consumer's dispatch starts (crossing.py)."""
+    c = conn.consumers.get(body.consumer_id)
+    if c is not None and frame.direction is C2B:
+        crossing.flowed(c, frame.last_ts)
+
+
 HANDLERS: dict[int, RuleStep] = {
     T["LOOKUP"]: on_lookup,
     T["SEEK"]: on_seek,
+    T["FLOW"]: on_flow,
 }

@@ -120,7 +120,7 @@ class Span(Protocol):
     def receipted(self, conn: ConnState, p: ProducerState, seq: int) -> None: ...
     def closed(self, conn: ConnState, p: ProducerState) -> None: ...
     def delivered(self, conn: ConnState, c: ConsumerState, key: Any, f: Frame) -> None: ...
-    def acked(self, c: ConsumerState, key: Any, *, cumulative: bool) -> None: ...
+    def acked(self, c: ConsumerState, key: Any, *, cumulative: bool, ack: Frame) -> None: ...
     def finish(self, horizon: int) -> None: ...
 
 
@@ -293,6 +293,9 @@ class ConsumerState:
     redeliver_commands: int = 0  # REDELIVER_UNACKNOWLEDGED_MESSAGES sent
     redelivered: Evidence = field(default_factory=Evidence)  # MESSAGE redelivery_count > 0
     max_redelivery_count: int = 0
+    #: its latest dispatch (crossing.py): the FLOW that started it, its first MESSAGE
+    flow_ts: int | None = None
+    dispatch_first: int | None = None
     #: ACKs with a validation_error, and the MESSAGEs they discarded (discards.py)
     discarded: Evidence = field(default_factory=Evidence)
     discard_kinds: dict[str, int] = field(default_factory=dict)  # validation error -> ids
@@ -314,6 +317,9 @@ class ConnState:
     intact: bool = True  # no byte of it is missing from the capture (no TCP gap)
     client_version: str | None = None
     max_message_size: int | None = None  # CONNECTED's, when sent
+    #: µs from a client's request to the broker's answer, the shortest seen (crossing.py)
+    round_trip: int | None = None
+    proxy_to: str | None = None  # CONNECT's proxy_to_broker_url: the broker behind a proxy
     producers: dict[int, ProducerState] = field(default_factory=dict)
     consumers: dict[int, ConsumerState] = field(default_factory=dict)
     #: requests the facts report never answered (requests.on_pair), judged at the end
@@ -334,6 +340,10 @@ class ConnState:
     oversize_topic: str | None = None
     wrong: Evidence = field(default_factory=Evidence)  # connection.wrong_protocol
     wrong_detail: str = ""
+    #: the server's stream opening with HTTP or TLS (connection.wrong_protocol once the
+    #: client's CONNECT shows it spoke Pulsar)
+    served: Evidence = field(default_factory=Evidence)
+    served_detail: str = ""
     #: hop ("SEND", "MESSAGE") -> frames whose checksum failed
     bad_checksums: dict[str, Evidence] = field(default_factory=dict)
     #: topic -> its PRODUCER refusals and re-sends on this connection (producer.busy)

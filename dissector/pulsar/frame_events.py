@@ -26,6 +26,7 @@ from dissector.events import Anomaly, Checksum, Decoded, Direction, Frame, Frame
 from dissector.pulsar.frame_runs import C_OFFSET, C_TOTAL, NCOLS
 from dissector.pulsar.sections import (
     HEADER,
+    U32,
     Fault,
     PayloadParts,
     Reject,
@@ -278,6 +279,8 @@ class FrameEmitter:
         have = len(buf)
         if have < 8:
             self._skip(base, have)
+            if have >= 4:  # its size, as the other header faults tell theirs
+                why = f"{why}: {have} bytes, totalSize {U32.unpack_from(buf)[0]}"
             out.append(self._anomaly(AnomalyCode.PULSAR_TRUNCATED_FRAME, base, why, length=have))
             return None
         total: int

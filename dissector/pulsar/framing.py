@@ -8,7 +8,9 @@ broker entry metadata, checksum status, MessageMetadata and a zero-copy payload 
 Rules:
 - Incomplete input is normal: a frame is decoded only once all its bytes are here.
 - Faults are anomalies, never exceptions. A frame whose sizes are plausible and whose command
-  decodes is emitted even when later sections are wrong (bad checksum, bad metadata).
+  decodes is emitted even when later sections are wrong (bad checksum, bad metadata). An
+  impossible header that is the start of an HTTP status line says so in its detail (that
+  start only: sections.http_status).
 - After an impossible header, an undecodable command, a gap, or a mid-stream start, the
   decoder resynchronises (`resync.Resync`: where a frame may start again, within a work
   budget linear in the input). Skipped bytes are reported, never zero-filled.
@@ -39,6 +41,7 @@ from dissector.pulsar.sections import (
     MIN_COMMAND_SIZE,
     Reject,
     header_problem,
+    http_status,
 )
 
 __all__ = [
@@ -309,7 +312,11 @@ class FrameDecoder(FrameEmitter):
                 if total > max_size or total < 6 or csize < MIN_COMMAND_SIZE or csize + 4 > total:
                     bad = header_problem(total, csize, max_size)
                     assert bad is not None
-                    out.append(self._anomaly(bad[0], base + pos, bad[1]))
+                    detail = bad[1]
+                    status = http_status(buf, pos) if buf[pos] == 0x48 else None  # "H"
+                    if status is not None:  # the bytes are an HTTP answer: say its status
+                        detail = f"{detail}; an HTTP status line: {status!r}"
+                    out.append(self._anomaly(bad[0], base + pos, detail))
                     self._start_sync(f"after {bad[0]} at offset {base + pos}")
                     continue
                 if end > n:

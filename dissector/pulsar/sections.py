@@ -73,6 +73,18 @@ parse_command = _parse_command = BaseCommand.FromString
 _command_has = BaseCommand.HasField
 
 
+#: The start of an HTTP response's status line where a frame header was expected (a proxy,
+#: an ingress or a web server answering a Pulsar client): the version, the code and the
+#: reason phrase's first words; nothing after it (no headers, no body) is ever told.
+_STATUS_LINE = re.compile(rb"HTTP/\d(?:\.\d)? \d{3}(?: [A-Za-z][A-Za-z0-9 -]{0,38})?")
+
+
+def http_status(buf: bytes, pos: int) -> str | None:
+    """The start of the HTTP status line at buf[pos:] ("HTTP/1.1 400 Bad Request"), else None."""
+    found = _STATUS_LINE.match(buf, pos, pos + 64)
+    return None if found is None else found.group().decode("ascii").rstrip(" -")
+
+
 def header_problem(total: int, csize: int, max_size: int) -> tuple[str, str] | None:
     """(code, detail) when a frame header is impossible, else None."""
     if total > max_size:

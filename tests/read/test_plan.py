@@ -75,12 +75,14 @@ def test_options_turn_a_stage_off_never_on() -> None:
 
 def test_the_findings_with_values_get_schema_facts_and_no_payloads() -> None:
     """diagnose --values: the schema facts follow their frames (schema.incompatible compares
-    the schemas) while no payload is decoded; without values, or without findings, none."""
+    the schemas) while no payload is decoded; without values, or without findings (or the
+    checks, made by the same Diagnoser), none."""
     values = ReaderOptions(values=True)
     plan = plan_read(values, ["findings"])
     assert (plan.schemas, plan.payloads) == (True, False)
     assert not plan_read(ReaderOptions(), ["findings"]).schemas
-    for name in sorted(set(REGISTRY) - {"findings"}):
+    assert plan_read(values, ["checks"]).schemas  # the findings' Diagnoser makes the checks
+    for name in sorted(set(REGISTRY) - {"findings", "checks"}):
         assert not plan_read(values, [name]).schemas, name
     assert plan_read(values, ["findings", "messages"]).schemas
 

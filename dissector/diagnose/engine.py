@@ -47,9 +47,11 @@ from dissector.diagnose import (
     connection,
     consumers,
     discards,
+    dispatch,
     producers,
     requests,
     spanning,
+    stats,
 )
 from dissector.diagnose.state import ConnState, Context, Listener, RuleStep
 from dissector.events import (
@@ -91,6 +93,8 @@ def _dispatch() -> dict[int, tuple[RuleStep, ...]]:
         consumers.HANDLERS,
         chunks.HANDLERS,
         spanning.HANDLERS,
+        dispatch.HANDLERS,
+        stats.HANDLERS,
     ):
         for ctype, handler in table.items():
             out.setdefault(ctype, []).append(handler)
@@ -99,6 +103,7 @@ def _dispatch() -> dict[int, tuple[RuleStep, ...]]:
 
 DISPATCH = _dispatch()
 _ERROR = T["ERROR"]
+_CONSUMER_STATS = T["CONSUMER_STATS"]
 requests.ANSWERED.update(
     {
         T["LOOKUP"]: (frozenset({T["LOOKUP_RESPONSE"]}), spanning.lookup_answered),
@@ -106,13 +111,14 @@ requests.ANSWERED.update(
     }
 )
 #: Rule modules with per-connection timers and rows, in the order their rows come.
-_MODULES = (connection, requests, producers, consumers, discards, chunks)
+_MODULES = (connection, requests, producers, consumers, discards, chunks, dispatch, stats)
 #: Rule modules with timers (Context.schedule), by their KIND: `due` and `tell`.
-_SWEPT: dict[int, Any] = {m.KIND: m for m in (requests, producers, consumers)}
+_SWEPT: dict[int, Any] = {m.KIND: m for m in (requests, producers, consumers, dispatch)}
 #: Where a timer's producer or consumer is found by its id.
 _TIMED: dict[int, Callable[[ConnState], dict[int, Any]]] = {
     producers.KIND: lambda conn: conn.producers,
     consumers.KIND: lambda conn: conn.consumers,
+    dispatch.KIND: lambda conn: conn.dispatch,
 }
 
 
@@ -168,9 +174,15 @@ class Diagnoser:
         elif kind is Pair:
             assert isinstance(ev, Pair)
             if is_request_pair(ev):
-                requests.on_pair(ctx, self._conn(ev.conn_id), ev)
+                conn = self._conn(ev.conn_id)
+                requests.on_pair(ctx, conn, ev)
+                request = ev.request
+                if request is not None and request.command_type == _CONSUMER_STATS:
+                    stats.on_answer(ctx, conn, ev)
             elif is_send_pair(ev):
-                producers.on_pair(ctx, self._conn(ev.conn_id), ev)
+                conn = self._conn(ev.conn_id)
+                producers.on_pair(ctx, conn, ev)
+                dispatch.on_receipt(ctx, conn, ev)
             elif requests.is_keepalive_pair(ev):
                 requests.on_keepalive(ctx, self._conn(ev.conn_id), ev)
         elif kind is Acked:
@@ -180,7 +192,9 @@ class Diagnoser:
             consumers.on_acked(ctx, conn, ev)
         elif kind is Permits:
             assert isinstance(ev, Permits)
-            consumers.on_permits(ctx, self._conn(ev.conn_id), ev)
+            conn = self._conn(ev.conn_id)
+            consumers.on_permits(ctx, conn, ev)
+            dispatch.on_permits(ctx, conn, ev)
         elif kind is Lifecycle:
             assert isinstance(ev, Lifecycle)
             conn = self._conn(ev.conn_id)
@@ -188,6 +202,7 @@ class Diagnoser:
                 producers.on_life(ctx, conn, ev)
             else:
                 consumers.on_life(ctx, conn, ev)
+                dispatch.on_life(ctx, conn, ev)
             spanning.on_life(ctx, conn, ev)
         elif kind is Handshake:
             assert isinstance(ev, Handshake)

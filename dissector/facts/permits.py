@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dissector.events import Frame, Permits
+from dissector.events import Entity, Frame, Permits
 from dissector.facts.store import Fact, Store
 
 #: The mask of one word of an ack_set (a signed 64-bit integer on the wire).
@@ -40,6 +40,13 @@ def entries(n: int, ack_set: Any) -> int:
             bits &= (1 << max(0, n - 64 * i)) - 1
         left += bits.bit_count()
     return left
+
+
+def left(consumer: Entity) -> int:
+    """A consumer's permits left now: its FLOWs' messagePermits minus the entries delivered
+    to it (the ledger the Permits facts report, read at any moment: the diagnoses'
+    dispatch and broker-stats rules)."""
+    return consumer.permits - consumer.used
 
 
 def on_flow(state: Store, frame: Frame, ctype: int, body: Any, facts: list[Fact]) -> None:

@@ -1,5 +1,7 @@
-"""A consumer holding permits that the broker stopped dispatching to, while the topic's
-producers are still receipted: dispatch.stalled_with_permits. Spans connections.
+"""Consumers holding permits that get no MESSAGE: dispatch.stalled_with_permits.
+
+A consumer the broker stopped dispatching to while the topic's producers were still
+receipted, on any connection of the capture (the rule spans connections).
 
 Input: its consumers' lifecycle facts (`on_life`: SUBSCRIBE declared, answered, closed),
 their permits' facts after a FLOW (`on_permits`: events.Permits), the MESSAGE, SEND and

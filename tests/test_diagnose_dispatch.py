@@ -20,6 +20,7 @@ from dissector.diagnose import Diagnoser
 from dissector.events import Finding
 from dissector.findings import FindingCode as F
 from dissector.findings import Thresholds
+from dissector.pulsar.wire import MessageMetadata
 from dissector.read import iter_events
 from tests.support.crafted import B2C, C2B, Conn, msg
 from tests.support.scenes import (
@@ -27,10 +28,10 @@ from tests.support.scenes import (
     findings,
     flow,
     message,
+    producer,
     receipt,
     send,
     subscribe,
-    two_hosts,
     us,
 )
 
@@ -48,17 +49,32 @@ def _scene(
     end: float = END,
     stats: dict[str, Any] | None = None,
     late: float | None = None,
+    sub_type: int = 1,
+    active: bool | None = None,
+    delayed: bool = False,
 ) -> tuple[Scene, Conn, Conn]:
     """The scene (`stats`: a CONSUMER_STATS at 3.5 s answered 1 ms later with these
-    fields; `late`: one more MESSAGE then), both connections closed at `end`."""
-    s, p, c = two_hosts()
+    fields; `late`: one more MESSAGE then; `sub_type` 2: Failover, `active`: the broker's
+    ACTIVE_CONSUMER_CHANGE at 0.05 s; `delayed`: every SEND for later delivery), both
+    connections closed at `end`."""
+    s = Scene()
+    p, c = Conn(client_port=40001), Conn(client_port=40002)
+    s.open(p, 0.0)
+    s.open(c, 0.01)
+    for m in producer():
+        s.at(0, m, p)
+    for m in subscribe(sub_type=sub_type):
+        s.at(0.01, m, c)
+    if active is not None:
+        s.at(0.05, msg(B2C, "ACTIVE_CONSUMER_CHANGE", consumer_id=2, is_active=active), c)
     s.at(0.1, flow(granted), c)
     for i in range(1, DELIVERED + 1):
         s.at(0.1 + i / 10, message(i), c)
     for k, t in enumerate(resume):
         s.at(t, message(100 + k), c)
     for i, t in enumerate(r for r in RECEIPTS if r < end):
-        s.at(t - 0.01, send(i), p)
+        later: dict[str, Any] = {"metadata": _later(i)} if delayed else {}
+        s.at(t - 0.01, send(i, **later), p)
         s.at(t, receipt(i, entry=10 + i), p)
     if stats is not None:
         _stats(s, c, 3.5, rid=9, **stats)
@@ -67,6 +83,14 @@ def _scene(
     s.close(end, p)
     s.close(end, c)
     return s, p, c
+
+
+def _later(seq: int) -> MessageMetadata:
+    """A SEND's metadata asking for delivery an hour later (deliver_at_time)."""
+    return MessageMetadata(
+        producer_name="diag-producer", sequence_id=seq, publish_time=1,
+        deliver_at_time=us(3600) // 1000,
+    )  # fmt: skip
 
 
 def _micros(ts: datetime) -> int:
@@ -137,6 +161,24 @@ def test_another_consumer_of_the_subscription_taking_the_messages_is_no_stall(
     s.at(0.1, flow(100, cid=5), c)
     for i, t in enumerate(RECEIPTS):
         s.at(t + 0.005, message(10 + i, cid=5), c)
+    assert findings(s.write(tmp_path / "c.pcap")) == []
+
+
+def test_an_inactive_failover_consumer_gets_nothing_by_design(tmp_path: Path) -> None:
+    s, _, _ = _scene(sub_type=2, active=False)
+    assert findings(s.write(tmp_path / "c.pcap")) == []
+
+
+def test_an_active_failover_consumer_stalled_is_found(tmp_path: Path) -> None:
+    s, _, _ = _scene(sub_type=2, active=True)
+    (row,) = findings(s.write(tmp_path / "c.pcap"))
+    assert row["code"] == F.DISPATCH_STALLED_WITH_PERMITS
+    assert row["entity"] == "consumer 2 (sub diag-sub, Failover)"
+    assert abs(row["value"] - (END - STALL_START)) < 0.01
+
+
+def test_receipts_of_messages_for_later_delivery_prove_no_stall(tmp_path: Path) -> None:
+    s, _, _ = _scene(delayed=True)
     assert findings(s.write(tmp_path / "c.pcap")) == []
 
 
@@ -220,3 +262,16 @@ def test_the_listener_hears_of_the_stall_while_it_lasts(tmp_path: Path) -> None:
     # at the first sweep after 11 s, long before the capture ends (30 s)
     assert us(11.0) < heard.ts <= us(13.0)
     assert [r.code for r in rows] == [F.DISPATCH_STALLED_WITH_PERMITS]
+
+
+def test_a_broker_counting_more_permits_than_the_capture_is_a_mismatch(tmp_path: Path) -> None:
+    """No frame in flight explains a broker holding more permits than the FLOWs gave minus
+    the MESSAGEs seen (a FLOW sent after the request is not counted yet by it), even when it
+    says the consumer is blocked (a blocked consumer's permits are held apart: fewer)."""
+    numbers = {"permits": GRANTED - DELIVERED + 2, "unacked": DELIVERED, "blocked": True}
+    s, _, _ = _scene(end=5.0, stats=numbers)
+    rows = findings(s.write(tmp_path / "c.pcap"))
+    (row,) = [r for r in rows if r["code"] == F.CONSUMER_STATS_MISMATCH]
+    assert row["value"] == 2
+    assert f"availablePermits {GRANTED - DELIVERED + 2}" in row["summary"]
+    assert _codes(rows) == [F.CONSUMER_STATS_MISMATCH, F.DISPATCH_STALLED_WITH_PERMITS]

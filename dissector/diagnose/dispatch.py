@@ -31,7 +31,8 @@ Rules:
 - Without any receipt of the topic in the capture (the publish side is not in it) nothing is
   said: unknown. Without permits (0 or fewer) it is flow.starved's.
 - Bounded: topics and subscriptions remembered up to MAX_KEYS (state.bounded), delayed SENDs
-  up to MAX_TRACKED; a topic lists a consumer once while it waits for a first receipt.
+  up to MAX_TRACKED, consumers per connection up to the facts' MAX_ENTITIES; a topic lists a
+  consumer once while it waits for a first receipt, up to MAX_TRACKED (the oldest forgotten).
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ from dissector.diagnose.state import (
     finding,
 )
 from dissector.events import Entity, Frame, Lifecycle, LifeStep, Pair, Permits
+from dissector.facts.bounds import MAX_ENTITIES
 from dissector.facts.permits import left
 from dissector.findings import FindingCode
 from dissector.pulsar.wire import COMMAND_TYPES
@@ -151,6 +153,8 @@ def on_life(ctx: Context, conn: ConnState, fact: Lifecycle) -> None:
         order = 0 if c is None else c.order
         w = Watch(fact.entity_id, conn, entity, topic, sub, label, order=order)
         conn.dispatch[fact.entity_id] = w
+        if len(conn.dispatch) > MAX_ENTITIES:  # the facts' bound on a connection's consumers
+            del conn.dispatch[next(iter(conn.dispatch))]
         return
     watched: Watch | None = conn.dispatch.get(fact.entity_id)
     if watched is None or step is LifeStep.MIGRATED:
@@ -170,8 +174,13 @@ def _start(ctx: Context, conn: ConnState, w: Watch, frame: Frame) -> None:
     w.counted = w.topic.receipts
     w.first_ts, w.blocked_ts, w.told = None, None, False
     if not w.listed and w.open and w.active:
-        w.topic.waiting.append(w)
+        waiting = w.topic.waiting
+        waiting.append(w)
         w.listed = True
+        if len(waiting) > MAX_TRACKED:  # consumers come and go on a topic never receipted
+            for gone in waiting[: len(waiting) - MAX_TRACKED * 9 // 10]:
+                gone.listed = False  # forgotten: its stall waits for nothing
+            del waiting[: len(waiting) - MAX_TRACKED * 9 // 10]
 
 
 def on_message(ctx: Context, conn: ConnState, frame: Frame, body: Any) -> None:

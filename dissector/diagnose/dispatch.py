@@ -73,7 +73,7 @@ class Topic:
         self.waiting: list[Watch] = []  # stalls with no receipt yet (each listed once)
 
 
-class Sub:
+class Subscribed:
     """One subscription of a topic: its latest MESSAGE to any consumer of the capture."""
 
     __slots__ = ("last_ts",)
@@ -89,7 +89,7 @@ class Across:
 
     def __init__(self) -> None:
         self.topics: dict[str, Topic] = {}
-        self.subs: dict[tuple[str, str], Sub] = {}
+        self.subs: dict[tuple[str, str], Subscribed] = {}
         self.delayed: OrderedDict[tuple[int, int, int], None] = OrderedDict()
 
 
@@ -101,7 +101,7 @@ class Watch:
     conn: ConnState  # its connection (timers name it)
     entity: Entity  # the facts' record: permits granted and used, unacked
     topic: Topic
-    sub: Sub
+    sub: Subscribed
     label: str
     scheduled: int | None = None  # due time of its timer entry (Context.schedule)
     order: int = 0  # its place among the connection's consumers
@@ -146,7 +146,7 @@ def on_life(ctx: Context, conn: ConnState, fact: Lifecycle) -> None:
             return
         across = _across(ctx)
         topic = bounded(across.topics, entity.topic, Topic)
-        sub = bounded(across.subs, (entity.topic, entity.subscription or ""), Sub)
+        sub = bounded(across.subs, (entity.topic, entity.subscription or ""), Subscribed)
         c = conn.consumers.get(fact.entity_id)
         kind = f", {entity.sub_type}" if entity.sub_type else ""
         label = f"consumer {fact.entity_id} (sub {entity.subscription}{kind})"

@@ -61,7 +61,7 @@ class Asked:
         self.granted, self.unacked, self.used = granted, unacked, used
 
 
-class Check:
+class StatsAnswer:
     """An answer, waiting for its window to pass."""
 
     __slots__ = ("answer", "asked", "body", "deadline", "inflight", "used")
@@ -80,7 +80,7 @@ class Stats:
 
     def __init__(self) -> None:
         self.asked: dict[int, Asked] = {}
-        self.checks: list[Check] = []
+        self.checks: list[StatsAnswer] = []
         self.partial = False  # it acknowledged a batch in part
         self.found = Evidence()
         self.detail = ""  # the first disagreement, in words
@@ -126,7 +126,7 @@ def on_answer(ctx: Context, conn: ConnState, pair: Pair) -> None:
     if body.blockedConsumerOnUnackedMsgs:
         dispatch.blocked(ctx, conn, cid, answer)
     st = w.stats
-    st.checks.append(Check(asked, answer, w.entity.used))
+    st.checks.append(StatsAnswer(asked, answer, w.entity.used))
     if len(st.checks) > MAX_ASKED:
         _judge(w, st.checks.pop(0))
 
@@ -150,8 +150,8 @@ def on_message(ctx: Context, conn: ConnState, frame: Frame, body: Any) -> None:
 def on_ack(ctx: Context, conn: ConnState, frame: Frame, body: Any) -> None:
     """An ACK of part of a batch: the broker's unacked count is no longer the facts'."""
     w = conn.dispatch.get(body.consumer_id)
-    if w is None or (w.stats is not None and w.stats.partial):
-        return
+    if w is None or w.entity.max_batch <= 1 or (w.stats is not None and w.stats.partial):
+        return  # (no batch delivered to it: no part of one to acknowledge)
     if any(mid.ack_set for mid in body.message_id):
         _stats(w).partial = True
 
@@ -161,7 +161,7 @@ def _signed(value: int) -> int:
     return value - _U64 if value >= _U64 >> 1 else value
 
 
-def _judge(w: dispatch.Watch, check: Check) -> None:
+def _judge(w: dispatch.Watch, check: StatsAnswer) -> None:
     """Does the answer agree with the capture, within its tolerance?"""
     st, body, asked, inflight = w.stats, check.body, check.asked, check.inflight
     assert st is not None

@@ -141,9 +141,11 @@ def on_message(state: Store, frame: Frame, ctype: int, body: Any, facts: list[Fa
         delivered = state._delivered[body.consumer_id] = Deliveries()
     key = (mid.ledgerId, mid.entryId)
     record = delivered.live.get(key)
-    meta = frame.metadata
-    size = entries(meta.num_messages_in_batch if meta is not None else 1, body.ack_set)
     consumer = state.entities.consumers.get(body.consumer_id)
+    size = 1  # counted only for a consumer declared here (Entity.unacked)
+    if consumer is not None:
+        meta = frame.metadata
+        size = entries(meta.num_messages_in_batch if meta is not None else 1, body.ack_set)
     if record is None:
         delivered.add(key, Delivered(held(frame), delivered.next_serial, size))
         state._pending += 1

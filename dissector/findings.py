@@ -349,7 +349,8 @@ _TABLE: tuple[tuple[str, Severity, str, str, str | None], ...] = (
         "a consumer holding permits got no MESSAGE while the topic's producers were receipted",
         "the broker stopped dispatching to it: blocked on unacked messages "
         "(maxUnackedMessagesPerConsumer, an inflated unacked count), a Key_Shared key stuck, "
-        "or a chunked message whose first chunk was acked; check the broker's consumer stats",
+        "a chunked message whose first chunk was acked, or a dispatch rate limit; check the "
+        "broker's consumer stats (blockedConsumerOnUnackedMsgs, unackedMessages)",
         "dispatch_wait",
     ),
     (
@@ -397,8 +398,9 @@ _TABLE: tuple[tuple[str, Severity, str, str, str | None], ...] = (
         _C.CONSUMER_STATS_MISMATCH,
         _I,
         "the broker's CONSUMER_STATS_RESPONSE disagrees with what the capture shows",
-        "the broker counts permits or unacked messages the capture does not (frames missing "
-        "from the capture, a broker accounting bug): the broker's numbers are its view",
+        "the broker counts permits or unacked messages the capture does not, beyond the "
+        "frames in flight within one round trip (frames missing from the capture, acks of "
+        "another consumer, a broker accounting bug): the broker's numbers are its view",
         None,
     ),
 )

@@ -64,11 +64,13 @@ from dissector.diagnose import (
     consumers,
     crossing,
     discards,
+    dispatch,
     leaks,
     producers,
     requests,
     schemas,
     spanning,
+    stats,
     transactions,
 )
 from dissector.diagnose.refusals import Refusals
@@ -113,6 +115,8 @@ def _dispatch() -> dict[int, tuple[RuleStep, ...]]:
         consumers.HANDLERS,
         chunks.HANDLERS,
         spanning.HANDLERS,
+        dispatch.HANDLERS,
+        stats.HANDLERS,
     ):
         for ctype, handler in table.items():
             out.setdefault(ctype, []).append(handler)
@@ -121,6 +125,7 @@ def _dispatch() -> dict[int, tuple[RuleStep, ...]]:
 
 DISPATCH = _dispatch()
 _ERROR = T["ERROR"]
+_CONSUMER_STATS = T["CONSUMER_STATS"]
 requests.ANSWERED.update(
     {
         T["LOOKUP"]: (frozenset({T["LOOKUP_RESPONSE"]}), spanning.lookup_answered),
@@ -128,13 +133,14 @@ requests.ANSWERED.update(
     }
 )
 #: Rule modules with per-connection timers and rows, in the order their rows come.
-_MODULES = (connection, requests, producers, consumers, discards, leaks, chunks)
+_MODULES = (connection, requests, producers, consumers, discards, leaks, chunks, dispatch, stats)
 #: Rule modules with timers (Context.schedule), by their KIND: `due` and `tell`.
-_SWEPT: dict[int, Any] = {m.KIND: m for m in (requests, producers, consumers)}
+_SWEPT: dict[int, Any] = {m.KIND: m for m in (requests, producers, consumers, dispatch)}
 #: Where a timer's producer or consumer is found by its id.
 _TIMED: dict[int, Callable[[ConnState], dict[int, Any]]] = {
     producers.KIND: lambda conn: conn.producers,
     consumers.KIND: lambda conn: conn.consumers,
+    dispatch.KIND: lambda conn: conn.dispatch,
 }
 
 
@@ -209,8 +215,13 @@ class Diagnoser:
                 self.refusals.on_pair(conn, ev)
                 if transactions.is_txn_pair(ev):
                     self.txn.on_pair(conn, ev)
+                request = ev.request
+                if request is not None and request.command_type == _CONSUMER_STATS:
+                    stats.on_answer(ctx, conn, ev)
             elif is_send_pair(ev):
-                producers.on_pair(ctx, self._conn(ev.conn_id), ev)
+                conn = self._conn(ev.conn_id)
+                producers.on_pair(ctx, conn, ev)
+                dispatch.on_receipt(ctx, conn, ev)
             elif requests.is_keepalive_pair(ev):
                 requests.on_keepalive(ctx, self._conn(ev.conn_id), ev)
         elif kind is Acked:
@@ -225,6 +236,7 @@ class Diagnoser:
             conn = self._conn(ev.conn_id)
             consumers.on_permits(ctx, conn, ev)
             leaks.on_permits(ctx, conn, ev)
+            dispatch.on_permits(ctx, conn, ev)
         elif kind is Lifecycle:
             assert isinstance(ev, Lifecycle)
             conn = self._conn(ev.conn_id)
@@ -233,6 +245,7 @@ class Diagnoser:
             else:
                 leaks.on_life(ctx, conn, ev)  # judges a consumer its id's new one replaces
                 consumers.on_life(ctx, conn, ev)
+                dispatch.on_life(ctx, conn, ev)
             spanning.on_life(ctx, conn, ev)
             self.refusals.on_life(conn, ev)
         elif kind is Handshake:

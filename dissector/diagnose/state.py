@@ -140,7 +140,17 @@ class Pending:
 class Context:
     """The engine's side every rule sees: thresholds (µs), the clock, the findings made."""
 
-    __slots__ = ("listener", "now", "out", "span", "th", "timer_serial", "timers", "us")
+    __slots__ = (
+        "dispatch",
+        "listener",
+        "now",
+        "out",
+        "span",
+        "th",
+        "timer_serial",
+        "timers",
+        "us",
+    )
 
     def __init__(self, thresholds: Thresholds, listener: Listener | None = None) -> None:
         self.th = thresholds
@@ -149,6 +159,8 @@ class Context:
         self.out: list[Finding] = []
         self.listener = listener  # told of a finding as soon as it is established
         self.span: Span | None = None  # state across connections (set by the engine)
+        #: the dispatch rule's topics and subscriptions across connections (dispatch.py)
+        self.dispatch: Any = None
         #: (due µs, serial, rule kind, conn_id, producer or consumer id): a heap
         self.timers: list[tuple[int, int, int, int, int]] = []
         self.timer_serial = 0
@@ -354,6 +366,8 @@ class ConnState:
     chunk_gap: int = 0
     chunk_topic: str | None = None
     chunk_detail: str = ""
+    #: consumer id -> what the dispatch and broker-stats rules watch of it (dispatch.Watch)
+    dispatch: dict[int, Any] = field(default_factory=dict)
 
     def add_producer(self, p: ProducerState) -> ProducerState:
         """Keep `p`; beyond MAX_ENTITIES producers the oldest is forgotten (the facts'

@@ -74,11 +74,12 @@ class Delivered:
     yet, as its first delivery made it (a redelivery keeps its place, time and number):
     `frame` is its latest MESSAGE as it waits (`facts.acks.held`), `waiting` whether a
     completion fact still waits for it (False once a REDELIVER_UNACKNOWLEDGED_MESSAGES asked
-    for it again: still unacknowledged, its pair made)."""
+    for it again: still unacknowledged, its pair made), `size` the messages its latest
+    delivery carried (a batch's entries to deliver: `Entity.unacked` counts them)."""
 
-    __slots__ = ("first_packet", "first_ts", "frame", "number", "permits", "waiting")
+    __slots__ = ("first_packet", "first_ts", "frame", "number", "permits", "size", "waiting")
 
-    def __init__(self, frame: Frame, number: int) -> None:
+    def __init__(self, frame: Frame, number: int, size: int = 1) -> None:
         self.frame = frame
         self.first_ts, self.first_packet = frame.last_ts, frame.last_packet
         self.number = number  # first deliveries of its consumer are numbered in order
@@ -86,6 +87,7 @@ class Delivered:
         #: the permits its latest delivery debited its consumer (facts.permits; 0: none
         #: counted, or debited to an earlier life of its consumer id)
         self.permits = 0
+        self.size = size
 
 
 class Acked(NamedTuple):
@@ -248,6 +250,10 @@ class Entity:
     # with a validation_error, or delivered again), and redeliveries (events.Permits)
     processed: int = 0
     redeliveries: int = 0
+    # consumers, counted with facts only (dissector.facts.acks): messages delivered and
+    # neither acknowledged nor asked for again (a batch's entries; what a broker counts as
+    # its unackedMessages for a Shared or Key_Shared consumer)
+    unacked: int = 0
 
 
 @dataclass(slots=True)

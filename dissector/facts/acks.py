@@ -25,6 +25,9 @@ Rules:
 - An ack of nothing pending is unmatched; one acknowledged before (remembered up to
   ACKED_MEMORY per consumer) names the packet of its first ack.
 - What waits is `held`: ids as plain ints, no decoded command, metadata, payload or bytes.
+- A consumer's messages delivered and neither acknowledged nor asked for again are counted
+  (`Entity.unacked`: a batch's entries to deliver, as its permits count them; a batch
+  acknowledged in part still counts whole).
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from typing import Any
 from dissector.events import Acked, Delivered, Frame, Outcome, Pair
 from dissector.facts import bounds, consumed
 from dissector.facts.deliveries import Deliveries
+from dissector.facts.permits import entries
 from dissector.facts.store import Fact, Store
 from dissector.pulsar.wire import COMMAND_TYPES, SINGULAR_FIELDS
 
@@ -137,13 +141,22 @@ def on_message(state: Store, frame: Frame, ctype: int, body: Any, facts: list[Fa
         delivered = state._delivered[body.consumer_id] = Deliveries()
     key = (mid.ledgerId, mid.entryId)
     record = delivered.live.get(key)
+    consumer = state.entities.consumers.get(body.consumer_id)
+    size = 1  # counted only for a consumer declared here (Entity.unacked)
+    if consumer is not None:
+        meta = frame.metadata
+        size = entries(meta.num_messages_in_batch if meta is not None else 1, body.ack_set)
     if record is None:
-        delivered.add(key, Delivered(held(frame), delivered.next_serial))
+        delivered.add(key, Delivered(held(frame), delivered.next_serial, size))
         state._pending += 1
+        if consumer is not None:
+            consumer.unacked += size
         return
     if record.waiting:  # delivered again before any ack: the broker redelivered it
         facts.append(state.pair(record.frame, frame, None, ack_of=key, outcome=_REDELIVERED))
-    record.frame, record.waiting = held(frame), True
+    if consumer is not None:
+        consumer.unacked += size - (record.size if record.waiting else 0)
+    record.frame, record.waiting, record.size = held(frame), True, size
     delivered.add(key, record)  # its latest delivery; its first keeps its place
 
 
@@ -173,13 +186,23 @@ def _asked_again(state: Store, frame: Frame, body: Any) -> list[Fact]:
                 pairs.append(_stray(state, frame, key, done))
                 continue
             record.waiting = False
+            _settled(state, cid, record)
             pairs.append(state.pair(record.frame, frame, None, ack_of=key))
     elif found is not None:
         for key, record in found.latest():
             if record.waiting:
                 record.waiting = False
+                _settled(state, cid, record)
                 pairs.append(state.pair(record.frame, frame, None, ack_of=key))
     return pairs
+
+
+def _settled(state: Store, cid: int, record: Delivered) -> None:
+    """A delivery acknowledged or asked for again: its messages leave its consumer's
+    unacknowledged count (`Entity.unacked`)."""
+    consumer = state.entities.consumers.get(cid)
+    if consumer is not None:
+        consumer.unacked -= record.size
 
 
 def _acked(state: Store, frame: Frame, body: Any) -> list[Fact]:
@@ -210,6 +233,7 @@ def _acked(state: Store, frame: Frame, body: Any) -> list[Fact]:
                 state._pending -= 1
                 done.append((key, record))
                 if record.waiting:
+                    _settled(state, cid, record)
                     pairs.append(state.pair(record.frame, frame, None, ack_of=key))
                     _remember_ack(done_ids, key, frame)
         if not pairs and body.message_id and not partial:
@@ -227,6 +251,7 @@ def _acked(state: Store, frame: Frame, body: Any) -> list[Fact]:
             state._pending -= 1
             done.append((key, record))
             if record.waiting:
+                _settled(state, cid, record)
                 _remember_ack(done_ids, key, frame)
                 pairs.append(state.pair(record.frame, frame, None, ack_of=key))
     left = next(iter(live.values()), None)

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dissector.events import Acked, Frame, Permits
+from dissector.events import Acked, Entity, Frame, Permits
 from dissector.facts.store import Fact, Store
 from dissector.pulsar.wire import COMMAND_TYPES
 
@@ -70,6 +70,13 @@ def debit(n: int, body: Any) -> tuple[int, bool]:
         if 1 <= said <= MAX_DEBIT:
             return said, True
     return entries(n, body.ack_set), False
+
+
+def left(consumer: Entity) -> int:
+    """A consumer's permits left now: its FLOWs' messagePermits minus the entries delivered
+    to it (the ledger the Permits facts report, read at any moment: the diagnoses'
+    dispatch and broker-stats rules)."""
+    return consumer.permits - consumer.used
 
 
 def on_flow(state: Store, frame: Frame, ctype: int, body: Any, facts: list[Fact]) -> None:

@@ -19,7 +19,6 @@ import datetime as dt
 from collections.abc import Iterable
 from typing import Any
 
-from dissector.diagnose.checks import BYTES, CHECKS, describe, merge, quantile, words
 from dissector.events import Finding
 from dissector.findings import SEVERITY_RANK
 from dissector.frontends.terminal import printable
@@ -90,6 +89,9 @@ def added_up(checks: Iterable[Row], *, sketches: bool = False) -> dict[str, Row]
     """Check name -> its rows added up (every capture, group or worker): count, entities,
     failed, unknown added; worst_us the largest; the latency sketches added, p99_us taken
     from the sum; detail in words (sketches: the sum kept, as `latency_buckets`)."""
+    # imported here: `read`'s text and live import this module, never the rules' package
+    from dissector.diagnose.checks import CHECKS, describe, merge, quantile
+
     out: dict[str, Row] = {}
     buckets: dict[str, list[list[int]]] = {}
     for row in checks:
@@ -130,6 +132,8 @@ def _numbers(got: Row) -> tuple[int, int, int, int, int | None, int | None]:
 def bill(checks: Iterable[Row], *, unknown: bool = True) -> str:
     """What the rules checked, then (unknown) what the capture could not tell them, in one
     line from the checks rows: "checked: ...; ... could not know: ...; ..."."""
+    from dissector.diagnose.checks import BYTES, words  # as in added_up
+
     added = added_up(checks)
     said = [words(name, *_numbers(got)) for name, got in added.items()]
     checked = [c for (c, _), name in zip(said, added, strict=True) if c and name != BYTES]

@@ -144,9 +144,11 @@ _TABLE: tuple[tuple[str, Severity, str, str, str | None], ...] = (
     (
         _C.FLOW_OVERSHOOT,
         _W,
-        "the broker delivered more messages than the permits granted plus one batch",
-        "brokers may go over by one batch; more points to a broker permit accounting bug or "
-        "to FLOW frames missing from the capture",
+        "the broker delivered more messages than the permits granted plus one batch, and more "
+        "MESSAGE commands than permits",
+        "brokers may go over by one batch, and one estimating batch sizes (Apache's default, "
+        "preciseDispatcherFlowControl=false) may send as many batches as permits; more points "
+        "to a broker permit accounting bug or to FLOW frames missing from the capture",
         None,
     ),
     (
@@ -446,7 +448,8 @@ SOURCES: dict[str, FindingSources] = {
         ("spec: Flow control", "client setting receiverQueueSize (1000)"),
     ),
     _C.FLOW_OVERSHOOT: _S(
-        "more MESSAGE entries delivered to a consumer than its FLOW permits plus its largest batch",
+        "more messages delivered to a consumer than its FLOW permits plus its largest batch, "
+        "and more MESSAGE commands than its permits plus one",
         ("spec: Flow control",),
     ),
     _C.PRODUCER_SEND_TIMEOUT: _S(

@@ -116,6 +116,38 @@ def test_one_message_over_is_the_brokers_right(tmp_path: Path) -> None:
     assert codes(s.write(tmp_path / "c.pcap")) == []
 
 
+def _batches(count: int, size: int) -> list[tuple[float, object]]:
+    """`count` MESSAGEs, each a batch of `size` messages (num_messages_in_batch)."""
+    out: list[tuple[float, object]] = []
+    for i in range(count):
+        meta = MessageMetadata(
+            producer_name="p", sequence_id=i, publish_time=1, num_messages_in_batch=size
+        )
+        out.append((0.2 + i / 10, message(i, metadata=meta)))
+    return out
+
+
+def test_as_many_batches_as_permits_is_a_brokers_estimate_not_an_overshoot(
+    tmp_path: Path,
+) -> None:
+    """FLOW 10, then 4 batches of 5: 20 messages, 10 beyond the permits (more than one
+    batch), but 4 MESSAGE commands for 10 permits: a broker sizing its reads by an average
+    batch size (Apache's default dispatch) does this on a healthy run."""
+    s = _scene(*[(0, m) for m in subscribe()], (0.1, flow(10)), *_batches(4, 5), (1.0, flow(100)))
+    s.close(2.0)
+    assert codes(s.write(tmp_path / "c.pcap")) == []
+
+
+def test_more_batches_than_permits_is_an_overshoot(tmp_path: Path) -> None:
+    """FLOW 2, then 4 batches of 5: the 3rd MESSAGE is one command beyond the permits (the
+    broker's right), the 4th two: permits at 2 - 20 = -18 after it."""
+    s = _scene(*[(0, m) for m in subscribe()], (0.1, flow(2)), *_batches(4, 5), (1.0, flow(100)))
+    s.close(2.0)
+    (row,) = findings(s.write(tmp_path / "c.pcap"))
+    assert row["code"] == F.FLOW_OVERSHOOT
+    assert row["count"] == 1 and row["value"] == 18
+
+
 # ------------------------------------------------------------------------------ producers
 
 

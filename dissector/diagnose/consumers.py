@@ -20,7 +20,9 @@ Rules:
 - no FLOW within flow_wait of the SUBSCRIBE's SUCCESS (the first one later, or none until
   the consumer or connection ended): flow.no_flow_after_subscribe.
 - permits at 0 (after at least one FLOW) for longer than flow_wait without a FLOW:
-  flow.starved; permits below minus the largest batch delivered: flow.overshoot.
+  flow.starved; permits below minus the largest batch delivered, and MESSAGE commands more
+  than one beyond the permits (a broker estimating batch sizes, as Apache's default
+  dispatch does, may send as many batches as permits): flow.overshoot.
 - the oldest delivered-but-unacknowledged message older than ack_timeout while a message
   delivered after it was acknowledged: consumer.ack_hole (a batch-index ack with bits still
   set acknowledges nothing yet).
@@ -111,7 +113,7 @@ def on_permits(ctx: Context, conn: ConnState, fact: Permits) -> None:
     c.max_batch = fact.max_batch
     if c.known and conn.intact:
         left = fact.left
-        if left < -c.max_batch:
+        if left < -c.max_batch and fact.entries_left < -1:
             if not c.overshoot:
                 c.overshoot_worst = 0
             c.overshoot.add(frame)

@@ -136,6 +136,10 @@ class Permits(NamedTuple):
     #: a MESSAGE's: its debit is the broker's own CommandMessage.message_permits (PIP-491),
     #: not the count the facts infer (num_messages_in_batch, the ack_set's bits)
     broker_debit: bool = False
+    #: a MESSAGE's: its FLOWs' messagePermits minus the MESSAGE commands (entries, a batch
+    #: counting one) delivered to it: what a broker estimating batch sizes keeps at 0 or
+    #: above (Apache's default dispatch, preciseDispatcherFlowControl=false)
+    entries_left: int = 0
 
 
 class Lifecycle(NamedTuple):
@@ -246,6 +250,8 @@ class Entity:
     flows: int = 0
     used: int = 0
     max_batch: int = 1
+    # consumers, with facts only: MESSAGE commands delivered (entries, whatever their batch)
+    entries: int = 0
     # consumers, with facts only: permits of deliveries processed (acknowledged, discarded
     # with a validation_error, or delivered again), and redeliveries (events.Permits)
     processed: int = 0

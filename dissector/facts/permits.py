@@ -7,8 +7,9 @@ transition in `acks.py`; for an ACK, after its `Acked` fact), only when facts ar
 (`state.pairing`): otherwise nothing is counted here.
 Output: `Permits` facts appended (events.Permits): one per FLOW, and one per MESSAGE that
 leaves its consumer with no permits (or fewer) or delivers its largest batch yet; the
-consumer's `Entity.flows`, `.used`, `.max_batch`, `.processed`, `.redeliveries`, and each
-delivery's debit (`Delivered.permits`).
+consumer's `Entity.flows`, `.used`, `.entries` (MESSAGE commands), `.max_batch`,
+`.processed`, `.redeliveries`, and each delivery's debit (`Delivered.permits`); per MESSAGE
+fact, `entries_left`: its FLOWs' permits minus the MESSAGE commands delivered.
 Rules:
 - Permits are known only for a consumer created on this connection (its SUBSCRIBE seen):
   its permits left are its FLOWs' messagePermits minus the permits its deliveries used.
@@ -118,6 +119,7 @@ def on_message(state: Store, frame: Frame, ctype: int, body: Any, facts: list[Fa
     n = meta.num_messages_in_batch if meta is not None else 1
     used, said = debit(n, body)
     consumer.used += used
+    consumer.entries += 1
     mid = body.message_id
     key = (mid.ledgerId, mid.entryId)
     delivered = state._delivered.get(cid)
@@ -148,6 +150,7 @@ def on_message(state: Store, frame: Frame, ctype: int, body: Any, facts: list[Fa
             consumer.used - consumer.processed,
             consumer.redeliveries,
             said,
+            consumer.permits - consumer.entries,
         )
     )
 

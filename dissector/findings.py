@@ -251,8 +251,11 @@ _TABLE: tuple[tuple[str, Severity, str, str, str | None], ...] = (
     (
         _C.REQUEST_ID_REUSED,
         _W,
-        "a request_id was reused while its first request was still pending",
-        "a client request id counter wrapped or shared between threads: answers get mixed up",
+        "a request_id was reused while its first request was still pending, both awaiting "
+        "the same kind of answer",
+        "a client request id counter wrapped or shared between threads: answers get mixed up "
+        "(two counters whose requests get answers of different types, as the C++ client's "
+        "lookups and its other requests, are told apart and are no finding)",
         None,
     ),
     (
@@ -525,7 +528,8 @@ SOURCES: dict[str, FindingSources] = {
         ("spec: Framing",),
     ),
     _C.REQUEST_ID_REUSED: _S(
-        "a request sent with the request_id of one of the same side still waiting",
+        "a request sent with the request_id of one of the same side still waiting, both "
+        "answered by the same type (their own response, or SUCCESS)",
         ("spec: Framing",),
     ),
     _C.MESSAGE_OVERSIZE: _S(

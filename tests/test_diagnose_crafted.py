@@ -543,6 +543,29 @@ def test_request_id_reused(tmp_path: Path) -> None:
     assert unanswered["count"] == 1
 
 
+def test_an_id_reused_by_two_counters_answered_apart_is_no_finding(tmp_path: Path) -> None:
+    """The C++ client numbers its lookups and its other requests with two counters on one
+    connection: PARTITIONED_METADATA 10 waits while CLOSE_CONSUMER 10 goes out. Their
+    answers differ by type (PARTITIONED_METADATA_RESPONSE, SUCCESS): nothing is mixed up."""
+    meta = msg(C2B, "PARTITIONED_METADATA", topic=TOPIC, request_id=10)
+    close = msg(C2B, "CLOSE_CONSUMER", consumer_id=2, request_id=10)
+    answer = msg(B2C, "PARTITIONED_METADATA_RESPONSE", request_id=10, partitions=3)
+    s = _scene((1, meta), (1.1, close), (1.2, answer), (1.3, msg(B2C, "SUCCESS", request_id=10)))
+    s.close(2)
+    assert codes(s.write(tmp_path / "c.pcap")) == []
+
+
+def test_an_id_reused_by_two_requests_answered_by_success_is_reused(tmp_path: Path) -> None:
+    """CLOSE_PRODUCER 10 waits while CLOSE_CONSUMER 10 goes out: both are answered by
+    SUCCESS, so the answers cannot be told apart."""
+    first = msg(C2B, "CLOSE_PRODUCER", producer_id=1, request_id=10)
+    close = msg(C2B, "CLOSE_CONSUMER", consumer_id=2, request_id=10)
+    done = msg(B2C, "SUCCESS", request_id=10)
+    s = _scene((1, first), (1.1, close), (1.2, done), (1.3, done))
+    s.close(2)
+    assert codes(s.write(tmp_path / "c.pcap")) == [F.REQUEST_ID_REUSED]
+
+
 # ------------------------------------------------------------------------------ messages
 
 

@@ -16,8 +16,10 @@ Rules:
 - unanswered: the requests the facts report never answered, when the connection closed
   (FIN/RST), or older than request_timeout when the capture ended; unknown_response (a
   response the facts pair with no request) and id_reused (a request sent while its id is in
-  flight) need the connection's whole history (its CONNECT captured, no bytes missing):
-  otherwise the request may be unseen.
+  flight for a request answered by the same type: its own response, or SUCCESS; the C++
+  client's two counters, lookups and the rest, are told apart by their answers) need the
+  connection's whole history (its CONNECT captured, no bytes missing): otherwise the
+  request may be unseen.
 - A PING is answered by the next PONG the other way (the facts pair them). One unanswered
   for keepalive seconds (at a close: for half of it, as clients close one interval after
   their unanswered PING) is keepalive.unanswered; the summary says when the other side
@@ -33,6 +35,7 @@ from typing import Any
 from dissector.diagnose.state import MAX_TRACKED, ConnState, Context, Evidence, RuleStep, finding
 from dissector.events import Direction, Frame, Pair, RequestIdReused
 from dissector.facts.bounds import MAX_PENDING
+from dissector.facts.commands import ANSWERED as OWN_RESPONSE
 from dissector.findings import FindingCode
 from dissector.pulsar.wire import COMMAND_TYPES
 
@@ -68,9 +71,17 @@ def on_pair(ctx: Context, conn: ConnState, pair: Pair) -> None:
         learn[1](ctx, conn, request, response)
 
 
+def _answer(ctype: int) -> int:
+    """What answers a request by type: its own response, or SUCCESS (-1 here)."""
+    return ctype if ctype in OWN_RESPONSE else -1
+
+
 def on_reused(ctx: Context, conn: ConnState, fact: RequestIdReused) -> None:
-    """A request sent while an earlier one of its id waits."""
-    if conn.trusted:
+    """A request sent while an earlier one of its id waits, when their answers cannot be
+    told apart by type (a LOOKUP's LOOKUP_RESPONSE and a CLOSE_CONSUMER's SUCCESS can: the
+    C++ client numbers its lookups and its other requests with two counters)."""
+    mine = _answer(fact.request.command_type)
+    if conn.trusted and (not fact.waiting or any(_answer(t) == mine for t in fact.waiting)):
         conn.reused.add(fact.request)
 
 

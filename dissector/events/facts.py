@@ -49,6 +49,8 @@ class RequestIdReused(NamedTuple):
 
     conn_id: int
     request: Frame
+    #: the command types of the requests of its id already waiting (oldest first)
+    waiting: tuple[int, ...] = ()
 
 
 class SchemaFact(NamedTuple):

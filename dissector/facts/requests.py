@@ -46,9 +46,11 @@ def on_request(state: Store, frame: Frame, ctype: int, body: Any, facts: list[Fa
         key = (frame.direction, body.request_id)
         state._pending += 1
         if key in state._by_request:
-            state._again.setdefault(key, []).append(frame)
+            again = state._again.setdefault(key, [])
             if state.pairing:
-                facts.append(RequestIdReused(state.conn_id, frame))
+                waiting = (state._by_request[key].command_type, *[f.command_type for f in again])
+                facts.append(RequestIdReused(state.conn_id, frame, waiting))
+            again.append(frame)
         else:
             state._by_request[key] = frame
 

@@ -149,7 +149,8 @@ def _fields(cmd: Any) -> dict[str, Any]:
 def _tc_connected(client: RawClient) -> int:
     """LOOKUP of the coordinator's topic (the broker then serves it, as the Java client
     has it do), then TC_CLIENT_CONNECT_REQUEST until the coordinator accepts it (it answers
-    ServiceNotReady while its topic loads); the next request id."""
+    ServiceNotReady while its topic loads: asked again at once, each attempt waiting for
+    the broker's answers); the next request id."""
     rid, deadline = 1, time.monotonic() + READY_TIMEOUT
     while True:
         client.send("LOOKUP", topic=TC_TOPIC, request_id=rid)
@@ -159,7 +160,6 @@ def _tc_connected(client: RawClient) -> int:
         if "error" not in _fields(client.expect("TC_CLIENT_CONNECT_RESPONSE")):
             return rid
         assert time.monotonic() < deadline, "the transaction coordinator never got ready"
-        time.sleep(0.2)
 
 
 @pytest.fixture(scope="module")

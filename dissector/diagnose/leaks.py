@@ -89,17 +89,25 @@ class Ledger:
         self.trailing = Evidence()
 
 
+def _ledger(conn: ConnState, consumer_id: int) -> Ledger | None:
+    """The leak ledger of a consumer whose permits are known (made at its first use)."""
+    c = conn.consumers.get(consumer_id)
+    if c is None or not c.known:
+        return None
+    if c.leak is None:
+        c.leak = Ledger()
+    led: Ledger = c.leak
+    return led
+
+
 def on_permits(ctx: Context, conn: ConnState, fact: Permits) -> None:
     """A consumer's permits after a FLOW: its window, its shortfall."""
     frame = fact.frame
     if frame.command_type != _FLOW or not fact.flows:
         return
-    c = conn.consumers.get(fact.consumer_id)
-    if c is None or not c.known:
+    led = _ledger(conn, fact.consumer_id)
+    if led is None:
         return
-    if c.leak is None:
-        c.leak = Ledger()
-    led: Ledger = c.leak
     window = fact.left + fact.pending
     if led.start is None:
         led.start = window
@@ -122,12 +130,9 @@ def on_acked(ctx: Context, conn: ConnState, fact: Acked) -> None:
     frame, body = fact.ack, fact.ack.body
     if not fact.discarded or not body.HasField("validation_error"):
         return
-    c = conn.consumers.get(fact.consumer_id)
-    if c is None or not c.known:
+    led = _ledger(conn, fact.consumer_id)
+    if led is None:
         return
-    if c.leak is None:
-        c.leak = Ledger()
-    led: Ledger = c.leak
     kind = enum_name(body, "validation_error")
     for delivered in fact.discarded:
         if delivered.permits > 1:

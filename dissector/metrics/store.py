@@ -61,7 +61,7 @@ class Histogram:
 
     def cumulative(self) -> list[int]:
         """Counts of values <= each bound, +Inf last (as Prometheus' `le` buckets)."""
-        return np.cumsum(self.buckets).tolist()
+        return [int(x) for x in np.cumsum(self.buckets)]
 
     def copy(self) -> Histogram:
         return Histogram(self.buckets.copy(), self.count, self.sum)

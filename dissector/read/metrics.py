@@ -2,8 +2,9 @@
 
 Input: capture paths, the read's settings, optionally other tables made beside the metrics
 and a sink for their batches (`summary --format openmetrics` makes the summary's too).
-Output: `read_metrics` -> the Snapshot of the whole read (its clock: the first connection's
-opening to the last packet of the last one) and the read's counts.
+Output: `metrics_of` -> the Snapshot of a whole read; `read_metrics` -> that Snapshot (its
+clock: the first connection's opening to the last packet of the last one) and the read's
+counts.
 Rule: one process (the feed reads the lifecycle and permit facts, events that -j workers do
 not hand back; the tables the metrics need, findings and journeys, are read by one worker
 over every connection with -j anyway); the tables the feed needs are made beside those asked
@@ -52,3 +53,10 @@ def read_metrics(
     feed.finish()
     store.start_us = feed.first_us
     return store.snapshot(feed.last_us), counts
+
+
+def metrics_of(
+    paths: PathLike | Iterable[PathLike], reader_options: ReaderOptions | None = None
+) -> Snapshot:
+    """The metrics of a whole offline read of `paths`."""
+    return read_metrics(paths, reader_options)[0]

@@ -31,9 +31,13 @@ def read_metrics(
     tables: Iterable[str] = (),
     sink: Sink | None = None,
     progress: Progress | None = None,
+    journeys: bool = True,
 ) -> tuple[Snapshot, ReadCounts]:
-    """The metrics of a read of `paths` (module rule), `tables` made beside them for `sink`."""
+    """The metrics of a read of `paths` (module rule), `tables` made beside them for `sink`.
+    journeys: False reads without the journeys table (no end-to-end latencies: its joiner
+    reads every frame)."""
     asked = list(tables)
+    made = [t for t in metrics_feed_tables(asked) if journeys or t != "journeys" or t in asked]
     store = MetricStore()
     feed = MetricsFeed(store)
 
@@ -45,7 +49,7 @@ def read_metrics(
     counts = stream_tables(
         paths,
         options or ReaderOptions(),
-        metrics_feed_tables(asked),
+        made,
         both,
         progress,
         watch=feed.event,

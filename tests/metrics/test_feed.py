@@ -78,6 +78,11 @@ def test_delivered_as_the_client_recorded(capture: Path, measured: Any) -> None:
     assert delivered == Counter(wire)
     again = sum(1 for r in received if r["redelivery_count"] > 0)
     assert sum(snapshot.series[P + "messages_redelivered_total"].values()) == again
+    # REDELIVER_UNACKNOWLEDGED_MESSAGES: the client's negative acks and redelivery requests
+    record = manifest(capture)
+    negative = sum(1 for a in record["acks"] if a["kind"] == "negative")
+    nacks = sum(snapshot.series[P + "nacks_total"].values())
+    assert nacks == negative + len(record["redelivery_requests"])
     if capture.name.split(".")[0] not in CLIENT_DROPS:
         assert delivered == Counter(r["topic_name"] for r in received)
 

@@ -13,13 +13,20 @@ from typing import Any
 
 import numpy as np
 import pytest
+from prometheus_client.exposition import choose_encoder
 from prometheus_client.openmetrics.parser import (
     text_string_to_metric_families as openmetrics_families,
 )
 from prometheus_client.parser import text_string_to_metric_families as text_families
+from prometheus_client.registry import CollectorRegistry
 
 from dissector.metrics.families import FAMILIES, LABEL_LIMITS, LATENCY_BUCKETS, OTHER
-from dissector.metrics.openmetrics import CONTENT_TYPE_OPENMETRICS, CONTENT_TYPE_TEXT, render
+from dissector.metrics.openmetrics import (
+    CONTENT_TYPE_OPENMETRICS,
+    CONTENT_TYPE_TEXT,
+    SnapshotCollector,
+    render,
+)
 from dissector.metrics.store import Snapshot
 from dissector.read.metrics import metrics_of
 from dissector.read.tables import read_tables
@@ -112,6 +119,23 @@ def test_live_only_families_and_content_types() -> None:
     assert f"{P}kernel_dropped_packets_total 0.0" in live  # a label-less family shows 0
     assert CONTENT_TYPE_TEXT.startswith("text/plain; version=0.0.4")
     assert CONTENT_TYPE_OPENMETRICS.startswith("application/openmetrics-text; version=1.0.0")
+
+
+def test_a_registry_renders_the_collectors_latest_snapshot() -> None:
+    """A server's registry holds a SnapshotCollector: each scrape renders what `get` gives
+    then, with the content type prometheus_client negotiates."""
+    first, second = metrics_of([CAPTURES[0]]), metrics_of(CAPTURES[:2])
+    current = [first]
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(SnapshotCollector(lambda: current[0]))
+    encoder, content_type = choose_encoder("application/openmetrics-text; version=1.0.0")
+    assert content_type.startswith(CONTENT_TYPE_OPENMETRICS)
+    assert encoder(registry) == render(first)
+    current[0] = second
+    assert encoder(registry) == render(second) != render(first)
+    encoder, content_type = choose_encoder("text/plain")
+    assert content_type == CONTENT_TYPE_TEXT
+    assert encoder(registry) == render(second, openmetrics=False)
 
 
 def many_topics(path: Path, count: int) -> list[str]:

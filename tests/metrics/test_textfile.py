@@ -77,8 +77,7 @@ def test_the_textfile_collector_reads_the_prometheus_format(tmp_path: Path) -> N
         (folder / "pulsar.prom").write_text(res.stdout)
     snapshot = metrics_of(paths)
     scraped = {
-        f.name: f
-        for f in text_string_to_metric_families(scrape_textfiles(folders["prometheus"]))
+        f.name: f for f in text_string_to_metric_families(scrape_textfiles(folders["prometheus"]))
     }
     assert scraped["node_textfile_scrape_error"].samples[0].value == 0
     for family in FAMILIES:

@@ -33,6 +33,7 @@ from dissector.tables.stats import (
     Latencies,
     Subscriptions,
     latency_name,
+    stat_label,
 )
 
 #: Connections listed by default: the busiest, by frames.
@@ -163,7 +164,7 @@ def _int(value: Any) -> int | None:
 
 def _latency(summary: dict[str, Any]) -> list[str]:
     lines = ["", "Latency per request (ms)"]
-    heads = "".join(f" {name.removesuffix('_ms'):>9}" for name in MS_NAMES)  # p50 ... max
+    heads = "".join(f" {stat_label(name):>9}" for name in MS_NAMES)  # p50 ... max
     lines.append(f"  {'request':<32} {COUNT:>7}{heads}")
     for command, s in sorted(summary["latency"].items()):
         values = "".join(f" {s[name]:>9.3f}" for name in MS_NAMES)
@@ -210,7 +211,7 @@ def _journeys(summary: dict[str, Any]) -> list[str]:
     for item in never:
         lines.append(f"  never delivered (no delivery seen): {item[NEVER_DELIVERED]} of "
                      f"{item['topic'] or '? (topic unknown)'}")  # fmt: skip
-    heads = "".join(f" {name.removesuffix('_ms'):>9}" for name in MS_NAMES)
+    heads = "".join(f" {stat_label(name):>9}" for name in MS_NAMES)
     for column in JOURNEY_LATENCIES:
         key = latency_name(column)
         measured = [s for s in subscriptions if s[key][COUNT]]

@@ -32,6 +32,7 @@ from dissector.tables.stats import (
     Latencies,
     Subscriptions,
     describe,
+    journey_latencies,
     latency_ms,
     percentile_name,
     stat_label,
@@ -51,7 +52,7 @@ def test_names_and_constants() -> None:
     assert PERCENTILES == (0.5, 0.9, 0.99, 0.999, 0.9999)
     names = ["p50_ms", "p90_ms", "p99_ms", "p99_9_ms", "p99_99_ms"]
     assert [percentile_name(p) for p in PERCENTILES] == names
-    assert MS_NAMES == (*names, "max_ms") and MAX == "max_ms"
+    assert (*names, "max_ms") == MS_NAMES and MAX == "max_ms"
     assert [stat_label(n) for n in MS_NAMES] == ["p50", "p90", "p99", "p99.9", "p99.99", "max"]
     # never rounded to a whole percent: 99.9 is not 100, 99.5 not 100 either
     assert percentile_name(0.995) == "p99_5_ms" and percentile_name(0.25) == "p25_ms"
@@ -227,9 +228,9 @@ def _delivered(
 #: Two batches: subscription (T, "a") has dispatch 4000, 1000, -500, 2500 µs (sorted -500,
 #: 1000, 2500, 4000; n = 4: p50 at rank 1.5: 1750; p90 at rank 2.7: 2500 + 0.7 * 1500 =
 #: 3550; p99 at rank 2.97: 2500 + 0.97 * 1500 = 3955; p99.9 at rank 2.997: 3995.5 (3.9955 ms
-#: is 3.99549... in binary: 3.995); p99.99 at 2.9997: 3999.55) and end to end 10000, 30000, 20000 (one unacked: p50 20000; p90 at rank
-#: 1.8: 28000; p99 at rank 1.98: 29800; p99.9 at 1.998: 29980; p99.99 at 1.9998: 29998);
-#: one row only
+#: is 3.99549... in binary: 3.995); p99.99 at 2.9997: 3999.55) and end to end 10000, 30000,
+#: 20000 (one unacked: p50 20000; p90 at rank 1.8: 28000; p99 at rank 1.98: 29800; p99.9 at
+#: 1.998: 29980; p99.99 at 1.9998: 29998); one row only
 #: acked (deliveries 0), one seen twice, one with a redelivery count only.
 ROWS = [
     [
@@ -361,3 +362,18 @@ def test_many_subscriptions_interleaved_in_batches() -> None:
             for p in PERCENTILES:
                 assert s[key][percentile_name(p)] == round(reference(values, p) / 1000, 3)
             assert s[key][MAX] == round(max(values) / 1000, 3)
+
+
+def test_journey_latencies_are_those_the_subscriptions_keep() -> None:
+    """Every subscription together: the delivered rows' non-null values, in row order (the
+    HdrHistogram files' dispatch and end_to_end kinds)."""
+    got = [journey_latencies(_journeys(rows)) for rows in ROWS]
+    assert [g["dispatch_us"].tolist() for g in got] == [[4000, 1000], [-500, 2500, 100]]
+    assert [g["end_to_end_us"].tolist() for g in got] == [[10000, 7000], [30000, 20000, 200]]
+    subs = Subscriptions()
+    for rows in ROWS:
+        subs.add(_journeys(rows))
+    for column in JOURNEY_LATENCIES:
+        kept = np.concatenate(list(subs.latencies[column].values().values()))
+        assert sorted(kept.tolist()) == sorted(np.concatenate([g[column] for g in got]).tolist())
+        assert all(g[column].dtype == np.int64 for g in got)

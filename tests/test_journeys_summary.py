@@ -33,9 +33,11 @@ DIAG_SUB: dict[int, tuple[float, float, list[float], float | None]] = {
 NEVER = (6, 1.600, 1.601)  # sequence id, send, receipt: never delivered
 
 #: By hand. diag-sub's dispatch (ms) sorted: 1, 2, 3, 5, 9 (n = 5): p50 at rank 2: 3;
-#: p90 at rank 3.6: 5 + 0.6 * 4 = 7.4; p99 at rank 3.96: 5 + 0.96 * 4 = 8.84; max 9.
+#: p90 at rank 3.6: 5 + 0.6 * 4 = 7.4; p99 at rank 3.96: 5 + 0.96 * 4 = 8.84; p99.9 at rank
+#: 3.996: 8.984; p99.99 at rank 3.9996: 8.9984 (8.998 to the µs); max 9.
 #: End to end: 10, 20, 30, 40 (n = 4, the unacked one has none): p50 at rank 1.5: 25;
-#: p90 at rank 2.7: 30 + 0.7 * 10 = 37; p99 at rank 2.97: 39.7; max 40.
+#: p90 at rank 2.7: 30 + 0.7 * 10 = 37; p99 at rank 2.97: 39.7; p99.9 at rank 2.997: 39.97;
+#: p99.99 at rank 2.9997: 39.997; max 40.
 #: other-sub: seq 0 delivered at 1.050 (49 ms after its receipt), acked at 1.060 (60 ms).
 EXPECTED = {
     "subscriptions": [
@@ -46,12 +48,22 @@ EXPECTED = {
             "delivered": 5,
             "delivered_twice": 1,
             "not_acked": 1,
-            "dispatch": {"count": 5, "p50_ms": 3.0, "p90_ms": 7.4, "p99_ms": 8.84, "max_ms": 9.0},
+            "dispatch": {
+                "count": 5,
+                "p50_ms": 3.0,
+                "p90_ms": 7.4,
+                "p99_ms": 8.84,
+                "p99_9_ms": 8.984,
+                "p99_99_ms": 8.998,
+                "max_ms": 9.0,
+            },
             "end_to_end": {
                 "count": 4,
                 "p50_ms": 25.0,
                 "p90_ms": 37.0,
                 "p99_ms": 39.7,
+                "p99_9_ms": 39.97,
+                "p99_99_ms": 39.997,
                 "max_ms": 40.0,
             },
         },
@@ -67,6 +79,8 @@ EXPECTED = {
                 "p50_ms": 49.0,
                 "p90_ms": 49.0,
                 "p99_ms": 49.0,
+                "p99_9_ms": 49.0,
+                "p99_99_ms": 49.0,
                 "max_ms": 49.0,
             },
             "end_to_end": {
@@ -74,6 +88,8 @@ EXPECTED = {
                 "p50_ms": 60.0,
                 "p90_ms": 60.0,
                 "p99_ms": 60.0,
+                "p99_9_ms": 60.0,
+                "p99_99_ms": 60.0,
                 "max_ms": 60.0,
             },
         },
@@ -148,9 +164,13 @@ def test_summary_text_shows_them(tmp_path: Path) -> None:
     ]
     assert f"  never delivered (no delivery seen): 1 of {TOPIC}" in lines
     dispatch = lines.index("Dispatch latency per subscription (ms: SEND_RECEIPT to first MESSAGE)")
-    assert lines[dispatch + 3].split() == [SUB, "5", "3.000", "7.400", "8.840", "9.000"]
+    assert lines[dispatch + 1].split()[-7:] == ["count", "p50", "p90", "p99", "p99.9", "p99.99",
+                                               "max"]  # fmt: skip
+    assert lines[dispatch + 3].split() == [SUB, "5", "3.000", "7.400", "8.840", "8.984", "8.998",
+                                           "9.000"]  # fmt: skip
     end = lines.index("End-to-end latency per subscription (ms: SEND to the subscription's ACK)")
-    assert lines[end + 3].split() == [SUB, "4", "25.000", "37.000", "39.700", "40.000"]
+    assert lines[end + 3].split() == [SUB, "4", "25.000", "37.000", "39.700", "39.970",
+                                      "39.997", "40.000"]  # fmt: skip
 
 
 def test_the_report_shows_the_summarys_numbers(tmp_path: Path) -> None:
@@ -167,10 +187,12 @@ def test_the_report_shows_the_summarys_numbers(tmp_path: Path) -> None:
     ]  # fmt: skip
     for key in ("dispatch", "end_to_end"):
         head, *rows = tables[f"{key}-table"]
-        assert head == ["topic", "subscription", "count", "p50 ms", "p90 ms", "p99 ms", "max ms"]
+        assert head == ["topic", "subscription", "count", "p50 ms", "p90 ms", "p99 ms",
+                        "p99.9 ms", "p99.99 ms", "max ms"]  # fmt: skip
         assert rows == [
             [s["topic"], s["subscription"], str(s[key]["count"]),
-             *(f"{s[key][n]:.3f}" for n in ("p50_ms", "p90_ms", "p99_ms", "max_ms"))]
+             *(f"{s[key][n]:.3f}" for n in ("p50_ms", "p90_ms", "p99_ms", "p99_9_ms",
+                                            "p99_99_ms", "max_ms"))]
             for s in subs
         ]  # fmt: skip
     assert tables["never-delivered"][1:] == [[TOPIC, "1"]]

@@ -33,6 +33,7 @@ from dissector.tables.stats import (
     Latencies,
     Subscriptions,
     latency_name,
+    stat_label,
 )
 
 #: Connections listed by default: the busiest, by frames.
@@ -161,13 +162,18 @@ def _int(value: Any) -> int | None:
     return None if value is None or value != value else int(value)
 
 
+#: Width of the name column of the latency tables: lines of 100 characters (the longest
+#: request command has 25).
+NAME_WIDTH = 30
+
+
 def _latency(summary: dict[str, Any]) -> list[str]:
     lines = ["", "Latency per request (ms)"]
-    heads = "".join(f" {name.removesuffix('_ms'):>9}" for name in MS_NAMES)  # p50 ... max
-    lines.append(f"  {'request':<32} {COUNT:>7}{heads}")
+    heads = "".join(f" {stat_label(name):>9}" for name in MS_NAMES)  # p50 ... max
+    lines.append(f"  {'request':<{NAME_WIDTH}} {COUNT:>7}{heads}")
     for command, s in sorted(summary["latency"].items()):
         values = "".join(f" {s[name]:>9.3f}" for name in MS_NAMES)
-        lines.append(f"  {command:<32} {s[COUNT]:>7}{values}")
+        lines.append(f"  {command:<{NAME_WIDTH}} {s[COUNT]:>7}{values}")
     return lines
 
 
@@ -182,15 +188,15 @@ def _subscription_name(name: str | None) -> str:
     return "? (SUBSCRIBE not captured)" if name is None else name
 
 
-def _by_topic(subscriptions: list[dict[str, Any]], cells: Any) -> list[str]:
+def _by_topic(subscriptions: list[dict[str, Any]], cells: Any, width: int = 30) -> list[str]:
     """One line per subscription under a line naming its topic (subscriptions sorted by
-    topic); cells(s): the text after its name."""
+    topic); cells(s): the text after its name (`width` characters, or more)."""
     lines, topic = [], object()
     for s in subscriptions:
         if s["topic"] != topic:
             topic = s["topic"]
             lines.append(f"  {topic or '? (topic unknown)'}")
-        lines.append(f"    {_subscription_name(s['subscription']):<30}{cells(s)}")
+        lines.append(f"    {_subscription_name(s['subscription']):<{width}}{cells(s)}")
     return lines
 
 
@@ -210,14 +216,14 @@ def _journeys(summary: dict[str, Any]) -> list[str]:
     for item in never:
         lines.append(f"  never delivered (no delivery seen): {item[NEVER_DELIVERED]} of "
                      f"{item['topic'] or '? (topic unknown)'}")  # fmt: skip
-    heads = "".join(f" {name.removesuffix('_ms'):>9}" for name in MS_NAMES)
+    heads = "".join(f" {stat_label(name):>9}" for name in MS_NAMES)
     for column in JOURNEY_LATENCIES:
         key = latency_name(column)
         measured = [s for s in subscriptions if s[key][COUNT]]
         lines += ["", JOURNEY_HEADINGS[column] + ("" if measured else ": none")]
         if measured:
-            lines.append(f"  {'topic, subscription':<32} {COUNT:>7}{heads}")
-            lines += _by_topic(measured, lambda s, k=key: _stats_cells(s[k]))
+            lines.append(f"  {'topic, subscription':<{NAME_WIDTH}} {COUNT:>7}{heads}")
+            lines += _by_topic(measured, lambda s, k=key: _stats_cells(s[k]), NAME_WIDTH - 2)
     return lines
 
 

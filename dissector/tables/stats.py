@@ -5,7 +5,8 @@ latencies in microseconds.
 Output: per request command (`Latencies`): the latencies of its answered requests; per
 subscription (`Subscriptions`): its messages' counts (SUBSCRIPTION_COUNTS) and the
 statistics of its JOURNEY_LATENCIES. Statistics (`describe`): COUNT, one column per
-PERCENTILES (`percentile_name`) and MAX, in milliseconds (`latency_ms`).
+PERCENTILES (`percentile_name`: p50_ms ... p99_99_ms; `stat_label` for text: p99.9) and
+MAX, in milliseconds (`latency_ms`).
 Rules:
 - Requests: only answered pairs count (outcome in ANSWERED: success or error); an
   unanswered request has no latency, an unmatched response no request.
@@ -42,8 +43,9 @@ import pyarrow as pa
 
 from dissector.events import Outcome
 
-#: The percentiles shown, as fractions (the column names say p50, p90, p99).
-PERCENTILES = (0.5, 0.9, 0.99)
+#: The percentiles shown, as fractions: p50, p90, p99 and the tail, p99.9 and p99.99 (as
+#: pulsar-perf reports them).
+PERCENTILES = (0.5, 0.9, 0.99, 0.999, 0.9999)
 #: Outcomes that have a latency: a request and its response were both seen.
 ANSWERED = (Outcome.SUCCESS.value, Outcome.ERROR.value)
 #: Names of the statistics of one group's latencies, as `describe` and the fleet job give them.
@@ -71,8 +73,16 @@ K = TypeVar("K", bound=Hashable)
 
 
 def percentile_name(p: float) -> str:
-    """The name of percentile `p` (a fraction): 0.5 -> p50_ms."""
-    return f"p{round(p * 100)}_ms"
+    """The name of percentile `p` (a fraction), a Spark/SQL column name and JSON key:
+    0.5 -> p50_ms, 0.999 -> p99_9_ms, 0.9999 -> p99_99_ms (the digits of p * 100, never
+    rounded to a whole number; the decimal point an underscore)."""
+    return "p" + f"{round(p * 100, 6):g}".replace(".", "_") + "_ms"
+
+
+def stat_label(name: str) -> str:
+    """A statistic's name as text shows it, without its unit: p99_9_ms -> p99.9, max_ms ->
+    max."""
+    return name.removesuffix("_ms").replace("_", ".")
 
 
 #: Statistics in milliseconds (every name but COUNT), in the order they are shown.
@@ -182,6 +192,19 @@ def _codes(column: pa.Array) -> tuple[np.ndarray, list[Any]]:
     # (tests/test_startup.py), and `summary` is imported by every command's parser
     encoded = column.dictionary_encode(null_encoding="encode")
     return encoded.indices.to_numpy(zero_copy_only=False), encoded.dictionary.to_pylist()
+
+
+def journey_latencies(batch: pa.RecordBatch) -> dict[str, np.ndarray]:
+    """Each JOURNEY_LATENCIES column's values (µs, int64) of a journeys batch, every
+    subscription together: those `Subscriptions` keeps (DELIVERED_ROW rows, nulls
+    dropped), in row order."""
+    delivered = ~_null(batch.column("consumer_conn_id"))
+    out = {}
+    for column in JOURNEY_LATENCIES:
+        values = batch.column(column)
+        keep = delivered & ~_null(values)
+        out[column] = values.fill_null(0).to_numpy(zero_copy_only=False)[keep].astype(np.int64)
+    return out
 
 
 class Subscriptions:

@@ -12,6 +12,7 @@ import json
 import os
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 from html.parser import HTMLParser
@@ -24,6 +25,7 @@ from PIL import Image
 from dissector.read import read_tables
 from tests.support.cli import cli
 from tests.support.crafted import C2B, Conn, Session, baseline_msgs, msg, write_pcap
+from tests.support.html_tables import page_tables
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 SECTIONS = (
@@ -197,3 +199,25 @@ def test_subscriptions_are_those_crafted_and_the_summarys(
     assert cells == [sub["topic"], sub["subscription"], *(
         str(sub[k]) for k in ("messages", "delivered", "delivered_twice", "not_acked")
     )]  # fmt: skip
+
+
+def test_latency_table_shows_the_tail_percentiles(page: tuple[Path, Path, str, str]) -> None:
+    """Per request command: count, p50, p90, p99, p99.9, p99.99 and max (ms), each the
+    standard library's (`statistics.quantiles`, inclusive: linear between the closest ranks)
+    of the answered requests' latencies in the timeline table."""
+    capture, _, _, source = page
+    head, *rows = page_tables(source)["latency-table"]
+    assert head == ["request", "count", "p50 ms", "p90 ms", "p99 ms", "p99.9 ms", "p99.99 ms",
+                    "max ms"]  # fmt: skip
+    timeline = read_tables(capture)["timeline"].to_pylist()
+    latencies: dict[str, list[int]] = {}
+    for r in timeline:
+        if r["outcome"] in ("success", "error"):
+            latencies.setdefault(r["request_command"], []).append(r["latency_us"])
+    assert sorted(row[0] for row in rows) == sorted(latencies) and rows
+    for command, count, *ms in rows:
+        us = latencies[command]
+        cuts = statistics.quantiles(us, n=10_000, method="inclusive") if len(us) > 1 else None
+        want = [us[0] if cuts is None else cuts[k - 1] for k in (5000, 9000, 9900, 9990, 9999)]
+        assert int(count) == len(us)
+        assert ms == [f"{round(v / 1000, 3):.3f}" for v in [*want, max(us)]], command

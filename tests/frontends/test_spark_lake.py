@@ -124,12 +124,22 @@ def test_partitions_hold_the_rows_date_and_broker(job: Any, want: dict[str, Any]
 
 
 def test_fleet_percentiles_equal_the_summary_command(job: Any, want: dict[str, Any]) -> None:
-    """One truth: per request type, count, p50, p90, p99 and max as `summary` gives them."""
-    _, summary = job
-    local = local_summary(want)["latency"]
+    """One truth: per request type, count, p50, p90, p99, p99.9, p99.99 and max as
+    `summary` gives them; per subscription, its dispatch and end-to-end statistics too."""
+    out, summary = job
+    whole = local_summary(want)
+    local = whole["latency"]
     fleet_latency = {r.pop("request_command"): r for r in summary["latency"]}
     assert fleet_latency == local
+    names = ["count", "p50_ms", "p90_ms", "p99_ms", "p99_9_ms", "p99_99_ms", "max_ms"]
+    assert all(list(s) == names for s in local.values())
     assert any(s["p50_ms"] != s["p99_ms"] for s in local.values())  # interpolation matters
+    assert any(s["p99_ms"] != s["p99_9_ms"] != s["p99_99_ms"] for s in local.values())
+    assert summary["subscriptions"] == whole["journeys"]["subscriptions"]
+    assert any(list(s["end_to_end"]) == names for s in summary["subscriptions"])
+    # summary.txt shows them too, as name.stat keys of each subscription
+    text = (Path(out) / "summary.txt").read_text()
+    assert "p99_9_ms=" in text and "end_to_end.p99_99_ms=" in text
 
 
 def test_a_second_run_replaces_the_first(spark: SparkSession, tmp_path: Path) -> None:

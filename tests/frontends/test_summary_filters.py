@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import statistics
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pytest
 
@@ -40,6 +42,42 @@ def test_summary_numbers_come_from_the_tables() -> None:
     assert (unmatched["first_ack_packet"].notna() == repeated).all()
     assert s["repeated_acks"] == {"ACK": int(repeated.sum())}
     assert s["unmatched"] == ({"ACK": int((~repeated).sum())} if (~repeated).sum() else {})
+
+
+def test_summary_json_and_text_show_the_tail_percentiles() -> None:
+    """Per request command, p50 to p99.99 and max, in the JSON and in the text: numpy's
+    linear quantile and the standard library's `statistics.quantiles` (inclusive) of the
+    timeline's answered latencies, in ms to the µs."""
+    timeline = read_tables([PCAP, MULTI])["timeline"].to_pylist()
+    latencies: dict[str, list[int]] = {}
+    for r in timeline:
+        if r["outcome"] in ("success", "error"):
+            latencies.setdefault(r["request_command"], []).append(r["latency_us"])
+    res = cli("summary", "--format", "json", str(PCAP), str(MULTI))
+    assert res.returncode == 0, res.stderr
+    got = json.loads(res.stdout)["latency"]
+    assert set(got) == set(latencies)
+    names = ["p50_ms", "p90_ms", "p99_ms", "p99_9_ms", "p99_99_ms"]
+    tail = 0
+    for command, us in latencies.items():
+        s = got[command]
+        assert list(s) == ["count", *names, "max_ms"] and s["count"] == len(us)
+        cuts = statistics.quantiles(us, n=10_000, method="inclusive") if len(us) > 1 else us * 9999
+        cut = {0.5: 5000, 0.9: 9000, 0.99: 9900, 0.999: 9990, 0.9999: 9999}  # k/10000
+        for name, (p, k) in zip(names, cut.items(), strict=True):
+            assert s[name] == round(float(np.quantile(us, p, method="linear")) / 1000, 3)
+            assert s[name] == round(cuts[k - 1] / 1000, 3), (command, name)
+        assert s["max_ms"] == round(max(us) / 1000, 3)
+        tail += s["p99_9_ms"] != s["p99_ms"]
+    assert tail  # the tail percentiles are not the p99 again
+    text = cli("summary", str(PCAP), str(MULTI)).stdout.splitlines()
+    at = text.index("Latency per request (ms)")
+    assert text[at + 1].split() == ["request", "count", "p50", "p90", "p99", "p99.9", "p99.99",
+                                    "max"]  # fmt: skip
+    rows = {line.split()[0]: line.split()[1:] for line in text[at + 2 : at + 2 + len(got)]}
+    assert rows == {
+        c: [str(s["count"]), *(f"{s[n]:.3f}" for n in [*names, "max_ms"])] for c, s in got.items()
+    }
 
 
 def test_summary_tells_repeated_acks_by_their_field_not_their_text() -> None:

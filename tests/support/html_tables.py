@@ -43,9 +43,14 @@ class _Tables(HTMLParser):
             self._cell.append(data)
 
 
+def page_tables(page: str) -> dict[str, list[list[str]]]:
+    """The tables with an id of an HTML page's text."""
+    parser = _Tables()
+    parser.feed(page)
+    return parser.tables
+
+
 def report_tables(path: Path, out: Path) -> dict[str, list[list[str]]]:
     res = cli("report", str(path), "-o", str(out))
     assert res.returncode == 0, res.stderr
-    parser = _Tables()
-    parser.feed(out.read_text(encoding="utf-8"))
-    return parser.tables
+    return page_tables(out.read_text(encoding="utf-8"))

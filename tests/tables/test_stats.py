@@ -8,7 +8,9 @@ of that rule written here from its definition, not from numpy.
 from __future__ import annotations
 
 import math
+import re
 import sqlite3
+import statistics
 from typing import Any
 
 import numpy as np
@@ -30,8 +32,10 @@ from dissector.tables.stats import (
     Latencies,
     Subscriptions,
     describe,
+    journey_latencies,
     latency_ms,
     percentile_name,
+    stat_label,
 )
 
 
@@ -45,9 +49,15 @@ def reference(values: list[int], p: float) -> float:
 
 
 def test_names_and_constants() -> None:
-    assert PERCENTILES == (0.5, 0.9, 0.99)
-    assert [percentile_name(p) for p in PERCENTILES] == ["p50_ms", "p90_ms", "p99_ms"]
-    assert MS_NAMES == ("p50_ms", "p90_ms", "p99_ms", "max_ms") and MAX == "max_ms"
+    assert PERCENTILES == (0.5, 0.9, 0.99, 0.999, 0.9999)
+    names = ["p50_ms", "p90_ms", "p99_ms", "p99_9_ms", "p99_99_ms"]
+    assert [percentile_name(p) for p in PERCENTILES] == names
+    assert (*names, "max_ms") == MS_NAMES and MAX == "max_ms"
+    assert [stat_label(n) for n in MS_NAMES] == ["p50", "p90", "p99", "p99.9", "p99.99", "max"]
+    # never rounded to a whole percent: 99.9 is not 100, 99.5 not 100 either
+    assert percentile_name(0.995) == "p99_5_ms" and percentile_name(0.25) == "p25_ms"
+    # names a Spark or SQL column and a JSON key can be, without quoting
+    assert all(re.fullmatch(r"[a-z][a-z0-9_]*", n) for n in MS_NAMES)
     assert COUNT == "count"
     assert ANSWERED == ("success", "error")
 
@@ -55,21 +65,58 @@ def test_names_and_constants() -> None:
 def test_hand_computed_percentiles() -> None:
     # n = 5: p50 at rank 2 (4000); p90 at rank 3.6: 8000 + 0.6 * 8000 = 12800;
     # p99 at rank 3.96: 8000 + 0.96 * 8000 = 15680 (µs)
+    # p99.9 at rank 3.996: 8000 + 0.996 * 8000 = 15968; p99.99 at rank 3.9996: 15996.8
     us = np.array([16000, 1000, 8000, 2000, 4000], dtype=np.int64)
     assert describe(us) == {
         "count": 5,
         "p50_ms": 4.0,
         "p90_ms": 12.8,
         "p99_ms": 15.68,
+        "p99_9_ms": 15.968,
+        "p99_99_ms": 15.997,
         "max_ms": 16.0,
     }
     # one value: every percentile is it
     assert describe(np.array([1234], dtype=np.int64)) == dict.fromkeys(MS_NAMES, 1.234) | {
         "count": 1
     }
-    # n = 4: p50 at rank 1.5 between 2000 and 3000; p90 at rank 2.7: 3000 + 0.7 * 7000 = 7900
+    # n = 4: p50 at rank 1.5 between 2000 and 3000; p90 at rank 2.7: 3000 + 0.7 * 7000 = 7900;
+    # p99.9 at rank 2.997: 3000 + 0.997 * 7000 = 9979; p99.99 at 2.9997: 9997.9
     four = describe(np.array([1000, 2000, 3000, 10000], dtype=np.int64))
-    assert (four["p50_ms"], four["p90_ms"], four["p99_ms"]) == (2.5, 7.9, 9.79)
+    assert [four[n] for n in MS_NAMES] == [2.5, 7.9, 9.79, 9.979, 9.998, 10.0]
+
+
+def test_the_tail_percentiles_by_hand() -> None:
+    """2000 requests of 1 ms and one of 1001 ms (n = 2001, ranks 0 to 2000): p99 (rank 1980)
+    and p99.9 (rank 1998) are 1 ms; p99.99 at rank 1999.8 is 1000 + 0.8 * 1000000 = 801000
+    µs: only the last percentile sees the outlier."""
+    us = np.array([1000] * 1000 + [1_001_000] + [1000] * 1000, dtype=np.int64)
+    got = describe(us)
+    assert got == {"count": 2001, "p50_ms": 1.0, "p90_ms": 1.0, "p99_ms": 1.0,
+                   "p99_9_ms": 1.0, "p99_99_ms": 801.0, "max_ms": 1001.0}  # fmt: skip
+    # 0, 1, ..., 10000 µs (n = 10001): percentile p is exactly 10000 * p
+    ramp = describe(np.arange(10_001, dtype=np.int64)[::-1].copy())
+    assert [ramp[n] for n in MS_NAMES] == [5.0, 9.0, 9.9, 9.99, 9.999, 10.0]
+
+
+#: statistics.quantiles(n=10000) cut points: the k-th is the k/10000 percentile.
+CUTS = 10_000
+
+
+@pytest.mark.parametrize("n", [2, 3, 10, 1001, 20_000])
+def test_describe_equals_numpy_and_the_standard_library(n: int) -> None:
+    """The same latencies through numpy's linear method and the standard library's
+    `statistics.quantiles(method="inclusive")` (exact arithmetic, its own code): every
+    percentile, p99.9 and p99.99 included, gives the same milliseconds."""
+    rng = np.random.default_rng(n)
+    us = rng.lognormal(mean=7, sigma=1.5, size=n).astype(np.int64)  # a long tail, µs
+    got = describe(us)
+    cuts = statistics.quantiles(us.tolist(), n=CUTS, method="inclusive")
+    for p in PERCENTILES:
+        name = percentile_name(p)
+        assert got[name] == latency_ms(np.quantile(us, p, method="linear")), name
+        assert got[name] == latency_ms(cuts[round(p * CUTS) - 1]), name
+    assert got[MAX] == latency_ms(max(us.tolist())) and got[COUNT] == n
 
 
 @pytest.mark.parametrize(
@@ -131,7 +178,7 @@ def test_only_answered_requests_count_per_command() -> None:
     assert all(v.dtype == np.int64 for v in values.values())
     stats = lat.stats()
     assert stats["SEND"] == {"count": 3, "p50_ms": 2.0, "p90_ms": 2.8, "p99_ms": 2.98,
-                             "max_ms": 3.0}  # fmt: skip
+                             "p99_9_ms": 2.998, "p99_99_ms": 3.0, "max_ms": 3.0}  # fmt: skip
     assert stats["LOOKUP"][COUNT] == 1
 
 
@@ -180,8 +227,10 @@ def _delivered(
 
 #: Two batches: subscription (T, "a") has dispatch 4000, 1000, -500, 2500 µs (sorted -500,
 #: 1000, 2500, 4000; n = 4: p50 at rank 1.5: 1750; p90 at rank 2.7: 2500 + 0.7 * 1500 =
-#: 3550; p99 at rank 2.97: 2500 + 0.97 * 1500 = 3955) and end to end 10000, 30000, 20000
-#: (one unacked: p50 20000; p90 at rank 1.8: 28000; p99 at rank 1.98: 29800); one row only
+#: 3550; p99 at rank 2.97: 2500 + 0.97 * 1500 = 3955; p99.9 at rank 2.997: 3995.5 (3.9955 ms
+#: is 3.99549... in binary: 3.995); p99.99 at 2.9997: 3999.55) and end to end 10000, 30000,
+#: 20000 (one unacked: p50 20000; p90 at rank 1.8: 28000; p99 at rank 1.98: 29800; p99.9 at
+#: 1.998: 29980; p99.99 at 1.9998: 29998); one row only
 #: acked (deliveries 0), one seen twice, one with a redelivery count only.
 ROWS = [
     [
@@ -208,17 +257,17 @@ def test_subscriptions_counts_and_latencies_by_hand() -> None:
         subs.add(_journeys(rows))
     subs.add(_journeys([]))
     assert subs
-    one = {"count": 1, "p50_ms": 0.1, "p90_ms": 0.1, "p99_ms": 0.1, "max_ms": 0.1}
-    none = {"count": 0, "p50_ms": None, "p90_ms": None, "p99_ms": None, "max_ms": None}
+    one = {"count": 1} | dict.fromkeys(MS_NAMES, 0.1)
+    none = {"count": 0} | dict.fromkeys(MS_NAMES)
     assert subs.result() == {
         "subscriptions": [
             {
                 "topic": T, "subscription": "a", "messages": 5, "delivered": 4,
                 "delivered_twice": 2, "not_acked": 1,
                 "dispatch": {"count": 4, "p50_ms": 1.75, "p90_ms": 3.55, "p99_ms": 3.955,
-                             "max_ms": 4.0},
+                             "p99_9_ms": 3.995, "p99_99_ms": 4.0, "max_ms": 4.0},
                 "end_to_end": {"count": 3, "p50_ms": 20.0, "p90_ms": 28.0, "p99_ms": 29.8,
-                               "max_ms": 30.0},
+                               "p99_9_ms": 29.98, "p99_99_ms": 29.998, "max_ms": 30.0},
             },
             {
                 "topic": T, "subscription": "b", "messages": 1, "delivered": 1,
@@ -313,3 +362,18 @@ def test_many_subscriptions_interleaved_in_batches() -> None:
             for p in PERCENTILES:
                 assert s[key][percentile_name(p)] == round(reference(values, p) / 1000, 3)
             assert s[key][MAX] == round(max(values) / 1000, 3)
+
+
+def test_journey_latencies_are_those_the_subscriptions_keep() -> None:
+    """Every subscription together: the delivered rows' non-null values, in row order (the
+    HdrHistogram files' dispatch and end_to_end kinds)."""
+    got = [journey_latencies(_journeys(rows)) for rows in ROWS]
+    assert [g["dispatch_us"].tolist() for g in got] == [[4000, 1000], [-500, 2500, 100]]
+    assert [g["end_to_end_us"].tolist() for g in got] == [[10000, 7000], [30000, 20000, 200]]
+    subs = Subscriptions()
+    for rows in ROWS:
+        subs.add(_journeys(rows))
+    for column in JOURNEY_LATENCIES:
+        kept = np.concatenate(list(subs.latencies[column].values().values()))
+        assert sorted(kept.tolist()) == sorted(np.concatenate([g[column] for g in got]).tolist())
+        assert all(g[column].dtype == np.int64 for g in got)

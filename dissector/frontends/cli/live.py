@@ -53,6 +53,7 @@ def cmd_live(args: argparse.Namespace, out: TextIO) -> int:
         queue_bytes=args.queue_size << 20,
         findings=args.findings,
         jobs=args.jobs,
+        hdr_out=args.hdr_out,
     )
     if options.jobs > 1:
         return fanout.run(options, out, sys.stderr)
@@ -125,6 +126,12 @@ def _live_arguments(live: argparse.ArgumentParser) -> None:
         "--output",
         metavar="DIR",
         help="also write every table as Parquet: DIR/TABLE/part-N.parquet, flushed periodically",
+    )
+    live.add_argument(
+        "--hdr-out",
+        metavar="DIR",
+        help="at stop, write HdrHistogram percentile distributions (KIND.hgrm, in ms, as "
+        "pulsar-perf writes them) to DIR: request-COMMAND, publish, dispatch, end_to_end",
     )
     live.add_argument(
         "--flush-interval",

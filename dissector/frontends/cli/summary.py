@@ -11,14 +11,17 @@ Rule: frames and messages are counted, not kept: memory does not grow with the c
 The metrics are read by one process (their facts are events that -j workers do not hand
 back; the journeys and findings they need are read by one process with -j anyway).
 The journeys table costs a joiner over every frame (docs/journeys.md; with -j, one more
-worker reading every connection): --no-journeys reads without it.
+worker reading every connection): --no-journeys reads without it. --hdr-out DIR also writes
+an HdrHistogram percentile distribution per latency kind (dissector.frontends.hdr), its
+folder made (or refused) before the read starts.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-from typing import TextIO
+import sys
+from typing import TYPE_CHECKING, TextIO
 
 from dissector.frontends.cli.options import (
     Subcommands,
@@ -36,6 +39,9 @@ from dissector.read.inputs import capture_bytes
 #: The metrics' formats: name -> OpenMetrics (else the Prometheus text format 0.0.4).
 METRIC_FORMATS = {"openmetrics": True, "prometheus": False}
 
+if TYPE_CHECKING:
+    import pyarrow as pa
+
 
 def cmd_summary(args: argparse.Namespace, out: TextIO) -> int:
     """Overview, the busiest connections, latency percentiles per command, errors."""
@@ -46,9 +52,24 @@ def cmd_summary(args: argparse.Namespace, out: TextIO) -> int:
     # anomalies are the summary's too).
     options = reader_options(args)
     tables = [t for t in SUMMARY_TABLES if t != "journeys" or not args.no_journeys]
-    counts = stream_tables(args, options, tables, summary.add)
+    sink = summary.add
+    if args.hdr_out is not None:
+        from dissector.frontends import hdr
+
+        folder = hdr.prepare(args.hdr_out)  # a bad folder fails before the read
+        recorder = hdr.HdrRecorder()
+
+        def sink(table: str, batch: pa.RecordBatch) -> None:
+            summary.add(table, batch)
+            recorder.add(table, batch)
+
+    counts = stream_tables(args, options, tables, sink)
     summary.frames, summary.messages = counts.rows["frames"], counts.rows["messages"]
     print_hint(counts, options)
+    if args.hdr_out is not None:
+        recorder.write(folder)
+        for line in recorder.warnings():
+            print(f"pulsar-dissect: {line}", file=sys.stderr)
     result = summary.result()
     if args.format == "json":
         out.write(json.dumps(result, indent=1) + "\n")
@@ -99,6 +120,12 @@ def add_parser(sub: Subcommands) -> None:
         action="store_true",
         help="skip the per-subscription section (the journeys table: its joiner reads every "
         "frame, 1.5 to 2 times the summary's CPU time on busy captures)",
+    )
+    summary.add_argument(
+        "--hdr-out",
+        metavar="DIR",
+        help="also write HdrHistogram percentile distributions (KIND.hgrm, in ms, as pulsar-perf "
+        "writes them) to DIR: request-COMMAND, publish, dispatch, end_to_end",
     )
     jobs_argument(summary)
     summary.set_defaults(run=cmd_summary)

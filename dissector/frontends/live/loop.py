@@ -183,6 +183,10 @@ def run(opts: LiveOptions, out: TextIO, err: TextIO, source: Source | None = Non
     """`pulsar-dissect live`: 0 after a clean stop, 130 when a second signal aborted it."""
     if opts.parquet is not None:
         check_parquet_root(Path(opts.parquet))  # before the capture starts, not after
+    if opts.hdr_out is not None:
+        from dissector.frontends.hdr import prepare
+
+        prepare(opts.hdr_out)  # likewise
     src: Source = source or PacketSocket(opts.interface, choose_filter(opts), opts.buffer_bytes)
     cap: Capturer | None = None
     pcap: PcapFiles | None = None

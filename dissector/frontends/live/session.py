@@ -35,6 +35,7 @@ from dissector.events import (
     Segment,
 )
 from dissector.frontends.diagnoses import finding_line, row_line
+from dissector.frontends.hdr import HDR_TABLES, HdrRecorder, prepare
 from dissector.frontends.live.capturer import DEFAULT_QUEUE
 from dissector.frontends.live.files import ParquetParts
 from dissector.frontends.live.records import Walk, records
@@ -77,6 +78,7 @@ class LiveOptions:
     queue_bytes: int = DEFAULT_QUEUE  # packets waiting for the dissector, at most
     findings: bool = False  # print findings as they are established (and their rows)
     jobs: int = 1  # dissecting processes, each with its share of the flows (live.fanout)
+    hdr_out: str | None = None  # --hdr-out DIR: HdrHistogram files written at stop
 
     def __post_init__(self) -> None:
         if self.fmt not in ("text", "jsonl"):
@@ -97,6 +99,8 @@ class LiveOptions:
             raise UsageError(
                 "-w and -c count the packets of one capturing process: not with -j above 1"
             )
+        if self.jobs > 1 and self.hdr_out is not None:
+            raise UsageError("--hdr-out records every flow's latencies in one process: -j 1")
         if self.flush_interval <= 0 or self.buffer_bytes <= 0 or self.queue_bytes <= 0:
             raise UsageError("flush interval, buffer size and queue size must be positive")
 
@@ -174,6 +178,10 @@ class Session:
             made = self.printed
         if opts.findings and "findings" not in made:
             made.append("findings")
+        self.hdr: HdrRecorder | None = None
+        if opts.hdr_out is not None:  # latencies from the timeline and journeys rows
+            self.hdr = HdrRecorder()
+            made = [*made, *(name for name in HDR_TABLES if name not in made)]
         # Frames in runs (no object per frame) go to the table builder: not to the text view.
         reader = opts.reader
         plan = plan_read(reader, made, TEXT if opts.fmt == "text" else TABLES_FRONT)
@@ -264,6 +272,10 @@ class Session:
                 for batch in made.get("findings", []):
                     for row in batch.to_pylist():
                         self.out.write(row_line(row))
+            if self.hdr is not None:
+                for name in HDR_TABLES:
+                    for batch in made.get(name, []):
+                        self.hdr.add(name, batch)
             if self.parquet is not None:  # files first: a closed stdout must not cost rows
                 for name, batches in made.items():
                     self.parquet.add(name, batches)
@@ -342,5 +354,8 @@ class Session:
             if self.builder is not None:
                 self.builder.finish()
             self._emit()
+            if self.hdr is not None and self.opts.hdr_out is not None:
+                self.hdr.write(prepare(self.opts.hdr_out))
+                self.err.writelines(f"pulsar-dissect: {line}\n" for line in self.hdr.warnings())
         if self.counts.dropped is None:
             self.counts.dropped = self.source.drops()

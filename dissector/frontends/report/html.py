@@ -25,7 +25,7 @@ from dissector.frontends.diagnoses import bill, evidence_text, ranked
 from dissector.frontends.report.collect import LADDER_FRAMES, ROWS, ReportData, when
 from dissector.frontends.report.plots import TOPICS_PLOTTED, cdf, figure, io_graph
 from dissector.frontends.report.subscriptions import subscriptions_section
-from dissector.tables.stats import COUNT, MS_NAMES, describe
+from dissector.tables.stats import COUNT, MS_NAMES, describe, stat_label
 
 LADDER_CONNECTIONS = 12  # ladders drawn, the busiest connections by frames
 RUN_MIN = 4  # a run of at least this many alike lines is collapsed
@@ -100,7 +100,7 @@ def _latency_section(report: ReportData) -> str:
         stats = describe(values[command])
         cells = "".join(f"<td class=n>{stats[name]:.3f}</td>" for name in MS_NAMES)
         rows.append(f"<tr><td>{command}</td><td class=n>{stats[COUNT]}</td>{cells}</tr>")
-    heads = "".join(f"<th>{name.removesuffix('_ms')} ms</th>" for name in MS_NAMES)
+    heads = "".join(f"<th>{stat_label(name)} ms</th>" for name in MS_NAMES)
     table = (
         f"<table id=latency-table><tr><th>request</th><th>{COUNT}</th>{heads}</tr>"
         + "".join(rows)

@@ -26,6 +26,7 @@ from dissector.tables.stats import (
     SUBSCRIPTION_COUNTS,
     Subscriptions,
     latency_name,
+    stat_label,
 )
 
 #: The subscriptions' columns, as the page heads them.
@@ -74,7 +75,7 @@ def subscriptions_section(subscriptions: Subscriptions | None) -> str:
             "<h3>Produced, never seen delivered</h3><table id=never-delivered>"
             f"<tr><th>topic</th><th>messages</th></tr>{never}</table>"
         )
-    stat_heads = "".join(f"<th>{name.removesuffix('_ms')} ms</th>" for name in MS_NAMES)
+    stat_heads = "".join(f"<th>{stat_label(name)} ms</th>" for name in MS_NAMES)
     latency = []
     for column in JOURNEY_LATENCIES:
         key = latency_name(column)

@@ -1,0 +1,73 @@
+"""EDGE: where OpenTelemetry metrics go: a file of OTLP JSON lines and a collector.
+
+Input: metric snapshots (`metrics.store.Snapshot`: one for an offline read, one per flush
+interval for `live`), the resource's attributes, and where to send them: a file path
+(`--otlp-out`), a collector's address (`--otlp-endpoint`, pushed by `metrics.push`).
+Output: one ExportMetricsServiceRequest per snapshot (`metrics.otlp.export_line`): a line
+appended to the file and flushed (a reader tailing it, or the Collector's `otlpjsonfile`
+receiver, sees whole lines only), and the same bytes queued for the collector.
+Rule: exporting never waits for the collector (`metrics.push.OtlpPush`); `close` waits at
+most the push's timeout. A file that cannot be opened is an OutputError (one line) before
+anything is read.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+from collections.abc import Mapping
+from typing import BinaryIO, TextIO
+
+from dissector.errors import OutputError, os_reason
+from dissector.metrics.otlp import export_line
+from dissector.metrics.push import TIMEOUT, OtlpPush
+from dissector.metrics.store import Snapshot
+
+
+def version() -> str | None:
+    """This package's version (the metrics' instrumentation scope's)."""
+    try:
+        return importlib.metadata.version("pulsar-dissector")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+class OtlpMetricsOut:
+    """The OTLP destinations of one run (module rules)."""
+
+    def __init__(
+        self,
+        resource: Mapping[str, object],
+        err: TextIO,
+        *,
+        path: str | None = None,
+        endpoint: str | None = None,
+        timeout: float = TIMEOUT,
+    ) -> None:
+        self.resource = dict(resource)
+        self._version = version()
+        self._file: BinaryIO | None = None
+        if path is not None:
+            try:
+                self._file = open(path, "ab")  # noqa: SIM115 (closed by close())
+            except OSError as exc:
+                raise OutputError(f"{path}: cannot write OTLP metrics: {os_reason(exc)}") from None
+        self.push = None if endpoint is None else OtlpPush(endpoint, err, timeout=timeout)
+
+    def export(self, snapshot: Snapshot) -> bytes:
+        """One request of the snapshot, to the file and the collector; its bytes."""
+        line = export_line(snapshot, self.resource, self._version)
+        if self._file is not None:
+            self._file.write(line)
+            self._file.flush()
+        if self.push is not None:
+            self.push.submit(line)
+        return line
+
+    def close(self) -> None:
+        """Send what waits (at most the push's timeout) and close the file."""
+        try:
+            if self.push is not None:
+                self.push.close()
+        finally:
+            if self._file is not None:
+                self._file.close()

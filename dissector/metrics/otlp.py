@@ -212,9 +212,9 @@ def semconv_metrics(snapshot: Snapshot) -> list[dict[str, Any]]:
     ]
 
 
-def family_metric(family: Family, series: Mapping[tuple[str, ...], Any], snapshot: Snapshot) -> (
-    dict[str, Any]
-):
+def family_metric(
+    family: Family, series: Mapping[tuple[str, ...], Any], snapshot: Snapshot
+) -> dict[str, Any]:
     """One family as an OTLP metric (module rules), its series as data points."""
     times = _times(snapshot)
     if family.kind == GAUGE:  # a gauge's value is of its moment: no start time

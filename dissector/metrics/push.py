@@ -147,7 +147,7 @@ class OtlpPush:
             self.url, data=body, method="POST", headers={"Content-Type": CONTENT_TYPE}
         )
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as answer:  # noqa: S310
+            with urllib.request.urlopen(request, timeout=self.timeout) as answer:
                 return _partial(answer.read(1 << 16))
         except urllib.error.HTTPError as exc:
             return f"HTTP {exc.code} {exc.reason}"

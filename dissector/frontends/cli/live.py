@@ -1,7 +1,8 @@
 """EDGE: `pulsar-dissect live`: an interface sniffed and its Pulsar traffic dissected.
 
 Input: the parsed arguments of `live`.
-Output: frame lines or table rows on stdout as they happen; optional pcap and Parquet files.
+Output: frame lines or table rows on stdout as they happen; optional pcap and Parquet files;
+optional OpenTelemetry metrics (an OTLP JSON line per flush interval, to a file or a collector).
 Rule: scapy is imported only when capturing; a connection idle for LIVE_IDLE_TIMEOUT ends.
 """
 
@@ -22,6 +23,7 @@ from dissector.frontends.cli.options import (
     threshold_arguments,
     whole,
 )
+from dissector.frontends.cli.otlp import otlp_arguments
 from dissector.tables.schema import TABLES
 
 #: Seconds without a packet after which live capture ends a connection (Zeek's default).
@@ -53,6 +55,9 @@ def cmd_live(args: argparse.Namespace, out: TextIO) -> int:
         queue_bytes=args.queue_size << 20,
         findings=args.findings,
         jobs=args.jobs,
+        otlp_out=args.otlp_out,
+        otlp_endpoint=args.otlp_endpoint,
+        otlp_timeout=args.otlp_timeout,
     )
     if options.jobs > 1:
         return fanout.run(options, out, sys.stderr)
@@ -169,5 +174,6 @@ def _live_arguments(live: argparse.ArgumentParser) -> None:
         "(a SEND unanswered past --send-timeout, a consumer without permits, ...), and again "
         "when its row is complete",
     )
+    otlp_arguments(live, live=True)
     threshold_arguments(live)
     live.set_defaults(run=cmd_live)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -37,9 +38,11 @@ from dissector.events import (
 from dissector.frontends.diagnoses import finding_line, row_line
 from dissector.frontends.live.capturer import DEFAULT_QUEUE
 from dissector.frontends.live.files import ParquetParts
-from dissector.frontends.live.records import Walk, records
+from dissector.frontends.live.records import RECORD, Walk, records
 from dissector.frontends.text import FrameLines
 from dissector.keylog_files import KeylogFiles
+from dissector.metrics.feed import MetricsFeed
+from dissector.metrics.store import MetricStore, Snapshot
 from dissector.read.driver import make_pipeline
 from dissector.read.options import ReaderOptions, diagnoser
 from dissector.read.plan import TABLES as TABLES_FRONT
@@ -77,6 +80,9 @@ class LiveOptions:
     queue_bytes: int = DEFAULT_QUEUE  # packets waiting for the dissector, at most
     findings: bool = False  # print findings as they are established (and their rows)
     jobs: int = 1  # dissecting processes, each with its share of the flows (live.fanout)
+    otlp_out: str | None = None  # --otlp-out: OTLP JSON lines of metrics, one per flush
+    otlp_endpoint: str | None = None  # --otlp-endpoint: a collector's OTLP/HTTP address
+    otlp_timeout: float = 10.0  # --otlp-timeout: seconds a push may take
 
     def __post_init__(self) -> None:
         if self.fmt not in ("text", "jsonl"):
@@ -99,6 +105,8 @@ class LiveOptions:
             )
         if self.flush_interval <= 0 or self.buffer_bytes <= 0 or self.queue_bytes <= 0:
             raise UsageError("flush interval, buffer size and queue size must be positive")
+        if self.jobs > 1 and (self.otlp_out is not None or self.otlp_endpoint is not None):
+            raise UsageError("--otlp-out and --otlp-endpoint: not with -j above 1 yet")
 
 
 class Link(Protocol):
@@ -174,6 +182,9 @@ class Session:
             made = self.printed
         if opts.findings and "findings" not in made:
             made.append("findings")
+        otlp = opts.otlp_out is not None or opts.otlp_endpoint is not None
+        if otlp:  # the metrics' feed reads these tables' rows
+            made += [t for t in MetricsFeed.TABLES if t not in made]
         # Frames in runs (no object per frame) go to the table builder: not to the text view.
         reader = opts.reader
         plan = plan_read(reader, made, TEXT if opts.fmt == "text" else TABLES_FRONT)
@@ -204,6 +215,41 @@ class Session:
         self._next_flush = time.monotonic() + opts.flush_interval
         self._packet_clock: tuple[int, int] | None = None  # (last packet's ts, read at)
         self._drops_checked = time.time_ns() // 1000  # start of the window of the next drops
+        # Metrics (OTLP): a feed fills the store; each flush interval and the end hand a
+        # snapshot to every hook (the OTLP file and push: frontends.otlp_metrics).
+        self.metrics: MetricStore | None = None
+        self.metrics_feed: MetricsFeed | None = None
+        self.metric_hooks: list[Callable[[Snapshot], object]] = []
+        if otlp:
+            self._metrics_out(opts, source)
+
+    def _metrics_out(self, opts: LiveOptions, source: Link) -> None:
+        from dissector.frontends.otlp_metrics import OtlpMetricsOut
+        from dissector.metrics.otlp import resource_attributes
+
+        self.metrics = MetricStore(self._drops_checked)
+        self.metrics_feed = MetricsFeed(self.metrics)
+        resource = resource_attributes(interface=source.name, host=socket.gethostname())
+        out = OtlpMetricsOut(
+            resource,
+            self.err,
+            path=opts.otlp_out,
+            endpoint=opts.otlp_endpoint,
+            timeout=opts.otlp_timeout,
+        )
+        self._files.callback(out.close)  # after the last snapshot (close), bounded
+        self.metric_hooks.append(out.export)
+
+    def _publish_metrics(self) -> None:
+        """A snapshot of the metrics to every hook (each flush interval, and at the end)."""
+        feed, store = self.metrics_feed, self.metrics
+        if feed is None or store is None:
+            return
+        feed.losses(self.counts.dropped, self.counts.skipped)
+        feed.flush()
+        snapshot = store.snapshot(time.time_ns() // 1000)
+        for hook in self.metric_hooks:
+            hook(snapshot)
 
     def _diagnoser(self, reader: ReaderOptions) -> Diagnoser:
         made = diagnoser(reader)
@@ -231,12 +277,15 @@ class Session:
         for item in items:
             self._events(parsed(item) if type(item) is Segment else feed(item))  # type: ignore[arg-type]
         self.counts.packets += len(items)
+        if self.metrics_feed is not None:
+            self.metrics_feed.packets(len(items), len(buf) - RECORD.size * len(items))
         if items:  # the packets' clock, and when it was read (for the findings' timers)
             self._packet_clock = (items[-1].ts, time.time_ns() // 1000)
         self._emit()
 
     def _events(self, events: list[PipelineEvent]) -> None:
         counts, add, text = self.counts, self._add, self.opts.fmt == "text"
+        watch = None if self.metrics_feed is None else self.metrics_feed.event
         for ev in events:
             kind = type(ev)
             if kind is Frame:
@@ -255,11 +304,16 @@ class Session:
                     self.out.write(line)
             if add is not None:
                 add(ev)
+            if watch is not None:
+                watch(ev)
 
     def _emit(self) -> None:
         """Hand the rows made so far to the Parquet writer and stdout; flush the outputs."""
         if self.builder is not None:
             made = {name: b.take() for name, b in self.builder.batches.items()}
+            if self.metrics_feed is not None:
+                for name in MetricsFeed.TABLES:
+                    self.metrics_feed.batches(name, made.get(name, []))
             if self.opts.findings:
                 for batch in made.get("findings", []):
                     for row in batch.to_pylist():
@@ -294,6 +348,7 @@ class Session:
         if self.parquet is not None:
             self.parquet.flush()
         self._drops()
+        self._publish_metrics()
 
     def _drops(self) -> None:
         """Packets lost since the last look, each kind a warning on stderr and an anomaly row
@@ -342,5 +397,8 @@ class Session:
             if self.builder is not None:
                 self.builder.finish()
             self._emit()
+            if self.metrics_feed is not None:
+                self.metrics_feed.finish()
+            self._publish_metrics()
         if self.counts.dropped is None:
             self.counts.dropped = self.source.drops()

@@ -86,6 +86,8 @@ SEMCONV: dict[str, tuple[str, str, str]] = {
 #: request command -> (messaging.operation.name, messaging.operation.type) of the
 #: requests that are messaging operations (the others are the client's housekeeping).
 OPERATIONS = {"SEND": ("send", "send"), "ACK": ("ack", "settle")}
+#: The outcomes of requests that have a duration (an answer came).
+ANSWERED = ("success", "error")
 
 Attributes = list[dict[str, Any]]
 
@@ -188,7 +190,9 @@ def semconv_metrics(snapshot: Snapshot) -> list[dict[str, Any]]:
         pairs = [*_messaging("send", topic), ("messaging.operation.type", "send")]
         durations.append(_histogram(hist, times, attributes(pairs)))
     for (command, outcome), hist in series.get(PREFIX + "request_duration_seconds", {}).items():
-        if command not in OPERATIONS or (command == "SEND" and outcome != "error"):
+        if command not in OPERATIONS or outcome not in ANSWERED:
+            continue
+        if command == "SEND" and outcome != "error":
             continue  # answered SENDs are publish_latency_seconds' (with their topic)
         name, kind = OPERATIONS[command]
         pairs = [

@@ -29,7 +29,7 @@ import urllib.parse
 import urllib.request
 from typing import TextIO
 
-from dissector.errors import UsageError
+from dissector.errors import UsageError, os_reason
 
 #: Requests waiting to be sent, at most (then the oldest is dropped).
 QUEUE = 8
@@ -71,6 +71,8 @@ class OtlpPush:
         prog: str = "pulsar-dissect",
     ) -> None:
         self.url = endpoint_url(endpoint)
+        parts = urllib.parse.urlsplit(self.url)  # shown without any user:password@
+        self.shown = self.url.replace(parts.netloc, parts.netloc.rpartition("@")[2], 1)
         self.err, self.timeout, self.prog = err, timeout, prog
         self.sent = self.failed = self.dropped = 0
         self._queue: collections.deque[bytes] = collections.deque()
@@ -116,7 +118,7 @@ class OtlpPush:
         """One line per run of failures (called with the lock held)."""
         if not self._failing:
             self._failing = True
-            self.err.write(f"{self.prog}: OTLP push to {self.url} failed: {why}\n")
+            self.err.write(f"{self.prog}: OTLP push to {self.shown} failed: {why}\n")
             self.err.flush()
 
     def _run(self) -> None:
@@ -138,7 +140,7 @@ class OtlpPush:
                     self._failing = False
                 else:
                     self.failed += 1
-                    self._warn(problem + " (later failures are counted, not printed)")
+                    self._warn(problem)
                 self._cond.notify_all()
 
     def _post(self, body: bytes) -> str | None:
@@ -153,6 +155,8 @@ class OtlpPush:
             return f"HTTP {exc.code} {exc.reason}"
         except (OSError, ValueError) as exc:  # refused, unreachable, timed out, TLS
             reason = getattr(exc, "reason", exc)
+            if isinstance(reason, OSError):
+                return os_reason(reason)
             return str(reason) or type(reason).__name__
 
 

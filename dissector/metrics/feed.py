@@ -3,8 +3,8 @@
 Input: every pipeline event as a TableBuilder's feeder sees it (`event`), the record batches
 the builder made of `TABLES` (`batches`), the packets read and the capture's losses (`packets`,
 `losses`: live), then `finish`.
-Output: the `MetricStore`'s counters, gauges and histograms (families.FAMILIES); `metrics_of`:
-the snapshot of a whole offline read.
+Output: the `MetricStore`'s counters, gauges and histograms (families.FAMILIES) (the
+snapshot of a whole offline read: dissector.read.metrics.metrics_of).
 Rules:
 - Per frame no object is made: frames, acks and messages are counted in dicts keyed by the
   strings the events already hold (command name, direction, topic), moved into the store
@@ -49,7 +49,7 @@ from dissector.events import (
     Outcome,
     PipelineEvent,
 )
-from dissector.metrics.store import MetricStore, Snapshot
+from dissector.metrics.store import MetricStore
 from dissector.pulsar import frame_runs as R
 from dissector.pulsar.wire import COMMAND_NAMES
 
@@ -385,11 +385,3 @@ def metrics_feed_tables(tables: Iterable[str]) -> list[str]:
     """The tables a read makes when it also feeds metrics: those asked and `TABLES`."""
     names = list(tables)
     return names + [t for t in MetricsFeed.TABLES if t not in names]
-
-
-def metrics_of(paths: Any, reader_options: Any = None) -> Snapshot:
-    """The metrics of a whole offline read of `paths` (an edge: dissector.read.metrics,
-    imported here so that this module opens no file)."""
-    from dissector.read.metrics import read_metrics
-
-    return read_metrics(paths, reader_options)[0]

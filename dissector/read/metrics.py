@@ -2,8 +2,9 @@
 
 Input: capture paths, the read's settings, optionally other tables made beside the metrics
 and a sink for their batches (`summary --format openmetrics` makes the summary's too).
-Output: `read_metrics` -> the Snapshot of the whole read (its clock: the first connection's
-opening to the last packet of the last one) and the read's counts.
+Output: `metrics_of` -> the Snapshot of a whole read; `read_metrics` -> that Snapshot (its
+clock: the first connection's opening to the last packet of the last one) and the read's
+counts.
 Rule: one process (the feed reads the lifecycle and permit facts, events that -j workers do
 not hand back; the tables the metrics need, findings and journeys, are read by one worker
 over every connection with -j anyway); the tables the feed needs are made beside those asked
@@ -30,9 +31,13 @@ def read_metrics(
     tables: Iterable[str] = (),
     sink: Sink | None = None,
     progress: Progress | None = None,
+    journeys: bool = True,
 ) -> tuple[Snapshot, ReadCounts]:
-    """The metrics of a read of `paths` (module rule), `tables` made beside them for `sink`."""
+    """The metrics of a read of `paths` (module rule), `tables` made beside them for `sink`.
+    journeys: False reads without the journeys table (no end-to-end latencies: its joiner
+    reads every frame)."""
     asked = list(tables)
+    made = [t for t in metrics_feed_tables(asked) if journeys or t != "journeys" or t in asked]
     store = MetricStore()
     feed = MetricsFeed(store)
 
@@ -44,7 +49,7 @@ def read_metrics(
     counts = stream_tables(
         paths,
         options or ReaderOptions(),
-        metrics_feed_tables(asked),
+        made,
         both,
         progress,
         watch=feed.event,
@@ -52,3 +57,10 @@ def read_metrics(
     feed.finish()
     store.start_us = feed.first_us
     return store.snapshot(feed.last_us), counts
+
+
+def metrics_of(
+    paths: PathLike | Iterable[PathLike], reader_options: ReaderOptions | None = None
+) -> Snapshot:
+    """The metrics of a whole offline read of `paths`."""
+    return read_metrics(paths, reader_options)[0]

@@ -2,9 +2,15 @@
 
 Input: the parsed arguments of `summary` and the captures they name.
 Output: the busiest connections, latency percentiles per command and per subscription
-(journeys), errors, as text or JSON; or the read's metrics as one OTLP JSON line
-(--format otlp), and pushed to an OpenTelemetry collector (--otlp-endpoint).
+(journeys), errors, as text or JSON; or the captures' metrics (docs/metrics.md) as one
+scrape's worth of exposition text: `--format openmetrics` (OpenMetrics 1.0, `# EOF` last) or
+`--format prometheus` (the Prometheus text format 0.0.4, what node_exporter's textfile
+collector reads: it types a counter by its `# TYPE` name, which OpenMetrics writes without
+`_total`); or as one OpenTelemetry request, OTLP JSON (`--format otlp`), and pushed to an
+OpenTelemetry collector (`--otlp-endpoint`: docs/otlp-metrics.md).
 Rule: frames and messages are counted, not kept: memory does not grow with the capture.
+The metrics are read by one process (their facts are events that -j workers do not hand
+back; the journeys and findings they need are read by one process with -j anyway).
 The journeys table costs a joiner over every frame (docs/journeys.md; with -j, one more
 worker reading every connection): --no-journeys reads without it.
 """
@@ -26,18 +32,25 @@ from dissector.frontends.cli.options import (
     whole,
 )
 from dissector.frontends.cli.otlp import otlp_arguments, otlp_out
+from dissector.frontends.progress import ReadProgress
 from dissector.frontends.summary import SUMMARY_TABLES, TOP, Summary, render
-from dissector.read.options import ReaderOptions
+from dissector.metrics.store import Snapshot
+from dissector.read.inputs import capture_bytes
+
+#: The metrics' formats: name -> OpenMetrics (else the Prometheus text format 0.0.4).
+METRIC_FORMATS = {"openmetrics": True, "prometheus": False}
 
 
 def cmd_summary(args: argparse.Namespace, out: TextIO) -> int:
     """Overview, the busiest connections, latency percentiles per command, errors."""
     if args.format == "otlp" or args.otlp_endpoint is not None:
-        return _otlp(args, reader_options(args), out)
+        return _otlp(args, out)
     return _summary(args, out)
 
 
 def _summary(args: argparse.Namespace, out: TextIO) -> int:
+    if args.format in METRIC_FORMATS:
+        return _metrics(args, out)
     summary = Summary(None if args.all else args.top, journeys=not args.no_journeys)
     # frames and messages are counted, not made (the messages still are extracted: their
     # anomalies are the summary's too).
@@ -54,21 +67,43 @@ def _summary(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
-def _otlp(args: argparse.Namespace, options: ReaderOptions, out: TextIO) -> int:
+def _snapshot(args: argparse.Namespace) -> Snapshot:
+    """The captures' metrics (one process: see the module rule)."""
+    from dissector.read.metrics import read_metrics
+
+    options = reader_options(args)
+    total = capture_bytes(args.captures, options.s3_endpoint)
+    with ReadProgress(total, threaded=True) as progress:
+        snapshot, counts = read_metrics(
+            args.captures, options, progress=progress.counter, journeys=not args.no_journeys
+        )
+    print_hint(counts, options)
+    return snapshot
+
+
+def _metrics(args: argparse.Namespace, out: TextIO) -> int:
+    """The captures' metrics as exposition text."""
+    from dissector.metrics.openmetrics import render as exposition
+
+    snapshot = _snapshot(args)
+    text = exposition(snapshot, openmetrics=METRIC_FORMATS[args.format], live=False)
+    out.write(text.decode())
+    return 0
+
+
+def _otlp(args: argparse.Namespace, out: TextIO) -> int:
     """The read's metrics as one OTLP JSON line (--format otlp) and pushed to a collector
     (--otlp-endpoint); with another --format, the summary is printed as well."""
-    from dissector.metrics.feed import metrics_of
+    from dissector.frontends.otlp_metrics import version
     from dissector.metrics.otlp import export_line, resource_attributes
 
     resource = resource_attributes(captures=args.captures)
-    sink = otlp_out(args, resource, sys.stderr)  # before the read: a bad file fails now
+    sink = otlp_out(args, resource, sys.stderr)
     try:
-        snapshot = metrics_of(args.captures, options)
+        snapshot = _snapshot(args)
         if sink is not None:
             line = sink.export(snapshot)  # pushed while the summary (if any) reads
         else:
-            from dissector.frontends.otlp_metrics import version
-
             line = export_line(snapshot, resource, version())
         if args.format == "otlp":
             out.write(line.decode())
@@ -87,9 +122,12 @@ def add_parser(sub: Subcommands) -> None:
     reader_arguments(summary)
     summary.add_argument(
         "--format",
-        choices=["text", "json", "otlp"],
+        choices=["text", "json", *METRIC_FORMATS, "otlp"],
         default="text",
-        help="otlp: the metrics of the read as one OTLP JSON line (docs/otlp-metrics.md)",
+        help="text, json, or the metrics (docs/metrics.md): openmetrics (OpenMetrics 1.0) or "
+        "prometheus (text format 0.0.4, for node_exporter's textfile collector), or otlp (one "
+        "OTLP JSON line: docs/otlp-metrics.md); the metrics are read by one process whatever "
+        "-j says",
     )
     summary.add_argument(
         "--top", type=whole, default=TOP, metavar="N", help=f"connections listed (default {TOP})"

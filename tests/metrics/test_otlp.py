@@ -382,13 +382,26 @@ def test_summary_pushes_one_request_to_the_collector() -> None:
         )
         got = sink.bodies()
     assert run.returncode == 0 and run.stderr == "", run.stderr
-    assert "SEND" in run.stdout  # the text summary is printed as ever
+    # the summary is printed as ever (made of the same read as the metrics)
+    plain = cli("summary", "--port", str(record["broker_port"]), str(capture("multi_producer")))
+    assert run.stdout == plain.stdout and "SEND" in run.stdout
     ((path, content_type, body),) = got
     assert (path, content_type) == ("/v1/metrics", "application/json")
     metrics = metrics_of(parse(body))
     sent, received = client_counts(record)
     assert per_topic(metrics["messaging.client.sent.messages"]) == dict(sent)
     assert per_topic(metrics["messaging.client.consumed.messages"]) == dict(received)
+
+
+def test_openmetrics_beside_a_push() -> None:
+    with collector() as sink:
+        run = cli(
+            "summary", "--format", "openmetrics", "--otlp-endpoint", sink.url, str(capture("acks"))
+        )
+        ((_, _, body),) = sink.bodies()
+    assert run.returncode == 0 and run.stdout.endswith("# EOF\n"), run.stderr
+    sent, _ = client_counts(manifest("acks"))
+    assert per_topic(metrics_of(parse(body))["messaging.client.sent.messages"]) == dict(sent)
 
 
 def test_a_collector_that_refuses_costs_one_warning_line() -> None:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Sequence
 from typing import TextIO
 
 from dissector.frontends.cli.options import (
@@ -36,6 +37,8 @@ from dissector.frontends.progress import ReadProgress
 from dissector.frontends.summary import SUMMARY_TABLES, TOP, Summary, render
 from dissector.metrics.store import Snapshot
 from dissector.read.inputs import capture_bytes
+from dissector.read.tables import ReadCounts
+from dissector.tables.builders import Sink
 
 #: The metrics' formats: name -> OpenMetrics (else the Prometheus text format 0.0.4).
 METRIC_FORMATS = {"openmetrics": True, "prometheus": False}
@@ -43,75 +46,85 @@ METRIC_FORMATS = {"openmetrics": True, "prometheus": False}
 
 def cmd_summary(args: argparse.Namespace, out: TextIO) -> int:
     """Overview, the busiest connections, latency percentiles per command, errors."""
-    if args.format == "otlp" or args.otlp_endpoint is not None:
-        return _otlp(args, out)
-    return _summary(args, out)
-
-
-def _summary(args: argparse.Namespace, out: TextIO) -> int:
-    if args.format in METRIC_FORMATS:
+    if args.format == "otlp" or args.format in METRIC_FORMATS or args.otlp_endpoint:
         return _metrics(args, out)
     summary = Summary(None if args.all else args.top, journeys=not args.no_journeys)
     # frames and messages are counted, not made (the messages still are extracted: their
     # anomalies are the summary's too).
     options = reader_options(args)
-    tables = [t for t in SUMMARY_TABLES if t != "journeys" or not args.no_journeys]
-    counts = stream_tables(args, options, tables, summary.add)
+    counts = stream_tables(args, options, _tables(args), summary.add)
+    _print(args, summary, counts, out)
+    return 0
+
+
+def _tables(args: argparse.Namespace) -> list[str]:
+    return [t for t in SUMMARY_TABLES if t != "journeys" or not args.no_journeys]
+
+
+def _print(args: argparse.Namespace, summary: Summary, counts: ReadCounts, out: TextIO) -> None:
     summary.frames, summary.messages = counts.rows["frames"], counts.rows["messages"]
-    print_hint(counts, options)
+    print_hint(counts, reader_options(args))
     result = summary.result()
     if args.format == "json":
         out.write(json.dumps(result, indent=1) + "\n")
     else:
         out.write(render(result))
-    return 0
 
 
-def _snapshot(args: argparse.Namespace) -> Snapshot:
-    """The captures' metrics (one process: see the module rule)."""
+def _read_metrics(
+    args: argparse.Namespace, tables: Sequence[str] = (), sink: Sink | None = None
+) -> tuple[Snapshot, ReadCounts]:
+    """The captures' metrics, and `tables` for `sink` from the same read (one process:
+    see the module rule)."""
     from dissector.read.metrics import read_metrics
 
     options = reader_options(args)
     total = capture_bytes(args.captures, options.s3_endpoint)
     with ReadProgress(total, threaded=True) as progress:
-        snapshot, counts = read_metrics(
-            args.captures, options, progress=progress.counter, journeys=not args.no_journeys
+        return read_metrics(
+            args.captures,
+            options,
+            tables,
+            sink,
+            progress=progress.counter,
+            journeys=not args.no_journeys,
         )
-    print_hint(counts, options)
-    return snapshot
+
+
+def _metrics_text(args: argparse.Namespace, snapshot: Snapshot) -> bytes:
+    """The snapshot as --format asks: exposition text or one OTLP JSON line."""
+    from dissector.frontends.otlp_metrics import version
+    from dissector.metrics.openmetrics import render as exposition
+    from dissector.metrics.otlp import export_line, resource_attributes
+
+    if args.format == "otlp":
+        return export_line(snapshot, resource_attributes(captures=args.captures), version())
+    return exposition(snapshot, openmetrics=METRIC_FORMATS[args.format], live=False)
 
 
 def _metrics(args: argparse.Namespace, out: TextIO) -> int:
-    """The captures' metrics as exposition text."""
-    from dissector.metrics.openmetrics import render as exposition
+    """The read's metrics pushed to a collector (--otlp-endpoint), and printed as --format
+    asks: as metrics (otlp, openmetrics, prometheus), or the summary made of the same read."""
+    from dissector.metrics.otlp import resource_attributes
 
-    snapshot = _snapshot(args)
-    text = exposition(snapshot, openmetrics=METRIC_FORMATS[args.format], live=False)
-    out.write(text.decode())
-    return 0
-
-
-def _otlp(args: argparse.Namespace, out: TextIO) -> int:
-    """The read's metrics as one OTLP JSON line (--format otlp) and pushed to a collector
-    (--otlp-endpoint); with another --format, the summary is printed as well."""
-    from dissector.frontends.otlp_metrics import version
-    from dissector.metrics.otlp import export_line, resource_attributes
-
-    resource = resource_attributes(captures=args.captures)
-    sink = otlp_out(args, resource, sys.stderr)
+    push = otlp_out(args, resource_attributes(captures=args.captures), sys.stderr)
     try:
-        snapshot = _snapshot(args)
-        if sink is not None:
-            line = sink.export(snapshot)  # pushed while the summary (if any) reads
-        else:
-            line = export_line(snapshot, resource, version())
-        if args.format == "otlp":
-            out.write(line.decode())
+        if args.format == "otlp" or args.format in METRIC_FORMATS:
+            snapshot, counts = _read_metrics(args)
+            print_hint(counts, reader_options(args))
+            if push is not None:
+                push.export(snapshot)
+            out.write(_metrics_text(args, snapshot).decode())
             return 0
-        return _summary(args, out)
+        summary = Summary(None if args.all else args.top, journeys=not args.no_journeys)
+        snapshot, counts = _read_metrics(args, _tables(args), summary.add)
+        if push is not None:
+            push.export(snapshot)  # sent while the summary is printed
+        _print(args, summary, counts, out)
+        return 0
     finally:
-        if sink is not None:
-            sink.close()
+        if push is not None:
+            push.close()  # waits at most --otlp-timeout
 
 
 def add_parser(sub: Subcommands) -> None:

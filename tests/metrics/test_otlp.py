@@ -17,6 +17,7 @@ import io
 import json
 import os
 import queue
+import signal
 import subprocess
 import sys
 import threading
@@ -41,7 +42,8 @@ from dissector.metrics import otlp
 from dissector.metrics.families import FAMILIES, LATENCY_BUCKETS, OTHER, PREFIX
 from dissector.metrics.push import OtlpPush, endpoint_url
 from dissector.metrics.store import MetricStore
-from tests.support.live import FakeSource
+from tests.support.live import FakeSource, Live, require_capture
+from tests.support.peers import PulsarLite, run_scenario
 
 ROOT = Path(__file__).resolve().parents[2]
 PCAPS = ROOT / "pcaps"
@@ -524,3 +526,47 @@ def test_live_writes_and_pushes_a_request_per_flush(tmp_path: Path) -> None:
     assert len(starts) == 1  # one start for the run
     resource = attrs(parse(lines[0])["resourceMetrics"][0]["resource"])
     assert resource["network.interface.name"] == "fake0" and "host.name" in resource
+
+
+def test_live_pushes_what_real_peers_sent_and_received(tmp_path: Path) -> None:
+    """Real peers (pulsar-lite and the official client) on loopback under `live`: the
+    collector's requests, and the file's lines, reach the client's record."""
+    require_capture()
+    path = tmp_path / "live.otlp.jsonl"
+    with collector() as sink, PulsarLite() as broker:
+        live = Live(
+            *("-i", "lo", "--port", str(broker.port), "--flush-interval", "0.5"),
+            *("--otlp-out", str(path), "--otlp-endpoint", sink.url),
+        )
+        try:
+            record = run_scenario(broker.url, messages=12, batching=False)
+            sent, received = client_counts(record)
+            pushed: list[bytes] = []
+            while True:  # each request is an event; the deadline only bounds a hang
+                _, content_type, body = sink.received.get(timeout=60)
+                assert content_type == "application/json"
+                pushed.append(body)
+                metrics = metrics_of(parse(body))
+                if "messaging.client.consumed.messages" in metrics and per_topic(
+                    metrics["messaging.client.consumed.messages"]
+                ) == dict(received):
+                    break
+        finally:
+            rc = live.stop(signal.SIGINT)
+        pushed += [body for _, _, body in sink.bodies()]  # the last one, at the stop
+    assert rc == 0, live.stderr
+    assert "OTLP" not in live.stderr  # no warning: every push was taken
+    lines = path.read_bytes().splitlines(keepends=True)
+    assert lines == pushed and len(lines) >= 2
+    last = metrics_of(parse(lines[-1]))
+    assert per_topic(last["messaging.client.sent.messages"]) == dict(sent)
+    assert per_topic(last["messaging.client.consumed.messages"]) == dict(received)
+    sends = [
+        p
+        for p in points(last["messaging.client.operation.duration"])
+        if attrs(p)["messaging.operation.name"] == "send"
+    ]
+    assert sum(int(p["count"]) for p in sends) == sum(sent.values())  # unbatched: a SEND each
+    clock = [metrics_of(parse(x)).get(PREFIX + "packets_total") for x in lines]
+    times = [int(points(m)[0]["timeUnixNano"]) for m in clock if m is not None]
+    assert times == sorted(times) and len(times) == len(lines)  # packets counted at each flush

@@ -6,14 +6,16 @@ interval for `live`), the resource's attributes, and where to send them: a file 
 Output: one ExportMetricsServiceRequest per snapshot (`metrics.otlp.export_line`): a line
 appended to the file and flushed (a reader tailing it, or the Collector's `otlpjsonfile`
 receiver, sees whole lines only), and the same bytes queued for the collector.
-Rule: exporting never waits for the collector (`metrics.push.OtlpPush`); `close` waits at
+Rules: exporting never waits for the collector (`metrics.push.OtlpPush`); `close` waits at
 most the push's timeout. A file that cannot be opened is an OutputError (one line) before
-anything is read.
+anything is read. `live` publishes snapshots more often than it exports them (`publish`:
+one request per `interval` seconds, the newest; `close` exports the last one published).
 """
 
 from __future__ import annotations
 
 import importlib.metadata
+import time
 from collections.abc import Mapping
 from typing import BinaryIO, TextIO
 
@@ -42,8 +44,13 @@ class OtlpMetricsOut:
         path: str | None = None,
         endpoint: str | None = None,
         timeout: float = TIMEOUT,
+        interval: float = 0.0,
     ) -> None:
+        """interval: seconds between the requests `publish` makes (live's flush interval)."""
         self.resource = dict(resource)
+        self.interval = interval
+        self._due = time.monotonic() + interval
+        self._unsent: Snapshot | None = None  # published, not exported yet
         self._version = version()
         self._file: BinaryIO | None = None
         if path is not None:
@@ -63,9 +70,31 @@ class OtlpMetricsOut:
             self.push.submit(line)
         return line
 
+    def due(self) -> bool:
+        """Whether `publish` would export now (`interval` has passed since the last one)."""
+        return time.monotonic() >= self._due
+
+    def publish(self, snapshot: Snapshot) -> None:
+        """The newest snapshot: exported when `due`, else kept for the next request (or
+        `close`)."""
+        if not self.due():
+            self.keep(snapshot)
+            return
+        self._due = time.monotonic() + self.interval
+        self._unsent = None
+        self.export(snapshot)
+
+    def keep(self, snapshot: Snapshot) -> None:
+        """The newest snapshot, for `close` to export (unless a newer one is published)."""
+        self._unsent = snapshot
+
     def close(self) -> None:
-        """Send what waits (at most the push's timeout) and close the file."""
+        """The last snapshot published exported, what waits sent (at most the push's
+        timeout), and the file closed."""
         try:
+            if self._unsent is not None:
+                self.export(self._unsent)
+                self._unsent = None
             if self.push is not None:
                 self.push.close()
         finally:

@@ -15,7 +15,8 @@ Rules:
 - `close` waits for the queue to drain at most `timeout` seconds (the request in flight
   included), then gives up (one line if requests were left unsent and no run of failures
   was reported yet): the dissector never waits longer for a slow or hanging collector.
-- The thread is a daemon: a collector that never answers cannot keep the process alive.
+- The thread starts with the first request and is a daemon: a collector that never answers
+  cannot keep the process alive.
 """
 
 from __future__ import annotations
@@ -82,8 +83,9 @@ class OtlpPush:
         self._gave_up = False  # close returned: what the thread still does is not counted
         self._failing = False  # in a run of failures (its line printed)
         self._cond = threading.Condition()
-        self._thread = threading.Thread(target=self._run, name="otlp-push", daemon=True)
-        self._thread.start()
+        # started at the first request: a process that forks after making this one (live's
+        # capturer) forks before any thread of it exists
+        self._thread: threading.Thread | None = None
 
     def submit(self, body: bytes) -> None:
         """Queue a request body (module rules: never blocks)."""
@@ -94,6 +96,9 @@ class OtlpPush:
                 self._queue.popleft()
                 self.dropped += 1
             self._queue.append(body)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="otlp-push", daemon=True)
+                self._thread.start()
             self._cond.notify()
 
     def close(self) -> None:

@@ -36,8 +36,10 @@ from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
 )
 
 from dissector.capture import open_capture
-from dissector.errors import UsageError
+from dissector.errors import OutputError, UsageError
+from dissector.frontends.live.loop import run as live_run
 from dissector.frontends.live.session import LiveOptions, Session
+from dissector.frontends.otlp_metrics import OtlpMetricsOut
 from dissector.metrics import otlp
 from dissector.metrics.families import FAMILIES, LATENCY_BUCKETS, OTHER, PREFIX
 from dissector.metrics.push import OtlpPush, endpoint_url
@@ -493,20 +495,31 @@ def test_runs_of_failures_are_one_line_each() -> None:
 # --------------------------------------------------------------------------- live
 
 
+def sample_packets(name: str) -> list[tuple[int, bytes]]:
+    with open_capture(capture(name)) as reader:
+        return [(p.ts, p.data) for p in reader]
+
+
 def test_live_writes_and_pushes_a_request_per_flush(tmp_path: Path) -> None:
     name = "multi_producer"
     record = manifest(name)
-    with open_capture(capture(name)) as reader:
-        pkts = [(p.ts, p.data) for p in reader]
+    pkts = sample_packets(name)
     path = tmp_path / "metrics.otlp.jsonl"
     with collector() as sink:
         opts = LiveOptions(otlp_out=str(path), otlp_endpoint=sink.url)
-        session = Session(opts, FakeSource(pkts, 1), io.StringIO(), io.StringIO())
+        resource = otlp.resource_attributes(interface="fake0")
+        sent_out = OtlpMetricsOut(
+            resource, io.StringIO(), path=str(path), endpoint=sink.url, interval=0
+        )  # every snapshot published is exported (no flush interval to wait for)
+        session = Session(
+            opts, FakeSource(pkts, 1), io.StringIO(), io.StringIO(), publish=sent_out.publish
+        )
         half = len(pkts) // 2
         session.packets(pkts[:half])
-        session._publish_metrics()  # what each flush interval does
+        session.publish()  # what each flush interval does
         session.packets(pkts[half:])
-        session.close()  # the last request, then the push drains
+        session.close()  # the last request
+        sent_out.close()  # then the push drains
         pushed = [body for _, _, body in sink.bodies()]
     lines = path.read_bytes().splitlines(keepends=True)
     assert pushed == lines and len(lines) == 2
@@ -524,18 +537,45 @@ def test_live_writes_and_pushes_a_request_per_flush(tmp_path: Path) -> None:
         p["startTimeUnixNano"] for m in (first, last) for p in points(m[PREFIX + "packets_total"])
     }
     assert len(starts) == 1  # one start for the run
-    resource = attrs(parse(lines[0])["resourceMetrics"][0]["resource"])
+
+
+def test_a_live_run_ends_with_its_last_request(tmp_path: Path) -> None:
+    """`live` (its loop, a replayed capture through a fake source): the end's request holds
+    every count, after the lines of the flush intervals (none here: a run shorter than one)."""
+    name = "produce_consume"
+    pkts = sample_packets(name)
+    path = tmp_path / "run.otlp.jsonl"
+    err = io.StringIO()
+    opts = LiveOptions(count=len(pkts), otlp_out=str(path), flush_interval=3600)
+    assert live_run(opts, io.StringIO(), err, source=FakeSource(pkts, 1)) == 0, err.getvalue()
+    (line,) = path.read_bytes().splitlines()
+    request = parse(line)
+    metrics = metrics_of(request)
+    sent, received = client_counts(manifest(name))
+    assert per_topic(metrics["messaging.client.sent.messages"]) == dict(sent)
+    assert per_topic(metrics["messaging.client.consumed.messages"]) == dict(received)
+    assert int(points(metrics[PREFIX + "packets_total"])[0]["asInt"]) == len(pkts)
+    resource = attrs(request["resourceMetrics"][0]["resource"])
     assert resource["network.interface.name"] == "fake0" and "host.name" in resource
+    assert "OTLP" not in err.getvalue()
 
 
-def test_live_pushes_what_real_peers_sent_and_received(tmp_path: Path) -> None:
-    """Real peers (pulsar-lite and the official client) on loopback under `live`: the
-    collector's requests, and the file's lines, reach the client's record."""
+def test_a_live_file_that_cannot_be_written_stops_before_the_capture(tmp_path: Path) -> None:
+    opts = LiveOptions(count=1, otlp_out=str(tmp_path / "no" / "such" / "dir.jsonl"))
+    with pytest.raises(OutputError, match="cannot write OTLP metrics"):
+        live_run(opts, io.StringIO(), io.StringIO(), source=FakeSource([], 1))
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_live_pushes_what_real_peers_sent_and_received(tmp_path: Path, jobs: int) -> None:
+    """Real peers (pulsar-lite and the official client) on loopback under `live` (-j 2: the
+    workers' snapshots merged by the parent): the collector's requests, and the file's
+    lines, reach the client's record."""
     require_capture()
     path = tmp_path / "live.otlp.jsonl"
     with collector() as sink, PulsarLite() as broker:
         live = Live(
-            *("-i", "lo", "--port", str(broker.port), "--flush-interval", "0.5"),
+            *("-i", "lo", "--port", str(broker.port), "--flush-interval", "0.5", "-j", str(jobs)),
             *("--otlp-out", str(path), "--otlp-endpoint", sink.url),
         )
         try:

@@ -5,17 +5,20 @@ Input: `LiveOptions` (what the command line asked for), where the packets come f
 capturer's pcap records: their headers parsed by the compiled walk offline reads use, when
 built), the capturer's losses and the clock (`Session.tick`).
 Output: the `read` text view or JSON lines of table rows on `out`, Parquet parts and the
-summary line (`Counts.line`) on `err`; anomaly rows for kernel drops and skipped packets.
+summary line (`Counts.line`) on `err`; anomaly rows for kernel drops and skipped packets;
+with --metrics, a `store.Snapshot` of the metrics handed to `publish` at most every
+PUBLISH_SECONDS (the server of `loop` or the pipe of a `fanout` worker reads it).
 Rules: only what is asked for is made (Parquet gets every table, jsonl its tables, the text
-view's `!` lines need messages); rows wait at most one flush interval; `close()` ends open
-conversations and writes the last rows. The capture loop, signals and stopping are `loop`'s.
+view's `!` lines need messages, the metrics `MetricsFeed.TABLES`); rows wait at most one
+flush interval; `close()` ends open conversations and writes the last rows. The metrics feed
+sees every event and every batch of rows as they are made, never files read back. The
+capture loop, signals and stopping are `loop`'s.
 """
 
 from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -41,8 +44,6 @@ from dissector.frontends.live.files import ParquetParts
 from dissector.frontends.live.records import RECORD, Walk, records
 from dissector.frontends.text import FrameLines
 from dissector.keylog_files import KeylogFiles
-from dissector.metrics.feed import MetricsFeed
-from dissector.metrics.store import MetricStore, Snapshot
 from dissector.read.driver import make_pipeline
 from dissector.read.options import ReaderOptions, diagnoser
 from dissector.read.plan import TABLES as TABLES_FRONT
@@ -54,9 +55,12 @@ from dissector.tables.schema import TABLES
 
 if TYPE_CHECKING:
     from dissector.diagnose import Diagnoser
+    from dissector.metrics.feed import MetricsFeed
+    from dissector.metrics.store import MetricStore, Snapshot
 
 DEFAULT_BUFFER = 64 << 20  # kernel receive buffer: loopback bursts of 64 KiB segments
 WORKER_CONN_IDS = 1_000_000_000  # connection ids of each dissecting process (-j): a block
+PUBLISH_SECONDS = 0.5  # metrics: a new snapshot at most this often (the loop's TICK)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -80,9 +84,15 @@ class LiveOptions:
     queue_bytes: int = DEFAULT_QUEUE  # packets waiting for the dissector, at most
     findings: bool = False  # print findings as they are established (and their rows)
     jobs: int = 1  # dissecting processes, each with its share of the flows (live.fanout)
+    metrics: tuple[str, int] | None = None  # --metrics: (host, port) of the endpoint
     otlp_out: str | None = None  # --otlp-out: OTLP JSON lines of metrics, one per flush
     otlp_endpoint: str | None = None  # --otlp-endpoint: a collector's OTLP/HTTP address
-    otlp_timeout: float = 10.0  # --otlp-timeout: seconds a push may take
+    otlp_timeout: float = 10.0  # --otlp-timeout: seconds a push (and the stop) may take
+
+    @property
+    def otlp(self) -> bool:
+        """Whether OpenTelemetry metrics are asked for (a file or a collector)."""
+        return self.otlp_out is not None or self.otlp_endpoint is not None
 
     def __post_init__(self) -> None:
         if self.fmt not in ("text", "jsonl"):
@@ -105,8 +115,6 @@ class LiveOptions:
             )
         if self.flush_interval <= 0 or self.buffer_bytes <= 0 or self.queue_bytes <= 0:
             raise UsageError("flush interval, buffer size and queue size must be positive")
-        if self.jobs > 1 and (self.otlp_out is not None or self.otlp_endpoint is not None):
-            raise UsageError("--otlp-out and --otlp-endpoint: not with -j above 1 yet")
 
 
 class Link(Protocol):
@@ -167,10 +175,18 @@ class Session:
     and, for the capturing process, `skipped()`."""
 
     def __init__(
-        self, opts: LiveOptions, source: Link, out: TextIO, err: TextIO, *, worker: int = 0
+        self,
+        opts: LiveOptions,
+        source: Link,
+        out: TextIO,
+        err: TextIO,
+        *,
+        worker: int = 0,
+        publish: Callable[[Snapshot], None] | None = None,
     ) -> None:
         """worker: which of the `opts.jobs` dissecting processes this is: its connections
-        are numbered from worker * WORKER_CONN_IDS + 1, its Parquet parts named after it."""
+        are numbered from worker * WORKER_CONN_IDS + 1, its Parquet parts named after it.
+        publish: where the metrics' snapshots go (with opts.metrics)."""
         self.opts, self.source, self.out, self.err = opts, source, out, err
         self.printed = [n for n in TABLES if opts.tables is None or n in opts.tables]
         # Only what is asked for is made: Parquet files get every table; jsonl its tables
@@ -182,9 +198,17 @@ class Session:
             made = self.printed
         if opts.findings and "findings" not in made:
             made.append("findings")
-        otlp = opts.otlp_out is not None or opts.otlp_endpoint is not None
-        if otlp:  # the metrics' feed reads these tables' rows
-            made += [t for t in MetricsFeed.TABLES if t not in made]
+        self.metrics: MetricsFeed | None = None
+        self._store: MetricStore | None = None
+        self._publish = publish
+        if opts.metrics is not None or opts.otlp:
+            from dissector.metrics.feed import MetricsFeed
+            from dissector.metrics.store import MetricStore
+
+            made += [name for name in MetricsFeed.TABLES if name not in made]
+            self._store = MetricStore(start_us=time.time_ns() // 1000)
+            self.metrics = MetricsFeed(self._store)
+        self._next_publish = time.monotonic()
         # Frames in runs (no object per frame) go to the table builder: not to the text view.
         reader = opts.reader
         plan = plan_read(reader, made, TEXT if opts.fmt == "text" else TABLES_FRONT)
@@ -215,41 +239,6 @@ class Session:
         self._next_flush = time.monotonic() + opts.flush_interval
         self._packet_clock: tuple[int, int] | None = None  # (last packet's ts, read at)
         self._drops_checked = time.time_ns() // 1000  # start of the window of the next drops
-        # Metrics (OTLP): a feed fills the store; each flush interval and the end hand a
-        # snapshot to every hook (the OTLP file and push: frontends.otlp_metrics).
-        self.metrics: MetricStore | None = None
-        self.metrics_feed: MetricsFeed | None = None
-        self.metric_hooks: list[Callable[[Snapshot], object]] = []
-        if otlp:
-            self._metrics_out(opts, source)
-
-    def _metrics_out(self, opts: LiveOptions, source: Link) -> None:
-        from dissector.frontends.otlp_metrics import OtlpMetricsOut
-        from dissector.metrics.otlp import resource_attributes
-
-        self.metrics = MetricStore(self._drops_checked)
-        self.metrics_feed = MetricsFeed(self.metrics)
-        resource = resource_attributes(interface=source.name, host=socket.gethostname())
-        out = OtlpMetricsOut(
-            resource,
-            self.err,
-            path=opts.otlp_out,
-            endpoint=opts.otlp_endpoint,
-            timeout=opts.otlp_timeout,
-        )
-        self._files.callback(out.close)  # after the last snapshot (close), bounded
-        self.metric_hooks.append(out.export)
-
-    def _publish_metrics(self) -> None:
-        """A snapshot of the metrics to every hook (each flush interval, and at the end)."""
-        feed, store = self.metrics_feed, self.metrics
-        if feed is None or store is None:
-            return
-        feed.losses(self.counts.dropped, self.counts.skipped)
-        feed.flush()
-        snapshot = store.snapshot(time.time_ns() // 1000)
-        for hook in self.metric_hooks:
-            hook(snapshot)
 
     def _diagnoser(self, reader: ReaderOptions) -> Diagnoser:
         made = diagnoser(reader)
@@ -277,15 +266,15 @@ class Session:
         for item in items:
             self._events(parsed(item) if type(item) is Segment else feed(item))  # type: ignore[arg-type]
         self.counts.packets += len(items)
-        if self.metrics_feed is not None:
-            self.metrics_feed.packets(len(items), len(buf) - RECORD.size * len(items))
+        if self.metrics is not None and items:  # captured bytes: the records less their headers
+            self.metrics.packets(len(items), len(buf) - RECORD.size * len(items))
         if items:  # the packets' clock, and when it was read (for the findings' timers)
             self._packet_clock = (items[-1].ts, time.time_ns() // 1000)
         self._emit()
 
     def _events(self, events: list[PipelineEvent]) -> None:
         counts, add, text = self.counts, self._add, self.opts.fmt == "text"
-        watch = None if self.metrics_feed is None else self.metrics_feed.event
+        metric = None if self.metrics is None else self.metrics.event
         for ev in events:
             kind = type(ev)
             if kind is Frame:
@@ -304,16 +293,17 @@ class Session:
                     self.out.write(line)
             if add is not None:
                 add(ev)
-            if watch is not None:
-                watch(ev)
+            if metric is not None:
+                metric(ev)
 
     def _emit(self) -> None:
         """Hand the rows made so far to the Parquet writer and stdout; flush the outputs."""
         if self.builder is not None:
             made = {name: b.take() for name, b in self.builder.batches.items()}
-            if self.metrics_feed is not None:
-                for name in MetricsFeed.TABLES:
-                    self.metrics_feed.batches(name, made.get(name, []))
+            if self.metrics is not None:
+                for name, batches in made.items():
+                    if batches:
+                        self.metrics.batches(name, batches)
             if self.opts.findings:
                 for batch in made.get("findings", []):
                     for row in batch.to_pylist():
@@ -342,13 +332,27 @@ class Session:
             self._events(ended)
             self._emit()
         now = time.monotonic()
+        if self.metrics is not None and now >= self._next_publish:
+            self._next_publish = now + PUBLISH_SECONDS
+            self.publish()
         if now < self._next_flush:
             return
         self._next_flush = now + self.opts.flush_interval
         if self.parquet is not None:
             self.parquet.flush()
         self._drops()
-        self._publish_metrics()
+
+    def publish(self) -> None:
+        """The metrics as they stand (losses so far included) handed to `publish`."""
+        if self.metrics is None or self._store is None:
+            return
+        skipped = getattr(self.source, "skipped", None)
+        self.metrics.losses(
+            self.source.drops(), self.counts.skipped if skipped is None else skipped()
+        )
+        self.metrics.flush()  # the counts of events since the last batches
+        if self._publish is not None:
+            self._publish(self._store.snapshot(time.time_ns() // 1000))
 
     def _drops(self) -> None:
         """Packets lost since the last look, each kind a warning on stderr and an anomaly row
@@ -397,8 +401,8 @@ class Session:
             if self.builder is not None:
                 self.builder.finish()
             self._emit()
-            if self.metrics_feed is not None:
-                self.metrics_feed.finish()
-            self._publish_metrics()
+            if self.metrics is not None:
+                self.metrics.finish()
+                self.publish()
         if self.counts.dropped is None:
             self.counts.dropped = self.source.drops()

@@ -560,6 +560,18 @@ def test_a_live_run_ends_with_its_last_request(tmp_path: Path) -> None:
     assert "OTLP" not in err.getvalue()
 
 
+def test_a_live_stop_waits_for_a_hanging_collector_at_most_the_timeout() -> None:
+    pkts = sample_packets("produce_consume")
+    err = io.StringIO()
+    with collector("hang") as sink:
+        opts = LiveOptions(count=len(pkts), otlp_endpoint=sink.url, otlp_timeout=0.5)
+        # without the bound the run would never return: the receiver never answers
+        assert live_run(opts, io.StringIO(), err, source=FakeSource(pkts, 1)) == 0
+        assert sink.entered.is_set()
+    warnings = [line for line in err.getvalue().splitlines() if "OTLP" in line]
+    assert len(warnings) == 1 and "failed" in warnings[0], err.getvalue()
+
+
 def test_a_live_file_that_cannot_be_written_stops_before_the_capture(tmp_path: Path) -> None:
     opts = LiveOptions(count=1, otlp_out=str(tmp_path / "no" / "such" / "dir.jsonl"))
     with pytest.raises(OutputError, match="cannot write OTLP metrics"):

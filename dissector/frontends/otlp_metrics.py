@@ -45,6 +45,8 @@ class OtlpMetricsOut:
         endpoint: str | None = None,
         timeout: float = TIMEOUT,
         interval: float = 0.0,
+        headers: Mapping[str, str] | None = None,
+        gzip: bool = False,
     ) -> None:
         """interval: seconds between the requests `publish` makes (live's flush interval)."""
         self.resource = dict(resource)
@@ -58,7 +60,9 @@ class OtlpMetricsOut:
                 self._file = open(path, "ab")  # noqa: SIM115 (closed by close())
             except OSError as exc:
                 raise OutputError(f"{path}: cannot write OTLP metrics: {os_reason(exc)}") from None
-        self.push = None if endpoint is None else OtlpPush(endpoint, err, timeout=timeout)
+        self.push = None
+        if endpoint is not None:
+            self.push = OtlpPush(endpoint, err, timeout=timeout, headers=headers, gzip=gzip)
 
     def export(self, snapshot: Snapshot) -> bytes:
         """One request of the snapshot, to the file and the collector; its bytes."""

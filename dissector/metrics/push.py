@@ -2,8 +2,10 @@
 
 Input: a collector's address (`endpoint_url`: http or https, `/v1/metrics` appended unless
 the address ends so) and request bodies (OTLP JSON bytes, `otlp.export_line`).
-Output: POSTs (Content-Type application/json) to the collector; on stderr, one warning line
-per run of failures; `sent`, `failed`, `dropped` counts.
+Output: POSTs (Content-Type application/json; with `gzip`, Content-Encoding gzip, compressed
+on the thread) with the headers asked for (authentication: their values are never printed)
+to the collector; on stderr, one warning line per run of failures; `sent`, `failed`,
+`dropped` counts.
 Rules:
 - `submit` never blocks: bodies wait in a queue of at most QUEUE requests; when it is
   full the oldest is dropped (counted): the metrics are cumulative, so a later request
@@ -22,12 +24,14 @@ Rules:
 from __future__ import annotations
 
 import collections
+import gzip as gzip_module
 import json
 import threading
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Mapping
 from typing import TextIO
 
 from dissector.errors import UsageError, os_reason
@@ -59,6 +63,15 @@ def endpoint_url(text: str) -> str:
     return urllib.parse.urlunsplit((parts.scheme, parts.netloc, path, parts.query, ""))
 
 
+def header(text: str) -> tuple[str, str]:
+    """`NAME=VALUE` as a header (the value may hold `=`); a UsageError naming the name else."""
+    name, sep, value = text.partition("=")
+    name = name.strip()
+    if not sep or not name or any(c in name for c in " :\r\n") or any(c in value for c in "\r\n"):
+        raise UsageError(f"not NAME=VALUE (a header name and its value): {name or text[:20]!r}")
+    return name, value.strip()
+
+
 class OtlpPush:
     """A background sender of OTLP JSON requests (module rules)."""
 
@@ -70,8 +83,14 @@ class OtlpPush:
         timeout: float = TIMEOUT,
         queue: int = QUEUE,
         prog: str = "pulsar-dissect",
+        headers: Mapping[str, str] | None = None,
+        gzip: bool = False,
     ) -> None:
         self.url = endpoint_url(endpoint)
+        self.headers = {**(headers or {}), "Content-Type": CONTENT_TYPE}
+        if gzip:
+            self.headers["Content-Encoding"] = "gzip"
+        self.gzip = gzip
         parts = urllib.parse.urlsplit(self.url)  # shown without any user:password@
         self.shown = self.url.replace(parts.netloc, parts.netloc.rpartition("@")[2], 1)
         self.err, self.timeout, self.prog = err, timeout, prog
@@ -150,9 +169,8 @@ class OtlpPush:
 
     def _post(self, body: bytes) -> str | None:
         """POST one request: None when the collector took it all, else what went wrong."""
-        request = urllib.request.Request(
-            self.url, data=body, method="POST", headers={"Content-Type": CONTENT_TYPE}
-        )
+        data = gzip_module.compress(body, 6) if self.gzip else body
+        request = urllib.request.Request(self.url, data=data, method="POST", headers=self.headers)
         try:
             with urllib.request.urlopen(request, timeout=self.timeout) as answer:
                 return _partial(answer.read(1 << 16))

@@ -13,6 +13,7 @@ or never.
 from __future__ import annotations
 
 import contextlib
+import gzip
 import io
 import json
 import os
@@ -141,6 +142,7 @@ class Collector:
     received: queue.Queue[tuple[str, str, bytes]] = field(default_factory=queue.Queue)
     release: threading.Event = field(default_factory=threading.Event)
     entered: threading.Event = field(default_factory=threading.Event)
+    headers: list[dict[str, str]] = field(default_factory=list)  # of each request
     url: str = ""
 
     def bodies(self) -> list[tuple[str, str, bytes]]:
@@ -158,6 +160,9 @@ def collector(*answers: int | str) -> Iterator[Collector]:
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:
             body = self.rfile.read(int(self.headers["Content-Length"]))
+            state.headers.append({k.lower(): v for k, v in self.headers.items()})
+            if self.headers.get("Content-Encoding") == "gzip":
+                body = gzip.decompress(body)
             state.received.put((self.path, self.headers["Content-Type"], body))
             with lock:
                 answer = state.answers.pop(0) if state.answers else 200
@@ -406,6 +411,25 @@ def test_openmetrics_beside_a_push() -> None:
     assert run.returncode == 0 and run.stdout.endswith("# EOF\n"), run.stderr
     sent, _ = client_counts(manifest("acks"))
     assert per_topic(metrics_of(parse(body))["messaging.client.sent.messages"]) == dict(sent)
+
+
+def test_headers_and_gzip_for_a_collector_that_wants_them() -> None:
+    token = "Bearer s3cr3t-t0ken"
+    with collector(401) as sink:
+        run = cli(
+            *("summary", "--format", "otlp", "--otlp-endpoint", sink.url),
+            *("--otlp-header", f"Authorization={token}", "--otlp-header", "X-Scope-OrgID=a=b"),
+            *("--otlp-compression", "gzip", str(capture("acks"))),
+        )
+        ((_, _, body),) = sink.bodies()
+    (headers,) = sink.headers
+    assert headers["authorization"] == token and headers["x-scope-orgid"] == "a=b"
+    assert headers["content-encoding"] == "gzip"
+    assert parse(body) == parse(run.stdout)  # the line printed is the request pushed
+    (line,) = run.stderr.splitlines()  # refused: one line, the token never in it
+    assert "HTTP 401" in line and "s3cr3t" not in run.stderr
+    bad = cli("summary", "--otlp-endpoint", sink.url, "--otlp-header", "Authorization", "x")
+    assert bad.returncode == 2 and "--otlp-header" in bad.stderr
 
 
 def test_a_collector_that_refuses_costs_one_warning_line() -> None:

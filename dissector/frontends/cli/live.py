@@ -67,6 +67,8 @@ def cmd_live(args: argparse.Namespace, out: TextIO) -> int:
         otlp_out=args.otlp_out,
         otlp_endpoint=args.otlp_endpoint,
         otlp_timeout=args.otlp_timeout,
+        otlp_headers=tuple(args.otlp_header),
+        otlp_gzip=args.otlp_compression == "gzip",
     )
     if options.jobs > 1:
         return fanout.run(options, out, sys.stderr)

@@ -1,7 +1,8 @@
 """EDGE: the OpenTelemetry metrics arguments of `summary` and `live`.
 
 Input: a parser to add them to; then the parsed arguments.
-Output: `--otlp-endpoint URL` and `--otlp-timeout S` (both commands), `--otlp-out FILE`
+Output: `--otlp-endpoint URL`, `--otlp-header NAME=VALUE`, `--otlp-compression` and
+`--otlp-timeout S` (both commands), `--otlp-out FILE`
 (`live`: a line per flush interval); an `OtlpMetricsOut` made from them, or None when
 none was asked for.
 Rule: a bad URL is argparse's one-line usage error (exit 2), before any packet is read.
@@ -16,7 +17,7 @@ from typing import TextIO
 from dissector.errors import UsageError
 from dissector.frontends.cli.options import above_zero
 from dissector.frontends.otlp_metrics import OtlpMetricsOut
-from dissector.metrics.push import TIMEOUT, endpoint_url
+from dissector.metrics.push import TIMEOUT, endpoint_url, header
 
 
 def _endpoint(text: str) -> str:
@@ -25,6 +26,13 @@ def _endpoint(text: str) -> str:
     except UsageError as exc:
         raise argparse.ArgumentTypeError(str(exc).removeprefix("--otlp-endpoint ")) from None
     return text
+
+
+def _header(text: str) -> tuple[str, str]:
+    try:
+        return header(text)
+    except UsageError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def otlp_arguments(parser: argparse.ArgumentParser, *, live: bool) -> None:
@@ -38,6 +46,21 @@ def otlp_arguments(parser: argparse.ArgumentParser, *, live: bool) -> None:
         "http://127.0.0.1:4318 (/v1/metrics is appended unless given), "
         + ("every --flush-interval and at the end" if live else "once, after the read")
         + "; a collector that fails or does not answer costs one warning line, not the run",
+    )
+    group.add_argument(
+        "--otlp-header",
+        type=_header,
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a header of each push (repeatable), e.g. 'Authorization=Bearer TOKEN' (values "
+        "are never printed)",
+    )
+    group.add_argument(
+        "--otlp-compression",
+        choices=["none", "gzip"],
+        default="none",
+        help="compress each push (Content-Encoding; default none, as OpenTelemetry's exporters)",
     )
     group.add_argument(
         "--otlp-timeout",
@@ -63,5 +86,11 @@ def otlp_out(
     if path is None and args.otlp_endpoint is None:
         return None
     return OtlpMetricsOut(
-        resource, err, path=path, endpoint=args.otlp_endpoint, timeout=args.otlp_timeout
+        resource,
+        err,
+        path=path,
+        endpoint=args.otlp_endpoint,
+        timeout=args.otlp_timeout,
+        headers=dict(args.otlp_header),
+        gzip=args.otlp_compression == "gzip",
     )

@@ -143,6 +143,8 @@ def otlp_metrics(opts: LiveOptions, interface: str, err: TextIO) -> OtlpMetricsO
         endpoint=opts.otlp_endpoint,
         timeout=opts.otlp_timeout,
         interval=opts.flush_interval,
+        headers=dict(opts.otlp_headers),
+        gzip=opts.otlp_gzip,
     )
 
 

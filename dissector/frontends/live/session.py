@@ -88,6 +88,8 @@ class LiveOptions:
     otlp_out: str | None = None  # --otlp-out: OTLP JSON lines of metrics, one per flush
     otlp_endpoint: str | None = None  # --otlp-endpoint: a collector's OTLP/HTTP address
     otlp_timeout: float = 10.0  # --otlp-timeout: seconds a push (and the stop) may take
+    otlp_headers: tuple[tuple[str, str], ...] = field(default=(), repr=False)  # auth: unshown
+    otlp_gzip: bool = False  # --otlp-compression gzip
 
     @property
     def otlp(self) -> bool:

@@ -75,7 +75,15 @@ class _Open:
 
 
 class MetricsFeed:
-    """Updates a MetricStore from a read's events and batches (module rules)."""
+    """Updates a MetricStore from a read's events and batches (module rules).
+
+    How a front end drives it (dissector.read.metrics offline, the live session): make the
+    tables of `TABLES` beside its own (their read plan then makes the lifecycle and permit
+    facts and decodes payloads); hand `event` every event after the TableBuilder's feeder;
+    hand `batches` each table's record batches as the builder makes them (every emit: the
+    counts gathered from events reach the store then, `flush`); `finish` after the builder's
+    last batches. A snapshot of the store taken between two calls is consistent.
+    """
 
     #: The tables whose batches the feed reads: a read or live session with metrics makes
     #: them (their plan then makes the lifecycle and permit facts, and decodes payloads).
@@ -324,9 +332,8 @@ class MetricsFeed:
 
     def finish(self) -> None:
         """The read ended (after the builder's last batches): everything into the store."""
+        self._dirty = True
         self.flush()
-        if not self._dirty:
-            self._permits()
 
 
 _TABLES: dict[str, Callable[[MetricsFeed, pa.RecordBatch], None]] = {

@@ -80,7 +80,9 @@ class OtlpMetricsOut:
 
     def publish(self, snapshot: Snapshot) -> None:
         """The newest snapshot: exported when `due`, else kept for the next request (or
-        `close`)."""
+        `close`); one with no series yet (nothing seen) is not sent."""
+        if not any(snapshot.series.values()):
+            return
         if not self.due():
             self.keep(snapshot)
             return

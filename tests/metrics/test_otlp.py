@@ -70,7 +70,7 @@ def parse(body: bytes | str) -> dict[str, Any]:
 def metrics_of(request: dict[str, Any]) -> dict[str, dict[str, Any]]:
     (resource,) = request["resourceMetrics"]
     (scope,) = resource["scopeMetrics"]
-    return {m["name"]: m for m in scope["metrics"]}
+    return {m["name"]: m for m in scope.get("metrics", [])}  # (an empty list is left out)
 
 
 def attrs(point: dict[str, Any]) -> dict[str, Any]:

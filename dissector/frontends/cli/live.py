@@ -2,7 +2,9 @@
 
 Input: the parsed arguments of `live`.
 Output: frame lines or table rows on stdout as they happen; optional pcap and Parquet files;
-with --metrics, an OpenMetrics / Prometheus endpoint while it runs.
+with --metrics, an OpenMetrics / Prometheus endpoint while it runs; with --otlp-out or
+--otlp-endpoint, OpenTelemetry metrics (an OTLP JSON line per flush interval, to a file or a
+collector).
 Rule: scapy is imported only when capturing, prometheus_client only with --metrics; a
 connection idle for LIVE_IDLE_TIMEOUT ends.
 """
@@ -24,6 +26,7 @@ from dissector.frontends.cli.options import (
     threshold_arguments,
     whole,
 )
+from dissector.frontends.cli.otlp import otlp_arguments
 from dissector.tables.schema import TABLES
 
 #: Seconds without a packet after which live capture ends a connection (Zeek's default).
@@ -62,6 +65,11 @@ def cmd_live(args: argparse.Namespace, out: TextIO) -> int:
         jobs=args.jobs,
         hdr_out=args.hdr_out,
         metrics=metrics,
+        otlp_out=args.otlp_out,
+        otlp_endpoint=args.otlp_endpoint,
+        otlp_timeout=args.otlp_timeout,
+        otlp_headers=tuple(args.otlp_header),
+        otlp_gzip=args.otlp_compression == "gzip",
     )
     if options.jobs > 1:
         return fanout.run(options, out, sys.stderr)
@@ -193,5 +201,6 @@ def _live_arguments(live: argparse.ArgumentParser) -> None:
         "[::]:PORT to be scraped from elsewhere; PORT 0 takes a free one (the listening "
         "line says which); families: docs/metrics.md",
     )
+    otlp_arguments(live, live=True)
     threshold_arguments(live)
     live.set_defaults(run=cmd_live)

@@ -48,11 +48,13 @@ from dissector.frontends.live.loop import (
     choose_filter,
     filter_words,
     metrics_words,
+    otlp_metrics,
 )
 from dissector.frontends.live.published import SnapshotPipe, WorkerSnapshots
 from dissector.frontends.live.session import Counts, LiveOptions, Session
 
 if TYPE_CHECKING:
+    from dissector.frontends.otlp_metrics import OtlpMetricsOut
     from dissector.metrics.serve import MetricsServer
 
 STOP_SECONDS = 5.0  # after the stop, the longest wait for a worker's counts
@@ -66,18 +68,21 @@ def run(opts: LiveOptions, out: TextIO, err: TextIO) -> int:
     group = os.getpid() & 0xFFFF
     workers = _Workers()
     server = _metrics_server(opts, workers)  # a port in use: nothing started yet
+    otlp: OtlpMetricsOut | None = None
     sources: list[PacketSocket] = []
     try:
         for _ in range(opts.jobs):
             sources.append(
                 PacketSocket(opts.interface, choose_filter(opts), opts.buffer_bytes, fanout=group)
             )
+        otlp = otlp_metrics(opts, sources[0].name, err)  # its thread starts after the forks
     except BaseException:
         for src in sources:
             src.close()
         if server is not None:
             server.close()
         raise
+    workers.otlp = otlp
     first = sources[0]
     kind = LINKTYPE_NAMES.get(first.linktype, str(first.linktype))
     try:
@@ -93,11 +98,16 @@ def run(opts: LiveOptions, out: TextIO, err: TextIO) -> int:
             workers.merge(stop, out)
     except KeyboardInterrupt:
         workers.kill()
+        otlp = None  # aborted: no waiting for a collector
         err.write("pulsar-dissect: interrupted\n")
         return 130
     finally:
         if server is not None:
             server.close()
+        if otlp is not None:
+            if workers.snapshots is not None:
+                otlp.keep(workers.snapshots.get())  # the workers' last snapshots merged
+            otlp.close()  # the last request; waits at most --otlp-timeout
         workers.kill()
         for src in sources:
             src.close()  # the workers' (the parent's copies only)
@@ -110,14 +120,18 @@ def run(opts: LiveOptions, out: TextIO, err: TextIO) -> int:
 
 
 def _metrics_server(opts: LiveOptions, workers: _Workers) -> MetricsServer | None:
-    """With --metrics: the endpoint bound, serving the workers' snapshots merged."""
-    if opts.metrics is None:
+    """With --metrics: the endpoint bound, serving the workers' snapshots merged (read from
+    their pipes with --otlp-out / --otlp-endpoint too)."""
+    if opts.metrics is None and not opts.otlp:
         return None
-    from dissector.metrics.serve import MetricsServer
     from dissector.metrics.store import MetricStore
 
     empty = MetricStore(start_us=time.time_ns() // 1000).snapshot()
     workers.snapshots = WorkerSnapshots(empty)
+    if opts.metrics is None:
+        return None
+    from dissector.metrics.serve import MetricsServer
+
     return MetricsServer(*opts.metrics, workers.snapshots.get)
 
 
@@ -151,6 +165,7 @@ class _Workers:
         self.errors: list[str] = []
         self.problems: list[str] = []
         self.snapshots: WorkerSnapshots | None = None  # --metrics: the workers' pipes
+        self.otlp: OtlpMetricsOut | None = None  # --otlp-*: their merge published there
 
     def start(self, opts: LiveOptions, sources: list[PacketSocket]) -> None:
         """Fork worker k for each socket k."""
@@ -205,6 +220,8 @@ class _Workers:
                     self._report(fd)
                 elif fd in metrics and self.snapshots is not None:
                     self.snapshots.read(fd)
+                    if self.otlp is not None and self.otlp.due():  # merged only then
+                        self.otlp.publish(self.snapshots.get())
             stop.clear()
         out.flush()
 

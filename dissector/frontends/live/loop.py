@@ -56,7 +56,10 @@ from dissector.frontends.live.published import Latest
 from dissector.frontends.live.session import LiveOptions, Session
 
 if TYPE_CHECKING:
+    from dissector.frontends.live.published import Publish
+    from dissector.frontends.otlp_metrics import OtlpMetricsOut
     from dissector.metrics.serve import MetricsServer
+    from dissector.metrics.store import Snapshot
 
 TICK = 0.5  # seconds: longest wait before signals, time limits and flushes are looked at
 READ_BYTES = 256 << 10  # packets taken from the capturer in one go before output is flushed
@@ -121,6 +124,41 @@ def metrics_server(opts: LiveOptions) -> tuple[MetricsServer | None, Latest | No
 
     latest = Latest(MetricStore(start_us=time.time_ns() // 1000).snapshot())
     return MetricsServer(*opts.metrics, latest.get), latest
+
+
+def otlp_metrics(opts: LiveOptions, interface: str, err: TextIO) -> OtlpMetricsOut | None:
+    """With --otlp-out / --otlp-endpoint: where the metrics go, a request per flush interval
+    (the file opened now: one that cannot be written stops the command before the capture)."""
+    if not opts.otlp:
+        return None
+    import socket
+
+    from dissector.frontends.otlp_metrics import OtlpMetricsOut
+    from dissector.metrics.otlp import resource_attributes
+
+    return OtlpMetricsOut(
+        resource_attributes(interface=interface, host=socket.gethostname()),
+        err,
+        path=opts.otlp_out,
+        endpoint=opts.otlp_endpoint,
+        timeout=opts.otlp_timeout,
+        interval=opts.flush_interval,
+        headers=dict(opts.otlp_headers),
+        gzip=opts.otlp_gzip,
+    )
+
+
+def publishers(*hooks: Publish | None) -> Publish | None:
+    """One hook calling each given (None when none is)."""
+    kept = [hook for hook in hooks if hook is not None]
+    if len(kept) < 2:
+        return kept[0] if kept else None
+
+    def publish(snapshot: Snapshot) -> None:
+        for hook in kept:
+            hook(snapshot)
+
+    return publish
 
 
 def metrics_words(server: MetricsServer | None) -> str:
@@ -221,6 +259,7 @@ def run(opts: LiveOptions, out: TextIO, err: TextIO, source: Source | None = Non
         raise
     cap: Capturer | None = None
     pcap: PcapFiles | None = None
+    otlp: OtlpMetricsOut | None = None
     try:
         if opts.pcap is not None:  # opened here: a path that cannot be written fails now
             pcap = PcapFiles(
@@ -230,8 +269,11 @@ def run(opts: LiveOptions, out: TextIO, err: TextIO, source: Source | None = Non
                 rotate_seconds=opts.rotate_seconds,
                 max_files=opts.max_files,
             )
+        otlp = otlp_metrics(opts, src.name, err)  # its thread starts after the fork
         cap = Capturer(src, pcap, count=opts.count, queue_bytes=opts.queue_bytes)
-        publish = None if latest is None else latest.set
+        publish = publishers(
+            None if latest is None else latest.set, None if otlp is None else otlp.publish
+        )
         session = Session(opts, cap, out, err, publish=publish)  # opens the output files
         kind = LINKTYPE_NAMES.get(src.linktype, str(src.linktype))
         buffer = getattr(src, "buffer_bytes", 0) >> 10
@@ -252,11 +294,14 @@ def run(opts: LiveOptions, out: TextIO, err: TextIO, source: Source | None = Non
                 session.close()
                 err.write(f"pulsar-dissect: {session.counts.line()}\n")
     except KeyboardInterrupt:
+        otlp = None  # aborted: no waiting for a collector (the push thread dies with us)
         err.write("pulsar-dissect: interrupted\n")
         return 130
     finally:
         if server is not None:
             server.close()
+        if otlp is not None:
+            otlp.close()  # the last request; waits at most --otlp-timeout
         if cap is None or not cap.started:  # else the capturer's (closed at its start)
             src.close()
             if pcap is not None:

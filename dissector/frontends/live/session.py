@@ -87,6 +87,16 @@ class LiveOptions:
     jobs: int = 1  # dissecting processes, each with its share of the flows (live.fanout)
     hdr_out: str | None = None  # --hdr-out DIR: HdrHistogram files written at stop
     metrics: tuple[str, int] | None = None  # --metrics: (host, port) of the endpoint
+    otlp_out: str | None = None  # --otlp-out: OTLP JSON lines of metrics, one per flush
+    otlp_endpoint: str | None = None  # --otlp-endpoint: a collector's OTLP/HTTP address
+    otlp_timeout: float = 10.0  # --otlp-timeout: seconds a push (and the stop) may take
+    otlp_headers: tuple[tuple[str, str], ...] = field(default=(), repr=False)  # auth: unshown
+    otlp_gzip: bool = False  # --otlp-compression gzip
+
+    @property
+    def otlp(self) -> bool:
+        """Whether OpenTelemetry metrics are asked for (a file or a collector)."""
+        return self.otlp_out is not None or self.otlp_endpoint is not None
 
     def __post_init__(self) -> None:
         if self.fmt not in ("text", "jsonl"):
@@ -201,7 +211,7 @@ class Session:
         self.metrics: MetricsFeed | None = None
         self._store: MetricStore | None = None
         self._publish = publish
-        if opts.metrics is not None:
+        if opts.metrics is not None or opts.otlp:
             from dissector.metrics.feed import MetricsFeed
             from dissector.metrics.store import MetricStore
 

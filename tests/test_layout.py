@@ -58,6 +58,7 @@ STAGES: tuple[tuple[str, ...], ...] = (
     ("dissector.values", "dissector.journeys", "dissector.diagnose"),
     ("dissector.tables",),
     ("dissector.read",),
+    ("dissector.metrics",),  # counters and histograms from the events and the tables
     ("dissector.frontends",),
 )
 #: The public import paths (docs/python.md), on top of everything.

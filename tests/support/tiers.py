@@ -51,7 +51,10 @@ PROGRAMS: dict[str, tuple[str, ...]] = {
     "apache": ("mvn", "javac", "go"),
     "capture": ("tcpdump",),  # it sniffs an interface
     "spark": ("spark-submit", "spark-class", "java"),
-    "tools": ("tshark", "tcpdump", "mergecap", "chromium", "chromium-browser", "moto_server"),
+    "tools": (
+        *("tshark", "tcpdump", "mergecap", "chromium", "chromium-browser", "moto_server"),
+        "prometheus",  # Debian's Prometheus server, scraping `live --metrics`
+    ),
 }
 #: program -> the tiers that start it (a JVM): the first is inferred from a string naming it
 #: only when the code needs none of them otherwise, and any of them may start it.

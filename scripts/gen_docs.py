@@ -367,6 +367,35 @@ def example(name: str) -> str:
 # ---------------------------------------------------------------------------------- blocks
 
 
+def metric_families() -> str:
+    """Every metric family (dissector.metrics.families): name, type, unit, labels, meaning,
+    what it is made from."""
+    from dissector.metrics.families import FAMILIES
+
+    lines = [
+        "| name | type | unit | labels | meaning | made from |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for f in FAMILIES:
+        labels = ", ".join(f"`{label}`" for label in f.labels)
+        where = f.source + (" (`live` only)" if f.live_only else "")
+        lines.append(
+            f"| `{f.name}` | {f.kind} | {f.unit} | {labels} | {_cell(f.help)} | {_cell(where)} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def metric_limits() -> str:
+    """The label limits and the histograms' buckets (dissector.metrics.families)."""
+    from dissector.metrics.families import LABEL_LIMITS, LATENCY_BUCKETS, OTHER
+
+    lines = [f"- `{label}`: at most {limit:,} distinct values per family, the rest `{OTHER}`"
+             for label, limit in LABEL_LIMITS.items()]  # fmt: skip
+    bounds = ", ".join(f"{b:g}" for b in LATENCY_BUCKETS)
+    lines.append(f"- histogram buckets (`le`, seconds): {bounds}, +Inf")
+    return "\n".join(lines) + "\n"
+
+
 def read_plan() -> str:
     """What each read asks -> the stages it runs (dissector.read.plan), default settings."""
     from dissector.read.plan import plan_table
@@ -408,6 +437,8 @@ def blocks() -> dict[str, Callable[[], str]]:
         "layout": layout,
         "read-plan": read_plan,
         "grafana:panels": grafana_panels,
+        "metrics:families": metric_families,
+        "metrics:limits": metric_limits,
     }
     for table in TABLES:
         made[f"tables:{table}"] = functools.partial(table_columns, table)

@@ -4,7 +4,7 @@ Data flows one way: FLOW below writes its order once, as docs/architecture.md dr
 ("Data flow": `test_the_drawn_data_flow_is_the_tested_one` holds the two together):
 the vocabulary at the bottom (errors, anomalies, events, findings), then the compiled
 stages (`_core`), capture -> net -> flow -> tls -> pulsar -> conversation -> pipeline ->
-the analyses (values, journeys, diagnose) -> tables -> read -> frontends, and the public
+the analyses (values, journeys, diagnose) -> tables -> metrics -> read -> frontends, and the public
 faces (`dissector`, `dissector.spark`) on top.
 - Every module of the package has its place in FLOW, and imports only its own package and
   the packages of the levels before its own: no import runs back up the flow, and packages of
@@ -57,8 +57,8 @@ STAGES: tuple[tuple[str, ...], ...] = (
     ("dissector.pipeline",),
     ("dissector.values", "dissector.journeys", "dissector.diagnose"),
     ("dissector.tables",),
+    ("dissector.metrics",),  # counters, gauges, histograms from events and table batches
     ("dissector.read",),
-    ("dissector.metrics",),  # counters and histograms from the events and the tables
     ("dissector.frontends",),
 )
 #: The public import paths (docs/python.md), on top of everything.

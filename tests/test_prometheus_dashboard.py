@@ -5,16 +5,24 @@
   the hand-written values (counters by label, a histogram's quantile computed by hand from
   its buckets as Prometheus' documentation interpolates).
 - Every query of the board, with Grafana's variables substituted, is PromQL that Prometheus
-  accepts.
+  accepts; on a store holding a series of every family, rendered by `openmetrics.render`
+  (what `live --metrics` serves), every query and variable returns data: the board and the
+  exposition agree on names, suffixes (`_total`, `_bucket`) and labels.
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
+from pathlib import Path
 
+import numpy as np
 import pytest
 
 from dissector.metrics import dashboard
+from dissector.metrics.families import FAMILIES, GAUGE, HISTOGRAM
+from dissector.metrics.openmetrics import CONTENT_TYPE_OPENMETRICS, render
+from dissector.metrics.store import MetricStore
 from tests.support.prometheus import (
     PrometheusServer,
     PromQLError,
@@ -47,13 +55,12 @@ pulsar_dissect_request_duration_seconds_sum{{command="PRODUCER",outcome="success
 Static = tuple[PrometheusServer, StaticMetrics]
 
 
-@pytest.fixture(scope="module")
-def static_prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Static]:
-    """Prometheus scraping the static endpoint, once it holds two scrapes of it (a rate
-    needs two samples)."""
-    tmp = tmp_path_factory.mktemp("prom")
+@contextlib.contextmanager
+def scraped(body: bytes, content_type: str, tmp: Path) -> Iterator[Static]:
+    """Prometheus scraping a static endpoint, once it holds two scrapes of it (a rate needs
+    two samples)."""
     with (
-        StaticMetrics(STATIC, OPENMETRICS) as target,
+        StaticMetrics(body, content_type) as target,
         PrometheusServer([target.address], tmp) as prom,
     ):
         prom.wait_for(
@@ -61,6 +68,12 @@ def static_prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stat
             "two scrapes of the static endpoint",
         )
         yield prom, target
+
+
+@pytest.fixture(scope="module")
+def static_prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Static]:
+    with scraped(STATIC, OPENMETRICS, tmp_path_factory.mktemp("prom")) as both:
+        yield both
 
 
 def test_prometheus_answers_the_hand_written_values(static_prometheus: Static) -> None:
@@ -97,3 +110,62 @@ def test_every_board_query_is_promql_prometheus_accepts(static_prometheus: Stati
     # the static endpoint's two families are on the board: their panels have data
     with_data = {title for (title, _), result in answered.items() if result}
     assert {"Messages", "Request latency", "Request latency percentiles"} <= with_data
+
+
+#: A value for each label of the families (requests get a failed outcome too).
+SAMPLE_LABELS = {
+    "topic": TOPIC_A,
+    "subscription": "sub-a",
+    "command": "SUBSCRIBE",
+    "outcome": "success",
+    "direction": "client_to_broker",
+    "reason": "fin",
+    "code": "consumer.busy",
+    "severity": "error",
+    "label": "topic",
+}
+
+
+def every_family() -> bytes:
+    """OpenMetrics text of a store holding a series of every family."""
+    store = MetricStore()
+    for family in FAMILIES:
+        rows = [tuple(SAMPLE_LABELS[label] for label in family.labels)]
+        if "outcome" in family.labels:
+            rows.append(tuple("error" if v == "success" else v for v in rows[0]))
+        for values in rows:
+            if family.kind == HISTOGRAM:
+                store.observe(family.name, values, np.array([800, 4000], dtype=np.int64))
+            elif family.kind == GAUGE:
+                store.set(family.name, values, 1)
+            else:
+                store.inc(family.name, values, 2)
+    return render(store.snapshot(), openmetrics=True, live=True)
+
+
+def test_on_every_family_every_board_query_returns_data(tmp_path: Path) -> None:
+    with scraped(every_family(), CONTENT_TYPE_OPENMETRICS, tmp_path) as (prom, target):
+        chosen = {"instance": target.address}
+        found: dict[str, list[str]] = {}
+        for name, _, definition in dashboard.VARIABLES:
+            found[name] = variable_values(prom, definition, {**chosen, "topic": ".*"})
+            chosen[name] = found[name][0] if found[name] else "no-value"
+        assert found == {
+            "instance": [target.address],
+            "topic": [TOPIC_A],
+            "subscription": ["sub-a"],
+        }
+        empty = [
+            (title, query.expr)
+            for _, title, query in dashboard.queries()
+            if not prom.query(substitute(query.expr, chosen))
+        ]
+        assert empty == []
+        failed = 'pulsar_dissect_requests_total{outcome!="success"}'
+        assert prom.values(failed, "outcome") == {"error": 2.0}
+        # 800 µs and 4 ms observed: interpolated within the buckets (0.5, 1] ms and
+        # (2.5, 5] ms, as Prometheus' histogram_quantile does
+        buckets = "sum by (le) (pulsar_dissect_publish_latency_seconds_bucket)"
+        assert prom.values(f"histogram_quantile(0.5, {buckets})") == {"": 0.001}
+        p99 = prom.values(f"histogram_quantile(0.99, {buckets})")[""]
+        assert p99 == pytest.approx(0.0025 + 0.0025 * 0.98)

@@ -82,7 +82,7 @@ def _f(
 
 FAMILIES: tuple[Family, ...] = (
     # capture health
-    _f("packets_total", COUNTER, "", (), "Packets dissected.", "packets read"),
+    _f("packets_total", COUNTER, "", (), "Packets dissected.", "packets read", live_only=True),
     _f(
         "captured_bytes_total",
         COUNTER,
@@ -90,6 +90,7 @@ FAMILIES: tuple[Family, ...] = (
         (),
         "Bytes of the packets dissected, as captured.",
         "packets read",
+        live_only=True,
     ),
     _f(
         "kernel_dropped_packets_total",
@@ -131,7 +132,8 @@ FAMILIES: tuple[Family, ...] = (
         COUNTER,
         "",
         ("reason",),
-        "Connections ended, by how (fin, rst, timeout, capture_end, ...).",
+        "Connections ended, by how (fin, rst, timeout, port_reuse, evicted); those open "
+        "when the capture ended are still open.",
         "conversations",
     ),
     _f(
@@ -249,7 +251,7 @@ FAMILIES: tuple[Family, ...] = (
         GAUGE,
         "",
         ("topic", "subscription"),
-        "Permits the open consumers granted and the broker has not used yet.",
+        "Permits the open consumers granted (FLOW) and the broker has not used yet.",
         "permit facts",
     ),
     # diagnoses
@@ -259,7 +261,7 @@ FAMILIES: tuple[Family, ...] = (
         GAUGE,
         "",
         ("code", "severity"),
-        "Findings whose condition still holds (not yet ended).",
+        "Findings established on connections still open (a finding ends with its connection).",
         "findings",
     ),
     # the metrics themselves

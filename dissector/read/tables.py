@@ -77,6 +77,7 @@ def stream_tables(
     opened: Opened | None = None,
     front: str = TABLES_FRONT,
     keys: RowKeys | None = None,
+    watch: Callable[[PipelineEvent], None] | None = None,
 ) -> ReadCounts:
     """Dissect the captures, handing each table's record batches to `sink` as they are made
     (see the module rule); return what was counted. Only the stages these tables need run
@@ -85,6 +86,7 @@ def stream_tables(
     opened: sharded reads get, per group index, (packet, conn_id) of every connection
     opened (see dissector.read.driver.drive).
     keys: keys every row made, for the sink to take (-j workers: dissector.read.row_order).
+    watch: sees every event after the builder (the metrics' feed: dissector.metrics.feed).
     """
     plan = plan_read(options, tables, front)
     counts = ReadCounts()
@@ -110,6 +112,11 @@ def stream_tables(
                 named, builder.capture = capture, path_text(capture)
             if keys is not None:
                 keys.feed(evs, add)
+                continue
+            if watch is not None:
+                for ev in evs:
+                    add(ev)
+                    watch(ev)
                 continue
             for ev in evs:
                 add(ev)

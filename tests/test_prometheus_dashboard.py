@@ -8,21 +8,29 @@
   accepts; on a store holding a series of every family, rendered by `openmetrics.render`
   (what `live --metrics` serves), every query and variable returns data: the board and the
   exposition agree on names, suffixes (`_total`, `_bucket`) and labels.
+- A real client's capture (pcaps/acks.pcap), its metrics as `summary --format openmetrics`
+  makes them, scraped: PromQL answers what the client's own record says (messages sent,
+  received and received again per topic, negative acks, producers, subscriptions, SENDs).
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from dissector.findings import Thresholds
 from dissector.metrics import dashboard
 from dissector.metrics.families import FAMILIES, GAUGE, HISTOGRAM
 from dissector.metrics.openmetrics import CONTENT_TYPE_OPENMETRICS, render
 from dissector.metrics.store import MetricStore
+from dissector.read import ReaderOptions
+from dissector.read.metrics import metrics_of
 from tests.support.prometheus import (
     PrometheusServer,
     PromQLError,
@@ -161,7 +169,7 @@ def test_on_every_family_every_board_query_returns_data(tmp_path: Path) -> None:
             if not prom.query(substitute(query.expr, chosen))
         ]
         assert empty == []
-        failed = 'pulsar_dissect_requests_total{outcome!="success"}'
+        failed = 'pulsar_dissect_requests_total{outcome=~"error|unanswered"}'
         assert prom.values(failed, "outcome") == {"error": 2.0}
         # 800 µs and 4 ms observed: interpolated within the buckets (0.5, 1] ms and
         # (2.5, 5] ms, as Prometheus' histogram_quantile does
@@ -169,3 +177,37 @@ def test_on_every_family_every_board_query_returns_data(tmp_path: Path) -> None:
         assert prom.values(f"histogram_quantile(0.5, {buckets})") == {"": 0.001}
         p99 = prom.values(f"histogram_quantile(0.99, {buckets})")[""]
         assert p99 == pytest.approx(0.0025 + 0.0025 * 0.98)
+
+
+ACKS = Path(__file__).resolve().parent.parent / "pcaps" / "acks.pcap"
+
+
+def test_a_capture_s_metrics_in_prometheus_are_the_client_s_record(tmp_path: Path) -> None:
+    """`summary --format openmetrics`'s snapshot of a real client's capture (pcaps/acks.pcap:
+    batch-index, cumulative and negative acks, a redelivery request), scraped: PromQL
+    answers what the client's manifest says it did."""
+    manifest = json.loads(ACKS.with_suffix(".manifest.json").read_text())
+    options = ReaderOptions(thresholds=Thresholds(redeliveries=1))
+    body = render(metrics_of([ACKS], options), live=False)
+    with scraped(body, CONTENT_TYPE_OPENMETRICS, tmp_path) as (prom, _):
+        by_topic = "sum by (topic) (pulsar_dissect_%s)"
+        sent = Counter(s["topic"] for s in manifest["sent"])
+        received = Counter(r["topic_name"] for r in manifest["received"])
+        again = Counter(r["topic_name"] for r in manifest["received"] if r["redelivery_count"])
+        negative = Counter(a["topic_name"] for a in manifest["acks"] if a["kind"] == "negative")
+        (shared,) = negative
+        asked = {shared: negative[shared] + len(manifest["redelivery_requests"])}
+        assert prom.values(by_topic % "messages_published_total", "topic") == sent
+        assert prom.values(by_topic % "messages_delivered_total", "topic") == received
+        assert prom.values(by_topic % "messages_redelivered_total", "topic") == again
+        assert prom.values(by_topic % "nacks_total", "topic") == asked
+        requests = "sum by (command) (pulsar_dissect_requests_total{outcome='success'})"
+        done = prom.values(requests, "command")
+        assert done["PRODUCER"] == manifest["producers_created"] == 2
+        assert done["SUBSCRIBE"] == manifest["consumers_created"] == 2
+        # one SEND per entry the broker stored (a batch's messages share their entry)
+        entries = {(s["topic"], s["message_id"]["ledger_id"], s["message_id"]["entry_id"])
+                   for s in manifest["sent"]}  # fmt: skip
+        assert done["SEND"] == len(entries) == 5
+        findings = prom.values("sum by (code) (pulsar_dissect_findings_total)", "code")
+        assert findings == {"consumer.redelivery_storm": 1.0}

@@ -145,7 +145,8 @@ def _heatmap(short: str, *matchers: str) -> tuple[Query, ...]:
 
 # ------------------------------------------------------------------- the board
 
-_ERRORS = 'outcome!="success"'
+#: Requests' outcomes that are failures (the timeline's others: success, unmatched, redelivered)
+_ERRORS = 'outcome=~"error|unanswered"'
 
 # fmt: off
 ROWS: tuple[tuple[str, tuple[Panel, ...]], ...] = (

@@ -20,6 +20,10 @@ Rules:
   client finished, live gets SIGINT; the stop time is from SIGINT to its exit.
 - A rate is lossless when every frame offered was printed as a row, the kernel dropped
   nothing and nothing was left queued at stop. The rates are tried in the order given.
+- `--metrics`: each rate is also run with `live --metrics 127.0.0.1:0` (its cost), a
+  scraper thread here GETting /metrics every SCRAPE_SECONDS while the client sends, as a
+  busy Prometheus would; the row says how many scrapes were answered and the SEND frames
+  the last one counted.
 """
 
 from __future__ import annotations
@@ -48,6 +52,8 @@ LISTEN_TIMEOUT = 20.0  # for live to say it is listening
 STOP_TIMEOUT = 30.0  # for live to exit after SIGINT (then it is killed)
 PAYLOAD = b"x" * 64
 BURST_SECONDS = 0.001  # the client sleeps at least this long between bursts
+SCRAPE_SECONDS = 1.0  # --metrics: the scraper's interval
+METRICS_URL = re.compile(r", metrics on (http://\S+/metrics)$")
 
 SUMMARY = re.compile(
     r"^pulsar-dissect: (?P<packets>\d+) packets? captured, (?P<frames>\d+) frames?, "
@@ -263,6 +269,8 @@ class LiveProcess:
             if self.proc.poll() is not None or time.monotonic() > deadline:
                 self.kill()
                 raise RuntimeError(f"live did not start listening: {''.join(self.err)}")
+        found = METRICS_URL.search(self.err[0].rstrip("\n")) if self.err else None
+        self.metrics_url = found[1] if found else None  # --metrics: where it serves
 
     def _read_err(self) -> None:
         assert self.proc.stderr is not None
@@ -345,6 +353,46 @@ def parse_summary(stderr: str) -> tuple[dict[str, int | None] | None, bool]:
     return None, False
 
 
+class Scraper:
+    """GETs a metrics URL every `every` seconds on a thread until `stop()`: how many were
+    answered, and the SEND frames the last answer counted."""
+
+    def __init__(self, url: str, every: float = SCRAPE_SECONDS) -> None:
+        self.url, self.every = url, every
+        self.answered = self.failed = 0
+        self.sends = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        import urllib.request
+
+        from prometheus_client.parser import text_string_to_metric_families
+
+        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        while not self._stop.is_set():
+            try:
+                with opener.open(self.url, timeout=10) as answer:
+                    text = answer.read().decode()
+            except OSError:
+                self.failed += 1
+            else:
+                self.answered += 1
+                for family in text_string_to_metric_families(text):
+                    for sample in family.samples:
+                        if sample.name.endswith("frames_total") and sample.labels == {
+                            "command": "SEND",
+                            "direction": "client_to_broker",
+                        }:
+                            self.sends = int(sample.value)
+            self._stop.wait(self.every)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(15)
+
+
 # --------------------------------------------------------------------------- one rate
 
 
@@ -355,6 +403,8 @@ class RateResult:
     client: ClientResult
     sink_frames: int  # SEND frames the sink received (bytes, less the CONNECT, / frame size)
     live: LiveResult
+    scrapes: int | None = None  # --metrics: scrapes answered (None: no --metrics)
+    scraped_sends: int = 0  # --metrics: SEND frames the last scrape counted
 
     @property
     def offered(self) -> int:
@@ -414,6 +464,7 @@ def measure(
         sink = Sink()
         try:
             live = LiveProcess(sink.port, Path(tmp) / "live.jsonl", extra)
+            scraper = None if live.metrics_url is None else Scraper(live.metrics_url)
             try:
                 client = offer_in_process(sink.port, rate, seconds, connect, connections)
                 sink.wait_quiet(10)
@@ -421,10 +472,16 @@ def measure(
             except BaseException:
                 live.kill()
                 raise
+            finally:
+                if scraper is not None:
+                    scraper.stop()
             result = live.stop()
         finally:
             sink.close()
-    return RateResult(rate, seconds, client, (sink.received - hello) // frame, result)
+    sink_frames = (sink.received - hello) // frame
+    if scraper is None:
+        return RateResult(rate, seconds, client, sink_frames, result)
+    return RateResult(rate, seconds, client, sink_frames, result, scraper.answered, scraper.sends)
 
 
 # --------------------------------------------------------------------------- report
@@ -450,6 +507,11 @@ def row(r: RateResult) -> str:
     )
 
 
+def scraped(r: RateResult) -> str:
+    """--metrics: what the scraper saw, one line."""
+    return f"{r.scrapes} scrapes answered, the last counted {r.scraped_sends:,} SEND frames"
+
+
 def best_rate(results: list[RateResult]) -> RateResult | None:
     """The highest rate lossless in the order tried, up to the first that lost frames."""
     best = None
@@ -461,12 +523,13 @@ def best_rate(results: list[RateResult]) -> RateResult | None:
 
 
 def report(
-    runs: dict[int, list[RateResult]],
+    runs: dict[str, list[RateResult]],
     seconds: float,
     client_max: ClientResult | None,
     connections: int = 1,
 ) -> str:
-    """The markdown: one table per `live -j J` (runs: J -> its results, in the order tried)."""
+    """The markdown: one table per way of running live (runs: its flags, e.g. `-j 2
+    --metrics`, -> its results, in the order tried)."""
     lines = [
         f"Live capture on loopback: small SEND frames ({len(send_frame())} bytes each, one "
         f"per send(), TCP_NODELAY) offered over {connections} connection"
@@ -476,8 +539,11 @@ def report(
         "Kernel drops and unread are packets, not frames: the sink's ACKs are packets too, "
         "and at high rates TCP puts several frames in one segment.\n",
     ]
-    for jobs, results in runs.items():
-        lines += [f"\n`live -j {jobs}`:\n\n", HEADER, *(row(r) for r in results), "\n"]
+    for flags, results in runs.items():
+        lines += [f"\n`live {flags}`:\n\n", HEADER, *(row(r) for r in results), "\n"]
+        for r in results:
+            if r.scrapes is not None:
+                lines.append(f"- {r.rate:,.0f} frames/s: {scraped(r)}\n")
         best = best_rate(results)
         if best is None:
             lines.append("No rate tried was lossless.\n")
@@ -509,6 +575,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--jobs", default="1", help="live's processes (-j), comma-separated: a table each"
     )
+    parser.add_argument(
+        "--metrics",
+        action="store_true",
+        help=f"also run each with `live --metrics 127.0.0.1:0`, scraped every "
+        f"{SCRAPE_SECONDS:g} s (a table each)",
+    )
+    parser.add_argument("--metrics-only", action="store_true", help="only the runs with --metrics")
     args = parser.parse_args(argv)
     rates = [float(r) for r in args.rates.split(",") if r.strip()]
     connect, connections = not args.no_connect, args.connections
@@ -521,13 +594,20 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             sink.close()
         print(f"client alone: {client_max.rate:,.0f} frames/s", file=sys.stderr)
-    runs: dict[int, list[RateResult]] = {}
+    runs: dict[str, list[RateResult]] = {}
+    metrics = [True] if args.metrics_only else [False, True] if args.metrics else [False]
     for jobs in (int(j) for j in args.jobs.split(",") if j.strip()):
-        extra = ("-j", str(jobs)) if jobs > 1 else ()
-        for rate in rates:
-            r = measure(rate, args.seconds, connect=connect, extra=extra, connections=connections)
-            print(f"-j {jobs}: {row(r)}", end="", file=sys.stderr)
-            runs.setdefault(jobs, []).append(r)
+        for with_metrics in metrics:
+            extra: tuple[str, ...] = ("-j", str(jobs)) if jobs > 1 else ()
+            extra += ("--metrics", "127.0.0.1:0") if with_metrics else ()
+            flags = f"-j {jobs}" + (" --metrics" if with_metrics else "")
+            for rate in rates:
+                r = measure(
+                    rate, args.seconds, connect=connect, extra=extra, connections=connections
+                )
+                more = f"  ({scraped(r)})\n" if r.scrapes is not None else ""
+                print(f"{flags}: {row(r)}{more}", end="", file=sys.stderr)
+                runs.setdefault(flags, []).append(r)
     text = report(runs, args.seconds, client_max, connections)
     print(text)
     if args.out is not None:

@@ -4,7 +4,8 @@ The machinery of benchmarks/live_rate: a sink on a free broker port, a client pr
 sending one small SEND frame per send() at a fixed rate (its own count is the independent
 source), `pulsar-dissect live -i lo --port P --format jsonl --table frames` as a subprocess,
 then SIGINT; and the same over 4 connections with `live -j 2` (processes sharing the
-flows). Needs capture permission (root or CAP_NET_RAW): skips without it, except under
+flows); and with `--metrics` while a scraper GETs the endpoint every second (nothing is lost
+for it). Needs capture permission (root or CAP_NET_RAW): skips without it, except under
 CI=true, where it fails. The 100,000 frames/s figure belongs to the benchmark, not here.
 """
 
@@ -22,18 +23,18 @@ STOP_DEADLINE = 3.0  # seconds from SIGINT to exit
 
 @pytest.fixture(
     scope="module",
-    params=[(True, 1, 1), (False, 1, 1), (True, 2, 4)],
-    ids=["connect", "mid-stream-sends", "j2-four-connections"],
+    params=[(True, 1, 1, False), (False, 1, 1, False), (True, 2, 4, False), (True, 1, 1, True)],
+    ids=["connect", "mid-stream-sends", "j2-four-connections", "metrics-scraped"],
 )
 def steady(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> RateResult:
     require_capture()
-    connect, jobs, connections = request.param
+    connect, jobs, connections, metrics = request.param
     return measure(
         RATE,
         SECONDS,
         connect=connect,
         workdir=tmp_path_factory.mktemp("live_rate"),
-        extra=("-j", str(jobs)),
+        extra=("-j", str(jobs), *(("--metrics", "127.0.0.1:0") if metrics else ())),
         connections=connections,
     )
 
@@ -75,3 +76,12 @@ def test_summary_frames_are_the_rows_printed(steady: RateResult) -> None:
     assert summary["anomalies"] == 0, live.stderr
     packets = summary["packets"]
     assert packets is not None and packets >= steady.offered  # data segments, and ACKs
+
+
+def test_with_metrics_the_scrapes_were_answered(steady: RateResult) -> None:
+    if steady.scrapes is None:  # without --metrics: no endpoint (off by default)
+        assert "metrics on" not in steady.live.stderr, steady.live.stderr
+        return
+    assert steady.scrapes >= SECONDS - 1, steady  # one a second while the client sent
+    # the endpoint counted SEND frames as they went, never more than were sent
+    assert 0 < steady.scraped_sends <= steady.offered, steady

@@ -1,8 +1,10 @@
 """EDGE: `pulsar-dissect live`: an interface sniffed and its Pulsar traffic dissected.
 
 Input: the parsed arguments of `live`.
-Output: frame lines or table rows on stdout as they happen; optional pcap and Parquet files.
-Rule: scapy is imported only when capturing; a connection idle for LIVE_IDLE_TIMEOUT ends.
+Output: frame lines or table rows on stdout as they happen; optional pcap and Parquet files;
+with --metrics, an OpenMetrics / Prometheus endpoint while it runs.
+Rule: scapy is imported only when capturing, prometheus_client only with --metrics; a
+connection idle for LIVE_IDLE_TIMEOUT ends.
 """
 
 from __future__ import annotations
@@ -33,6 +35,11 @@ def cmd_live(args: argparse.Namespace, out: TextIO) -> int:
     from dissector.frontends.live import fanout, loop  # scapy: only when capturing
     from dissector.frontends.live.session import LiveOptions
 
+    metrics = None
+    if args.metrics is not None:
+        from dissector.metrics.serve import parse_address
+
+        metrics = parse_address(args.metrics)
     options = LiveOptions(
         interface=args.interface,
         bpf=args.filter,
@@ -53,6 +60,7 @@ def cmd_live(args: argparse.Namespace, out: TextIO) -> int:
         queue_bytes=args.queue_size << 20,
         findings=args.findings,
         jobs=args.jobs,
+        metrics=metrics,
     )
     if options.jobs > 1:
         return fanout.run(options, out, sys.stderr)
@@ -168,6 +176,15 @@ def _live_arguments(live: argparse.ArgumentParser) -> None:
         help="print a line for each finding (dissector.findings) as soon as it is established "
         "(a SEND unanswered past --send-timeout, a consumer without permits, ...), and again "
         "when its row is complete",
+    )
+    live.add_argument(
+        "--metrics",
+        metavar="[HOST:]PORT",
+        help="serve Prometheus / OpenMetrics metrics of the traffic while capturing: "
+        "http://HOST:PORT/metrics (the format the scraper's Accept header asks for) and "
+        "/health; HOST defaults to 127.0.0.1 (loopback only): give 0.0.0.0:PORT or "
+        "[::]:PORT to be scraped from elsewhere; PORT 0 takes a free one (the listening "
+        "line says which); families: docs/metrics.md",
     )
     threshold_arguments(live)
     live.set_defaults(run=cmd_live)

@@ -18,6 +18,10 @@ Rules:
   does (drain the kernel, dissect what is queued within its deadline, count the rest) and
   reports its counts through a pipe. A worker silent STOP_SECONDS after the stop is killed
   and said to be (its packets are then not counted); a second signal kills every worker.
+- --metrics: this process serves the one endpoint (bound before any worker is forked,
+  served once they all are); each worker publishes its snapshots through a pipe of its own
+  (`published`), and a scrape gets them merged (`store.merge`: the workers share the flows,
+  so their counts add up).
 """
 
 from __future__ import annotations
@@ -31,14 +35,25 @@ import signal
 import sys
 import time
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from dissector.capture.packet_socket import LINKTYPE_NAMES, PacketSocket
 from dissector.errors import InputError
 from dissector.frontends.live.capturer import Capturer
 from dissector.frontends.live.files import check_parquet_root
-from dissector.frontends.live.loop import TICK, Stopper, capture, choose_filter, filter_words
+from dissector.frontends.live.loop import (
+    TICK,
+    Stopper,
+    capture,
+    choose_filter,
+    filter_words,
+    metrics_words,
+)
+from dissector.frontends.live.published import SnapshotPipe, WorkerSnapshots
 from dissector.frontends.live.session import Counts, LiveOptions, Session
+
+if TYPE_CHECKING:
+    from dissector.metrics.serve import MetricsServer
 
 STOP_SECONDS = 5.0  # after the stop, the longest wait for a worker's counts
 READ_BYTES = 1 << 16  # taken from a worker's pipe at a time
@@ -49,6 +64,8 @@ def run(opts: LiveOptions, out: TextIO, err: TextIO) -> int:
     if opts.parquet is not None:
         check_parquet_root(Path(opts.parquet))
     group = os.getpid() & 0xFFFF
+    workers = _Workers()
+    server = _metrics_server(opts, workers)  # a port in use: nothing started yet
     sources: list[PacketSocket] = []
     try:
         for _ in range(opts.jobs):
@@ -58,16 +75,20 @@ def run(opts: LiveOptions, out: TextIO, err: TextIO) -> int:
     except BaseException:
         for src in sources:
             src.close()
+        if server is not None:
+            server.close()
         raise
     first = sources[0]
     kind = LINKTYPE_NAMES.get(first.linktype, str(first.linktype))
-    workers = _Workers()
     try:
         with Stopper() as stop:  # a signal while the workers start stops them too
             workers.start(opts, sources)
+            if server is not None:
+                server.start()  # its threads after the forks
             err.write(f"pulsar-dissect: listening on {first.name}, link-type {kind}, ")
             err.write(filter_words(first.filter))
-            err.write(f", buffer {first.buffer_bytes >> 10} KiB, {opts.jobs} processes (by flow)\n")
+            err.write(f", buffer {first.buffer_bytes >> 10} KiB, {opts.jobs} processes (by flow)")
+            err.write(f"{metrics_words(server)}\n")
             err.flush()
             workers.merge(stop, out)
     except KeyboardInterrupt:
@@ -75,6 +96,8 @@ def run(opts: LiveOptions, out: TextIO, err: TextIO) -> int:
         err.write("pulsar-dissect: interrupted\n")
         return 130
     finally:
+        if server is not None:
+            server.close()
         workers.kill()
         for src in sources:
             src.close()  # the workers' (the parent's copies only)
@@ -84,6 +107,18 @@ def run(opts: LiveOptions, out: TextIO, err: TextIO) -> int:
     if workers.errors:
         raise InputError(workers.errors[0])
     return 0
+
+
+def _metrics_server(opts: LiveOptions, workers: _Workers) -> MetricsServer | None:
+    """With --metrics: the endpoint bound, serving the workers' snapshots merged."""
+    if opts.metrics is None:
+        return None
+    from dissector.metrics.serve import MetricsServer
+    from dissector.metrics.store import MetricStore
+
+    empty = MetricStore(start_us=time.time_ns() // 1000).snapshot()
+    workers.snapshots = WorkerSnapshots(empty)
+    return MetricsServer(*opts.metrics, workers.snapshots.get)
 
 
 def total(parts: list[Counts]) -> Counts:
@@ -115,27 +150,35 @@ class _Workers:
         self.counts: list[Counts] = []
         self.errors: list[str] = []
         self.problems: list[str] = []
+        self.snapshots: WorkerSnapshots | None = None  # --metrics: the workers' pipes
 
     def start(self, opts: LiveOptions, sources: list[PacketSocket]) -> None:
         """Fork worker k for each socket k."""
+        snapshots = self.snapshots
         for k, src in enumerate(sources):
             out_r, out_w = os.pipe()
             rep_r, rep_w = os.pipe()
+            met_r, met_w = os.pipe() if snapshots is not None else (-1, -1)
             pid = os.fork()
             if pid == 0:  # worker k
                 code = 1
                 try:
                     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the front end's to handle
-                    for fd in (out_r, rep_r, *self.outputs, *self.reports):
-                        os.close(fd)
+                    theirs = snapshots.fds if snapshots is not None else []
+                    for fd in (out_r, rep_r, met_r, *self.outputs, *self.reports, *theirs):
+                        if fd >= 0:
+                            os.close(fd)
                     for other in sources:
                         if other is not src:
                             other.close()
-                    code = _worker(k, opts, src, out_w, rep_w)
+                    code = _worker(k, opts, src, out_w, rep_w, met_w)
                 finally:
                     os._exit(code)
             os.close(out_w)
             os.close(rep_w)
+            if snapshots is not None:
+                os.close(met_w)
+                snapshots.add(k, met_r)
             self.pids[k] = pid
             self.outputs[out_r] = bytearray()
             self.reports[rep_r] = (k, bytearray())
@@ -152,13 +195,16 @@ class _Workers:
                 for k, _ in self.reports.values():
                     self.problems.append(f"worker {k} did not stop in time: not counted")
                 break
-            fds = [*self.outputs, *self.reports, stop.fileno()]
+            metrics = self.snapshots.fds if self.snapshots is not None else []
+            fds = [*self.outputs, *self.reports, *metrics, stop.fileno()]
             ready, _, _ = select.select(fds, [], [], TICK)
             for fd in ready:
                 if fd in self.outputs:
                     self._output(fd, out)
                 elif fd in self.reports:
                     self._report(fd)
+                elif fd in metrics and self.snapshots is not None:
+                    self.snapshots.read(fd)
             stop.clear()
         out.flush()
 
@@ -212,16 +258,23 @@ class _Workers:
                 os.close(fd)
         self.outputs.clear()
         self.reports.clear()
+        if self.snapshots is not None:
+            self.snapshots.close()
 
 
-def _worker(k: int, opts: LiveOptions, src: PacketSocket, out_fd: int, report_fd: int) -> int:
+def _worker(
+    k: int, opts: LiveOptions, src: PacketSocket, out_fd: int, report_fd: int, metrics_fd: int
+) -> int:
     """Worker k: capture and dissect socket k's packets until SIGTERM or --duration, then
-    report the counts (`counts`) or why it failed (`why`) as one JSON object."""
+    report the counts (`counts`) or why it failed (`why`) as one JSON object; with
+    --metrics, its snapshots go into `metrics_fd` as it runs."""
     report: dict[str, object] = {}
+    pipe = SnapshotPipe(metrics_fd) if metrics_fd >= 0 else None
     try:  # the output buffered: every write to the pipe whole
         with open(out_fd, "w", encoding="utf-8", buffering=1 << 16) as out:
             cap = Capturer(src, None, queue_bytes=opts.queue_bytes)
-            session = Session(opts, cap, out, sys.stderr, worker=k)
+            publish = None if pipe is None else pipe.send
+            session = Session(opts, cap, out, sys.stderr, worker=k, publish=publish)
             with Stopper() as stop:
                 signal.signal(signal.SIGINT, signal.SIG_IGN)  # the front end says when
                 cap.start()
@@ -236,6 +289,9 @@ def _worker(k: int, opts: LiveOptions, src: PacketSocket, out_fd: int, report_fd
         report["why"] = str(exc)
     except KeyboardInterrupt:  # a second SIGTERM
         return 130
+    finally:
+        if pipe is not None:
+            pipe.close()
     os.write(report_fd, json.dumps(report).encode())
     os.close(report_fd)
     return 0

@@ -28,6 +28,10 @@ Rules:
   longer than --idle-timeout (default 300 s, by the clock) ends with `timeout`.
 - Parquet: `PATH/TABLE/part-NNNNNN.parquet`, one part per table and flush, written under a
   hidden name then renamed: every file on disk is valid, a crash loses one interval at most.
+- `--metrics [HOST:]PORT`: the endpoint (`metrics.serve`) is bound before anything else
+  starts (a port in use stops the command before the capture) and served once the
+  capturing process is forked, on threads of its own that read the snapshot the session
+  publishes at its ticks; the listening line says where. It closes after the summary.
 """
 
 from __future__ import annotations
@@ -40,7 +44,7 @@ import threading
 import time
 from pathlib import Path
 from types import FrameType
-from typing import Any, Protocol, TextIO
+from typing import TYPE_CHECKING, Any, Protocol, TextIO
 
 from dissector.capture.bpf import BpfProgram, broker_port_filter
 from dissector.capture.packet_socket import LINKTYPE_NAMES, ChooseFilter, PacketSocket
@@ -48,7 +52,11 @@ from dissector.capture.pcap_filter import compile_expression
 from dissector.errors import InputError
 from dissector.frontends.live.capturer import Capturer
 from dissector.frontends.live.files import PcapFiles, check_parquet_root
+from dissector.frontends.live.published import Latest
 from dissector.frontends.live.session import LiveOptions, Session
+
+if TYPE_CHECKING:
+    from dissector.metrics.serve import MetricsServer
 
 TICK = 0.5  # seconds: longest wait before signals, time limits and flushes are looked at
 READ_BYTES = 256 << 10  # packets taken from the capturer in one go before output is flushed
@@ -101,6 +109,23 @@ def filter_words(program: BpfProgram | None) -> str:
     if program is None:
         return "no filter (every packet)"
     return f"filter {program.text!r} ({program.compiled_by})"
+
+
+def metrics_server(opts: LiveOptions) -> tuple[MetricsServer | None, Latest | None]:
+    """With --metrics: the endpoint bound (not yet serving: `start()` it after any fork),
+    serving what is `set` on the Latest; (None, None) without."""
+    if opts.metrics is None:
+        return None, None
+    from dissector.metrics.serve import MetricsServer
+    from dissector.metrics.store import MetricStore
+
+    latest = Latest(MetricStore(start_us=time.time_ns() // 1000).snapshot())
+    return MetricsServer(*opts.metrics, latest.get), latest
+
+
+def metrics_words(server: MetricsServer | None) -> str:
+    """How the listening line says where the metrics are served ("" without)."""
+    return "" if server is None else f", metrics on {server.url}"
 
 
 # --------------------------------------------------------------------------- one run
@@ -183,7 +208,13 @@ def run(opts: LiveOptions, out: TextIO, err: TextIO, source: Source | None = Non
     """`pulsar-dissect live`: 0 after a clean stop, 130 when a second signal aborted it."""
     if opts.parquet is not None:
         check_parquet_root(Path(opts.parquet))  # before the capture starts, not after
-    src: Source = source or PacketSocket(opts.interface, choose_filter(opts), opts.buffer_bytes)
+    server, latest = metrics_server(opts)  # a port in use: nothing started yet
+    try:
+        src: Source = source or PacketSocket(opts.interface, choose_filter(opts), opts.buffer_bytes)
+    except BaseException:
+        if server is not None:
+            server.close()
+        raise
     cap: Capturer | None = None
     pcap: PcapFiles | None = None
     try:
@@ -196,15 +227,19 @@ def run(opts: LiveOptions, out: TextIO, err: TextIO, source: Source | None = Non
                 max_files=opts.max_files,
             )
         cap = Capturer(src, pcap, count=opts.count, queue_bytes=opts.queue_bytes)
-        session = Session(opts, cap, out, err)  # opens the output files
+        publish = None if latest is None else latest.set
+        session = Session(opts, cap, out, err, publish=publish)  # opens the output files
         kind = LINKTYPE_NAMES.get(src.linktype, str(src.linktype))
         buffer = getattr(src, "buffer_bytes", 0) >> 10
-        err.write(f"pulsar-dissect: listening on {src.name}, link-type {kind}, ")
-        err.write(filter_words(src.filter))
-        err.write(f", buffer {buffer} KiB\n" if buffer else "\n")
-        err.flush()
         with Stopper() as stop:
             cap.start()
+            if server is not None:
+                server.start()  # its threads after the fork: the capturer has none
+            err.write(f"pulsar-dissect: listening on {src.name}, link-type {kind}, ")
+            err.write(filter_words(src.filter))
+            err.write(f", buffer {buffer} KiB" if buffer else "")
+            err.write(f"{metrics_words(server)}\n")
+            err.flush()
             try:
                 capture(session, cap, stop, opts)
             finally:
@@ -216,6 +251,8 @@ def run(opts: LiveOptions, out: TextIO, err: TextIO, source: Source | None = Non
         err.write("pulsar-dissect: interrupted\n")
         return 130
     finally:
+        if server is not None:
+            server.close()
         if cap is None or not cap.started:  # else the capturer's (closed at its start)
             src.close()
             if pcap is not None:

@@ -5,10 +5,14 @@ Input: `LiveOptions` (what the command line asked for), where the packets come f
 capturer's pcap records: their headers parsed by the compiled walk offline reads use, when
 built), the capturer's losses and the clock (`Session.tick`).
 Output: the `read` text view or JSON lines of table rows on `out`, Parquet parts and the
-summary line (`Counts.line`) on `err`; anomaly rows for kernel drops and skipped packets.
+summary line (`Counts.line`) on `err`; anomaly rows for kernel drops and skipped packets;
+with --metrics, a `store.Snapshot` of the metrics handed to `publish` at most every
+PUBLISH_SECONDS (the server of `loop` or the pipe of a `fanout` worker reads it).
 Rules: only what is asked for is made (Parquet gets every table, jsonl its tables, the text
-view's `!` lines need messages); rows wait at most one flush interval; `close()` ends open
-conversations and writes the last rows. The capture loop, signals and stopping are `loop`'s.
+view's `!` lines need messages, the metrics `MetricsFeed.TABLES`); rows wait at most one
+flush interval; `close()` ends open conversations and writes the last rows. The metrics feed
+sees every event and every batch of rows as they are made, never files read back. The
+capture loop, signals and stopping are `loop`'s.
 """
 
 from __future__ import annotations
@@ -37,7 +41,7 @@ from dissector.events import (
 from dissector.frontends.diagnoses import finding_line, row_line
 from dissector.frontends.live.capturer import DEFAULT_QUEUE
 from dissector.frontends.live.files import ParquetParts
-from dissector.frontends.live.records import Walk, records
+from dissector.frontends.live.records import RECORD, Walk, records
 from dissector.frontends.text import FrameLines
 from dissector.keylog_files import KeylogFiles
 from dissector.read.driver import make_pipeline
@@ -51,9 +55,12 @@ from dissector.tables.schema import TABLES
 
 if TYPE_CHECKING:
     from dissector.diagnose import Diagnoser
+    from dissector.metrics.feed import MetricsFeed
+    from dissector.metrics.store import MetricStore, Snapshot
 
 DEFAULT_BUFFER = 64 << 20  # kernel receive buffer: loopback bursts of 64 KiB segments
 WORKER_CONN_IDS = 1_000_000_000  # connection ids of each dissecting process (-j): a block
+PUBLISH_SECONDS = 0.5  # metrics: a new snapshot at most this often (the loop's TICK)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -77,6 +84,7 @@ class LiveOptions:
     queue_bytes: int = DEFAULT_QUEUE  # packets waiting for the dissector, at most
     findings: bool = False  # print findings as they are established (and their rows)
     jobs: int = 1  # dissecting processes, each with its share of the flows (live.fanout)
+    metrics: tuple[str, int] | None = None  # --metrics: (host, port) of the endpoint
 
     def __post_init__(self) -> None:
         if self.fmt not in ("text", "jsonl"):
@@ -159,10 +167,18 @@ class Session:
     and, for the capturing process, `skipped()`."""
 
     def __init__(
-        self, opts: LiveOptions, source: Link, out: TextIO, err: TextIO, *, worker: int = 0
+        self,
+        opts: LiveOptions,
+        source: Link,
+        out: TextIO,
+        err: TextIO,
+        *,
+        worker: int = 0,
+        publish: Callable[[Snapshot], None] | None = None,
     ) -> None:
         """worker: which of the `opts.jobs` dissecting processes this is: its connections
-        are numbered from worker * WORKER_CONN_IDS + 1, its Parquet parts named after it."""
+        are numbered from worker * WORKER_CONN_IDS + 1, its Parquet parts named after it.
+        publish: where the metrics' snapshots go (with opts.metrics)."""
         self.opts, self.source, self.out, self.err = opts, source, out, err
         self.printed = [n for n in TABLES if opts.tables is None or n in opts.tables]
         # Only what is asked for is made: Parquet files get every table; jsonl its tables
@@ -174,6 +190,17 @@ class Session:
             made = self.printed
         if opts.findings and "findings" not in made:
             made.append("findings")
+        self.metrics: MetricsFeed | None = None
+        self._store: MetricStore | None = None
+        self._publish = publish
+        if opts.metrics is not None:
+            from dissector.metrics.feed import MetricsFeed
+            from dissector.metrics.store import MetricStore
+
+            made += [name for name in MetricsFeed.TABLES if name not in made]
+            self._store = MetricStore(start_us=time.time_ns() // 1000)
+            self.metrics = MetricsFeed(self._store)
+        self._next_publish = time.monotonic()
         # Frames in runs (no object per frame) go to the table builder: not to the text view.
         reader = opts.reader
         plan = plan_read(reader, made, TEXT if opts.fmt == "text" else TABLES_FRONT)
@@ -231,12 +258,15 @@ class Session:
         for item in items:
             self._events(parsed(item) if type(item) is Segment else feed(item))  # type: ignore[arg-type]
         self.counts.packets += len(items)
+        if self.metrics is not None and items:  # captured bytes: the records less their headers
+            self.metrics.packets(len(items), len(buf) - RECORD.size * len(items))
         if items:  # the packets' clock, and when it was read (for the findings' timers)
             self._packet_clock = (items[-1].ts, time.time_ns() // 1000)
         self._emit()
 
     def _events(self, events: list[PipelineEvent]) -> None:
         counts, add, text = self.counts, self._add, self.opts.fmt == "text"
+        metric = None if self.metrics is None else self.metrics.event
         for ev in events:
             kind = type(ev)
             if kind is Frame:
@@ -255,11 +285,17 @@ class Session:
                     self.out.write(line)
             if add is not None:
                 add(ev)
+            if metric is not None:
+                metric(ev)
 
     def _emit(self) -> None:
         """Hand the rows made so far to the Parquet writer and stdout; flush the outputs."""
         if self.builder is not None:
             made = {name: b.take() for name, b in self.builder.batches.items()}
+            if self.metrics is not None:
+                for name, batches in made.items():
+                    if batches:
+                        self.metrics.batches(name, batches)
             if self.opts.findings:
                 for batch in made.get("findings", []):
                     for row in batch.to_pylist():
@@ -288,12 +324,27 @@ class Session:
             self._events(ended)
             self._emit()
         now = time.monotonic()
+        if self.metrics is not None and now >= self._next_publish:
+            self._next_publish = now + PUBLISH_SECONDS
+            self.publish()
         if now < self._next_flush:
             return
         self._next_flush = now + self.opts.flush_interval
         if self.parquet is not None:
             self.parquet.flush()
         self._drops()
+
+    def publish(self) -> None:
+        """The metrics as they stand (losses so far included) handed to `publish`."""
+        if self.metrics is None or self._store is None:
+            return
+        skipped = getattr(self.source, "skipped", None)
+        self.metrics.losses(
+            self.source.drops(), self.counts.skipped if skipped is None else skipped()
+        )
+        self.metrics.flush()  # the counts of events since the last batches
+        if self._publish is not None:
+            self._publish(self._store.snapshot(time.time_ns() // 1000))
 
     def _drops(self) -> None:
         """Packets lost since the last look, each kind a warning on stderr and an anomaly row
@@ -342,5 +393,8 @@ class Session:
             if self.builder is not None:
                 self.builder.finish()
             self._emit()
+            if self.metrics is not None:
+                self.metrics.finish()
+                self.publish()
         if self.counts.dropped is None:
             self.counts.dropped = self.source.drops()

@@ -38,6 +38,8 @@ PROMETHEUS = shutil.which("prometheus")
 READY_LINE = "Server is ready to receive web requests."
 #: Seconds a start or a condition may take before the test fails (a hang, not the speed).
 DEADLINE = 60.0
+#: Loopback only: no proxy of the environment.
+NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 #: Pause between two polls of a condition (the HTTP API offers no change notification).
 POLL = 0.2
 
@@ -97,7 +99,7 @@ class PrometheusServer:
         if not any(READY_LINE in line for line in self.log):
             self.stop()
             raise AssertionError(f"prometheus did not start: {self.log_tail()}")
-        with urllib.request.urlopen(f"{self.url}/-/ready", timeout=10) as answer:
+        with NO_PROXY.open(f"{self.url}/-/ready", timeout=10) as answer:
             assert answer.status == 200, answer.status
         return self
 
@@ -141,7 +143,7 @@ class PrometheusServer:
         """GET /api/v1/PATH?params: its `data` (PromQLError when Prometheus says error)."""
         url = f"{self.url}/api/v1/{path}?{urllib.parse.urlencode(params)}"
         try:
-            with urllib.request.urlopen(url, timeout=30) as answer:
+            with NO_PROXY.open(url, timeout=30) as answer:
                 body = json.load(answer)
         except urllib.error.HTTPError as exc:  # 400/422: a bad query, said in JSON
             body = json.load(exc)
@@ -168,15 +170,30 @@ class PrometheusServer:
         """The values of `label` in the series `match` selects (Grafana's label_values)."""
         return sorted(self.api(f"label/{label}/values", **{"match[]": match}))
 
+    def scrapes(self) -> int:
+        """Scrapes made so far (of every target: `up` gets a sample at each)."""
+        return int(sum(self.values("count_over_time(up[1h])").values()))
+
+    def wait_for_scrapes(self, more: int = 1) -> None:
+        """Wait until `more` scrapes were made after this call: every series present now
+        then has one sample more (a rate needs two)."""
+        start = self.scrapes()
+        self.wait_for(lambda: self.scrapes() >= start + more, f"{more} scrape(s) more")
+
     def targets_up(self) -> list[dict[str, Any]]:
         return list(self.api("targets")["activeTargets"])
 
-    def wait_for(self, done: Callable[[], bool], what: str, deadline: float = DEADLINE) -> None:
-        """Poll `done()` (a query's answer) until it holds; fail after `deadline` seconds."""
+    def wait_for(
+        self, done: Callable[[], bool | str], what: str, deadline: float = DEADLINE
+    ) -> None:
+        """Poll `done()` (a query's answer) until it holds; fail after `deadline` seconds.
+        `done` may return what is still missing (a non-empty string) instead of False."""
         end = time.monotonic() + deadline
-        while not done():
+        while (missing := done()) is not True and missing != "":
             if time.monotonic() > end:
-                raise AssertionError(f"{what}: not true after {deadline:.0f} s\n{self.log_tail()}")
+                raise AssertionError(
+                    f"{what}: not true after {deadline:.0f} s ({missing})\n{self.log_tail(5)}"
+                )
             time.sleep(POLL)
 
 

@@ -289,7 +289,12 @@ def _metric_regex(*shorts: str) -> str:
 #: The board's query variables after `datasource`: (name, label, query); each multi-valued,
 #: "All" (`.*`) by default.
 VARIABLES: tuple[tuple[str, str, str], ...] = (
-    ("instance", "dissector", f"label_values({_family('packets_total', COUNTER).name}, instance)"),
+    # a family every exposition shows, live or offline (unlabelled: 0 before any connection)
+    (
+        "instance",
+        "dissector",
+        f"label_values({_family('connections_opened_total', COUNTER).name}, instance)",
+    ),
     (
         "topic",
         "topic",

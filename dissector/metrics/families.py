@@ -233,7 +233,8 @@ FAMILIES: tuple[Family, ...] = (
         COUNTER,
         "",
         ("topic",),
-        "Negative acknowledgements (REDELIVER_UNACKNOWLEDGED_MESSAGES).",
+        "REDELIVER_UNACKNOWLEDGED_MESSAGES commands: consumers' negative acks and "
+        "redelivery requests.",
         "frames",
     ),
     # entities

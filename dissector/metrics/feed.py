@@ -23,7 +23,7 @@ Rules:
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from itertools import compress
 from typing import Any
 
@@ -49,6 +49,7 @@ from dissector.events import (
     Outcome,
     PipelineEvent,
 )
+from dissector.metrics.groups import count_rows, group_values
 from dissector.metrics.store import MetricStore
 from dissector.pulsar import frame_runs as R
 from dissector.pulsar.wire import COMMAND_NAMES
@@ -75,7 +76,15 @@ class _Open:
 
 
 class MetricsFeed:
-    """Updates a MetricStore from a read's events and batches (module rules)."""
+    """Updates a MetricStore from a read's events and batches (module rules).
+
+    How a front end drives it (dissector.read.metrics offline, the live session): make the
+    tables of `TABLES` beside its own (their read plan then makes the lifecycle and permit
+    facts and decodes payloads); hand `event` every event after the TableBuilder's feeder;
+    hand `batches` each table's record batches as the builder makes them (every emit: the
+    counts gathered from events reach the store then, `flush`); `finish` after the builder's
+    last batches. A snapshot of the store taken between two calls is consistent.
+    """
 
     #: The tables whose batches the feed reads: a read or live session with metrics makes
     #: them (their plan then makes the lifecycle and permit facts, and decodes payloads).
@@ -224,7 +233,7 @@ class MetricsFeed:
         store = self.store
         command = pc.coalesce(batch.column("request_command"), batch.column("response_command"))
         outcome = batch.column("outcome")
-        for (cmd, out), n in _counts([command, outcome]):
+        for (cmd, out), n in count_rows([command, outcome]):
             store.inc(P + "requests_total", (_command(cmd or "?"), out), n)
         latency = batch.column("latency_us")
         answered = pc.and_(pc.is_valid(latency), pc.is_in(outcome, pa.array(_ANSWERED)))
@@ -232,7 +241,7 @@ class MetricsFeed:
             kept = pa.RecordBatch.from_arrays(
                 [command, outcome, latency], names=["c", "o", "l"]
             ).filter(answered)
-            for (cmd, out), us in _groups([kept.column(0), kept.column(1)], kept.column(2)):
+            for (cmd, out), us in group_values([kept.column(0), kept.column(1)], kept.column(2)):
                 store.observe(P + "request_duration_seconds", (_command(cmd or "?"), out), us)
         sends = pc.and_(
             pc.equal(batch.column("request_command"), "SEND"),
@@ -242,7 +251,7 @@ class MetricsFeed:
             kept = pa.RecordBatch.from_arrays(
                 [batch.column("topic"), latency], names=["t", "l"]
             ).filter(sends)
-            for (topic,), us in _groups([kept.column(0)], kept.column(1)):
+            for (topic,), us in group_values([kept.column(0)], kept.column(1)):
                 store.observe(P + "publish_latency_seconds", (topic,), us)
 
     def _journeys(self, batch: pa.RecordBatch) -> None:
@@ -253,12 +262,12 @@ class MetricsFeed:
         kept = pa.RecordBatch.from_arrays(
             [batch.column("topic"), batch.column("subscription"), latency], names=["t", "s", "l"]
         ).filter(valid)
-        for labels, us in _groups([kept.column(0), kept.column(1)], kept.column(2)):
+        for labels, us in group_values([kept.column(0), kept.column(1)], kept.column(2)):
             self.store.observe(P + "end_to_end_latency_seconds", labels, us)
 
     def _findings(self, batch: pa.RecordBatch) -> None:
         store = self.store
-        for labels, n in _counts([batch.column("code"), batch.column("severity")]):
+        for labels, n in count_rows([batch.column("code"), batch.column("severity")]):
             store.inc(P + "findings_total", labels, n)
         conns, codes, severities = (batch.column(c).to_pylist() for c in _FINDING_COLUMNS)
         for conn, code, severity in zip(conns, codes, severities, strict=True):
@@ -324,9 +333,8 @@ class MetricsFeed:
 
     def finish(self) -> None:
         """The read ended (after the builder's last batches): everything into the store."""
+        self._dirty = True
         self.flush()
-        if not self._dirty:
-            self._permits()
 
 
 _TABLES: dict[str, Callable[[MetricsFeed, pa.RecordBatch], None]] = {
@@ -334,51 +342,6 @@ _TABLES: dict[str, Callable[[MetricsFeed, pa.RecordBatch], None]] = {
     "journeys": MetricsFeed._journeys,
     "findings": MetricsFeed._findings,
 }
-
-
-def _keys(columns: list[pa.Array | pa.ChunkedArray]) -> tuple[np.ndarray, list[list[Any]]]:
-    """Each row's group number (int64) over the columns' distinct values, and each column's
-    values (dictionaries; None for nulls)."""
-    key = np.zeros(len(columns[0]), dtype=np.int64)
-    dictionaries = []
-    for column in columns:
-        encoded = pc.dictionary_encode(column, null_encoding="encode")
-        if isinstance(encoded, pa.ChunkedArray):
-            encoded = encoded.combine_chunks()
-        values = encoded.dictionary.to_pylist()
-        key = key * max(1, len(values)) + encoded.indices.to_numpy(zero_copy_only=False)
-        dictionaries.append(values)
-    return key, dictionaries
-
-
-def _labels(code: int, dictionaries: list[list[Any]]) -> tuple[Any, ...]:
-    out = []
-    for values in reversed(dictionaries):
-        code, index = divmod(code, max(1, len(values)))
-        out.append(values[index])
-    return tuple(reversed(out))
-
-
-def _counts(columns: list[pa.Array | pa.ChunkedArray]) -> Iterator[tuple[tuple[Any, ...], int]]:
-    """(label values, rows) per distinct combination of the columns' values."""
-    key, dictionaries = _keys(columns)
-    codes, counts = np.unique(key, return_counts=True)
-    for code, n in zip(codes.tolist(), counts.tolist(), strict=True):
-        yield _labels(code, dictionaries), n
-
-
-def _groups(
-    columns: list[pa.Array | pa.ChunkedArray], values: pa.Array | pa.ChunkedArray
-) -> Iterator[tuple[tuple[Any, ...], np.ndarray]]:
-    """(label values, their rows' values as int64) per distinct combination of the
-    columns' values (one sort per batch, no mask per group)."""
-    key, dictionaries = _keys(columns)
-    data = np.asarray(values.to_numpy(zero_copy_only=False), dtype=np.int64)
-    order = np.argsort(key, kind="stable")
-    codes, starts = np.unique(key[order], return_index=True)
-    ends = [*starts[1:].tolist(), len(order)]
-    for code, start, end in zip(codes.tolist(), starts.tolist(), ends, strict=True):
-        yield _labels(code, dictionaries), data[order[start:end]]
 
 
 def metrics_feed_tables(tables: Iterable[str]) -> list[str]:

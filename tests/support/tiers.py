@@ -5,8 +5,9 @@ those name, followed through every function and class of the suite (tests.*) the
 Output: `needs(item)`, the tier markers the test must carry: `peers` (pulsar-lite and
 pulsar-client), `apache` (Apache Pulsar's own broker, its Java client and our Go peer:
 Maven, a JDK, Go), `capture` (root and packet capture), `spark` (a JVM), `tools` (tshark,
-tcpdump, mergecap, chromium, moto_server); and `guard`, an audit hook that fails a test
-which, without the marker, starts one of those programs or opens a packet socket.
+tcpdump, mergecap, chromium, moto_server, prometheus-node-exporter, promtool); and `guard`,
+an audit hook that fails a test which, without the marker, starts one of those programs or
+opens a packet socket.
 Rule: a tier is needed when reached code names one of its OBJECTS (a qualified name: a
 module, function or class, and what is inside it), one of its NAMES, or holds a string
 naming one of its PROGRAMS (exactly, or as the last part of a path); a module-level
@@ -52,7 +53,14 @@ PROGRAMS: dict[str, tuple[str, ...]] = {
     "capture": ("tcpdump",),  # it sniffs an interface
     "spark": ("spark-submit", "spark-class", "java"),
     "tools": (
-        *("tshark", "tcpdump", "mergecap", "chromium", "chromium-browser", "moto_server"),
+        "tshark",
+        "tcpdump",
+        "mergecap",
+        "chromium",
+        "chromium-browser",
+        "moto_server",
+        "prometheus-node-exporter",
+        "promtool",
         "prometheus",  # Debian's Prometheus server, scraping `live --metrics`
     ),
 }

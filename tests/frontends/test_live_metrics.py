@@ -9,11 +9,14 @@ parsed with prometheus_client's parsers. Also: the content types of both formats
 path, 404, loopback only by default, no payload, key, property or token text on the
 endpoint; bad addresses and ports in use (one line, exit 2, nothing created); `-j 2`: the
 parent's one endpoint merges the workers' counts. Needs capture permission (root or
-CAP_NET_RAW) for the runs that capture.
+CAP_NET_RAW) for the runs that capture. Without capturing: a sample capture replayed
+through live's session gives the offline read's metrics, and counts the file's packets.
 """
 
 from __future__ import annotations
 
+import io
+import json
 import re
 import signal
 import socket
@@ -27,7 +30,12 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families as text_families
 
-from tests.support.live import Live, live_argv
+from dissector.capture import open_capture
+from dissector.frontends.live.session import LiveOptions, Session
+from dissector.metrics.families import BY_NAME, GAUGE, HISTOGRAM
+from dissector.metrics.store import Snapshot
+from dissector.read.metrics import metrics_of
+from tests.support.live import FakeSource, Live, live_argv
 from tests.support.peers import PulsarLite, run_scenario
 from tests.support.scrape import Samples, fetch, media, samples
 
@@ -260,6 +268,52 @@ def test_two_processes_serve_one_endpoint_with_their_counts_merged() -> None:
             rc = live.stop(signal.SIGINT)
     assert rc == 0, live.stderr
     check_record(got, manifests)
+
+
+# --------------------------------------------------------------------------- replayed
+
+PCAPS = Path(__file__).resolve().parents[2] / "pcaps"
+
+
+def _plain(snapshot: Snapshot, name: str) -> dict[tuple[str, ...], Any]:
+    """A family's series, a histogram's as (count, buckets); a gauge's at 0 left out (a
+    gauge shown while its consumers were open goes back to 0: absent says the same)."""
+    series = snapshot.series.get(name, {})
+    kind = BY_NAME[name].kind
+    if kind == HISTOGRAM:
+        return {k: (h.count, h.buckets.tolist()) for k, h in series.items()}
+    return {k: v for k, v in series.items() if kind != GAUGE or v != 0}
+
+
+@pytest.mark.parametrize("sample", ["produce_consume", "acks", "batching", "multi_producer"])
+def test_a_replayed_capture_gives_the_metrics_of_an_offline_read(sample: str) -> None:
+    """The packets of a sample fed to live's session in batches, a snapshot published after
+    each: counters never go back, and the last is the offline read's (`metrics_of`), with
+    the file's packets and bytes counted; the client's record of the sample agrees."""
+    path = PCAPS / f"{sample}.pcap"
+    with open_capture(path) as reader:
+        pkts = [(p.ts, p.data) for p in reader]
+    published: list[Snapshot] = []
+    opts = LiveOptions(metrics=("127.0.0.1", 0))
+    session = Session(
+        opts, FakeSource(pkts, 1), io.StringIO(), io.StringIO(), publish=published.append
+    )
+    for start in range(0, len(pkts), 7):
+        session.packets(pkts[start : start + 7])
+        session.publish()
+    session.close()
+    counts = [s.value(P + "frames_total", ("SEND", C2B)) for s in published]
+    assert counts == sorted(counts), counts  # publishing as it went, never going back
+    last, offline = published[-1], metrics_of(path)
+    assert last.value(P + "packets_total") == len(pkts)
+    assert last.value(P + "captured_bytes_total") == sum(len(data) for _, data in pkts)
+    for family, _ in last.families():
+        if family.name not in (P + "packets_total", P + "captured_bytes_total"):
+            assert _plain(last, family.name) == _plain(offline, family.name), family.name
+    manifest = json.loads((PCAPS / f"{sample}.manifest.json").read_text())
+    for topic in {s["topic"] for s in manifest["sent"]}:
+        sent = sum(1 for s in manifest["sent"] if s["topic"] == topic)
+        assert last.value(P + "messages_published_total", (topic,)) == sent, topic
 
 
 # --------------------------------------------------------------------------- refusals

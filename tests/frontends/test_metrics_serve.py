@@ -127,6 +127,15 @@ def test_only_the_address_asked_answers() -> None:
                 socket.create_connection(other, timeout=DEADLINE).close()
 
 
+def test_every_ipv4_address_when_asked() -> None:
+    with MetricsServer("0.0.0.0", 0, filled().snapshot) as made:
+        made.start()
+        assert made.url == f"http://0.0.0.0:{made.port}/metrics"
+        assert fetch(f"http://127.0.0.2:{made.port}/metrics")[0] == 200  # any local address
+        with pytest.raises(ConnectionRefusedError):  # IPv4 only: not IPv6's loopback
+            socket.create_connection(("::1", made.port), timeout=DEADLINE).close()
+
+
 def test_ipv6_loopback_when_asked() -> None:
     with MetricsServer("::1", 0, filled().snapshot) as made:
         made.start()

@@ -412,7 +412,7 @@ def grafana_panels() -> str:
 
 def grafana_board() -> str:
     """The shipped Grafana dashboard's JSON (a file generated whole)."""
-    from dissector.metrics.dashboard import render
+    from dissector.metrics.board import render
 
     return render()
 

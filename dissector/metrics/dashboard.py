@@ -1,14 +1,11 @@
-"""The Grafana dashboard of the metrics, declared once: panels, their PromQL, the board's JSON.
+"""The Grafana dashboard of the metrics, declared once: its rows, panels and their PromQL.
 
 Input: the metric families (`families.BY_NAME`): every query names its family through
 `_family`, so a family renamed or removed there fails at import (and in the tests), never
 on a user's board.
 Output: `ROWS` (titled rows of `Panel`s, each with its `Query`s), `VARIABLES` (the board's
-template variables), `board()` (the dashboard as Grafana's JSON model, schemaVersion 39, a
-Prometheus data source chosen at import: `__inputs` DS_PROMETHEUS, or the `datasource`
-variable), `render()` (its text: what `pulsar-dissect dashboard` prints and what ships as
-dissector/metrics/grafana/pulsar-dissector.json) and `panel_docs()` (docs/grafana.md's
-list of every panel's queries).
+template variables), `queries()` (every query in order) and `panel_docs()` (docs/grafana.md's
+list of every panel's queries); `board` makes Grafana's JSON of them.
 Rules:
 - Labels in a query are the family's (or `instance`, the target label Prometheus adds, so
   one board shows several dissectors); a label the family lacks fails at import too.
@@ -16,29 +13,19 @@ Rules:
   families' buckets (families.LATENCY_BUCKETS); heat maps read the buckets as `heatmap`.
 - Sums of things that are normally absent (kernel drops, bytes missing) end in
   `or vector(0)`: no loss shows as 0, not as "no data".
-- Deterministic: the same declaration gives the same bytes (sorted keys, no ids of this
-  run), so the shipped file can be checked for freshness like the docs.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
-from typing import Any
 
 from dissector.metrics.families import BY_NAME, COUNTER, GAUGE, HISTOGRAM, PREFIX, Family
 
-#: The data source every panel uses: the `datasource` variable (import sets it).
-DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
-UID = "pulsar-dissector"
-TITLE = "Pulsar dissector"
-SCHEMA_VERSION = 39
 #: Percentiles drawn for each latency: (quantile, legend suffix).
 PERCENTILES = ((0.5, "p50"), (0.99, "p99"), (0.999, "p99.9"))
 #: Labels a query may match on beyond the family's own: the scrape target's.
 TARGET_LABELS = ("instance",)
 RATE = "[$__rate_interval]"
-_WIDTH = 24  # Grafana's grid columns
 
 
 @dataclass(frozen=True, slots=True)
@@ -309,144 +296,6 @@ VARIABLES: tuple[tuple[str, str, str], ...] = (
         f'{{instance=~"$instance", topic=~"$topic"}}, subscription)',
     ),
 )
-
-
-# ------------------------------------------------------------------- JSON
-
-
-def _target(query: Query, ref: int) -> dict[str, Any]:
-    return {
-        "datasource": DATASOURCE,
-        "editorMode": "code",
-        "expr": query.expr,
-        "format": query.format,
-        "legendFormat": query.legend,
-        "range": True,
-        "refId": chr(ord("A") + ref),
-    }
-
-
-def _panel(panel: Panel, pid: int, x: int, y: int) -> dict[str, Any]:
-    out: dict[str, Any] = {
-        "datasource": DATASOURCE,
-        "description": panel.description,
-        "fieldConfig": {"defaults": {"unit": panel.unit}, "overrides": []},
-        "gridPos": {"h": 8, "w": panel.width, "x": x, "y": y},
-        "id": pid,
-        "targets": [_target(q, n) for n, q in enumerate(panel.queries)],
-        "title": panel.title,
-        "type": panel.type,
-    }
-    if panel.type == "heatmap":
-        out["options"] = {
-            "calculate": False,
-            "cellGap": 1,
-            "color": {"mode": "scheme", "scheme": "Oranges", "steps": 64},
-            "yAxis": {"axisPlacement": "left", "unit": panel.unit},
-            "rowsFrame": {"layout": "auto"},
-            "tooltip": {"mode": "single", "yHistogram": True},
-        }
-    else:
-        out["fieldConfig"]["defaults"]["custom"] = {"fillOpacity": 10, "showPoints": "never"}
-        out["options"] = {
-            "legend": {"displayMode": "list", "placement": "bottom", "showLegend": True},
-            "tooltip": {"mode": "multi", "sort": "desc"},
-        }
-    return out
-
-
-def _panels() -> list[dict[str, Any]]:
-    """Rows and their panels, laid out left to right, wrapping at 24 columns."""
-    out: list[dict[str, Any]] = []
-    pid, y = 1, 0
-    for title, panels in ROWS:
-        out.append({"collapsed": False, "gridPos": {"h": 1, "w": _WIDTH, "x": 0, "y": y},
-                    "id": pid, "panels": [], "title": title, "type": "row"})  # fmt: skip
-        pid, y, x = pid + 1, y + 1, 0
-        for panel in panels:
-            if x + panel.width > _WIDTH:
-                x, y = 0, y + 8
-            out.append(_panel(panel, pid, x, y))
-            pid, x = pid + 1, x + panel.width
-        y += 8
-    return out
-
-
-def _variable(name: str, label: str, query: str) -> dict[str, Any]:
-    return {
-        "allValue": ".*",
-        "current": {"selected": True, "text": ["All"], "value": ["$__all"]},
-        "datasource": DATASOURCE,
-        "definition": query,
-        "includeAll": True,
-        "label": label,
-        "multi": True,
-        "name": name,
-        "query": {"query": query, "refId": f"{name}-query"},
-        "refresh": 2,
-        "sort": 1,
-        "type": "query",
-    }
-
-
-def board() -> dict[str, Any]:
-    """The dashboard as Grafana's JSON model (import it, or provision it as a file)."""
-    datasource = {
-        "current": {"selected": False, "text": "Prometheus", "value": "${DS_PROMETHEUS}"},
-        "hide": 0,
-        "includeAll": False,
-        "label": "data source",
-        "multi": False,
-        "name": "datasource",
-        "query": "prometheus",
-        "refresh": 1,
-        "type": "datasource",
-    }
-    return {
-        "__inputs": [
-            {
-                "description": "The Prometheus that scrapes `pulsar-dissect live --metrics`",
-                "label": "Prometheus",
-                "name": "DS_PROMETHEUS",
-                "pluginId": "prometheus",
-                "pluginName": "Prometheus",
-                "type": "datasource",
-            },
-        ],
-        "__requires": [
-            {"id": "grafana", "name": "Grafana", "type": "grafana", "version": "10.0.0"},
-            {"id": "prometheus", "name": "Prometheus", "type": "datasource", "version": "1.0.0"},
-            {"id": "heatmap", "name": "Heatmap", "type": "panel", "version": ""},
-            {"id": "timeseries", "name": "Time series", "type": "panel", "version": ""},
-        ],
-        "annotations": {"list": []},
-        "description": "Apache Pulsar traffic as `pulsar-dissect live --metrics` sees it "
-        "on the wire: capture health, request, publish and end-to-end latencies, "
-        "throughput, producers and consumers, findings and anomalies.",
-        "editable": True,
-        "fiscalYearStartMonth": 0,
-        "graphTooltip": 1,
-        "id": None,
-        "links": [],
-        "liveNow": False,
-        "panels": _panels(),
-        "refresh": "10s",
-        "schemaVersion": SCHEMA_VERSION,
-        "tags": ["pulsar", "pulsar-dissector"],
-        "templating": {"list": [datasource, *(_variable(*v) for v in VARIABLES)]},
-        "time": {"from": "now-1h", "to": "now"},
-        "timepicker": {},
-        "timezone": "",
-        "title": TITLE,
-        "uid": UID,
-        "version": 1,
-        "weekStart": "",
-    }
-
-
-def render() -> str:
-    """The dashboard's JSON text (sorted keys, two-space indent, a final newline)."""
-    return json.dumps(board(), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
 
 
 def queries() -> list[tuple[str, str, Query]]:

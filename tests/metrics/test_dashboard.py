@@ -1,5 +1,6 @@
-"""The Grafana dashboard (dissector/metrics/dashboard.py): declared from the families, shipped
-as package data, printed by `pulsar-dissect dashboard`, listed in docs/grafana.md.
+"""The Grafana dashboard (dissector/metrics/dashboard.py, its JSON: board.py): declared from
+the families, shipped as package data, printed by `pulsar-dissect dashboard`, listed in
+docs/grafana.md.
 
 - Every query names only declared families and their labels (read back from the PromQL
   text with a regex, independently of the builders), so a family renamed in families.py
@@ -21,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from dissector.frontends.cli import main
+from dissector.metrics import board as grafana_board
 from dissector.metrics import dashboard
 from dissector.metrics.families import BY_NAME, COUNTER, FAMILIES, HISTOGRAM
 
@@ -95,7 +97,7 @@ def test_the_latency_panels_use_the_histograms_as_asked() -> None:
 
 
 def test_the_json_is_an_importable_grafana_dashboard() -> None:
-    board = json.loads(dashboard.render())
+    board = json.loads(grafana_board.render())
     assert board["schemaVersion"] == 39 and board["uid"] == "pulsar-dissector"
     assert board["id"] is None
     assert [i["name"] for i in board["__inputs"]] == ["DS_PROMETHEUS"]
@@ -140,7 +142,7 @@ def test_the_json_is_an_importable_grafana_dashboard() -> None:
 def test_the_shipped_file_and_the_command_are_the_declaration(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    text = dashboard.render()
+    text = grafana_board.render()
     assert SHIPPED.read_text(encoding="utf-8") == text, "stale: run `make docs`"
     resource = importlib.resources.files("dissector.metrics") / "grafana/pulsar-dissector.json"
     assert resource.read_text(encoding="utf-8") == text

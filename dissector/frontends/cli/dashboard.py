@@ -17,7 +17,7 @@ from dissector.frontends.cli.options import Subcommands
 
 def cmd_dashboard(args: argparse.Namespace, out: TextIO) -> int:
     """The dashboard's JSON on `out`."""
-    from dissector.metrics.dashboard import render
+    from dissector.metrics.board import render
 
     out.write(render())
     return 0

@@ -33,9 +33,11 @@ java:
 # capture the live tests compare with), libpcap (the reference compiler of BPF filters,
 # and what `live -f EXPR` uses) and tshark (the benchmark's yardstick, whose quick mode the
 # tests run and cross-check), mergecap (wireshark-common: the reference merge of captures
-# taken at the same time), chromium (renders the HTML report headless in its test), and
-# prometheus (promtool) and prometheus-node-exporter (the textfile collector: what reads
-# `summary --format prometheus`).
+# taken at the same time), chromium (renders the HTML report headless in its test),
+# prometheus (the real server the tests start on loopback to scrape `live --metrics` and run
+# the Grafana board's queries; its promtool checks expositions) and prometheus-node-exporter
+# (the textfile collector: what reads `summary --format prometheus`). The packages' own
+# services are stopped and disabled if apt started them: the tests start their own.
 # maven and a JDK (javac) fetch and build the Apache broker peer's jars and our Java client
 # (tests/support/apache/; the jars are cached in /tmp/pulsar-dissector-apache).
 # Go (1.24 or newer, what tests/support/gopeer/go.mod names) builds our Go peer with the Go
@@ -53,11 +55,16 @@ testdeps:
 	  command -v tshark >/dev/null 2>&1 || missing="$$missing tshark"; \
 	  command -v mergecap >/dev/null 2>&1 || missing="$$missing wireshark-common"; \
 	  command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
-	  command -v promtool >/dev/null 2>&1 || missing="$$missing prometheus"; \
+	  { command -v prometheus && command -v promtool; } >/dev/null 2>&1 || missing="$$missing prometheus"; \
 	  command -v prometheus-node-exporter >/dev/null 2>&1 || missing="$$missing prometheus-node-exporter"; \
 	  if [ -n "$$missing" ]; then \
 	    echo "for the tests:$$missing not found: installing with apt"; \
 	    apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $$missing; \
+	    for unit in prometheus prometheus-node-exporter; do \
+	      case " $$missing " in *" $$unit "*) \
+	        { systemctl disable --now $$unit || service $$unit stop; } >/dev/null 2>&1 || true;; \
+	      esac; \
+	    done; \
 	  fi
 
 demo: install

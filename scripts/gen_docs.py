@@ -6,7 +6,8 @@ Input: the table registry (dissector.tables.schema.TABLES), the anomaly registry
 and `pulsar-dissect` itself run on the bundled samples (the README's examples).
 Output: in each file, the text between `<!-- BEGIN GENERATED: NAME -->` and
 `<!-- END GENERATED: NAME -->` replaced with block NAME's fresh text; what is outside the
-markers is written by hand and kept. `--check` writes nothing and exits 1 naming the stale
+markers is written by hand and kept; the files of `WHOLE` (the shipped Grafana dashboard's
+JSON) are made whole. `--check` writes nothing and exits 1 naming the stale
 files (tests/test_docs.py does the same in memory).
 Rule: deterministic: the same sources give the same bytes (no times, sizes of this machine,
 terminal width or Python version in the output: the CLI reference is rendered from the
@@ -402,6 +403,26 @@ def read_plan() -> str:
     return plan_table()
 
 
+def grafana_panels() -> str:
+    """Every panel of the shipped Grafana dashboard with its queries, and its variables."""
+    from dissector.metrics.dashboard import panel_docs
+
+    return panel_docs()
+
+
+def grafana_board() -> str:
+    """The shipped Grafana dashboard's JSON (a file generated whole)."""
+    from dissector.metrics.board import render
+
+    return render()
+
+
+#: Files generated whole (not blocks in a hand-written file): path -> its maker.
+WHOLE: dict[str, Callable[[], str]] = {
+    "dissector/metrics/grafana/pulsar-dissector.json": grafana_board,
+}
+
+
 def blocks() -> dict[str, Callable[[], str]]:
     """Every generated block by name, and how to make it."""
     from dissector.tables.schema import TABLES
@@ -415,6 +436,7 @@ def blocks() -> dict[str, Callable[[], str]]:
         "cli:overview": cli_overview,
         "layout": layout,
         "read-plan": read_plan,
+        "grafana:panels": grafana_panels,
         "metrics:families": metric_families,
         "metrics:limits": metric_limits,
     }
@@ -468,7 +490,8 @@ def regenerate() -> dict[Path, str]:
     check_names(texts, makers)
     with ThreadPoolExecutor(len(EXAMPLES)) as pool:  # each a process: run them side by side
         made = dict(zip(EXAMPLES, pool.map(example, EXAMPLES), strict=True))
-    return {path: render(text, makers, made) for path, text in texts.items()}
+    fresh = {path: render(text, makers, made) for path, text in texts.items()}
+    return fresh | {ROOT / name: make() for name, make in WHOLE.items()}
 
 
 def stale() -> list[str]:
@@ -476,7 +499,7 @@ def stale() -> list[str]:
     return [
         str(path.relative_to(ROOT))
         for path, text in regenerate().items()
-        if path.read_text(encoding="utf-8") != text
+        if not path.exists() or path.read_text(encoding="utf-8") != text
     ]
 
 
@@ -490,7 +513,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"stale: {name} (run make docs)")
         return 1 if old else 0
     for path, text in regenerate().items():
-        if path.read_text(encoding="utf-8") != text:
+        if not path.exists() or path.read_text(encoding="utf-8") != text:
             path.write_text(text, encoding="utf-8")
             print(f"wrote {path.relative_to(ROOT)}")
     return 0

@@ -45,7 +45,7 @@ WORDS = {
     "spark": re.compile(r"spark|SparkSession|SparkCluster"),
     "tools": re.compile(
         r"tshark|TSHARK|tcpdump|Tcpdump|mergecap|MERGECAP|chromium|CHROMIUM|MotoS3|moto_server"
-        r"|record_tls|capture_scenario"
+        r"|record_tls|capture_scenario|PrometheusServer|PROMETHEUS|require_prometheus"
     ),
 }
 

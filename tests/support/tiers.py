@@ -61,6 +61,7 @@ PROGRAMS: dict[str, tuple[str, ...]] = {
         "moto_server",
         "prometheus-node-exporter",
         "promtool",
+        "prometheus",  # Debian's Prometheus server, scraping `live --metrics`
     ),
 }
 #: program -> the tiers that start it (a JVM): the first is inferred from a string naming it

@@ -17,6 +17,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
+import dissector.frontends.cli.dashboard as dashboard
 import dissector.frontends.cli.diagnose as diagnose
 import dissector.frontends.cli.fields as fields
 import dissector.frontends.cli.live as live
@@ -86,7 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--version", action="version", version=f"%(prog)s {importlib.metadata.version(_DIST)}"
     )
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    for command in (stream, read, summary, diagnose, fields, sql, report, spark, live):
+    for command in (stream, read, summary, diagnose, fields, sql, report, spark, live, dashboard):
         command.add_parser(sub)
     return parser
 

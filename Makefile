@@ -93,7 +93,7 @@ test: lint typecheck pytest fuzz-native-short
 # test uses, tests/support/tiers.py). No Java, apt package or root is needed here.
 QUICK := not (peers or apache or capture or spark or tools or slow)
 check: lint typecheck
-	$(PY) -m pytest -q -m "$(QUICK)"
+	$(PY) -m pytest -q -n 2 -m "$(QUICK)"
 
 # Benchmarks against tshark (installed with apt only here: never a runtime dependency).
 # bench: issue 12's captures (cached in /tmp/pulsar-dissector-bench), every command timed

@@ -18,8 +18,9 @@ deliver more than the application took), negative acks, producers and subscripti
 and every query of the shipped board, its variables substituted as Grafana would (the
 `instance`, `topic` and `subscription` variables from their label_values queries), returns
 data, but those of the panels live does not feed yet while it runs (`LIVE_GAPS`, pinned:
-open findings and end-to-end latencies). Conditions are polled over the HTTP API until they
-hold (a deadline bounds a hang).
+open findings). The end-to-end latencies are there while live runs: one per message each
+client acknowledged, per topic and subscription. Conditions are polled over the HTTP API
+until they hold (a deadline bounds a hang).
 """
 
 from __future__ import annotations
@@ -179,7 +180,34 @@ def reached(run: BoardRun) -> str:
     ended = prom.values("sum by (reason) (pulsar_dissect_connections_ended_total)", "reason")
     if not ended.get("fin"):
         missing.append(f"connections ended {ended}")
+    told = end_to_end(prom)
+    if told != acked(run.held) + acked(run.ended):
+        missing.append(f"end-to-end latencies {told}")
     return "; ".join(missing)
+
+
+def acked(record: dict[str, Any]) -> Counter[tuple[str, str]]:
+    """The messages a client's record says it acknowledged, per topic and subscription
+    (each ack, individual or cumulative, names one message: a cumulative one comes last,
+    after the others were acked one by one)."""
+    subscription = {c["index"]: c["subscription"] for c in record["consumers"]}
+    ids = {
+        (a["topic_name"], subscription[a["consumer"]], _id_key(a["message_id"]))
+        for a in record["acks"]
+        if a["kind"] != "negative"
+    }
+    return Counter((topic, sub) for topic, sub, _ in ids)
+
+
+def end_to_end(prom: PrometheusServer) -> Counter[tuple[str, str]]:
+    """The end-to-end latencies observed, per topic and subscription."""
+    query = "sum by (topic, subscription) (pulsar_dissect_end_to_end_latency_seconds_count)"
+    return Counter(
+        {
+            (s["metric"]["topic"], s["metric"]["subscription"]): int(float(s["value"][1]))
+            for s in prom.query(query)
+        }
+    )
 
 
 def test_prometheus_answers_the_clients_records(board_run: BoardRun) -> None:
@@ -238,10 +266,9 @@ def test_prometheus_answers_the_clients_records(board_run: BoardRun) -> None:
 #: Panels without data in a live run, with live as it is (reported; the assertions below
 #: pin them, so that a change shows here): live hands the metrics the rows of the findings
 #: table, made when a connection ends, so a finding established on an open connection
-#: (printed by --findings at once) is neither counted nor open; and journeys rows (the
-#: end-to-end latencies) are made when the joiner lets a message go: at its bound or at the
-#: end of the run, after the endpoint's last scrape.
-LIVE_GAPS = {"Open findings", "End-to-end latency", "End-to-end latency by subscription"}
+#: (printed by --findings at once) is neither counted nor open. (The end-to-end latencies
+#: come from the journeys' join as each ACK comes: their panels have data.)
+LIVE_GAPS = {"Open findings"}
 
 
 def empty_panels(run: BoardRun, choice: dict[str, str]) -> set[str]:
@@ -270,9 +297,11 @@ def test_every_board_query_returns_data_but_the_live_gaps(board_run: BoardRun) -
     both = {"topic": f"({run.topic}|{ended_topic})", "subscription": f"(sub-board|{ended_sub})"}
     assert empty_panels(run, everything) == LIVE_GAPS
     assert empty_panels(run, both) == LIVE_GAPS
-    # the gaps, pinned: A's finding was established while its connection is open, and no
-    # end-to-end latency was observed though every message was acked
+    # the gap, pinned: A's finding was established while its connection is open
     established = [line for _, line in run.live.lines if line.startswith("finding (now)")]
     assert any("flow.no_flow_after_subscribe" in line for line in established), established
     assert prom.query("pulsar_dissect_findings_open") == []
-    assert prom.query("pulsar_dissect_end_to_end_latency_seconds_count") == []
+    # end-to-end latencies while live runs (A still connected): one per message acked
+    assert end_to_end(prom) == acked(run.held) + acked(run.ended)
+    assert acked(run.held) == {(run.topic, "sub-board"): 6}
+    assert acked(run.ended) == {(ended_topic, ended_sub): 12}

@@ -165,7 +165,7 @@ def on_acked(ix: Index, conn: Conn, frame: Frame, fact: AckedIds) -> None:
             for before in list(ix.below(sub, a.ledger, a.entry)):
                 for m in before.messages():
                     if m.delivery(sub) is not None:
-                        _acked(m, sub, frame, fact)
+                        _acked(ix, before, m, sub, frame, fact)
                 sub.live.pop(before.serial, None)
         s = ix.find(topic, a.ledger, a.entry)
         if s is None and a.first_chunk is not None:
@@ -177,17 +177,23 @@ def on_acked(ix: Index, conn: Conn, frame: Frame, fact: AckedIds) -> None:
         if a.ack_set:
             for i in range(s.span):
                 if not has(a.ack_set, i):
-                    _acked(ix.msg(s, i), sub, frame, fact)
+                    _acked(ix, s, ix.msg(s, i), sub, frame, fact)
         else:
             for m in list(s.messages()):
-                _acked(m, sub, frame, fact)
+                _acked(ix, s, m, sub, frame, fact)
         ix.settled(sub, s)
 
 
-def _acked(m: Msg, sub: Sub, frame: Frame, fact: AckedIds) -> None:
+def _acked(ix: Index, s: Stored, m: Msg, sub: Sub, frame: Frame, fact: AckedIds) -> None:
+    """Message `m` of `s` acknowledged in `sub` by this ACK: its first ack counts, and with
+    the SEND of `s` known its end-to-end latency is told (`Index.end_to_end`)."""
     d = Index.delivery(m, sub, fact.conn_id, fact.consumer_id, _name(fact))
     if d.acked_ts is None:
-        d.acked_ts, d.acked_packet = frame.last_ts, frame.last_packet
+        ts = frame.last_ts
+        d.acked_ts, d.acked_packet = ts, frame.last_packet
+        told = ix.end_to_end
+        if told is not None and s.send_ts is not None:
+            told(s.topic, sub.name, ts - s.send_ts)
 
 
 def _unseen(ix: Index, topic: str | None, a: AckedId) -> Stored | None:

@@ -15,6 +15,10 @@ Rules:
   never joined to another by name (a replicated copy has another id).
 - Beyond MAX_HELD messages the oldest stored message is pushed out of every index and
   handed over with `evicted` set.
+- `end_to_end` (None unless metrics are asked for) hears each delivery's end-to-end latency
+  once, when the join first knows it: its first ack, of a message whose SEND is known, or
+  the merge that joins an acked delivery to its SEND (`told`); such an ack stays (an
+  earlier one merged in later changes nothing), so the row says what was told.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from dissector.journeys.state import (
     MAX_NAMES,
     Conn,
     Delivery,
+    EndToEnd,
     Msg,
     Stored,
     Sub,
@@ -67,6 +72,8 @@ class Index:
         self.names_seen: dict[str, str] = {}
         #: the batched frame whose entries its rows are naming (dissector.journeys.batches)
         self.batch: ClaimedBatch | None = None
+        #: who hears each end-to-end latency as the join first knows it (module rules)
+        self.end_to_end: EndToEnd | None = None
 
     # ------------------------------------------------------------------ records
 
@@ -186,10 +193,10 @@ class Index:
         for m in other.messages():
             if m.index is None and batched:  # an ack of the whole entry: no message's trace
                 for mine in list(into.messages()):
-                    _fold(mine, m, copy=True)
+                    self._fold(into, mine, m, copy=True)
             else:
                 mine = self.msg(into, m.index, m.sequence_id)
-                _fold(mine, m, copy=False)
+                self._fold(into, mine, m, copy=False)
                 if mine.trace is None:
                     mine.trace = m.trace
         if other.broker_ts is not None:
@@ -208,6 +215,24 @@ class Index:
         self._rechunk(other, into)
         self._unhold(other)
         other.forget()  # nothing finds it any more (a subscription's heap names its serial)
+
+    def _fold(self, s: Stored, mine: Msg, other: Msg, copy: bool) -> None:
+        """`other`'s deliveries into `mine`, a message of `s` (the same message, found
+        twice); copy: `other`'s are folded into more than one message (else they move).
+        With the SEND of `s` known, an ack a delivery had stays (told then), and one it
+        gains is told now (`end_to_end`, module rules)."""
+        send = s.send_ts
+        for d in other.deliveries():
+            have = mine.delivery(d.sub)
+            acked = have is not None and have.acked_ts is not None
+            if have is None:
+                have = d.copy() if copy else d
+                mine.add(have)
+            else:
+                have.fold(d, keep_ack=send is not None)
+            told = self.end_to_end
+            if told is not None and send is not None and not acked and have.acked_ts is not None:
+                told(s.topic, have.sub.name, have.acked_ts - send)
 
     # ------------------------------------------------------------------ finding by name
 
@@ -389,14 +414,3 @@ class Index:
     @staticmethod
     def _subs_of(s: Stored) -> set[Sub]:
         return {d.sub for m in s.messages() for d in m.deliveries()}
-
-
-def _fold(mine: Msg, other: Msg, copy: bool) -> None:
-    """`other`'s deliveries into `mine` (the same message, found twice); copy: `other`'s
-    are folded into more than one message (else they move)."""
-    for d in other.deliveries():
-        have = mine.delivery(d.sub)
-        if have is None:
-            mine.add(d.copy() if copy else d)
-        else:
-            have.fold(d)

@@ -31,6 +31,10 @@ Rules (docs/journeys.md says them with the wire's reasons):
   settled by the next frame or connection event.
 - Ids are per connection (`Index.conns`), dropped when the connection ends; stored
   messages and subscriptions span connections.
+- `end_to_end` (given only when metrics are asked for: None costs nothing) hears each
+  row's end-to-end latency once, as (topic, subscription, end_to_end_us), when the join
+  first knows it (the first ack of a message whose SEND is known), not when its rows are
+  made (dissector.journeys.index).
 """
 
 from __future__ import annotations
@@ -54,7 +58,7 @@ from dissector.events import (
 from dissector.journeys import consume, produce
 from dissector.journeys.index import Index
 from dissector.journeys.rows import journeys
-from dissector.journeys.state import Conn, Stored
+from dissector.journeys.state import Conn, EndToEnd, Stored
 
 #: What a command handler does with one frame: the stored message it concerns, if any.
 CommandStep = Callable[[Index, Conn, Frame, Any], Stored | None]
@@ -73,8 +77,9 @@ _SETTLING = (Frame, ConversationOpened, Conversation, Lifecycle)
 class Joiner:
     """Journeys of one capture (or group of captures); see the module docstring."""
 
-    def __init__(self, *, values: bool = False) -> None:
+    def __init__(self, *, values: bool = False, end_to_end: EndToEnd | None = None) -> None:
         self.ix = Index()
+        self.ix.end_to_end = end_to_end  # told each end-to-end latency (module rules)
         self.values = values  # asked for: a message without one says why (rows.NO_VALUE)
         self._current: Stored | None = None  # the stored message of the latest frame
         self._current_conn = 0

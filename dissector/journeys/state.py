@@ -14,7 +14,7 @@ out makes its rows at once (`Stored.evicted`).
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
@@ -22,6 +22,9 @@ from dissector.events import TraceFormat
 
 #: A message's trace context: trace_id, span_id, trace_format.
 TraceIds = tuple[str, str | None, TraceFormat]
+#: Who hears of each end-to-end latency as the join first knows it (`Index.end_to_end`):
+#: called with (topic, subscription, end_to_end_us), the values of the row it will make.
+EndToEnd = Callable[[str | None, str | None, int], None]
 
 #: Application messages held for joining (batch entries counted): a message's rows wait
 #: for the end of the capture because more deliveries and acks of it may come; past this
@@ -68,17 +71,20 @@ class Delivery:
         d.fold(self)
         return d
 
-    def fold(self, other: Delivery) -> None:
+    def fold(self, other: Delivery, keep_ack: bool = False) -> None:
         """Take in what `other` saw of the same message in the same subscription (the
         same message found twice before its id joined them): the earlier hops, the sum
-        of the deliveries."""
+        of the deliveries. keep_ack: its ack, when it has one, stays (its message's SEND is
+        known: the end-to-end latency was told then, docs/journeys.md)."""
         if other.delivered_ts is not None and (
             self.delivered_ts is None or other.delivered_ts < self.delivered_ts
         ):
             self.delivered_ts, self.delivered_packet = other.delivered_ts, other.delivered_packet
             self.conn_id, self.consumer_id = other.conn_id, other.consumer_id
             self.consumer_name = other.consumer_name
-        if other.acked_ts is not None and (self.acked_ts is None or other.acked_ts < self.acked_ts):
+        if other.acked_ts is not None and (
+            self.acked_ts is None or (other.acked_ts < self.acked_ts and not keep_ack)
+        ):
             self.acked_ts, self.acked_packet = other.acked_ts, other.acked_packet
         self.deliveries += other.deliveries
         self.redelivery_count = max(self.redelivery_count, other.redelivery_count)

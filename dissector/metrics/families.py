@@ -185,7 +185,7 @@ FAMILIES: tuple[Family, ...] = (
         "seconds",
         ("topic", "subscription"),
         "Time from a message's SEND to the subscription's ACK of it.",
-        "journeys",
+        "the journeys' join, at each ACK",
     ),
     _f(
         "messages_published_total",

@@ -1,16 +1,23 @@
 """The metrics' feed: pipeline events and table batches in, the store's series updated.
 
 Input: every pipeline event as a TableBuilder's feeder sees it (`event`), the record batches
-the builder made of `TABLES` (`batches`), the packets read and the capture's losses (`packets`,
-`losses`: live), then `finish`.
+the builder made of `TABLES` (`batches`), each end-to-end latency as the journeys' joiner
+first knows it (`end_to_end`: the builder's listener), the packets read and the capture's
+losses (`packets`, `losses`: live), then `finish`.
 Output: the `MetricStore`'s counters, gauges and histograms (families.FAMILIES) (the
 snapshot of a whole offline read: dissector.read.metrics.metrics_of).
 Rules:
 - Per frame no object is made: frames, acks and messages are counted in dicts keyed by the
   strings the events already hold (command name, direction, topic), moved into the store
   when batches come (`flush`); a FrameRun's commands are counted with numpy from its columns.
-- Latencies and the counts of requests, journeys and findings come from their tables'
-  batches, grouped with numpy (one `observe` per label set and batch, never per row).
+- Latencies and the counts of requests and findings come from their tables' batches,
+  grouped with numpy (one `observe` per label set and batch, never per row).
+- End-to-end latencies come from the journeys' join as it first knows each (a
+  subscription's first ACK of a message whose SEND is known: dissector.journeys.index),
+  not from the journeys rows, which wait for the end of the run: live shows them as acks
+  happen. Each is the value its row carries (end_to_end_us), told once; they are kept in
+  an int64 array per topic and subscription (no object per message) and observed at
+  `flush`.
 - Gauges show the packets' last moment: connections, producers and consumers still open
   when the capture ended (`capture_end`) stay open, and are not counted as ended; a
   consumer's permits are its FLOWs' permits minus those its deliveries used (the Permits
@@ -22,6 +29,7 @@ Rules:
 
 from __future__ import annotations
 
+from array import array
 from collections import Counter
 from collections.abc import Callable, Iterable
 from itertools import compress
@@ -86,8 +94,10 @@ class MetricsFeed:
     last batches. A snapshot of the store taken between two calls is consistent.
     """
 
-    #: The tables whose batches the feed reads: a read or live session with metrics makes
-    #: them (their plan then makes the lifecycle and permit facts, and decodes payloads).
+    #: The tables a read or live session with metrics makes (their plan then makes the
+    #: lifecycle and permit facts, and decodes payloads): the feed reads the batches of the
+    #: timeline and findings; the journeys' joiner tells it the end-to-end latencies
+    #: (`end_to_end`, the builder's listener), its rows are not read.
     TABLES: tuple[str, ...] = ("timeline", "findings", "journeys")
 
     def __init__(self, store: MetricStore) -> None:
@@ -101,6 +111,8 @@ class MetricsFeed:
         self._delivered: dict[str | None, int] = {}
         self._delivered_bytes: dict[str | None, int] = {}
         self._redelivered: dict[str | None, int] = {}
+        #: topic -> subscription -> end-to-end latencies told (µs), until `flush`
+        self._end_to_end: dict[str | None, dict[str | None, array[int]]] = {}
         # state behind the gauges
         self._open: dict[int, dict[tuple[EntityKind, int], _Open]] = {}  # conn -> entities
         self._findings_open: dict[int, Counter[tuple[str, str]]] = {}  # conn -> (code, sev)
@@ -254,17 +266,6 @@ class MetricsFeed:
             for (topic,), us in group_values([kept.column(0)], kept.column(1)):
                 store.observe(P + "publish_latency_seconds", (topic,), us)
 
-    def _journeys(self, batch: pa.RecordBatch) -> None:
-        latency = batch.column("end_to_end_us")
-        valid = pc.is_valid(latency)
-        if not pc.any(valid).as_py():
-            return
-        kept = pa.RecordBatch.from_arrays(
-            [batch.column("topic"), batch.column("subscription"), latency], names=["t", "s", "l"]
-        ).filter(valid)
-        for labels, us in group_values([kept.column(0), kept.column(1)], kept.column(2)):
-            self.store.observe(P + "end_to_end_latency_seconds", labels, us)
-
     def _findings(self, batch: pa.RecordBatch) -> None:
         store = self.store
         for labels, n in count_rows([batch.column("code"), batch.column("severity")]):
@@ -275,6 +276,19 @@ class MetricsFeed:
                 labels = store.labels(P + "findings_open", (code, severity))
                 self._findings_open.setdefault(conn, Counter())[labels] += 1  # type: ignore[index]
                 store.add_gauge(P + "findings_open", labels, 1)
+
+    # -- the journeys' join -------------------------------------------------------------
+
+    def end_to_end(self, topic: str | None, subscription: str | None, us: int) -> None:
+        """One end-to-end latency (µs) as the journeys' join first knows it (the joiner's
+        listener, dissector.journeys.joiner): kept until `flush` observes it."""
+        subs = self._end_to_end.get(topic)
+        if subs is None:
+            subs = self._end_to_end[topic] = {}
+        told = subs.get(subscription)
+        if told is None:
+            told = subs[subscription] = array("q")
+        told.append(us)
 
     # -- the rest -----------------------------------------------------------------------
 
@@ -311,6 +325,13 @@ class MetricsFeed:
             for topic, n in pending.items():
                 store.inc(P + family, (topic,), n)
             pending.clear()
+        if self._end_to_end:
+            told, self._end_to_end = self._end_to_end, {}
+            for topic, subs in told.items():
+                for subscription, us in subs.items():
+                    latencies = np.frombuffer(us, dtype=np.int64)
+                    labels = (topic, subscription)
+                    store.observe(P + "end_to_end_latency_seconds", labels, latencies)
         if self._dirty:
             self._permits()
             self._dirty = False
@@ -339,7 +360,6 @@ class MetricsFeed:
 
 _TABLES: dict[str, Callable[[MetricsFeed, pa.RecordBatch], None]] = {
     "timeline": MetricsFeed._timeline,
-    "journeys": MetricsFeed._journeys,
     "findings": MetricsFeed._findings,
 }
 

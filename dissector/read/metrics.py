@@ -53,6 +53,7 @@ def read_metrics(
         both,
         progress,
         watch=feed.event,
+        end_to_end=feed.end_to_end,
     )
     feed.finish()
     store.start_us = feed.first_us

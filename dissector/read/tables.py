@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
@@ -29,6 +30,9 @@ from dissector.read.runs import local_batches
 from dissector.tables.builders import Sink, TableBuilder
 from dissector.tables.columns import path_text
 from dissector.tables.schema import TABLES
+
+if TYPE_CHECKING:  # the journeys' modules are imported when that table is made
+    from dissector.journeys.state import EndToEnd
 
 
 @dataclass(slots=True)
@@ -54,10 +58,12 @@ def make_builder(
     capture: str = "",
     sink: Sink | None = None,
     tables: Iterable[str] | None = None,
+    end_to_end: EndToEnd | None = None,
 ) -> TableBuilder:
     """The TableBuilder of a read: the plan's tables (or `tables`, those of them a caller
     makes here: the fleet records its journeys for a second stage), its findings made with
-    the read's thresholds and ports."""
+    the read's thresholds and ports; `end_to_end`: told each end-to-end latency as the
+    journeys' join knows it (the metrics' feed)."""
     return TableBuilder(
         capture=capture,
         tables=plan.tables if tables is None else tables,
@@ -65,6 +71,7 @@ def make_builder(
         fields=plan.fields,
         diagnoser=diagnoser(options) if plan.findings else None,
         values=plan.values,
+        end_to_end=end_to_end,
     )
 
 
@@ -78,6 +85,7 @@ def stream_tables(
     front: str = TABLES_FRONT,
     keys: RowKeys | None = None,
     watch: Callable[[PipelineEvent], None] | None = None,
+    end_to_end: EndToEnd | None = None,
 ) -> ReadCounts:
     """Dissect the captures, handing each table's record batches to `sink` as they are made
     (see the module rule); return what was counted. Only the stages these tables need run
@@ -87,6 +95,8 @@ def stream_tables(
     opened (see dissector.read.driver.drive).
     keys: keys every row made, for the sink to take (-j workers: dissector.read.row_order).
     watch: sees every event after the builder (the metrics' feed: dissector.metrics.feed).
+    end_to_end: told each end-to-end latency as the journeys' join first knows it (the
+    metrics' feed; dissector.journeys.joiner).
     """
     plan = plan_read(options, tables, front)
     counts = ReadCounts()
@@ -103,7 +113,7 @@ def stream_tables(
                     _finish(builder, group, keys)
                     counts.rows.update(builder.counts())
                 group = g
-                builder = make_builder(plan, options, capture, sink)
+                builder = make_builder(plan, options, capture, sink, end_to_end=end_to_end)
                 add = builder.feeder()  # once per builder: no work per batch
                 if keys is not None:
                     keys.use(builder)

@@ -18,7 +18,8 @@ table (what its rules checked and found in order) is made by the same Diagnoser,
 `finish`, one row per check. The journeys
 table is made the same way, by a dissector.journeys.Joiner (docs/journeys.md), made only
 when that table is asked for; its rows come at `finish` (or when its bound pushes a message
-out).
+out); `end_to_end` (the metrics' feed) hears each end-to-end latency as the joiner first
+knows it, before its row is made.
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ from dissector.tables.schema import TABLES
 if TYPE_CHECKING:  # imported when findings are made: the rules cost no start-up time
     from dissector.diagnose import Diagnoser
     from dissector.journeys import Joiner
+    from dissector.journeys.state import EndToEnd
 
 #: Rows gathered before they become an Arrow record batch: Python tuples cost about ten times
 #: the memory of the Arrow columns they become, so batches are kept small (writers group
@@ -186,6 +188,7 @@ class TableBuilder:
         fields: bool = False,
         diagnoser: Diagnoser | None = None,
         values: bool = False,
+        end_to_end: EndToEnd | None = None,
     ) -> None:
         self.capture = path_text(capture)
         self._frame_row = TABLES["frames"].row_with() if fields else frame_row
@@ -217,7 +220,7 @@ class TableBuilder:
         if self.journeys is not None:
             from dissector.journeys import Joiner
 
-            self.joiner = Joiner(values=values)
+            self.joiner = Joiner(values=values, end_to_end=end_to_end)
 
     def add(self, ev: PipelineEvent) -> None:
         if type(ev) is Frame:

@@ -10,7 +10,9 @@ path, 404, loopback only by default, no payload, key, property or token text on 
 endpoint; bad addresses and ports in use (one line, exit 2, nothing created); `-j 2`: the
 parent's one endpoint merges the workers' counts. Needs capture permission (root or
 CAP_NET_RAW) for the runs that capture. Without capturing: a sample capture replayed
-through live's session gives the offline read's metrics, and counts the file's packets.
+through live's session gives the offline read's metrics, and counts the file's packets;
+replayed one packet at a time, its end-to-end latencies are counted as their ACKs come
+(the journeys of the offline read acked so far), long before the run ends.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from dissector.frontends.live.session import LiveOptions, Session
 from dissector.metrics.families import BY_NAME, GAUGE, HISTOGRAM
 from dissector.metrics.store import Snapshot
 from dissector.read.metrics import metrics_of
+from dissector.read.tables import read_tables
 from tests.support.live import FakeSource, Live, live_argv
 from tests.support.peers import PulsarLite, run_scenario
 from tests.support.scrape import Samples, fetch, media, samples
@@ -314,6 +317,63 @@ def test_a_replayed_capture_gives_the_metrics_of_an_offline_read(sample: str) ->
     for topic in {s["topic"] for s in manifest["sent"]}:
         sent = sum(1 for s in manifest["sent"] if s["topic"] == topic)
         assert last.value(P + "messages_published_total", (topic,)) == sent, topic
+
+
+#: Samples whose client acked each message it was sent once (the record's `acks`: each
+#: names one message), and the one with batch-index, cumulative and redelivered acks.
+ACKED_ALL = ("produce_consume", "batching", "multi_producer")
+E2E = P + "end_to_end_latency_seconds"
+
+
+@pytest.mark.parametrize("sample", [*ACKED_ALL, "acks"])
+def test_a_replayed_capture_counts_end_to_end_latencies_as_acks_come(sample: str) -> None:
+    """Live's session fed a sample one packet at a time, a snapshot published after each:
+    the end-to-end latencies are counted as their ACKs come, not at the end of the run.
+    After each packet, per topic and subscription: the journeys of the offline read whose
+    ACK came in the packets fed so far, with their end_to_end_us (count and sum). Before
+    `close`, every message the client's record says it acked is counted; `close` adds
+    none."""
+    path = PCAPS / f"{sample}.pcap"
+    with open_capture(path) as reader:
+        pkts = [(p.ts, p.data) for p in reader]
+    journeys = read_tables(path, tables=["journeys"])["journeys"].to_pylist()
+    acked = [j for j in journeys if j["end_to_end_us"] is not None]
+    published: list[Snapshot] = []
+    session = Session(
+        LiveOptions(metrics=("127.0.0.1", 0)),
+        FakeSource(pkts, 1),
+        io.StringIO(),
+        io.StringIO(),
+        publish=published.append,
+    )
+    for n, pkt in enumerate(pkts, 1):
+        session.packets([pkt])
+        session.publish()
+        expected: dict[tuple[str, str], list[int]] = {}
+        for j in acked:
+            if j["acked_packet"] <= n:
+                expected.setdefault((j["topic"], j["subscription"]), []).append(j["end_to_end_us"])
+        series = published[-1].series[E2E]
+        assert {k: h.count for k, h in series.items()} == {
+            k: len(v) for k, v in expected.items()
+        }, n
+        for key, values in expected.items():
+            assert series[key].sum == pytest.approx(sum(values) / 1e6), (n, key)
+    before_close = published[-1].series[E2E]
+    session.close()
+    assert {k: h.count for k, h in published[-1].series[E2E].items()} == {
+        k: h.count for k, h in before_close.items()
+    }
+    assert sum(h.count for h in before_close.values()) == len(acked) > 0
+    if sample in ACKED_ALL:  # the client's record: each message acked once
+        manifest = json.loads((PCAPS / f"{sample}.manifest.json").read_text())
+        subscription = {c["index"]: c["subscription"] for c in manifest["consumers"]}
+        record: dict[tuple[str, str], int] = {}
+        for a in manifest["acks"]:  # produce_consume's last is cumulative: itself alone
+            key = (a["topic_name"], subscription[a["consumer"]])
+            record[key] = record.get(key, 0) + 1
+        assert {k: h.count for k, h in before_close.items()} == record
+        assert sum(record.values()) == len(manifest["sent"])
 
 
 # --------------------------------------------------------------------------- refusals

@@ -266,10 +266,10 @@ def test_batches_taken_after_every_packet_give_the_same_metrics(capture: Path) -
     packet's events, the store read between; the end is the whole read's."""
     options = ReaderOptions()
     plan = plan_read(options, MetricsFeed.TABLES)
-    builder = make_builder(plan, options)
-    add = builder.feeder()
     store = MetricStore()
     feed = MetricsFeed(store)
+    builder = make_builder(plan, options, end_to_end=feed.end_to_end)
+    add = builder.feeder()
     taken = 0
     for _, _, events in local_batches([capture], options, plan):
         for ev in events:

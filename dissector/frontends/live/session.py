@@ -237,6 +237,7 @@ class Session:
                 fields=plan.fields,
                 diagnoser=self._diagnoser(reader) if plan.findings else None,
                 values=plan.values,
+                end_to_end=None if self.metrics is None else self.metrics.end_to_end,
             )
             self._add = self.builder.feeder()
         self.counts = Counts(messages=0 if plan.payloads else None)

@@ -1,21 +1,24 @@
 """The metrics' feed: pipeline events and table batches in, the store's series updated.
 
 Input: every pipeline event as a TableBuilder's feeder sees it (`event`), the record batches
-the builder made of `TABLES` (`batches`), the packets read and the capture's losses (`packets`,
-`losses`: live), then `finish`.
+the builder made of `TABLES` (`batches`), the findings its Diagnoser tells as they are
+established (`established`: its listener), the packets read and the capture's losses
+(`packets`, `losses`: live), then `finish`.
 Output: the `MetricStore`'s counters, gauges and histograms (families.FAMILIES) (the
 snapshot of a whole offline read: dissector.read.metrics.metrics_of).
 Rules:
 - Per frame no object is made: frames, acks and messages are counted in dicts keyed by the
   strings the events already hold (command name, direction, topic), moved into the store
   when batches come (`flush`); a FrameRun's commands are counted with numpy from its columns.
-- Latencies and the counts of requests, journeys and findings come from their tables'
-  batches, grouped with numpy (one `observe` per label set and batch, never per row).
+- Latencies and the counts of requests and journeys come from their tables' batches,
+  grouped with numpy (one `observe` per label set and batch, never per row). A finding
+  counts when it is established (the listener: a stall while it lasts), or when its row
+  comes if it was not told; once either way (dissector.metrics.findings).
 - Gauges show the packets' last moment: connections, producers and consumers still open
   when the capture ended (`capture_end`) stay open, and are not counted as ended; a
   consumer's permits are its FLOWs' permits minus those its deliveries used (the Permits
   facts' ledger, read from the consumer's record when batches come); a finding is open
-  while its connection is.
+  while its connection is (from when it is established).
 - Command names unknown to the schema (UNKNOWN_<n>) count as UNKNOWN: the wire cannot grow
   the label set.
 """
@@ -41,6 +44,7 @@ from dissector.events import (
     Direction,
     Entity,
     EntityKind,
+    Finding,
     Frame,
     FrameRun,
     Lifecycle,
@@ -49,6 +53,7 @@ from dissector.events import (
     Outcome,
     PipelineEvent,
 )
+from dissector.metrics.findings import FindingsCount
 from dissector.metrics.groups import count_rows, group_values
 from dissector.metrics.store import MetricStore
 from dissector.pulsar import frame_runs as R
@@ -59,7 +64,6 @@ P = "pulsar_dissect_"
 _ENDS = frozenset({LifeStep.FAILED, LifeStep.CLOSED_BY_CLIENT, LifeStep.CLOSED_BY_BROKER})
 _ANSWERED = (str(Outcome.SUCCESS), str(Outcome.ERROR))
 _RUN_ACK = R.ACK
-_FINDING_COLUMNS = ("conn_id", "code", "severity")
 
 
 def _command(name: str) -> str:
@@ -83,7 +87,9 @@ class MetricsFeed:
     facts and decodes payloads); hand `event` every event after the TableBuilder's feeder;
     hand `batches` each table's record batches as the builder makes them (every emit: the
     counts gathered from events reach the store then, `flush`); `finish` after the builder's
-    last batches. A snapshot of the store taken between two calls is consistent.
+    last batches. A snapshot of the store taken between two calls is consistent. The
+    Diagnoser making the findings rows tells `established` (its listener, Context.listener)
+    of the findings it establishes before their rows.
     """
 
     #: The tables whose batches the feed reads: a read or live session with metrics makes
@@ -103,7 +109,7 @@ class MetricsFeed:
         self._redelivered: dict[str | None, int] = {}
         # state behind the gauges
         self._open: dict[int, dict[tuple[EntityKind, int], _Open]] = {}  # conn -> entities
-        self._findings_open: dict[int, Counter[tuple[str, str]]] = {}  # conn -> (code, sev)
+        self._findings = FindingsCount(store, self._open)
         self._permits_shown: set[tuple[str, ...]] = set()
         self._dirty = False  # frames came since the permits were last read
         self._dropped = self._skipped = 0
@@ -186,8 +192,7 @@ class MetricsFeed:
         store.add_gauge(P + "connections_open", (), -1)
         for (kind, _), item in self._open.pop(ev.conn_id, {}).items():
             self._close(kind, item)
-        for (code, severity), n in self._findings_open.pop(ev.conn_id, Counter()).items():
-            store.add_gauge(P + "findings_open", (code, severity), -n)
+        self._findings.ended(ev.conn_id)
         self._dirty = True
 
     def _lifecycle(self, ev: Lifecycle) -> None:
@@ -265,16 +270,13 @@ class MetricsFeed:
         for labels, us in group_values([kept.column(0), kept.column(1)], kept.column(2)):
             self.store.observe(P + "end_to_end_latency_seconds", labels, us)
 
-    def _findings(self, batch: pa.RecordBatch) -> None:
-        store = self.store
-        for labels, n in count_rows([batch.column("code"), batch.column("severity")]):
-            store.inc(P + "findings_total", labels, n)
-        conns, codes, severities = (batch.column(c).to_pylist() for c in _FINDING_COLUMNS)
-        for conn, code, severity in zip(conns, codes, severities, strict=True):
-            if conn in self._open:  # open while its connection is (module rules)
-                labels = store.labels(P + "findings_open", (code, severity))
-                self._findings_open.setdefault(conn, Counter())[labels] += 1  # type: ignore[index]
-                store.add_gauge(P + "findings_open", labels, 1)
+    def _findings_rows(self, batch: pa.RecordBatch) -> None:
+        self._findings.rows(batch)
+
+    def established(self, found: Finding) -> None:
+        """The Diagnoser's listener: a finding established now, before its row (counted
+        once, open while its connection is: dissector.metrics.findings)."""
+        self._findings.told(found)
 
     # -- the rest -----------------------------------------------------------------------
 
@@ -335,12 +337,13 @@ class MetricsFeed:
         """The read ended (after the builder's last batches): everything into the store."""
         self._dirty = True
         self.flush()
+        self._findings.finish()
 
 
 _TABLES: dict[str, Callable[[MetricsFeed, pa.RecordBatch], None]] = {
     "timeline": MetricsFeed._timeline,
     "journeys": MetricsFeed._journeys,
-    "findings": MetricsFeed._findings,
+    "findings": MetricsFeed._findings_rows,
 }
 
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 
 from dissector.capture.merge import Progress
-from dissector.events import PipelineEvent
+from dissector.events import Finding, PipelineEvent
 from dissector.read.driver import fewer_collections
 from dissector.read.numbering import Opened
 from dissector.read.options import PathLike, ReaderOptions, diagnoser
@@ -54,16 +54,17 @@ def make_builder(
     capture: str = "",
     sink: Sink | None = None,
     tables: Iterable[str] | None = None,
+    listener: Callable[[Finding], None] | None = None,
 ) -> TableBuilder:
     """The TableBuilder of a read: the plan's tables (or `tables`, those of them a caller
     makes here: the fleet records its journeys for a second stage), its findings made with
-    the read's thresholds and ports."""
+    the read's thresholds and ports, `listener` told of each as it is established."""
     return TableBuilder(
         capture=capture,
         tables=plan.tables if tables is None else tables,
         sink=sink,
         fields=plan.fields,
-        diagnoser=diagnoser(options) if plan.findings else None,
+        diagnoser=diagnoser(options, listener) if plan.findings else None,
         values=plan.values,
     )
 
@@ -78,6 +79,7 @@ def stream_tables(
     front: str = TABLES_FRONT,
     keys: RowKeys | None = None,
     watch: Callable[[PipelineEvent], None] | None = None,
+    listener: Callable[[Finding], None] | None = None,
 ) -> ReadCounts:
     """Dissect the captures, handing each table's record batches to `sink` as they are made
     (see the module rule); return what was counted. Only the stages these tables need run
@@ -87,6 +89,7 @@ def stream_tables(
     opened (see dissector.read.driver.drive).
     keys: keys every row made, for the sink to take (-j workers: dissector.read.row_order).
     watch: sees every event after the builder (the metrics' feed: dissector.metrics.feed).
+    listener: told of each finding as it is established, before its row (the metrics' feed).
     """
     plan = plan_read(options, tables, front)
     counts = ReadCounts()
@@ -103,7 +106,7 @@ def stream_tables(
                     _finish(builder, group, keys)
                     counts.rows.update(builder.counts())
                 group = g
-                builder = make_builder(plan, options, capture, sink)
+                builder = make_builder(plan, options, capture, sink, listener=listener)
                 add = builder.feeder()  # once per builder: no work per batch
                 if keys is not None:
                     keys.use(builder)

@@ -10,9 +10,10 @@ Rules:
   told finding's when their keys are equal: code, topic, entity, and the connection, for a
   finding of one connection (a PING, a producer, a consumer: the stalls the engine's sweep
   tells), or the client's address for the rules that follow a client across connections
-  (`ACROSS`: told with the connection at hand, their row names the episode's last one).
-  Both carry these (the Finding; the row's conn_id, client_ip, code, topic, entity); the
-  severity is the code's (the registry).
+  (`ACROSS`: told with the connection at hand, their row names the episode's last one, or
+  none: a redirect chain's row without a loop shown; a row without a client then matches
+  any client's). Both carry these (the Finding; the row's conn_id, client_ip, code, topic,
+  entity); the severity is the code's (the registry).
 - A key told again before its row came is the same finding (a consumer's every stall, a
   redirect chain told at its cycle and at its count: one row each); a row of a key not
   told counts then, as do the rows beyond the first of a key told once (a connection's
@@ -88,7 +89,7 @@ class FindingsCount:
         columns = (batch.column(name).to_pylist() for name in _COLUMNS)
         for conn, client, code, severity, topic, entity in zip(*columns, strict=True):
             labels = (code, severity)
-            told = self._told.pop(_key(code, topic, entity, conn, client), None)
+            told = self._take(_key(code, topic, entity, conn, client))
             if told is None:
                 counted[labels] += 1
             else:  # counted when told; open now as its row says
@@ -96,6 +97,15 @@ class FindingsCount:
             self._opens(conn, labels)
         for labels, n in counted.items():
             self.store.inc(TOTAL, labels, n)
+
+    def _take(self, key: _Key) -> tuple[int, tuple[str, ...]] | None:
+        """The finding told of `key` (a row's), no longer waiting (None: none told)."""
+        told = self._told.pop(key, None)
+        if told is None and key[0] in ACROSS and key[3] is None:  # any client's (rules)
+            for waiting in self._told:
+                if waiting[:3] == key[:3]:
+                    return self._told.pop(waiting)
+        return told
 
     def ended(self, conn: int) -> None:
         """A connection ended (not with the capture): its findings are no longer open."""

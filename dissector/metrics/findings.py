@@ -88,7 +88,7 @@ class FindingsCount:
         counted: Counter[tuple[str, ...]] = Counter()
         columns = (batch.column(name).to_pylist() for name in _COLUMNS)
         for conn, client, code, severity, topic, entity in zip(*columns, strict=True):
-            labels = (code, severity)
+            labels: tuple[str, ...] = (code, severity)
             told = self._take(_key(code, topic, entity, conn, client))
             if told is None:
                 counted[labels] += 1

@@ -276,8 +276,13 @@ def test_a_finding_counts_when_established_and_once(tmp_path: Path) -> None:
     plan = plan_read(options, MetricsFeed.TABLES)
     store = MetricStore()
     feed = MetricsFeed(store)
-    told: list[Any] = []
-    builder = make_builder(plan, options, listener=lambda f: (told.append(f), feed.established(f)))
+    told: list[Finding] = []
+
+    def listener(found: Finding) -> None:  # as live's, with --findings: both told
+        told.append(found)
+        feed.established(found)
+
+    builder = make_builder(plan, options, listener=listener)
     add = builder.feeder()
     rows = 0
     seen: list[tuple[Any, int, dict[Any, float], dict[Any, float]]] = []
@@ -286,9 +291,9 @@ def test_a_finding_counts_when_established_and_once(tmp_path: Path) -> None:
             add(ev)
             feed.event(ev)
             for name, batches in builder.batches.items():
-                made = batches.take()
-                rows += sum(b.num_rows for b in made) if name == "findings" else 0
-                feed.batches(name, made)
+                taken = batches.take()
+                rows += sum(b.num_rows for b in taken) if name == "findings" else 0
+                feed.batches(name, taken)
             snap = store.snapshot()
             seen.append((ev, rows, snap.series[P + "findings_total"],
                          snap.series[P + "findings_open"]))  # fmt: skip
@@ -298,10 +303,10 @@ def test_a_finding_counts_when_established_and_once(tmp_path: Path) -> None:
     feed.finish()
     no_flow = ("flow.no_flow_after_subscribe", "warning")
     first = next(i for i, (_, _, total, _) in enumerate(seen) if total)
-    ev, made, total, opened = seen[first]
+    ev, before, total, opened = seen[first]
     assert ev.last_ts == us(20.0) and ev.command_name == "PING"  # told there, once
     assert [f.code for f in told] == [no_flow[0]]
-    assert made == 0 and total == {no_flow: 1} and opened == {no_flow: 1}
+    assert before == 0 and total == {no_flow: 1} and opened == {no_flow: 1}
     ended = next(i for i, (ev, *_) in enumerate(seen) if type(ev) is Conversation)
     assert seen[ended - 1][3] == {no_flow: 1}  # open while its connection is
     assert seen[ended][2:] == ({no_flow: 1}, {no_flow: 0})  # FIN: closed, counted still

@@ -38,7 +38,8 @@ from dissector.metrics.store import Snapshot
 from dissector.read.metrics import metrics_of
 from tests.support.live import FakeSource, Live, live_argv
 from tests.support.peers import PulsarLite, run_scenario
-from tests.support.scenes import Scene, ping, pong, subscribe, us
+from tests.support.scenes import no_flow as no_flow_scene
+from tests.support.scenes import us
 from tests.support.scrape import Samples, fetch, media, samples
 
 P = "pulsar_dissect_"
@@ -326,14 +327,7 @@ def test_a_finding_shows_while_its_connection_is_open(printed: bool, tmp_path: P
     row; the connection's FIN (45 s) closes it and its row does not count it again. With or
     without --findings (one listener told, or both), the same snapshots; the last is the
     offline read's."""
-    scene = Scene()
-    conn = scene.open()
-    for m in subscribe():
-        scene.at(0, m, conn)
-    for t in (20.0, 39.0):
-        scene.at(t, ping(), conn).at(t, pong(), conn)
-    scene.close(45.0, conn)
-    path = scene.write(tmp_path / "no_flow.pcap")
+    path = no_flow_scene(close=45.0).write(tmp_path / "no_flow.pcap")
     with open_capture(path) as reader:
         pkts = [(p.ts, p.data) for p in reader]
     published: list[Snapshot] = []

@@ -37,7 +37,8 @@ from dissector.read.runs import local_batches
 from dissector.read.tables import make_builder, read_tables
 from tests.support.crafted import C2B, SUBSCRIBED, TOPIC, baseline_session, write_pcap
 from tests.support.samples import CAPTURES, IDS, manifest
-from tests.support.scenes import Scene, faults_capture, ping, pong, subscribe, us
+from tests.support.scenes import faults_capture, us
+from tests.support.scenes import no_flow as no_flow_scene
 
 P = "pulsar_dissect_"
 #: Samples whose client did not take every delivery the broker made (a seek drops the
@@ -246,13 +247,7 @@ def test_findings_counted_and_open_while_their_connection_is(tmp_path: Path) -> 
         ("producer.sequence_regression", "warning"): 1,
     }
     assert not any(snap.series[P + "findings_open"].values())  # every connection closed
-    scene = Scene()
-    conn = scene.open()
-    for m in subscribe():
-        scene.at(0, m, conn)
-    for t in (20.0, 39.0):
-        scene.at(t, ping(), conn).at(t, pong(), conn)
-    left_open = metrics_of([scene.write(tmp_path / "open.pcap")])
+    left_open = metrics_of([no_flow_scene().write(tmp_path / "open.pcap")])
     no_flow = ("flow.no_flow_after_subscribe", "warning")
     assert left_open.series[P + "findings_total"] == {no_flow: 1}
     assert left_open.series[P + "findings_open"] == {no_flow: 1}
@@ -264,14 +259,7 @@ def test_a_finding_counts_when_established_and_once(tmp_path: Path) -> None:
     on a connection still open counts and is open before any findings row is made (told at
     the PING at 20 s, the first frame after the wait); the connection's FIN closes it, and
     its row, made then, does not count it again."""
-    scene = Scene()
-    conn = scene.open()
-    for m in subscribe():
-        scene.at(0, m, conn)
-    for t in (20.0, 39.0):
-        scene.at(t, ping(), conn).at(t, pong(), conn)
-    scene.close(45.0, conn)
-    path = scene.write(tmp_path / "no_flow.pcap")
+    path = no_flow_scene(close=45.0).write(tmp_path / "no_flow.pcap")
     options = ReaderOptions()
     plan = plan_read(options, MetricsFeed.TABLES)
     store = MetricStore()

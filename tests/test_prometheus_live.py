@@ -18,9 +18,11 @@ deliver more than the application took), negative acks, producers and subscripti
 and every query of the shipped board, its variables substituted as Grafana would (the
 `instance`, `topic` and `subscription` variables from their label_values queries), returns
 data, but those of the panels live does not feed yet while it runs (`LIVE_GAPS`, pinned:
-open findings). The end-to-end latencies are there while live runs: one per message each
-client acknowledged, per topic and subscription. Conditions are polled over the HTTP API
-until they hold (a deadline bounds a hang).
+data, every panel's included (`LIVE_GAPS`, none now, pinned). A's finding, established
+while its connection is open, is counted and open while live runs; the end-to-end
+latencies are there while live runs: one per message each client acknowledged, per
+topic and subscription. Conditions are polled over the HTTP API until they hold (a
+deadline bounds a hang).
 """
 
 from __future__ import annotations
@@ -53,6 +55,8 @@ REFUSED_TIMEOUT = 2  # client C's: how long it retries the refused subscription
 #: live's options besides the interface and the broker's port: the endpoint on a free port,
 #: a consumer without FLOW for a second is a finding, and findings are printed at once.
 LIVE_OPTIONS = ("--metrics", "0", "--flow-wait", "1", "--findings")
+#: A's finding: its exclusive consumer sends no FLOW (its connection stays open)
+NO_FLOW = "flow.no_flow_after_subscribe"
 
 
 @dataclass
@@ -174,6 +178,9 @@ def reached(run: BoardRun) -> str:
     findings = prom.values("sum by (code) (pulsar_dissect_findings_total)", "code")
     if not findings.get("request.unanswered"):
         missing.append(f"findings {findings}")
+    held = prom.values("sum by (code) (pulsar_dissect_findings_open)", "code")
+    if not held.get(NO_FLOW):
+        missing.append(f"findings open {held}")
     unanswered = prom.values('sum(pulsar_dissect_requests_total{outcome="unanswered"})')
     if not unanswered.get(""):
         missing.append("no request unanswered")
@@ -264,11 +271,9 @@ def test_prometheus_answers_the_clients_records(board_run: BoardRun) -> None:
 
 
 #: Panels without data in a live run, with live as it is (reported; the assertions below
-#: pin them, so that a change shows here): live hands the metrics the rows of the findings
-#: table, made when a connection ends, so a finding established on an open connection
-#: (printed by --findings at once) is neither counted nor open. (The end-to-end latencies
-#: come from the journeys' join as each ACK comes: their panels have data.)
-LIVE_GAPS = {"Open findings"}
+#: pin them, so that a change shows here): none. Findings count as they are established
+#: and end-to-end latencies as each ACK comes (the journeys' join), so every panel has data.
+LIVE_GAPS: set[str] = set()
 
 
 def empty_panels(run: BoardRun, choice: dict[str, str]) -> set[str]:
@@ -297,10 +302,15 @@ def test_every_board_query_returns_data_but_the_live_gaps(board_run: BoardRun) -
     both = {"topic": f"({run.topic}|{ended_topic})", "subscription": f"(sub-board|{ended_sub})"}
     assert empty_panels(run, everything) == LIVE_GAPS
     assert empty_panels(run, both) == LIVE_GAPS
-    # the gap, pinned: A's finding was established while its connection is open
+    # A's finding, established while its connection is open: printed at once (--findings)
+    # and, from the same listener, counted once and open (its row waits for the connection's
+    # end)
     established = [line for _, line in run.live.lines if line.startswith("finding (now)")]
-    assert any("flow.no_flow_after_subscribe" in line for line in established), established
-    assert prom.query("pulsar_dissect_findings_open") == []
+    assert sum(NO_FLOW in line for line in established) == 1, established
+    held = prom.values("sum by (code) (pulsar_dissect_findings_open)", "code")
+    assert {code: n for code, n in held.items() if n} == {NO_FLOW: 1}
+    assert prom.values("sum by (code) (pulsar_dissect_findings_total)", "code")[NO_FLOW] == 1
+    assert not any(NO_FLOW in line for _, line in run.live.lines if line.startswith("finding:"))
     # end-to-end latencies while live runs (A still connected): one per message acked
     assert end_to_end(prom) == acked(run.held) + acked(run.ended)
     assert acked(run.held) == {(run.topic, "sub-board"): 6}

@@ -256,14 +256,22 @@ FAMILIES: tuple[Family, ...] = (
         "permit facts",
     ),
     # diagnoses
-    _f("findings_total", COUNTER, "", ("code", "severity"), "Findings established.", "findings"),
+    _f(
+        "findings_total",
+        COUNTER,
+        "",
+        ("code", "severity"),
+        "Findings established (counted once: as a threshold passes, or when their row is made).",
+        "findings (as established, and their rows)",
+    ),
     _f(
         "findings_open",
         GAUGE,
         "",
         ("code", "severity"),
-        "Findings established on connections still open (a finding ends with its connection).",
-        "findings",
+        "Findings established on connections still open (from when established; a finding "
+        "ends with its connection).",
+        "findings (as established, and their rows)",
     ),
     # the metrics themselves
     _f(

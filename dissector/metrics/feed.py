@@ -2,7 +2,8 @@
 
 Input: every pipeline event as a TableBuilder's feeder sees it (`event`), the record batches
 the builder made of `TABLES` (`batches`), each end-to-end latency as the journeys' joiner
-first knows it (`end_to_end`: the builder's listener), the packets read and the capture's
+first knows it (`end_to_end`: the builder's listener), the findings its Diagnoser tells as
+they are established (`established`: its listener), the packets read and the capture's
 losses (`packets`, `losses`: live), then `finish`.
 Output: the `MetricStore`'s counters, gauges and histograms (families.FAMILIES) (the
 snapshot of a whole offline read: dissector.read.metrics.metrics_of).
@@ -10,8 +11,10 @@ Rules:
 - Per frame no object is made: frames, acks and messages are counted in dicts keyed by the
   strings the events already hold (command name, direction, topic), moved into the store
   when batches come (`flush`); a FrameRun's commands are counted with numpy from its columns.
-- Latencies and the counts of requests and findings come from their tables' batches,
-  grouped with numpy (one `observe` per label set and batch, never per row).
+- Latencies and the counts of requests come from their tables' batches, grouped with
+  numpy (one `observe` per label set and batch, never per row). A finding counts when it
+  is established (the listener: a stall while it lasts), or when its row comes if it was
+  not told; once either way (dissector.metrics.findings).
 - End-to-end latencies come from the journeys' join as it first knows each (a
   subscription's first ACK of a message whose SEND is known: dissector.journeys.index),
   not from the journeys rows, which wait for the end of the run: live shows them as acks
@@ -22,7 +25,7 @@ Rules:
   when the capture ended (`capture_end`) stay open, and are not counted as ended; a
   consumer's permits are its FLOWs' permits minus those its deliveries used (the Permits
   facts' ledger, read from the consumer's record when batches come); a finding is open
-  while its connection is.
+  while its connection is (from when it is established).
 - Command names unknown to the schema (UNKNOWN_<n>) count as UNKNOWN: the wire cannot grow
   the label set.
 """
@@ -49,6 +52,7 @@ from dissector.events import (
     Direction,
     Entity,
     EntityKind,
+    Finding,
     Frame,
     FrameRun,
     Lifecycle,
@@ -57,6 +61,7 @@ from dissector.events import (
     Outcome,
     PipelineEvent,
 )
+from dissector.metrics.findings import FindingsCount
 from dissector.metrics.groups import count_rows, group_values
 from dissector.metrics.store import MetricStore
 from dissector.pulsar import frame_runs as R
@@ -67,7 +72,6 @@ P = "pulsar_dissect_"
 _ENDS = frozenset({LifeStep.FAILED, LifeStep.CLOSED_BY_CLIENT, LifeStep.CLOSED_BY_BROKER})
 _ANSWERED = (str(Outcome.SUCCESS), str(Outcome.ERROR))
 _RUN_ACK = R.ACK
-_FINDING_COLUMNS = ("conn_id", "code", "severity")
 
 
 def _command(name: str) -> str:
@@ -91,7 +95,9 @@ class MetricsFeed:
     facts and decodes payloads); hand `event` every event after the TableBuilder's feeder;
     hand `batches` each table's record batches as the builder makes them (every emit: the
     counts gathered from events reach the store then, `flush`); `finish` after the builder's
-    last batches. A snapshot of the store taken between two calls is consistent.
+    last batches. A snapshot of the store taken between two calls is consistent. The
+    Diagnoser making the findings rows tells `established` (its listener, Context.listener)
+    of the findings it establishes before their rows.
     """
 
     #: The tables a read or live session with metrics makes (their plan then makes the
@@ -115,7 +121,7 @@ class MetricsFeed:
         self._end_to_end: dict[str | None, dict[str | None, array[int]]] = {}
         # state behind the gauges
         self._open: dict[int, dict[tuple[EntityKind, int], _Open]] = {}  # conn -> entities
-        self._findings_open: dict[int, Counter[tuple[str, str]]] = {}  # conn -> (code, sev)
+        self._findings = FindingsCount(store, self._open)
         self._permits_shown: set[tuple[str, ...]] = set()
         self._dirty = False  # frames came since the permits were last read
         self._dropped = self._skipped = 0
@@ -198,8 +204,7 @@ class MetricsFeed:
         store.add_gauge(P + "connections_open", (), -1)
         for (kind, _), item in self._open.pop(ev.conn_id, {}).items():
             self._close(kind, item)
-        for (code, severity), n in self._findings_open.pop(ev.conn_id, Counter()).items():
-            store.add_gauge(P + "findings_open", (code, severity), -n)
+        self._findings.ended(ev.conn_id)
         self._dirty = True
 
     def _lifecycle(self, ev: Lifecycle) -> None:
@@ -266,16 +271,13 @@ class MetricsFeed:
             for (topic,), us in group_values([kept.column(0)], kept.column(1)):
                 store.observe(P + "publish_latency_seconds", (topic,), us)
 
-    def _findings(self, batch: pa.RecordBatch) -> None:
-        store = self.store
-        for labels, n in count_rows([batch.column("code"), batch.column("severity")]):
-            store.inc(P + "findings_total", labels, n)
-        conns, codes, severities = (batch.column(c).to_pylist() for c in _FINDING_COLUMNS)
-        for conn, code, severity in zip(conns, codes, severities, strict=True):
-            if conn in self._open:  # open while its connection is (module rules)
-                labels = store.labels(P + "findings_open", (code, severity))
-                self._findings_open.setdefault(conn, Counter())[labels] += 1  # type: ignore[index]
-                store.add_gauge(P + "findings_open", labels, 1)
+    def _findings_rows(self, batch: pa.RecordBatch) -> None:
+        self._findings.rows(batch)
+
+    def established(self, found: Finding) -> None:
+        """The Diagnoser's listener: a finding established now, before its row (counted
+        once, open while its connection is: dissector.metrics.findings)."""
+        self._findings.told(found)
 
     # -- the journeys' join -------------------------------------------------------------
 
@@ -356,11 +358,12 @@ class MetricsFeed:
         """The read ended (after the builder's last batches): everything into the store."""
         self._dirty = True
         self.flush()
+        self._findings.finish()
 
 
 _TABLES: dict[str, Callable[[MetricsFeed, pa.RecordBatch], None]] = {
     "timeline": MetricsFeed._timeline,
-    "findings": MetricsFeed._findings,
+    "findings": MetricsFeed._findings_rows,
 }
 
 

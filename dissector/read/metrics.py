@@ -8,7 +8,8 @@ counts.
 Rule: one process (the feed reads the lifecycle and permit facts, events that -j workers do
 not hand back; the tables the metrics need, findings and journeys, are read by one worker
 over every connection with -j anyway); the tables the feed needs are made beside those asked
-(dissector.metrics.feed.MetricsFeed.TABLES) and handed to the feed, and to `sink` when asked.
+(dissector.metrics.feed.MetricsFeed.TABLES) and handed to the feed, and to `sink` when asked;
+the feed listens to the findings' engine (findings counted as they are established).
 """
 
 from __future__ import annotations
@@ -54,6 +55,7 @@ def read_metrics(
         progress,
         watch=feed.event,
         end_to_end=feed.end_to_end,
+        listener=feed.established,
     )
     feed.finish()
     store.start_us = feed.first_us

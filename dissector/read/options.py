@@ -25,6 +25,7 @@ from dissector.pulsar.framing import DEFAULT_MAX_FRAME_SIZE
 
 if TYPE_CHECKING:
     from dissector.diagnose import Diagnoser
+    from dissector.diagnose.state import Listener
 
 PathLike = str | os.PathLike[str]
 DEFAULT_THRESHOLDS = Thresholds()
@@ -116,11 +117,15 @@ def idle_us(seconds: float | None) -> int | None:
     return round(seconds * 1e6)
 
 
-def diagnoser(options: ReaderOptions) -> Diagnoser:
+def diagnoser(options: ReaderOptions, listener: Listener | None = None) -> Diagnoser:
     """The findings table's engine for a read with these settings (imported here: reads
-    that make no findings never load the rules)."""
+    that make no findings never load the rules); `listener` told of each finding as it is
+    established (Context.listener)."""
     from dissector.diagnose import Diagnoser
 
     return Diagnoser(
-        options.thresholds, broker_ports=options.broker_ports, tls_ports=options.tls_ports
+        options.thresholds,
+        broker_ports=options.broker_ports,
+        tls_ports=options.tls_ports,
+        listener=listener,
     )

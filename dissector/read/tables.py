@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 
 from dissector.capture.merge import Progress
-from dissector.events import PipelineEvent
+from dissector.events import Finding, PipelineEvent
 from dissector.read.driver import fewer_collections
 from dissector.read.numbering import Opened
 from dissector.read.options import PathLike, ReaderOptions, diagnoser
@@ -59,17 +59,19 @@ def make_builder(
     sink: Sink | None = None,
     tables: Iterable[str] | None = None,
     end_to_end: EndToEnd | None = None,
+    listener: Callable[[Finding], None] | None = None,
 ) -> TableBuilder:
     """The TableBuilder of a read: the plan's tables (or `tables`, those of them a caller
     makes here: the fleet records its journeys for a second stage), its findings made with
-    the read's thresholds and ports; `end_to_end`: told each end-to-end latency as the
-    journeys' join knows it (the metrics' feed)."""
+    the read's thresholds and ports, `listener` told of each as it is established;
+    `end_to_end`: told each end-to-end latency as the journeys' join knows it (the
+    metrics' feed)."""
     return TableBuilder(
         capture=capture,
         tables=plan.tables if tables is None else tables,
         sink=sink,
         fields=plan.fields,
-        diagnoser=diagnoser(options) if plan.findings else None,
+        diagnoser=diagnoser(options, listener) if plan.findings else None,
         values=plan.values,
         end_to_end=end_to_end,
     )
@@ -86,6 +88,7 @@ def stream_tables(
     keys: RowKeys | None = None,
     watch: Callable[[PipelineEvent], None] | None = None,
     end_to_end: EndToEnd | None = None,
+    listener: Callable[[Finding], None] | None = None,
 ) -> ReadCounts:
     """Dissect the captures, handing each table's record batches to `sink` as they are made
     (see the module rule); return what was counted. Only the stages these tables need run
@@ -97,6 +100,7 @@ def stream_tables(
     watch: sees every event after the builder (the metrics' feed: dissector.metrics.feed).
     end_to_end: told each end-to-end latency as the journeys' join first knows it (the
     metrics' feed; dissector.journeys.joiner).
+    listener: told of each finding as it is established, before its row (the metrics' feed).
     """
     plan = plan_read(options, tables, front)
     counts = ReadCounts()
@@ -113,7 +117,9 @@ def stream_tables(
                     _finish(builder, group, keys)
                     counts.rows.update(builder.counts())
                 group = g
-                builder = make_builder(plan, options, capture, sink, end_to_end=end_to_end)
+                builder = make_builder(
+                    plan, options, capture, sink, end_to_end=end_to_end, listener=listener
+                )
                 add = builder.feeder()  # once per builder: no work per batch
                 if keys is not None:
                     keys.use(builder)

@@ -12,7 +12,8 @@ parent's one endpoint merges the workers' counts. Needs capture permission (root
 CAP_NET_RAW) for the runs that capture. Without capturing: a sample capture replayed
 through live's session gives the offline read's metrics, and counts the file's packets;
 replayed one packet at a time, its end-to-end latencies are counted as their ACKs come
-(the journeys of the offline read acked so far), long before the run ends.
+(the journeys of the offline read acked so far), long before the run ends; a crafted one
+shows a finding counted and open from when it is established.
 """
 
 from __future__ import annotations
@@ -40,6 +41,8 @@ from dissector.read.metrics import metrics_of
 from dissector.read.tables import read_tables
 from tests.support.live import FakeSource, Live, live_argv
 from tests.support.peers import PulsarLite, run_scenario
+from tests.support.scenes import no_flow as no_flow_scene
+from tests.support.scenes import us
 from tests.support.scrape import Samples, fetch, media, samples
 
 P = "pulsar_dissect_"
@@ -374,6 +377,49 @@ def test_a_replayed_capture_counts_end_to_end_latencies_as_acks_come(sample: str
             record[key] = record.get(key, 0) + 1
         assert {k: h.count for k, h in before_close.items()} == record
         assert sum(record.values()) == len(manifest["sent"])
+
+
+@pytest.mark.parametrize("printed", [True, False], ids=["findings", "metrics-only"])
+def test_a_finding_shows_while_its_connection_is_open(printed: bool, tmp_path: Path) -> None:
+    """A crafted capture replayed through live's session, a snapshot published after each
+    packet: a consumer that sends no FLOW for the flow wait (10 s) is counted and open from
+    the packet where `--findings` prints it as established (the PING at 20 s), before its
+    row; the connection's FIN (45 s) closes it and its row does not count it again. With or
+    without --findings (one listener told, or both), the same snapshots; the last is the
+    offline read's."""
+    path = no_flow_scene(close=45.0).write(tmp_path / "no_flow.pcap")
+    with open_capture(path) as reader:
+        pkts = [(p.ts, p.data) for p in reader]
+    published: list[Snapshot] = []
+    out = io.StringIO()
+    opts = LiveOptions(metrics=("127.0.0.1", 0), findings=printed)
+    session = Session(opts, FakeSource(pkts, 1), out, io.StringIO(), publish=published.append)
+    lines: list[str] = []  # what was printed when each snapshot was published
+    for pkt in pkts:
+        session.packets([pkt])
+        session.publish()
+        lines.append(out.getvalue())
+    session.close()
+    no_flow = ("flow.no_flow_after_subscribe", "warning")
+    shown = [
+        (s.series[P + "findings_total"].get(no_flow, 0), s.series[P + "findings_open"].get(no_flow))
+        for s in published
+    ]
+    first = next(i for i, (total, _) in enumerate(shown) if total)
+    assert pkts[first][0] == us(20.0)  # the PING after the wait
+    assert shown[first] == (1, 1) and shown[-1] == (1, 0)
+    assert all(total == 1 for total, _ in shown[first:])  # counted once
+    fin = next(i for i in range(first, len(pkts)) if pkts[i][0] == us(45.0))
+    assert all(opened == 1 for _, opened in shown[first:fin])  # open until the FIN
+    if printed:
+        assert "finding (now): WARNING flow.no_flow_after_subscribe" in lines[first]
+        assert "finding (now)" not in lines[first - 1] and "finding:" not in lines[first]
+        assert out.getvalue().count("finding: WARNING flow.no_flow_after_subscribe") == 1
+    else:  # the frames' text view only
+        assert "finding" not in out.getvalue()
+    offline = metrics_of(path)
+    for family in ("findings_total", "findings_open"):
+        assert published[-1].series[P + family] == offline.series[P + family], family
 
 
 # --------------------------------------------------------------------------- refusals

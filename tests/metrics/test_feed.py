@@ -15,9 +15,18 @@ from typing import Any
 
 import duckdb
 import numpy as np
+import pyarrow as pa
 import pytest
 
-from dissector.events import Direction, FrameRun
+from dissector.events import (
+    Conversation,
+    ConversationOpened,
+    Direction,
+    Finding,
+    FlowKey,
+    FrameRun,
+)
+from dissector.findings import REGISTRY
 from dissector.metrics.feed import MetricsFeed
 from dissector.metrics.store import MetricStore, Snapshot, merge
 from dissector.pulsar import frame_runs as R
@@ -28,7 +37,8 @@ from dissector.read.runs import local_batches
 from dissector.read.tables import make_builder, read_tables
 from tests.support.crafted import C2B, SUBSCRIBED, TOPIC, baseline_session, write_pcap
 from tests.support.samples import CAPTURES, IDS, manifest
-from tests.support.scenes import Scene, faults_capture, ping, pong, subscribe
+from tests.support.scenes import faults_capture, us
+from tests.support.scenes import no_flow as no_flow_scene
 
 P = "pulsar_dissect_"
 #: Samples whose client did not take every delivery the broker made (a seek drops the
@@ -237,16 +247,119 @@ def test_findings_counted_and_open_while_their_connection_is(tmp_path: Path) -> 
         ("producer.sequence_regression", "warning"): 1,
     }
     assert not any(snap.series[P + "findings_open"].values())  # every connection closed
-    scene = Scene()
-    conn = scene.open()
-    for m in subscribe():
-        scene.at(0, m, conn)
-    for t in (20.0, 39.0):
-        scene.at(t, ping(), conn).at(t, pong(), conn)
-    left_open = metrics_of([scene.write(tmp_path / "open.pcap")])
+    left_open = metrics_of([no_flow_scene().write(tmp_path / "open.pcap")])
     no_flow = ("flow.no_flow_after_subscribe", "warning")
     assert left_open.series[P + "findings_total"] == {no_flow: 1}
     assert left_open.series[P + "findings_open"] == {no_flow: 1}
+
+
+def test_a_finding_counts_when_established_and_once(tmp_path: Path) -> None:
+    """As `live` drives the feed (the builder's batches taken after every event, the
+    Diagnoser's listener installed): a consumer that sends no FLOW for the flow wait (10 s)
+    on a connection still open counts and is open before any findings row is made (told at
+    the PING at 20 s, the first frame after the wait); the connection's FIN closes it, and
+    its row, made then, does not count it again."""
+    path = no_flow_scene(close=45.0).write(tmp_path / "no_flow.pcap")
+    options = ReaderOptions()
+    plan = plan_read(options, MetricsFeed.TABLES)
+    store = MetricStore()
+    feed = MetricsFeed(store)
+    told: list[Finding] = []
+
+    def listener(found: Finding) -> None:  # as live's, with --findings: both told
+        told.append(found)
+        feed.established(found)
+
+    builder = make_builder(plan, options, listener=listener)
+    add = builder.feeder()
+    rows = 0
+    seen: list[tuple[Any, int, dict[Any, float], dict[Any, float]]] = []
+    for _, _, events in local_batches([path], options, plan):
+        for ev in events:
+            add(ev)
+            feed.event(ev)
+            for name, batches in builder.batches.items():
+                taken = batches.take()
+                rows += sum(b.num_rows for b in taken) if name == "findings" else 0
+                feed.batches(name, taken)
+            snap = store.snapshot()
+            seen.append((ev, rows, snap.series[P + "findings_total"],
+                         snap.series[P + "findings_open"]))  # fmt: skip
+    builder.finish()
+    for name, batches in builder.batches.items():
+        feed.batches(name, batches.take())
+    feed.finish()
+    no_flow = ("flow.no_flow_after_subscribe", "warning")
+    first = next(i for i, (_, _, total, _) in enumerate(seen) if total)
+    ev, before, total, opened = seen[first]
+    assert ev.last_ts == us(20.0) and ev.command_name == "PING"  # told there, once
+    assert [f.code for f in told] == [no_flow[0]]
+    assert before == 0 and total == {no_flow: 1} and opened == {no_flow: 1}
+    ended = next(i for i, (ev, *_) in enumerate(seen) if type(ev) is Conversation)
+    assert seen[ended - 1][3] == {no_flow: 1}  # open while its connection is
+    assert seen[ended][2:] == ({no_flow: 1}, {no_flow: 0})  # FIN: closed, counted still
+    assert seen[-1][1] == 1 and seen[-1][2:] == ({no_flow: 1}, {no_flow: 0})  # its row: once
+    final = store.snapshot()
+    whole = metrics_of([path])  # offline: the same
+    for family in ("findings_total", "findings_open"):
+        assert final.series[P + family] == whole.series[P + family], family
+
+
+def test_a_finding_told_matches_its_row_by_key() -> None:
+    """Hand-made: a finding told twice on an open connection, then rows: its own (same
+    code, topic, entity, connection: not counted again, still open), another consumer's on
+    that connection (counted, open); reconnect.storm told on one connection matches its row
+    naming another of the same client, not open (counted once, closed); a finding told that
+    never made a row is no longer open at the end, and stays counted."""
+    store = MetricStore()
+    feed = MetricsFeed(store)
+    key = FlowKey("10.0.0.1", 40000, "10.0.0.2", 6650)
+    for conn in (1, 2, 3):
+        feed.event(ConversationOpened(conn, key, 1_000, 1))
+    feed.established(_found("flow.starved", 1, key, "consumer 1 (sub s)"))
+    feed.established(_found("flow.starved", 1, key, "consumer 1 (sub s)"))  # told again
+    feed.established(_found("flow.starved", 2, key, "consumer 7 (sub s)"))  # never a row
+    feed.established(_found("reconnect.storm", 3, key, None))
+    snap = store.snapshot()
+    starved = ("flow.starved", "warning")
+    storm = ("reconnect.storm", "warning")
+    assert snap.series[P + "findings_total"] == {starved: 2, storm: 1}
+    assert snap.series[P + "findings_open"] == {starved: 2, storm: 1}
+    feed.batches("findings", [_rows([
+        ("flow.starved", 1, "consumer 1 (sub s)"),  # the one told
+        ("flow.starved", 1, "consumer 2 (sub s)"),  # not told
+        ("reconnect.storm", 4, None),  # the storm's row names a later connection (ended)
+    ])])  # fmt: skip
+    snap = store.snapshot()
+    assert snap.series[P + "findings_total"] == {starved: 3, storm: 1}
+    assert snap.series[P + "findings_open"] == {starved: 3, storm: 0}
+    feed.finish()  # consumer 7's stall made no row: no longer open, still counted
+    snap = store.snapshot()
+    assert snap.series[P + "findings_total"] == {starved: 3, storm: 1}
+    assert snap.series[P + "findings_open"] == {starved: 2, storm: 0}
+
+
+def _found(code: str, conn: int, key: FlowKey, entity: str | None) -> Finding:
+    return Finding(code=code, severity=REGISTRY[code].severity, ts=0, first_ts=0, last_ts=0,
+                   conn_id=conn, key=key, topic=TOPIC, entity=entity, summary="", hint="",
+                   count=1, value=None, unit=None, evidence=())  # fmt: skip
+
+
+def _rows(rows: list[tuple[str, int, str | None]]) -> pa.RecordBatch:
+    """Findings table rows (the columns the feed reads) of one client's connections."""
+    return pa.RecordBatch.from_pylist(
+        [
+            {
+                "conn_id": conn,
+                "client_ip": "10.0.0.1",
+                "code": code,
+                "severity": str(REGISTRY[code].severity),
+                "topic": TOPIC,
+                "entity": entity,
+            }
+            for code, conn, entity in rows
+        ]
+    )
 
 
 def test_missing_bytes_are_the_gaps_lengths(tmp_path: Path) -> None:
@@ -268,7 +381,7 @@ def test_batches_taken_after_every_packet_give_the_same_metrics(capture: Path) -
     plan = plan_read(options, MetricsFeed.TABLES)
     store = MetricStore()
     feed = MetricsFeed(store)
-    builder = make_builder(plan, options, end_to_end=feed.end_to_end)
+    builder = make_builder(plan, options, end_to_end=feed.end_to_end, listener=feed.established)
     add = builder.feeder()
     taken = 0
     for _, _, events in local_batches([capture], options, plan):

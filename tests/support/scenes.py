@@ -105,6 +105,21 @@ def two_hosts(name: str = "diag-producer") -> tuple[Scene, Conn, Conn]:
     return s, p, c
 
 
+def no_flow(close: float | None = None) -> Scene:
+    """A consumer subscribed at 0 s that never sends FLOW, PINGs answered at 20 and 39 s (the
+    capture's clock passes the flow wait, 10 s); its connection closed at `close` seconds
+    (None: the capture leaves it open)."""
+    scene = Scene()
+    conn = scene.open()
+    for m in subscribe():
+        scene.at(0, m, conn)
+    for t in (20.0, 39.0):
+        scene.at(t, ping(), conn).at(t, pong(), conn)
+    if close is not None:
+        scene.close(close, conn)
+    return scene
+
+
 def us(t: float) -> int:
     """The capture time (µs since the epoch) of `t` seconds into a scene."""
     return T0_US + round(t * 1_000_000)

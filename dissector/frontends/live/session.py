@@ -11,8 +11,9 @@ PUBLISH_SECONDS (the server of `loop` or the pipe of a `fanout` worker reads it)
 Rules: only what is asked for is made (Parquet gets every table, jsonl its tables, the text
 view's `!` lines need messages, the metrics `MetricsFeed.TABLES`); rows wait at most one
 flush interval; `close()` ends open conversations and writes the last rows. The metrics feed
-sees every event and every batch of rows as they are made, never files read back. The
-capture loop, signals and stopping are `loop`'s.
+sees every event, every batch of rows as they are made and every finding as it is
+established (the findings' engine's listener, shared with --findings), never files read
+back. The capture loop, signals and stopping are `loop`'s.
 """
 
 from __future__ import annotations
@@ -252,15 +253,19 @@ class Session:
         self._drops_checked = time.time_ns() // 1000  # start of the window of the next drops
 
     def _diagnoser(self, reader: ReaderOptions) -> Diagnoser:
-        made = diagnoser(reader)
-        if self.opts.findings:
-            made.ctx.listener = self._established
-        return made
+        """The findings' engine, its listener telling those who asked (--findings, the
+        metrics) of each finding as it is established."""
+        told = self.opts.findings or self.metrics is not None
+        return diagnoser(reader, self._established if told else None)
 
     def _established(self, found: Finding) -> None:
-        """A finding just established (a threshold passed): one line, now."""
-        self.out.write(finding_line(found, "now"))
-        self.out.flush()
+        """A finding just established (a threshold passed): one line now (--findings),
+        counted and open in the metrics (MetricsFeed.established)."""
+        if self.metrics is not None:
+            self.metrics.established(found)
+        if self.opts.findings:
+            self.out.write(finding_line(found, "now"))
+            self.out.flush()
 
     def packets(self, batch: list[tuple[int, bytes]]) -> None:
         """Packets as (µs since the epoch, bytes), in capture order."""

@@ -27,7 +27,7 @@ import pytest
 from dissector.capture import open_capture
 from dissector.frontends.cli import main
 from dissector.frontends.live.loop import run
-from dissector.frontends.live.session import LiveOptions
+from dissector.frontends.live.options import LiveOptions
 from dissector.read import ReaderOptions, read_capture, read_tables
 from dissector.read.plan import WITHOUT_PAYLOADS, plan_read
 from tests.support.live import FakeSource

@@ -116,7 +116,7 @@ def test_live_prints_findings_as_established_then_the_rows_of_read(faults: Path)
     passed (before its row, made when conn 1 closes); the rows printed are read's."""
     from dissector.capture.files import open_capture
     from dissector.frontends.live.loop import run
-    from dissector.frontends.live.session import LiveOptions
+    from dissector.frontends.live.options import LiveOptions
     from tests.support.live import FakeSource
 
     with open_capture(str(faults)) as reader:

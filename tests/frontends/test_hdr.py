@@ -22,7 +22,7 @@ import pytest
 from dissector.errors import OutputError, UsageError
 from dissector.frontends import hdr
 from dissector.frontends.live.loop import run
-from dissector.frontends.live.session import LiveOptions
+from dissector.frontends.live.options import LiveOptions
 from dissector.read import read_tables
 from tests.support.cli import cli
 from tests.support.live import FakeSource

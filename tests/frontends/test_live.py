@@ -52,7 +52,8 @@ from dissector.frontends.live import loop as live_module
 from dissector.frontends.live.capturer import Capturer
 from dissector.frontends.live.files import ParquetParts, PcapFiles
 from dissector.frontends.live.loop import run
-from dissector.frontends.live.session import Counts, LiveOptions, Session, json_lines
+from dissector.frontends.live.options import Counts, LiveOptions
+from dissector.frontends.live.session import Session, json_lines
 from dissector.read import ReaderOptions, read_tables
 from dissector.tables.filters import Filter
 from dissector.tables.schema import SCHEMAS

@@ -34,7 +34,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families as text_families
 
 from dissector.capture import open_capture
-from dissector.frontends.live.session import LiveOptions, Session
+from dissector.frontends.live.options import LiveOptions
+from dissector.frontends.live.session import Session
 from dissector.metrics.families import BY_NAME, GAUGE, HISTOGRAM
 from dissector.metrics.store import Snapshot
 from dissector.read.metrics import metrics_of

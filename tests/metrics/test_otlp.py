@@ -39,7 +39,8 @@ from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
 from dissector.capture import open_capture
 from dissector.errors import OutputError, UsageError
 from dissector.frontends.live.loop import run as live_run
-from dissector.frontends.live.session import LiveOptions, Session
+from dissector.frontends.live.options import LiveOptions
+from dissector.frontends.live.session import Session
 from dissector.frontends.otlp_metrics import OtlpMetricsOut
 from dissector.metrics import otlp
 from dissector.metrics.families import FAMILIES, LATENCY_BUCKETS, OTHER, PREFIX

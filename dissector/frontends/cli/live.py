@@ -36,7 +36,7 @@ LIVE_IDLE_TIMEOUT = 300.0
 def cmd_live(args: argparse.Namespace, out: TextIO) -> int:
     """Sniff an interface and dissect its Pulsar traffic as it happens."""
     from dissector.frontends.live import fanout, loop  # scapy: only when capturing
-    from dissector.frontends.live.session import LiveOptions
+    from dissector.frontends.live.options import LiveOptions
 
     metrics = None
     if args.metrics is not None:

@@ -50,8 +50,9 @@ from dissector.frontends.live.loop import (
     metrics_words,
     otlp_metrics,
 )
+from dissector.frontends.live.options import Counts, LiveOptions
 from dissector.frontends.live.published import SnapshotPipe, WorkerSnapshots
-from dissector.frontends.live.session import Counts, LiveOptions, Session
+from dissector.frontends.live.session import Session
 
 if TYPE_CHECKING:
     from dissector.frontends.otlp_metrics import OtlpMetricsOut

@@ -52,8 +52,9 @@ from dissector.capture.pcap_filter import compile_expression
 from dissector.errors import InputError
 from dissector.frontends.live.capturer import Capturer
 from dissector.frontends.live.files import PcapFiles, check_parquet_root
+from dissector.frontends.live.options import LiveOptions
 from dissector.frontends.live.published import Latest
-from dissector.frontends.live.session import LiveOptions, Session
+from dissector.frontends.live.session import Session
 
 if TYPE_CHECKING:
     from dissector.frontends.live.published import Publish

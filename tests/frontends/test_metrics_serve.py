@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import socket
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -296,12 +297,38 @@ def test_a_worker_never_waits_for_its_parent_and_the_newest_arrives() -> None:
             parent.read(read)
             pipe.send(snaps[-1])  # the worker's next ticks
     finally:
-        pipe.close()
+        closing = threading.Thread(target=pipe.close)  # its last snapshot written whole
+        closing.start()
     while read in parent.fds:  # up to the worker's end: its last snapshot kept
         parent.read(read)
+    closing.join()
     assert (
         parent.get().value(P + "packets_total") == 3
         and parent.get().value(P + "packets_total") == 3
+    )
+
+
+def test_a_workers_last_snapshot_arrives_whole_when_it_closes() -> None:
+    """A worker's last snapshot, far larger than a pipe holds, sent while the parent reads
+    nothing and the pipe closed at once (the worker's end): the parent, reading up to the
+    pipe's end, has that snapshot and not an earlier one."""
+    read, write = os.pipe()
+    pipe = SnapshotPipe(write)
+    parent = WorkerSnapshots(MetricStore().snapshot())
+    parent.add(0, read)
+    last = _worker_snapshot(2000, 7)  # its pickle: several times a pipe's 64 KiB
+    pipe.send(_worker_snapshot(2000, 6))  # a first one fills the pipe
+    pipe.send(last)  # waits behind it
+    closing = threading.Thread(target=pipe.close)
+    closing.start()  # blocks until the parent reads
+    while read in parent.fds:  # up to the worker's end
+        parent.read(read)
+    closing.join()
+    got = parent.get()
+    assert got.value(P + "packets_total") == 7
+    assert (
+        got.series[P + "publish_latency_seconds"].keys()
+        == last.series[P + "publish_latency_seconds"].keys()
     )
 
 

@@ -11,7 +11,8 @@ Rules:
   parent slow to read costs the worker nothing but freshness.
 - On the pipe, each snapshot is a frame: its length (4 bytes, big-endian), then its pickle
   (parent and worker are the same program: the pickle is never from elsewhere).
-- A worker that ended keeps its last snapshot in the merge: counters never go back.
+- A worker that ended keeps its last snapshot in the merge: counters never go back; its
+  last snapshot is written whole when it closes the pipe (`SnapshotPipe.close`).
 """
 
 from __future__ import annotations
@@ -66,11 +67,22 @@ class SnapshotPipe:
             except BlockingIOError:
                 return  # the parent has not read the last one yet: the next tick goes on
             except OSError:  # the parent is gone: nobody to publish to
-                self.close()
+                self._shut()
                 return
             self._pending = self._pending[written:]
 
     def close(self) -> None:
+        """The last snapshot written whole, then the pipe closed. This write may wait: the
+        parent reads the pipe until its end, which comes before the worker's report the
+        parent waits for (and the parent's stop deadline bounds it); a snapshot cut short
+        would lose the run's last counts (the final OTLP request of -j N)."""
+        if self._fd is not None:
+            with contextlib.suppress(OSError):
+                os.set_blocking(self._fd, True)
+                self._flush()
+        self._shut()
+
+    def _shut(self) -> None:
         if self._fd is not None:
             with contextlib.suppress(OSError):
                 os.close(self._fd)

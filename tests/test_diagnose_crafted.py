@@ -508,6 +508,40 @@ def test_request_unanswered_at_close(tmp_path: Path) -> None:
     assert row["code"] == F.REQUEST_UNANSWERED and "1 LOOKUP" in row["summary"]
 
 
+def _closing_race(meta_at: float) -> Scene:
+    """The C++ client closing a partitioned producer: CLOSE_PRODUCER at 1 s answered, a
+    PARTITIONED_METADATA at `meta_at` never answered, the connection ended at 1.003 s."""
+    return _scene(
+        (1.0, msg(C2B, "CLOSE_PRODUCER", producer_id=1, request_id=6)),
+        (1.001, msg(B2C, "SUCCESS", request_id=6)),
+        (meta_at, msg(C2B, "PARTITIONED_METADATA", topic=TOPIC, request_id=10)),
+    )
+
+
+def test_a_request_given_up_by_the_client_closing_is_no_finding(tmp_path: Path) -> None:
+    """Sent while the client closes (after its CLOSE_PRODUCER), then the client's own FIN
+    1 ms later: the client gave it up, the broker could not answer."""
+    s = _closing_race(1.002)
+    s.close(1.003)
+    assert codes(s.write(tmp_path / "c.pcap")) == []
+
+
+def test_a_request_left_by_the_brokers_close_is_a_finding(tmp_path: Path) -> None:
+    """The same request, the broker ending the connection first: it was never answered."""
+    s = _closing_race(1.002)
+    s.close(1.003, first=B2C)
+    (row,) = findings(s.write(tmp_path / "c.pcap"))
+    assert row["code"] == F.REQUEST_UNANSWERED and "1 PARTITIONED_METADATA" in row["summary"]
+
+
+def test_a_request_before_the_client_closes_is_a_finding(tmp_path: Path) -> None:
+    """Asked before the client began closing, still waiting at its FIN: unanswered."""
+    s = _closing_race(0.5)
+    s.close(1.003)
+    (row,) = findings(s.write(tmp_path / "c.pcap"))
+    assert row["code"] == F.REQUEST_UNANSWERED and "1 PARTITIONED_METADATA" in row["summary"]
+
+
 def test_request_answered(tmp_path: Path) -> None:
     s = _scene(
         (1, msg(C2B, "LOOKUP", topic=TOPIC, request_id=7)),

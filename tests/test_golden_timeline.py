@@ -52,10 +52,21 @@ def test_every_send_has_its_receipt(sample: tuple[Capture, dict[str, Any]]) -> N
 
 
 def test_every_request_with_an_id_is_answered(sample: tuple[Capture, dict[str, Any]]) -> None:
+    """Every request with an id is answered, but one the client sent while closing (after its
+    first CLOSE_PRODUCER/CLOSE_CONSUMER on the connection: the C++ client may ask a
+    PARTITIONED_METADATA then and end the connection before the answer), as the frames show."""
     cap, _ = sample
     t = cap.timeline
     with_id = t[t["request_id"].notna() & t["request_command"].notna()]
-    assert (with_id["outcome"] == "success").all(), with_id[["request_command", "outcome"]]
+    f = cap.frames
+    closes = f[f["command"].isin(["CLOSE_PRODUCER", "CLOSE_CONSUMER"])]
+    closes = closes[closes["direction"] == "client_to_broker"]
+    closing = closes.groupby("conn_id")["ts"].min()
+    since = with_id["conn_id"].map(closing)
+    given_up = since.notna() & (with_id["request_ts"] > since)
+    answered = with_id[~given_up]
+    assert (answered["outcome"] == "success").all(), answered[["request_command", "outcome"]]
+    assert (with_id[given_up]["outcome"].isin(["success", "unanswered"])).all()
     frames = cap.frames
     requests = frames[  # a broker's CLOSE_PRODUCER/CONSUMER with request_id -1 asks nothing
         frames["request_id"].notna()

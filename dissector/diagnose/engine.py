@@ -351,6 +351,7 @@ class Diagnoser:
             conn.key = ev.key
         connection.on_conversation(conn, ev, self.broker_ports, self.tls_ports)
         closed = ev.ended in _CLOSED
+        conn.closed_by = ev.closed_by
         self.refusals.ended(conn, ev)
         horizon = ev.end_ts if closed else max(ev.end_ts, self.ctx.now)
         self._close(conn, horizon, closed)

@@ -14,7 +14,11 @@ Rules:
   PRODUCER_SUCCESS that says ready; request_id -1 on CLOSE_PRODUCER/CLOSE_CONSUMER is no
   request.
 - unanswered: the requests the facts report never answered, when the connection closed
-  (FIN/RST), or older than request_timeout when the capture ended; unknown_response (a
+  (FIN/RST), or older than request_timeout when the capture ended; but not those the client
+  sent while closing (after its first CLOSE_PRODUCER/CLOSE_CONSUMER) when the client then
+  ended the connection itself: it gave them up (the C++ client may ask a
+  PARTITIONED_METADATA between its CLOSE_PRODUCERs and CLOSE_CONSUMERs and send its FIN
+  before the answer can come); unknown_response (a
   response the facts pair with no request) and id_reused (a request sent while its id is in
   flight for a request answered by the same type: its own response, or SUCCESS; the C++
   client's two counters, lookups and the rest, are told apart by their answers) need the
@@ -42,6 +46,7 @@ from dissector.pulsar.wire import COMMAND_TYPES
 T = COMMAND_TYPES
 C2B, B2C = Direction.CLIENT_TO_BROKER, Direction.BROKER_TO_CLIENT
 _PONG = T["PONG"]
+_CLOSES = frozenset({T["CLOSE_PRODUCER"], T["CLOSE_CONSUMER"]})
 Answered = Callable[[Context, ConnState, Frame, Frame], None]
 #: This module's timers (Context.schedule): a connection's oldest unanswered PING.
 KIND = 0
@@ -58,6 +63,13 @@ def _other(direction: str) -> Direction:
 def on_pair(ctx: Context, conn: ConnState, pair: Pair) -> None:
     """A request's completion fact (dissector.facts.is_request_pair)."""
     request, response = pair.request, pair.response
+    if (
+        request is not None
+        and request.command_type in _CLOSES
+        and request.direction is C2B
+        and (conn.closing_since is None or request.first_ts < conn.closing_since)
+    ):
+        conn.closing_since = request.first_ts
     if response is None:
         if request is not None and len(conn.requests) < MAX_PENDING:
             conn.requests.append(request)  # unanswered: judged at the connection's end
@@ -195,7 +207,10 @@ def close(ctx: Context, conn: ConnState, horizon: int, closed: bool) -> None:
 def _requests(ctx: Context, conn: ConnState, horizon: int, closed: bool) -> None:
     limit = ctx.us["request_timeout"]
     ev, names = conn.unanswered, conn.unanswered_names
+    closing = conn.closing_since if closed and conn.closed_by is C2B else None
     for request in conn.requests:
+        if closing is not None and request.first_ts > closing:
+            continue  # given up by the client closing (module rules)
         if closed or horizon - request.last_ts > limit:
             ev.add(request)
             names[request.command_name] = names.get(request.command_name, 0) + 1

@@ -27,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
-from dissector.events import Delivered, Finding, FlowKey, Frame
+from dissector.events import Delivered, Direction, Finding, FlowKey, Frame
 from dissector.facts.bounds import MAX_ENTITIES
 from dissector.findings import REGISTRY, Thresholds
 
@@ -336,6 +336,10 @@ class ConnState:
     consumers: dict[int, ConsumerState] = field(default_factory=dict)
     #: requests the facts report never answered (requests.on_pair), judged at the end
     requests: list[Frame] = field(default_factory=list)
+    #: when the client began closing: its first CLOSE_PRODUCER/CLOSE_CONSUMER (requests.py)
+    closing_since: int | None = None
+    #: who ended the connection first (FIN/RST), set at its end (engine._ended)
+    closed_by: Direction | None = None
     unanswered: Evidence = field(default_factory=Evidence)
     unanswered_names: dict[str, int] = field(default_factory=dict)
     unknown: Evidence = field(default_factory=Evidence)

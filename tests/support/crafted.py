@@ -326,10 +326,11 @@ class Session:
             )
         )
 
-    def close(self) -> list[Seg]:
-        """FIN from the client, FIN-ACK from the broker, last ACK from the client."""
+    def close(self, first: Direction = C2B) -> list[Seg]:
+        """FIN from the client, FIN-ACK from the broker, last ACK from the client (`first`
+        B2C: the broker's FIN first, the client's FIN-ACK, the broker's last ACK)."""
         out = []
-        for direction in (C2B, B2C):
+        for direction in (C2B, B2C) if first == C2B else (B2C, C2B):
             seg = Seg(
                 self.conn,
                 direction,
@@ -341,7 +342,7 @@ class Session:
             )
             self.fin[direction] = 1
             out.append(self._add(seg))
-        out.append(self.ack(C2B))
+        out.append(self.ack(first))
         return out
 
 

@@ -19,6 +19,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from dissector.events import Direction
 from dissector.findings import Thresholds
 from dissector.read import read_capture
 from tests.support.crafted import B2C, C2B, T0_US, Conn, Msg, Seg, Session, msg, write_pcap
@@ -66,9 +67,10 @@ class Scene:
         self._timed([self.sessions[conn].send(direction, data)], t)
         return self
 
-    def close(self, t: float, conn: Conn | None = None) -> Scene:
+    def close(self, t: float, conn: Conn | None = None, first: Direction = C2B) -> Scene:
+        """FIN both ways at `t`, `first`'s first (the client's by default)."""
         conn = conn or next(iter(self.sessions))
-        self._timed(self.sessions[conn].close(), t)
+        self._timed(self.sessions[conn].close(first), t)
         return self
 
     def _timed(self, segs: list[Seg], t: float) -> list[Seg]:

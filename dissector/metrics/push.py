@@ -28,9 +28,7 @@ import gzip as gzip_module
 import json
 import threading
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
 from collections.abc import Mapping
 from typing import TextIO
 
@@ -169,6 +167,9 @@ class OtlpPush:
 
     def _post(self, body: bytes) -> str | None:
         """POST one request: None when the collector took it all, else what went wrong."""
+        import urllib.error  # here: `read` and `summary` parse their options without it
+        import urllib.request
+
         data = gzip_module.compress(body, 6) if self.gzip else body
         request = urllib.request.Request(self.url, data=data, method="POST", headers=self.headers)
         try:

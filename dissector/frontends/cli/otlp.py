@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Mapping
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from dissector.errors import UsageError
 from dissector.frontends.cli.options import above_zero
-from dissector.frontends.otlp_metrics import OtlpMetricsOut
 from dissector.metrics.push import TIMEOUT, endpoint_url, header
+
+if TYPE_CHECKING:
+    from dissector.frontends.otlp_metrics import OtlpMetricsOut
 
 
 def _endpoint(text: str) -> str:
@@ -85,6 +87,8 @@ def otlp_out(
     path = getattr(args, "otlp_out", None)
     if path is None and args.otlp_endpoint is None:
         return None
+    from dissector.frontends.otlp_metrics import OtlpMetricsOut
+
     return OtlpMetricsOut(
         resource,
         err,

@@ -35,13 +35,14 @@ from dissector.frontends.cli.options import (
 from dissector.frontends.cli.otlp import otlp_arguments, otlp_out
 from dissector.frontends.progress import ReadProgress
 from dissector.frontends.summary import SUMMARY_TABLES, TOP, Summary, render
-from dissector.metrics.store import Snapshot
 from dissector.read.inputs import capture_bytes
 from dissector.read.tables import ReadCounts
 from dissector.tables.builders import Sink
 
 if TYPE_CHECKING:
     import pyarrow as pa
+
+    from dissector.metrics.store import Snapshot
 
 #: The metrics' formats: name -> OpenMetrics (else the Prometheus text format 0.0.4).
 METRIC_FORMATS = {"openmetrics": True, "prometheus": False}

@@ -156,3 +156,22 @@ def test_any_two_schemas_have_a_shape_and_a_difference(
     diff = differences(one, two)
     assert isinstance(diff, list) and all(isinstance(d, str) for d in diff)
     assert differences(one, one) == []
+
+
+def test_a_field_named_twice_differs_from_nothing_in_itself() -> None:
+    """Found by the property above: an Avro record naming one field twice, with two types
+    (null, then a union), is not different from itself; a name counts once, as it first
+    comes, against another schema too."""
+    twice = {
+        "name": "",
+        "schema_data": b'{"type": "record", "name": "", "fields": '
+        b'[{"name": "", "type": null}, {"name": "", "type": []}]}',
+        "type": 2,
+    }
+    one = shape(
+        command(
+            "GET_OR_CREATE_SCHEMA", request_id=1, topic="t", schema=twice
+        ).getOrCreateSchema.schema
+    )
+    assert one.fields is not None and len(one.fields) == 2
+    assert differences(one, one) == []

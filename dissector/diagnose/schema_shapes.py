@@ -123,18 +123,27 @@ def differences(offered: Shape, topic: Shape) -> list[str]:
     if offered.name and topic.name and offered.name != topic.name:
         found.append(f"name {offered.name} vs {topic.name}")
     if offered.fields is not None and topic.fields is not None:
-        theirs = dict(topic.fields)
-        mine = dict(offered.fields)
-        for name, kind in offered.fields:
+        # a name given twice (an invalid schema, yet bytes on the wire) counts once: its first
+        theirs = _first(topic.fields)
+        mine = _first(offered.fields)
+        for name, kind in mine.items():
             if name not in theirs:
                 found.append(f"field {name} added")
             elif theirs[name] != kind:
                 found.append(f"field {name} {kind} vs {theirs[name]}")
-        found.extend(f"field {name} removed" for name, _ in topic.fields if name not in mine)
+        found.extend(f"field {name} removed" for name in theirs if name not in mine)
     if len(found) > MAX_DIFFERENCES:
         more = len(found) - MAX_DIFFERENCES
         found = [*found[:MAX_DIFFERENCES], f"and {more} more"]
     return found
+
+
+def _first(fields: tuple[tuple[str, str], ...]) -> dict[str, str]:
+    """Each field name's kind, as its first occurrence says (names in their order)."""
+    out: dict[str, str] = {}
+    for name, kind in fields:
+        out.setdefault(name, kind)
+    return out
 
 
 def version_label(version: bytes | None) -> str:
